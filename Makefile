@@ -1,0 +1,34 @@
+# Quick start: `make demo`, `make test`. Everything installs into ./.venv.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# torch/torchvision pinned to releases that install from this machine kind's local wheel cache and
+# import together (see docs/development.md); timm imports torchvision.
+TORCH := torch==2.14.1 torchvision==0.29.1
+
+.PHONY: demo test test-xla bench install clean catalog
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[sandbox,test]' $(TORCH) 'timm>=1.0'
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(BIN)/python scripts/demo.py
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python scripts/bench_cli.py
+
+catalog:
+	$(PYTHON) scripts/build_catalog.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

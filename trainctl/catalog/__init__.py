@@ -1,0 +1,123 @@
+"""The bundled, dated catalog: instance specs, On-Demand prices, Spot advisor data.
+
+Pure data access over `catalog.json` (built by scripts/build_catalog.py); stdlib only.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+CATALOG_PATH = Path(__file__).with_name("catalog.json")
+
+# Midpoints of the Spot advisor's interruption-frequency bands: share of instances reclaimed
+# over a trailing month. ">20%" has no upper bound; 25% is a deliberately pessimistic midpoint.
+BAND_MONTHLY_FRACTION = {"<5%": 0.025, "5-10%": 0.075, "10-15%": 0.125, "15-20%": 0.175, ">20%": 0.25}
+HOURS_PER_MONTH = 730.0
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    key: str
+    name: str
+    kind: str  # "gpu" | "neuron"
+    peak_tflops: dict[str, float]
+    efficiency: float
+    intra_node_gbytes_s: float
+
+    def supports(self, precision: str) -> bool:
+        return precision in self.peak_tflops
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    family: str
+    accelerator: Accelerator
+    accelerator_count: int
+    accelerator_memory_gib: float
+    vcpus: int
+    ram_gib: float
+    network_gbps_burst: float
+    network_gbps_baseline: float
+    network_up_to: bool
+    efa_interfaces: int
+    sagemaker_training: bool
+    sources: str
+
+    @property
+    def efa(self) -> bool:
+        return self.efa_interfaces > 0
+
+
+@dataclass(frozen=True)
+class SpotAdvice:
+    savings_pct: float
+    interruption_band: str
+
+    @property
+    def hourly_interruption_rate(self) -> float:
+        """Per-instance hazard (interruptions per instance-hour) from the band's monthly share."""
+        f = BAND_MONTHLY_FRACTION[self.interruption_band]
+        return -math.log(1.0 - f) / HOURS_PER_MONTH
+
+
+@dataclass(frozen=True)
+class Price:
+    usd_per_hour: float
+    source: str
+
+
+class Catalog:
+    def __init__(self, data: dict):
+        self.data = data
+        self.date: str = data["catalog_date"]
+        self.data_dates: dict[str, str] = data["data_dates"]
+        self.sources: dict[str, str] = data["sources"]
+        self.accelerators = {k: Accelerator(key=k, name=v["name"], kind=v["kind"], peak_tflops=v["peak_tflops"],
+                                            efficiency=v["efficiency"], intra_node_gbytes_s=v["intra_node_gbytes_s"])
+                             for k, v in data["accelerators"].items()}
+        self.instances = {
+            name: InstanceType(name=name, accelerator=self.accelerators[v["accelerator"]],
+                               **{k: v[k] for k in ("family", "accelerator_count", "accelerator_memory_gib", "vcpus",
+                                                    "ram_gib", "network_gbps_burst", "network_gbps_baseline",
+                                                    "network_up_to", "efa_interfaces", "sagemaker_training",
+                                                    "sources")})
+            for name, v in data["instances"].items()}
+
+    @property
+    def families(self) -> list[str]:
+        return sorted({i.family for i in self.instances.values()})
+
+    @property
+    def priced_regions(self) -> list[str]:
+        return sorted(self.data["on_demand_usd_per_hour"])
+
+    def instance(self, name: str) -> InstanceType | None:
+        return self.instances.get(name.removeprefix("ml."))
+
+    def on_demand_price(self, platform: str, region: str, instance_type: str) -> Price | None:
+        entry = self.data["on_demand_usd_per_hour"].get(region, {}).get(instance_type)
+        if not entry or platform not in entry:
+            return None
+        return Price(entry[platform], entry[f"{platform}_source"])
+
+    def spot_advice(self, region: str, instance_type: str) -> SpotAdvice | None:
+        v = self.data["spot_advisor"]["regions"].get(region, {}).get(instance_type)
+        return SpotAdvice(v["savings_pct"], v["interruption_band"]) if v else None
+
+    def quota_group(self, instance_type: str) -> str:
+        family = instance_type.removeprefix("ml.").split(".")[0]
+        return "trn" if family.startswith("trn") else family[0]
+
+    def ec2_quota(self, instance_type: str, market: str) -> tuple[str, str]:
+        """(quota code, quota name) of the EC2 vCPU quota that a layout of this type draws on."""
+        code, name = self.data["ec2_vcpu_quotas"][self.quota_group(instance_type)][market]
+        return code, name
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    return Catalog(json.loads(CATALOG_PATH.read_text()))
