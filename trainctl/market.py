@@ -1,0 +1,296 @@
+"""Live market data: Spot placement scores, Spot price history, On-Demand prices, service quotas.
+
+All regions and calls run concurrently. A call that fails is data, not an exception: it becomes a
+warning, and a region whose EC2 market data cannot be read drops out of the plan. On-Demand prices
+fall back to the catalog; unknown quotas are simply not checked. Answers are cached on disk briefly
+(TRAINCTL_CACHE_TTL seconds, default 600) so re-planning does not re-ask AWS.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from trainctl import aws
+from trainctl.catalog import Catalog
+from trainctl.quotes import Quotes, SpotPrice
+
+# AWS recommends at least three instance types per placement-score request; fewer always scores low.
+MIN_TYPES_PER_SCORE_REQUEST = 3
+DEFAULT_WINDOW_HOURS = 7 * 24
+
+
+@dataclass(frozen=True)
+class MarketRequest:
+    regions: tuple[str, ...]
+    instance_types: tuple[str, ...]          # plain names
+    spot_counts: dict[str, tuple[int, ...]]  # instance type -> node counts wanted on Spot
+    platforms: tuple[str, ...]
+    markets: tuple[str, ...]
+    window_hours: float = DEFAULT_WINDOW_HOURS
+
+
+# ----------------------------------------------------------------------------- disk cache
+def _home() -> Path:
+    return Path(os.environ.get("TRAINCTL_HOME", Path.home() / ".trainctl"))
+
+
+class DiskCache:
+    def __init__(self, ttl_s: float | None = None):
+        self.ttl = float(os.environ.get("TRAINCTL_CACHE_TTL", "600")) if ttl_s is None else ttl_s
+        self.dir = _home() / "cache"
+
+    def _path(self, key: dict) -> Path:
+        ident = {"endpoint": aws.endpoint_url() or "aws", "profile": aws.SETTINGS.profile, **key}
+        digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:32]
+        return self.dir / f"{digest}.json"
+
+    def get(self, key: dict):
+        if self.ttl <= 0:
+            return None
+        p = self._path(key)
+        try:
+            if time.time() - p.stat().st_mtime < self.ttl:
+                return json.loads(p.read_text())
+        except (OSError, ValueError):
+            pass
+        return None
+
+    def put(self, key: dict, value) -> None:
+        if self.ttl <= 0:
+            return
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            p = self._path(key)
+            tmp = p.with_suffix(".tmp")
+            tmp.write_text(json.dumps(value))
+            tmp.replace(p)
+        except OSError:
+            pass  # a cache that cannot be written is only slower
+
+
+def _cached(cache: DiskCache, key: dict, fetch):
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
+    value = fetch()
+    cache.put(key, value)
+    return value
+
+
+# ----------------------------------------------------------------------------- per-call fetchers
+def _availability_zones(region: str) -> dict[str, str]:
+    """AZ id (use1-az4) -> AZ name (us-east-1a) for this account: the mapping differs per account."""
+    resp = aws.client("ec2", region).describe_availability_zones(
+        Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}])
+    return {z["ZoneId"]: z["ZoneName"] for z in resp["AvailabilityZones"]}
+
+
+def _score_groups(catalog: Catalog, types: list[str]) -> list[list[str]]:
+    """Groups of >= 3 types of one family for placement-score requests (padded with the family's other sizes)."""
+    by_family: dict[str, list[str]] = {}
+    for t in types:
+        by_family.setdefault(t.split(".")[0], []).append(t)
+    groups = []
+    for family, members in sorted(by_family.items()):
+        group = sorted(set(members))
+        if len(group) < MIN_TYPES_PER_SCORE_REQUEST:
+            siblings = sorted(i.name for i in catalog.instances.values()
+                              if i.accelerator.key == catalog.instances[group[0]].accelerator.key)
+            for s in siblings:
+                if len(group) >= MIN_TYPES_PER_SCORE_REQUEST:
+                    break
+                if s not in group:
+                    group.append(s)
+        groups.append(sorted(group))
+    return groups
+
+
+def _placement_scores(region: str, types: list[str], count: int) -> dict[str, int]:
+    """AZ id -> score for a single-AZ request of `count` instances of any of `types`."""
+    ec2 = aws.client("ec2", region)
+    scores: dict[str, int] = {}
+    token = None
+    while True:
+        kwargs = dict(InstanceTypes=types, TargetCapacity=count, TargetCapacityUnitType="units",
+                      SingleAvailabilityZone=True, RegionNames=[region], MaxResults=10)
+        if token:
+            kwargs["NextToken"] = token
+        resp = ec2.get_spot_placement_scores(**kwargs)
+        for s in resp.get("SpotPlacementScores", []):
+            if s.get("AvailabilityZoneId"):
+                scores[s["AvailabilityZoneId"]] = int(s["Score"])
+        token = resp.get("NextToken")
+        if not token:
+            return scores
+
+
+def _spot_price_history(region: str, types: list[str], window_hours: float) -> dict[str, dict[str, dict]]:
+    """type -> AZ name -> {mean, latest}: time-weighted mean over the window and the price in force now."""
+    end = datetime.now(timezone.utc)
+    start = end - timedelta(hours=window_hours)
+    ec2 = aws.client("ec2", region)
+    points: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    paginator = ec2.get_paginator("describe_spot_price_history")
+    for page in paginator.paginate(InstanceTypes=types, ProductDescriptions=["Linux/UNIX"],
+                                   StartTime=start, EndTime=end):
+        for p in page.get("SpotPriceHistory", []):
+            ts = p["Timestamp"].timestamp()
+            points.setdefault((p["InstanceType"], p["AvailabilityZone"]), []).append((ts, float(p["SpotPrice"])))
+    out: dict[str, dict[str, dict]] = {}
+    for (itype, az), pts in points.items():
+        mean, latest = time_weighted_mean(pts, start.timestamp(), end.timestamp())
+        out.setdefault(itype, {})[az] = {"mean": mean, "latest": latest}
+    return out
+
+
+def time_weighted_mean(points: list[tuple[float, float]], start: float, end: float) -> tuple[float, float]:
+    """Mean of a step function (each price holds until the next change) over [start, end], and the last price.
+
+    AWS returns the price in force at StartTime with its earlier timestamp, so a point before `start`
+    counts from `start`."""
+    pts = sorted(points)
+    total = weighted = 0.0
+    for i, (ts, price) in enumerate(pts):
+        seg_start = max(ts, start)
+        seg_end = min(pts[i + 1][0] if i + 1 < len(pts) else end, end)
+        if seg_end > seg_start:
+            weighted += price * (seg_end - seg_start)
+            total += seg_end - seg_start
+    latest = pts[-1][1]
+    return (weighted / total if total > 0 else latest), latest
+
+
+def _on_demand_price(service: str, region: str, instance_type: str) -> float | None:
+    pricing = aws.client("pricing", aws.PRICING_REGION)
+    if service == "AmazonEC2":
+        attrs = {"instanceType": instance_type, "regionCode": region, "operatingSystem": "Linux",
+                 "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used"}
+    else:
+        attrs = {"instanceName": f"ml.{instance_type}", "regionCode": region, "component": "Training"}
+    filters = [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in attrs.items()]
+    resp = pricing.get_products(ServiceCode=service, Filters=filters, FormatVersion="aws_v1", MaxResults=10)
+    for item in resp.get("PriceList", []):
+        doc = json.loads(item) if isinstance(item, str) else item
+        for term in doc.get("terms", {}).get("OnDemand", {}).values():
+            for dim in term.get("priceDimensions", {}).values():
+                usd = float(dim.get("pricePerUnit", {}).get("USD", "0") or 0)
+                if usd > 0:
+                    return usd
+    return None
+
+
+def _quotas(region: str, service_code: str, names: set[str]) -> dict[str, float]:
+    sq = aws.client("service-quotas", region)
+    found: dict[str, float] = {}
+    for page in sq.get_paginator("list_service_quotas").paginate(ServiceCode=service_code):
+        for q in page.get("Quotas", []):
+            if q.get("QuotaName") in names:
+                found[q["QuotaName"]] = float(q["Value"])
+    return found
+
+
+# ----------------------------------------------------------------------------- the whole fetch
+def fetch_quotes(catalog: Catalog, req: MarketRequest, cache: DiskCache | None = None) -> Quotes:
+    cache = cache or DiskCache()
+    warnings: list[str] = []
+    spot_types = sorted(t for t, counts in req.spot_counts.items() if counts)
+    counts = sorted({c for cs in req.spot_counts.values() for c in cs})
+    groups = _score_groups(catalog, spot_types) if spot_types else []
+
+    jobs: dict[tuple, object] = {}
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        for region in req.regions:
+            jobs[("azs", region)] = pool.submit(_cached, cache, {"op": "azs", "region": region},
+                                                lambda r=region: _availability_zones(r))
+            if spot_types:
+                jobs[("spot", region)] = pool.submit(
+                    _cached, cache, {"op": "spot", "region": region, "types": spot_types,
+                                     "window": req.window_hours, "hour": int(time.time() // 3600)},
+                    lambda r=region: _spot_price_history(r, spot_types, req.window_hours))
+                for group in groups:
+                    for c in counts:
+                        if any(c in req.spot_counts.get(t, ()) for t in group):
+                            jobs[("score", region, tuple(group), c)] = pool.submit(
+                                _cached, cache, {"op": "score", "region": region, "types": group, "count": c},
+                                lambda r=region, g=group, n=c: _placement_scores(r, g, n))
+            for platform in req.platforms:
+                service = "AmazonEC2" if platform == "ec2" else "AmazonSageMaker"
+                for t in req.instance_types:
+                    if platform == "sagemaker" and not catalog.instances[t].sagemaker_training:
+                        continue
+                    jobs[("price", platform, region, t)] = pool.submit(
+                        _cached, cache, {"op": "price", "service": service, "region": region, "type": t},
+                        lambda s=service, r=region, it=t: _on_demand_price(s, r, it))
+            for platform in req.platforms:
+                if platform == "ec2":
+                    names = {catalog.ec2_quota(t, m)[1] for t in req.instance_types for m in req.markets}
+                    code = "ec2"
+                else:
+                    names = {f"ml.{t} for {'spot ' if m == 'spot' else ''}training job usage"
+                             for t in req.instance_types for m in req.markets}
+                    code = "sagemaker"
+                jobs[("quota", region, code)] = pool.submit(
+                    _cached, cache, {"op": "quota", "region": region, "service": code, "names": sorted(names)},
+                    lambda r=region, c=code, n=names: _quotas(r, c, n))
+
+        results: dict[tuple, object] = {}
+        errors: dict[tuple, BaseException] = {}
+        for key, fut in jobs.items():
+            try:
+                results[key] = fut.result()
+            except Exception as e:  # noqa: BLE001 - every failure becomes a warning, by design
+                errors[key] = e
+
+    live_regions = []
+    on_demand: dict[tuple[str, str, str], float] = {}
+    spot_prices: dict[tuple[str, str], dict[str, SpotPrice]] = {}
+    scores_out: dict[tuple[str, str, int], dict[str, int]] = {}
+    quotas: dict[tuple[str, str, str], float] = {}
+
+    for region in req.regions:
+        ec2_failures = [(k, e) for k, e in errors.items() if k[0] in ("azs", "spot", "score") and region in k]
+        if ec2_failures:
+            k, e = ec2_failures[0]
+            op = {"azs": "DescribeAvailabilityZones", "spot": "DescribeSpotPriceHistory",
+                  "score": "GetSpotPlacementScores"}[k[0]]
+            warnings.append(f"{region}: {op} failed ({aws.error_summary(e)}); {region}'s options are left out")
+            continue
+        live_regions.append(region)
+        az_names = results[("azs", region)]
+        for itype, per_az in (results.get(("spot", region)) or {}).items():
+            spot_prices[(region, itype)] = {az: SpotPrice(v["mean"], v["latest"], req.window_hours)
+                                            for az, v in per_az.items()}
+        for key, val in results.items():
+            if key[0] == "score" and key[1] == region:
+                _, _, group, c = key
+                by_name = {az_names.get(zid, zid): s for zid, s in val.items()}
+                for t in group:
+                    if c in req.spot_counts.get(t, ()):
+                        scores_out[(region, t, c)] = by_name
+
+    price_failures: dict[str, str] = {}
+    for key, val in results.items():
+        if key[0] == "price" and val is not None:
+            _, platform, region, t = key
+            on_demand[(platform, region, t)] = float(val)
+        if key[0] == "quota":
+            _, region, code = key
+            for name, v in val.items():
+                quotas[(region, code, name)] = v
+    for key, e in errors.items():
+        if key[0] == "price":
+            price_failures.setdefault(key[1], aws.error_summary(e))
+        if key[0] == "quota":
+            warnings.append(f"{key[1]}: Service Quotas for {key[2]} unreadable ({aws.error_summary(e)}); "
+                            "quotas not checked there")
+    for platform, why in price_failures.items():
+        warnings.append(f"Pricing API for {platform} failed ({why}); its On-Demand prices come from the catalog "
+                        f"dated {catalog.date}")
+    return Quotes(source="live", regions=tuple(live_regions), on_demand=on_demand, spot_prices=spot_prices,
+                  placement_scores=scores_out, quotas=quotas, warnings=tuple(warnings))

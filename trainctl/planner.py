@@ -1,0 +1,460 @@
+"""Pure planning: valid layouts, expected time and cost with interruptions, capacity odds, ranking.
+
+`plan(spec, catalog, quotes, ...)` takes data and returns a `Plan`; no boto3, no clock, no printing.
+The numbers' meaning and the assumptions behind them are written out in docs/cost-model.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from trainctl import perf
+from trainctl.catalog import Catalog, InstanceType, SpotAdvice
+from trainctl.quotes import Quotes
+from trainctl.spec import JobSpec, Layout
+
+# When a Spot request is refused, the next try comes after about this long (the placement score is
+# re-asked and another AZ or option is tried); used to turn capacity odds into an expected wait.
+CAPACITY_RETRY_HOURS = 0.5
+# Pessimistic band for a type the Spot advisor has no data for.
+UNKNOWN_BAND = ">20%"
+# Checkpoints are written to local disk and synced in the background; ~500 MB/s sustained.
+CHECKPOINT_WRITE_BYTES_PER_S = 500e6
+
+
+@dataclass(frozen=True)
+class MeasuredRate:
+    samples_per_s: float   # whole layout
+    count: int             # nodes it was measured on
+    job_id: str
+
+
+@dataclass(frozen=True)
+class Option:
+    rank: int
+    platform: str
+    instance_type: str
+    count: int
+    market: str
+    region: str
+    availability_zone: str | None
+    accelerators: int
+    hourly_usd: float                 # the whole layout
+    throughput_samples_per_s: float
+    throughput_source: str            # measured | given | model
+    hours: float                      # expected billed hours, interruption rework included
+    expected_cost_usd: float
+    spot_placement_score: int | None
+    interruptions_expected: float
+    fits_memory: bool
+    pareto: bool
+    why: tuple[str, ...]
+    # beyond the JSON contract's required keys
+    strategy: str = "ddp"
+    capacity_odds: float | None = None   # chance a request for this layout gets capacity at once
+    wall_hours: float = 0.0              # hours + expected wait for capacity
+    quota_ok: bool | None = None
+    price_source: str = ""
+
+    @property
+    def layout(self) -> str:
+        return f"{self.instance_type}:{self.count}:{self.market}"
+
+    def to_json(self) -> dict:
+        return {"rank": self.rank, "platform": self.platform, "instance_type": self.instance_type,
+                "count": self.count, "market": self.market, "region": self.region,
+                "availability_zone": self.availability_zone, "accelerators": self.accelerators,
+                "hourly_usd": round(self.hourly_usd, 4),
+                "throughput_samples_per_s": round(self.throughput_samples_per_s, 2),
+                "throughput_source": self.throughput_source, "hours": round(self.hours, 3),
+                "expected_cost_usd": round(self.expected_cost_usd, 2),
+                "spot_placement_score": self.spot_placement_score,
+                "interruptions_expected": round(self.interruptions_expected, 3), "fits_memory": self.fits_memory,
+                "pareto": self.pareto, "why": list(self.why), "strategy": self.strategy,
+                "capacity_odds": None if self.capacity_odds is None else round(self.capacity_odds, 2),
+                "wall_hours": round(self.wall_hours, 3), "quota_ok": self.quota_ok,
+                "price_source": self.price_source}
+
+
+@dataclass(frozen=True)
+class Excluded:
+    instance_type: str
+    count: int
+    reason: str
+    platform: str | None = None
+    market: str | None = None
+    region: str | None = None
+
+    def to_json(self) -> dict:
+        return {"instance_type": self.instance_type, "count": self.count, "reason": self.reason,
+                "platform": self.platform, "market": self.market, "region": self.region}
+
+
+@dataclass(frozen=True)
+class Plan:
+    spec_name: str
+    source: str
+    catalog_date: str
+    options: tuple[Option, ...]
+    excluded: tuple[Excluded, ...]
+    warnings: tuple[str, ...]
+    objective: str
+
+    def to_json(self, spec_path: str, top: int | None = None) -> dict:
+        opts = self.options if top is None else self.options[:top]
+        return {"spec": spec_path, "source": self.source, "catalog_date": self.catalog_date,
+                "objective": self.objective, "options": [o.to_json() for o in opts],
+                "excluded": [e.to_json() for e in self.excluded], "warnings": list(self.warnings)}
+
+
+@dataclass
+class _Candidate:
+    instance: InstanceType
+    count: int
+    markets: tuple[str, ...]
+
+
+@dataclass
+class PlanRequest:
+    """What to plan beyond the spec: the CLI's flags."""
+
+    objective: str = "cost"                       # cost | time
+    platforms: tuple[str, ...] | None = None      # None: the spec's
+    layouts: tuple[Layout, ...] = ()              # non-empty: exactly these layouts
+    extra_warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+# ----------------------------------------------------------------------------- helpers
+def model_shape(spec: JobSpec) -> perf.ModelShape:
+    m = spec.model
+    act = None
+    if m.activation_gib_per_sample is not None:
+        act = m.activation_gib_per_sample * perf.GIB
+    elif m.arch is not None:
+        a = m.arch
+        act = perf.transformer_activation_bytes(a.tokens_per_sample, a.hidden, a.heads, a.layers, m.precision,
+                                                m.activation_checkpointing)
+    return perf.ModelShape(params=m.param_count, training_flops_per_sample=m.training_flops_per_sample,
+                           precision=m.precision, optimizer=m.optimizer, activation_bytes_per_sample=act)
+
+
+def candidates(spec: JobSpec, catalog: Catalog, request: PlanRequest) -> list[_Candidate]:
+    """Every (instance type, node count, markets) the plan will consider: what market.py must quote."""
+    cands = spec.candidates
+    layouts = list(request.layouts) or list(cands.layouts)
+    out: list[_Candidate] = []
+    if layouts:
+        for lay in layouts:
+            inst = catalog.instance(lay.instance_type)
+            if inst is not None:
+                out.append(_Candidate(inst, lay.count, (lay.market,) if lay.market else tuple(cands.markets)))
+        if request.layouts:
+            return out
+    families = cands.families or ([] if cands.layouts else catalog.families)
+    for inst in sorted(catalog.instances.values(), key=lambda i: i.name):
+        if inst.family not in families:
+            continue
+        for n in range(cands.nodes.min, cands.nodes.max + 1):
+            out.append(_Candidate(inst, n, tuple(cands.markets)))
+    return out
+
+
+def _entrypoint_mismatch(spec: JobSpec, inst: InstanceType) -> str | None:
+    bundled = spec.entrypoint.bundled
+    if bundled == "ddp" and inst.accelerator.kind == "neuron":
+        return "the bundled ddp entrypoint runs on GPUs; use 'bundled: neuron' for Trainium"
+    if bundled == "neuron" and inst.accelerator.kind != "neuron":
+        return "the bundled neuron entrypoint runs on Trainium; use 'bundled: ddp' for GPUs"
+    return None
+
+
+def _validity(inst: InstanceType, count: int) -> str | None:
+    if inst.accelerator.kind == "neuron" and count > 1 and inst.name not in ("trn1.32xlarge", "trn1n.32xlarge"):
+        return (f"{inst.name} is single-node only: multi-node Trainium needs EFA, i.e. trn1.32xlarge or "
+                "trn1n.32xlarge")
+    return None
+
+
+def _per_accelerator_rate(spec: JobSpec, shape: perf.ModelShape, inst: InstanceType, count: int,
+                          measured: dict[tuple[str, int, str], MeasuredRate], strategy: str
+                          ) -> tuple[float, str, str, float | None]:
+    """(per-accelerator compute rate, source, words, exact layout throughput if measured on this very layout)."""
+    batch = spec.workload.batch_size_per_accelerator
+    m = measured.get((spec.model.name, batch, inst.name))
+    if m is not None:
+        accs = m.count * inst.accelerator_count
+        if m.count == count:
+            return m.samples_per_s / accs, "measured", \
+                f"throughput measured by job {m.job_id} on this layout: {m.samples_per_s:,.0f} samples/s", \
+                m.samples_per_s
+        return m.samples_per_s / accs, "measured", \
+            (f"throughput from job {m.job_id} ({m.samples_per_s:,.0f} samples/s on {m.count} node"
+             f"{'s' if m.count > 1 else ''}), rescaled by the network model"), None
+    given = spec.throughput.get(inst.name) or spec.throughput.get(inst.accelerator.key)
+    if given is not None:
+        return given, "given", f"throughput given in the spec: {given:g} samples/s per {inst.accelerator.key}", None
+    rate = perf.modelled_compute_rate(shape, inst)
+    acc = inst.accelerator
+    return rate, "model", (f"throughput modelled: {acc.key} {acc.peak_tflops[shape.precision]:g} TFLOPS "
+                           f"{shape.precision} x {acc.efficiency:.0%} utilisation = {rate:,.1f} samples/s each"), None
+
+
+def _pareto(options: list[Option]) -> set[int]:
+    """Indices of options that no other option beats on both expected cost and hours."""
+    idx = sorted(range(len(options)), key=lambda i: (options[i].expected_cost_usd, options[i].hours))
+    keep, best_hours = set(), float("inf")
+    for i in idx:
+        if options[i].hours < best_hours - 1e-12:
+            keep.add(i)
+            best_hours = options[i].hours
+    return keep
+
+
+# ----------------------------------------------------------------------------- the plan
+def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest | None = None,
+         measured: dict[tuple[str, int, str], MeasuredRate] | None = None) -> Plan:
+    request = request or PlanRequest()
+    measured = measured or {}
+    shape = model_shape(spec)
+    batch = spec.workload.batch_size_per_accelerator
+    samples = spec.workload.total_samples
+    cons = spec.constraints
+    platforms = request.platforms or tuple(spec.candidates.platforms)
+    regions = [r for r in spec.candidates.regions if r in quotes.regions]
+    warnings = list(quotes.warnings) + list(request.extra_warnings)
+    if shape.activation_bytes_per_sample is None:
+        warnings.append("activation memory unknown (no architecture and no model.activation_gib_per_sample): "
+                        "memory fit counts weights, gradients and optimizer state only")
+
+    options: list[Option] = []
+    excluded: list[Excluded] = []
+    seen_excl: set[tuple[str, int, str]] = set()
+    unpriced: dict[tuple[str, str], set[str]] = {}
+
+    def exclude(inst_name: str, count: int, reason: str, **where) -> None:
+        key = (inst_name, count, reason)
+        if key not in seen_excl:  # one line per layout and reason, not per platform x region x market
+            seen_excl.add(key)
+            excluded.append(Excluded(inst_name, count, reason, **where))
+
+    for cand in candidates(spec, catalog, request):
+        inst, count = cand.instance, cand.count
+        reason = _entrypoint_mismatch(spec, inst) or _validity(inst, count)
+        if reason:
+            exclude(inst.name, count, reason)
+            continue
+        if not inst.accelerator.supports(shape.precision):
+            exclude(inst.name, count, f"{inst.accelerator.key} has no {shape.precision} support; set model.precision "
+                                      f"to one of {', '.join(sorted(inst.accelerator.peak_tflops))} to consider it")
+            continue
+        n_acc = count * inst.accelerator_count
+        fit = perf.memory_fit(shape, inst, n_acc, batch, spec.model.strategy)
+        if not fit.fits:
+            need = (f"with full sharding (fsdp) it needs at least {fit.min_accelerators_sharded} accelerators"
+                    if fit.min_accelerators_sharded else
+                    "even fully sharded it does not fit: the batch's activations alone exceed memory; lower "
+                    "workload.batch_size_per_accelerator or set model.activation_checkpointing")
+            exclude(inst.name, count, f"out of memory: {fit.total_gib:.1f} GiB per {inst.accelerator.key} "
+                                      f"({fit.strategy}) > {fit.usable_gib:.1f} GiB usable; {need}")
+            continue
+        rate, tp_source, tp_words, exact = _per_accelerator_rate(spec, shape, inst, count, measured, fit.strategy)
+        tp = perf.layout_throughput(shape, inst, count, batch, rate, fit.strategy)
+        samples_per_s = exact if exact is not None else tp.samples_per_s
+        base_hours = samples / samples_per_s / 3600.0
+        # DDP: rank 0 writes the whole state; FSDP: every node writes its shard in parallel.
+        ckpt_bytes = shape.params * perf.state_bytes_per_param(shape.optimizer)
+        ckpt_s = ckpt_bytes / (count if fit.strategy == "fsdp" else 1) / CHECKPOINT_WRITE_BYTES_PER_S
+        ckpt_share = ckpt_s / (cons.checkpoint_interval_minutes * 60.0)
+
+        for platform in platforms:
+            if platform == "sagemaker" and not inst.sagemaker_training:
+                exclude(inst.name, count, "SageMaker training does not offer this type", platform=platform)
+                continue
+            for region in regions:
+                od_live = quotes.on_demand.get((platform, region, inst.name))
+                od_cat = catalog.on_demand_price(platform, region, inst.name)
+                if od_live is not None:
+                    od, od_src = od_live, "Pricing API"
+                elif od_cat is not None:
+                    od, od_src = od_cat.usd_per_hour, f"catalog {catalog.date} ({od_cat.source})"
+                else:
+                    unpriced.setdefault((platform, region), set()).add(inst.name)
+                    continue
+                for market in cand.markets:
+                    opt = _price_option(spec, catalog, quotes, inst, count, platform, region, market, od, od_src,
+                                        base_hours, ckpt_share, fit, tp, samples_per_s, tp_source, tp_words,
+                                        exclude)
+                    if opt is not None:
+                        options.append(opt)
+
+    for (platform, region), types in sorted(unpriced.items()):
+        warnings.append(f"{region}: no {platform} On-Demand price for {', '.join(sorted(types))} in the catalog "
+                        f"{'or the Pricing API' if quotes.source == 'live' else '(offline)'}; those "
+                        f"{platform} options are left out")
+
+    # constraints
+    kept: list[Option] = []
+    for o in options:
+        if cons.deadline_hours is not None and o.wall_hours > cons.deadline_hours:
+            exclude(o.instance_type, o.count, f"misses the deadline: {o.wall_hours:.1f} h expected > "
+                                              f"{cons.deadline_hours:g} h", platform=o.platform, market=o.market,
+                    region=o.region)
+        elif cons.budget_usd is not None and o.expected_cost_usd > cons.budget_usd:
+            exclude(o.instance_type, o.count, f"over budget: ${o.expected_cost_usd:,.0f} expected > "
+                                              f"${cons.budget_usd:,.0f}", platform=o.platform, market=o.market,
+                    region=o.region)
+        else:
+            kept.append(o)
+
+    def key(o: Option):
+        primary = o.expected_cost_usd if request.objective == "cost" else o.wall_hours
+        secondary = o.wall_hours if request.objective == "cost" else o.expected_cost_usd
+        # Layouts the account cannot launch (over quota) go after those it can, whatever their price.
+        return (o.quota_ok is False, primary, secondary, o.instance_type, o.count, o.platform, o.region)
+
+    kept.sort(key=key)
+    front = _pareto(kept)
+    ranked = [replace(o, rank=i + 1, pareto=i in front, why=_ranking_words(o, i, kept, request.objective) + o.why)
+              for i, o in enumerate(kept)]
+    if not ranked:
+        warnings.append("no layout is left: see the excluded layouts (--show-excluded) for why")
+    return Plan(spec.name, quotes.source, catalog.date, tuple(ranked), tuple(excluded), tuple(warnings),
+                request.objective)
+
+
+def _price_option(spec, catalog, quotes, inst, count, platform, region, market, od, od_src, base_hours,
+                  ckpt_share, fit, tp, samples_per_s, tp_source, tp_words, exclude) -> Option | None:
+    cons = spec.constraints
+    why: list[str] = []
+    az = None
+    score = None
+    odds: float | None = 1.0
+    interruptions = 0.0
+    hours = base_hours * (1 + ckpt_share)
+    if market == "on-demand":
+        hourly_node, price_src = od, od_src
+    else:
+        advice = catalog.spot_advice(region, inst.name)
+        band = advice.interruption_band if advice else UNKNOWN_BAND
+        rate = SpotAdvice(0.0, band).hourly_interruption_rate  # per instance-hour
+        spot = quotes.spot_prices.get((region, inst.name), {})
+        scores = quotes.placement_scores.get((region, inst.name, count), {})
+        if scores:
+            # Best AZ: highest placement score, then lowest Spot price there.
+            az = max(scores, key=lambda z: (scores[z], -(spot[z].mean_usd if z in spot else 1e9)))
+            score = scores[az]
+            odds = score / 10.0
+        else:
+            odds = None
+        ec2_od = quotes.on_demand.get(("ec2", region, inst.name))
+        if ec2_od is None and (cat_price := catalog.on_demand_price("ec2", region, inst.name)) is not None:
+            ec2_od = cat_price.usd_per_hour
+        if spot and (az in spot or az is None):
+            sp = spot[az] if az in spot else min(spot.values(), key=lambda s: s.mean_usd)
+            discount = 1 - sp.mean_usd / ec2_od if ec2_od else None
+            if platform == "ec2":
+                hourly_node, price_src = sp.mean_usd, f"Spot price history, {sp.window_hours:g} h mean"
+            elif discount is not None:
+                hourly_node, price_src = od * (1 - discount), \
+                    f"SageMaker On-Demand x (1 - EC2 Spot discount {discount:.0%}) (assumption)"
+            else:
+                exclude(inst.name, count, "no EC2 On-Demand price to turn the Spot price into a discount",
+                        platform=platform, market=market, region=region)
+                return None
+        elif advice is not None:
+            hourly_node = od * (1 - advice.savings_pct / 100.0)
+            price_src = (f"On-Demand x (1 - {advice.savings_pct:g}% Spot advisor savings, "
+                         f"{catalog.data_dates['spot_advisor']})")
+            if platform == "sagemaker":
+                price_src += " (assumes managed Spot matches the EC2 Spot discount)"
+        else:
+            exclude(inst.name, count, f"no Spot price or Spot advisor data for {region}", platform=platform,
+                    market=market, region=region)
+            return None
+        # Each interruption loses on average half a checkpoint interval plus the restart; the rework itself
+        # can be interrupted, so solve hours = base + hours x rate x nodes x overhead.
+        overhead_h = cons.checkpoint_interval_minutes / 2 / 60 + cons.restart_minutes / 60
+        load = rate * count * overhead_h
+        if load >= 0.5:
+            exclude(inst.name, count, f"interrupted too often for its checkpoint interval ({band} band)",
+                    platform=platform, market=market, region=region)
+            return None
+        hours = hours / (1 - load)
+        interruptions = rate * count * hours
+        why.append(f"Spot: interruption band {band}{'' if advice else ' (assumed: no advisor data)'} -> "
+                   f"{interruptions:.2f} interruptions expected, each costing "
+                   f"{overhead_h * 60:.0f} min of rework and restart")
+        if score is not None:
+            why.append(f"placement score {score}/10 for {count} node{'s' if count > 1 else ''} in {az}"
+                       + (" (capacity unlikely)" if score <= 3 else ""))
+        else:
+            why.append("placement score unknown (offline): capacity odds not checked")
+
+    wait_h = 0.0
+    if odds is not None and odds < 1.0:
+        wait_h = (1 - odds) / max(odds, 0.05) * CAPACITY_RETRY_HOURS
+        if wait_h > cons.max_spot_wait_hours:
+            exclude(inst.name, count, f"Spot capacity unlikely: placement score {score}/10 means ~{wait_h:.1f} h "
+                                      f"expected wait > max_spot_wait_hours {cons.max_spot_wait_hours:g}",
+                    platform=platform, market=market, region=region)
+            return None
+
+    quota_ok = _quota_check(catalog, quotes, inst, count, platform, region, market, why)
+    tp_line = tp_words
+    if tp.bottleneck_link:
+        tp_line += (f"; {fit.strategy} sync {tp.comm_seconds:.3f} s/step over {tp.bottleneck_link} vs "
+                    f"{tp.compute_seconds:.3f} s compute ({tp.scaling_efficiency:.0%} scaling)")
+    why.append(tp_line)
+    if fit.strategy == "fsdp":
+        why.append(f"model sharded (fsdp): {fit.total_gib:.1f} of {fit.usable_gib:.1f} GiB per accelerator")
+    why.append(f"price: {price_src}")
+    hourly = hourly_node * count
+    return Option(rank=0, platform=platform, instance_type=inst.name, count=count, market=market, region=region,
+                  availability_zone=az, accelerators=count * inst.accelerator_count, hourly_usd=hourly,
+                  throughput_samples_per_s=samples_per_s, throughput_source=tp_source, hours=hours,
+                  expected_cost_usd=hourly * hours, spot_placement_score=score, interruptions_expected=interruptions,
+                  fits_memory=True, pareto=False, why=tuple(why), strategy=fit.strategy, capacity_odds=odds,
+                  wall_hours=hours + wait_h, quota_ok=quota_ok, price_source=price_src)
+
+
+def _quota_check(catalog, quotes, inst, count, platform, region, market, why) -> bool | None:
+    if platform == "ec2":
+        code, name = catalog.ec2_quota(inst.name, market)
+        have = quotes.quotas.get((region, "ec2", name))
+        need = inst.vcpus * count
+        unit = "vCPUs"
+    else:
+        name = f"ml.{inst.name} for {'spot ' if market == 'spot' else ''}training job usage"
+        have = quotes.quotas.get((region, "sagemaker", name))
+        need, unit = count, "instances"
+    if have is None:
+        return None
+    if need > have:
+        why.append(f"over quota: needs {need} {unit}, '{name}' is {have:g} in {region}; request an increase in "
+                   "Service Quotas")
+        return False
+    return True
+
+
+def _ranking_words(o: Option, i: int, ranked: list[Option], objective: str) -> tuple[str, ...]:
+    """One line saying why this option sits where it does."""
+    if not ranked:
+        return ()
+    best = ranked[0]
+    if i == 0:
+        runner = next((r for r in ranked[1:] if r.market != o.market or r.instance_type != o.instance_type), None)
+        if objective == "cost":
+            line = f"lowest expected cost: ${o.expected_cost_usd:,.2f}"
+            if runner:
+                line += (f", ${runner.expected_cost_usd - o.expected_cost_usd:,.2f} less than the next layout "
+                         f"({runner.instance_type} x{runner.count} {runner.market})")
+        else:
+            line = f"fastest: {o.wall_hours:.2f} h"
+            if runner:
+                line += f", {runner.wall_hours - o.wall_hours:.2f} h sooner than {runner.instance_type} x{runner.count}"
+        return (line,)
+    if objective == "cost":
+        return (f"${o.expected_cost_usd - best.expected_cost_usd:,.2f} more than #1"
+                + (f", {best.hours - o.hours:.2f} h faster" if o.hours < best.hours else ""),)
+    return (f"{o.wall_hours - best.wall_hours:.2f} h slower than #1"
+            + (f", ${best.expected_cost_usd - o.expected_cost_usd:,.2f} cheaper" if
+               o.expected_cost_usd < best.expected_cost_usd else ""),)

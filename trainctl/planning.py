@@ -1,0 +1,78 @@
+"""The I/O shell around the pure planner: load the spec, gather quotes (live or offline), measured
+throughput from the state database, and return the plan. The CLI calls this and renders the result."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainctl.catalog import load_catalog
+from trainctl.errors import UsageError
+from trainctl.planner import Plan, PlanRequest, candidates, plan
+from trainctl.quotes import Quotes
+from trainctl.spec import JobSpec, Layout, load_spec
+
+
+@dataclass
+class PlanInputs:
+    spec_path: str
+    objective: str = "cost"
+    layouts: tuple[str, ...] = ()
+    platform: str | None = None
+    offline: bool = False
+    window_hours: float = 168.0
+
+
+def parse_layouts(texts: tuple[str, ...] | list[str], known: set[str]) -> tuple[Layout, ...]:
+    out = []
+    for text in texts:
+        try:
+            lay = Layout.parse(text)
+        except ValueError as e:
+            raise UsageError(f"--layout: {e}") from None
+        if lay.instance_type not in known:
+            raise UsageError(f"--layout {text}: unknown instance type {lay.instance_type!r}; `trainctl catalog` "
+                             "lists the known types")
+        out.append(lay)
+    return tuple(out)
+
+
+def make_plan(inputs: PlanInputs) -> tuple[JobSpec, Plan]:
+    catalog = load_catalog()
+    spec = load_spec(inputs.spec_path, catalog=catalog)
+    if inputs.objective not in ("cost", "time"):
+        raise UsageError(f"--objective {inputs.objective!r}: use cost or time")
+    if inputs.platform not in (None, "sagemaker", "ec2"):
+        raise UsageError(f"--platform {inputs.platform!r}: use sagemaker or ec2")
+    request = PlanRequest(objective=inputs.objective,
+                          platforms=(inputs.platform,) if inputs.platform else None,
+                          layouts=parse_layouts(inputs.layouts, set(catalog.instances)))
+    quotes = gather_quotes(spec, catalog, request, inputs)
+    from trainctl import state
+
+    measured = state.measured_rates(spec.model.name, spec.workload.batch_size_per_accelerator)
+    return spec, plan(spec, catalog, quotes, request, measured)
+
+
+def gather_quotes(spec: JobSpec, catalog, request: PlanRequest, inputs: PlanInputs) -> Quotes:
+    regions = tuple(spec.candidates.regions)
+    dated = (f"planned from the bundled catalog dated {catalog.date} (prices {catalog.data_dates['ec2_prices_us_east_1']}"
+             f", Spot advisor {catalog.data_dates['spot_advisor']}); no placement scores or quotas checked")
+    if inputs.offline:
+        return Quotes.offline(regions, (f"--offline: {dated}",))
+    from trainctl import aws
+
+    if not aws.has_credentials():
+        return Quotes.offline(regions, (f"no AWS credentials found: {dated}; configure credentials (or use "
+                                        "`trainctl --sandbox`) for live prices, placement scores and quotas",))
+    from trainctl.market import MarketRequest, fetch_quotes
+
+    cands = candidates(spec, catalog, request)
+    platforms = request.platforms or tuple(spec.candidates.platforms)
+    spot_counts: dict[str, set[int]] = {}
+    for c in cands:
+        if "spot" in c.markets:
+            spot_counts.setdefault(c.instance.name, set()).add(c.count)
+    markets = tuple(sorted({m for c in cands for m in c.markets}))
+    req = MarketRequest(regions=regions, instance_types=tuple(sorted({c.instance.name for c in cands})),
+                        spot_counts={t: tuple(sorted(v)) for t, v in spot_counts.items()},
+                        platforms=platforms, markets=markets, window_hours=inputs.window_hours)
+    return fetch_quotes(catalog, req)

@@ -1,0 +1,33 @@
+"""Everything the planner knows about the market, as one value (built by market.py, or by a test).
+
+Keys use plain instance type names (g5.2xlarge, never ml.g5.2xlarge) and AZ names (us-east-1a).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SpotPrice:
+    mean_usd: float      # time-weighted mean over the window
+    latest_usd: float
+    window_hours: float
+
+
+@dataclass(frozen=True)
+class Quotes:
+    source: str                                   # "live" | "offline"
+    regions: tuple[str, ...]                      # regions whose data arrived (failed regions are left out)
+    # Live On-Demand prices: (platform, region, instance_type) -> USD/h. Missing keys fall back to the catalog.
+    on_demand: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    # EC2 Spot prices: (region, instance_type) -> {az_name: SpotPrice}
+    spot_prices: dict[tuple[str, str], dict[str, SpotPrice]] = field(default_factory=dict)
+    # Spot placement scores for a single-AZ request of `count` nodes: (region, instance_type, count) -> {az: 1..10}
+    placement_scores: dict[tuple[str, str, int], dict[str, int]] = field(default_factory=dict)
+    # Quotas: (region, service_code, quota name) -> value. EC2: vCPUs; SageMaker: instances.
+    quotas: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def offline(cls, regions: list[str] | tuple[str, ...], warnings: tuple[str, ...] = ()) -> Quotes:
+        return cls(source="offline", regions=tuple(regions), warnings=warnings)

@@ -1,0 +1,100 @@
+"""Rendering: rich tables for people, JSON for scripts (one document on stdout, nothing else)."""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def print_json(doc) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def _money(x: float) -> str:
+    return f"${x:,.2f}" if x < 1000 else f"${x:,.0f}"
+
+
+def _console(min_width: int = 120):
+    """A console for tables: real terminals keep their width; pipes get room for the table."""
+    from rich.console import Console
+
+    con = Console(highlight=False)
+    if not con.is_terminal:
+        con = Console(highlight=False, width=max(min_width, con.width))
+    return con
+
+
+def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int = 3) -> None:
+    from rich.table import Table
+
+    con = _console()
+    src = ("live AWS market data" if plan.source == "live"
+           else f"the bundled catalog dated {plan.catalog_date} (offline)")
+    con.print(f"[bold]{plan.spec_name}[/] ({spec_path}): planned from {src}; ranked by "
+              f"{'expected cost' if plan.objective == 'cost' else 'expected hours'}")
+    for w in plan.warnings:
+        con.print(f"[yellow]warning:[/] {w}")
+    if plan.options:
+        t = Table(header_style="bold", pad_edge=False)
+        for col, just in (("#", "right"), ("layout", "left"), ("market", "left"), ("platform", "left"),
+                          ("where", "left"), ("$/h", "right"), ("samples/s", "right"), ("hours", "right"),
+                          ("expected $", "right"), ("score", "right"), ("interr.", "right"), ("notes", "left")):
+            t.add_column(col, justify=just, no_wrap=col != "notes", min_width=6 if col == "notes" else None)
+        for o in plan.options[:top]:
+            notes = [n for n, on in (("pareto", o.pareto), ("fsdp", o.strategy == "fsdp"),
+                                     ("[red]over quota[/]", o.quota_ok is False)) if on]
+            t.add_row(str(o.rank), f"{o.count}x {o.instance_type}", o.market, o.platform,
+                      o.availability_zone or o.region, _money(o.hourly_usd),
+                      f"{o.throughput_samples_per_s:,.0f} {o.throughput_source}", f"{o.hours:,.1f}",
+                      _money(o.expected_cost_usd),
+                      "-" if o.spot_placement_score is None else f"{o.spot_placement_score}/10",
+                      "-" if o.market != "spot" else f"{o.interruptions_expected:.2f}", " ".join(notes))
+        con.print(t)
+        shown = min(top, len(plan.options))
+        con.print(f"{len(plan.options)} options, top {shown} shown (--top N for more). $/h is the whole layout; "
+                  "hours include expected interruption rework; pareto: no other option is both cheaper and faster.")
+        for o in plan.options[:explain]:
+            con.print(f"[bold]#{o.rank}[/] {o.count}x {o.instance_type} {o.market} on {o.platform}, "
+                      f"{o.availability_zone or o.region}:")
+            for line in o.why:
+                con.print(f"   - {line}")
+    if plan.excluded:
+        if show_excluded:
+            t = Table(title="excluded layouts", header_style="bold")
+            t.add_column("layout", no_wrap=True)
+            t.add_column("where", no_wrap=True)
+            t.add_column("reason", overflow="fold")
+            for e in plan.excluded:
+                where = " ".join(x for x in (e.platform, e.region, e.market) if x) or "all"
+                t.add_row(f"{e.count}x {e.instance_type}", where, e.reason)
+            con.print(t)
+        else:
+            con.print(f"{len(plan.excluded)} layouts excluded (--show-excluded says why).")
+
+
+def catalog_table(catalog, rows, region: str) -> None:
+    from rich.table import Table
+
+    con = _console(150)
+    t = Table(title=f"trainctl catalog dated {catalog.date} ({region})", header_style="bold")
+    for col in ("type", "accelerators", "mem/acc GiB", "vCPU", "RAM GiB", "network Gbps", "EFA", "EC2 $/h",
+                "SageMaker $/h", "Spot savings", "interruptions"):
+        t.add_column(col, justify="left" if col in ("type", "accelerators") else "right")
+    for r in rows:
+        t.add_row(r["instance_type"], f"{r['accelerator_count']} x {r['accelerator']}",
+                  f"{r['accelerator_memory_gib']:g}", str(r["vcpus"]), f"{r['ram_gib']:g}",
+                  (f"{r['network_gbps_baseline']:g} (burst {r['network_gbps_burst']:g})" if r["network_up_to"]
+                   else f"{r['network_gbps_burst']:g}"), str(r["efa_interfaces"] or "-"),
+                  "-" if r["ec2_usd_per_hour"] is None else f"{r['ec2_usd_per_hour']:.4g}",
+                  "-" if r["sagemaker_usd_per_hour"] is None else f"{r['sagemaker_usd_per_hour']:.4g}",
+                  "-" if r["spot_savings_pct"] is None else f"{r['spot_savings_pct']}%",
+                  r["interruption_band"] or "-")
+    con.print(t)
+    con.print("Sources: " + "; ".join(f"{k} = {v}" for k, v in catalog.sources.items() if k in
+                                      {s for r in rows for s in r["sources"].split("; ")} | {"V", "SA", "SM"}))

@@ -1,0 +1,312 @@
+"""The job spec: a YAML file describing the training work, validated by pydantic v2.
+
+`load_spec(path)` returns a `JobSpec` or raises `UsageError` with one line that names the file,
+the field (and the YAML line where there is one) and the fix.
+"""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from trainctl.errors import UsageError
+
+Precision = Literal["bf16", "fp16", "fp32"]
+Market = Literal["spot", "on-demand"]
+Platform = Literal["sagemaker", "ec2"]
+
+LAYOUT_RE = re.compile(r"^(?P<type>(ml\.)?[a-z0-9-]+\.[a-z0-9]+):(?P<count>-?\d+)(:(?P<market>spot|on-demand))?$")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ---------------------------------------------------------------- known architectures
+class Architecture(Strict):
+    """Transformer shape from which parameters, FLOPs and activation memory are derived."""
+
+    params: float                 # parameter count
+    layers: int
+    hidden: int
+    heads: int
+    tokens_per_sample: int        # sequence length (patches + class token for ViT)
+    forward_flops_per_sample: float  # published forward FLOPs (2 x MACs) where known
+    family: Literal["vision", "language"]
+
+
+# Published figures: timm model cards (ViT GMACs/params), BERT paper, LLaMA paper. Forward FLOPs =
+# 2 x MACs; for the language models 2 x params x tokens plus attention (4 x layers x tokens^2 x hidden).
+ARCHITECTURES: dict[str, Architecture] = {
+    "vit_base_patch16_224": Architecture(params=86.6e6, layers=12, hidden=768, heads=12, tokens_per_sample=197,
+                                         forward_flops_per_sample=2 * 17.6e9, family="vision"),
+    "vit_large_patch16_224": Architecture(params=304.3e6, layers=24, hidden=1024, heads=16, tokens_per_sample=197,
+                                          forward_flops_per_sample=2 * 61.6e9, family="vision"),
+    "bert-large": Architecture(params=335e6, layers=24, hidden=1024, heads=16, tokens_per_sample=512,
+                               forward_flops_per_sample=2 * 335e6 * 512 + 4 * 24 * 512**2 * 1024, family="language"),
+    "llama-7b": Architecture(params=6.74e9, layers=32, hidden=4096, heads=32, tokens_per_sample=2048,
+                             forward_flops_per_sample=2 * 6.74e9 * 2048 + 4 * 32 * 2048**2 * 4096, family="language"),
+    # The tiny model of the bundled entrypoint's tests and demos (32x32 images, patch 4, 2 blocks, width 64).
+    "vit_micro": Architecture(params=0.11e6, layers=2, hidden=64, heads=2, tokens_per_sample=65,
+                              forward_flops_per_sample=2 * 0.11e6 * 65, family="vision"),
+}
+
+
+# ---------------------------------------------------------------- sections
+class Entrypoint(Strict):
+    bundled: Literal["ddp", "neuron"] | None = None
+    script: str | None = Field(None, description="the user's training script, relative to source_dir")
+    source_dir: str | None = Field(None, description="directory shipped as the job's code")
+    args: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def one_kind(self) -> Entrypoint:
+        if (self.bundled is None) == (self.script is None):
+            raise ValueError("give either 'bundled: ddp|neuron' or 'script:' (with 'source_dir:'), not both")
+        if self.script is not None and self.source_dir is None:
+            raise ValueError("'script:' needs 'source_dir:', the directory shipped with the job")
+        return self
+
+
+class Model(Strict):
+    architecture: str | None = Field(None, description=f"one of: {', '.join(ARCHITECTURES)}")
+    params: float | None = Field(None, gt=0, description="parameter count, when no architecture is given")
+    flops_per_sample: float | None = Field(None, gt=0, description="training FLOPs per sample (forward+backward)")
+    activation_gib_per_sample: float | None = Field(None, ge=0, description="activation memory per sample")
+    precision: Precision = "bf16"
+    optimizer: Literal["adam", "adamw", "sgd", "sgd-momentum"] = "adam"
+    activation_checkpointing: bool = False
+    strategy: Literal["auto", "ddp", "fsdp"] = Field(
+        "auto", description="ddp replicates the model on every accelerator; fsdp shards it; auto picks ddp when "
+                            "it fits")
+
+    @field_validator("architecture")
+    @classmethod
+    def known_architecture(cls, v: str | None) -> str | None:
+        if v is not None and v not in ARCHITECTURES:
+            raise ValueError(f"unknown architecture {v!r}; known: {', '.join(ARCHITECTURES)} "
+                             "(or give params and flops_per_sample instead)")
+        return v
+
+    @model_validator(mode="after")
+    def sized(self) -> Model:
+        if self.architecture is None and (self.params is None or self.flops_per_sample is None):
+            raise ValueError("give 'architecture:' or both 'params:' and 'flops_per_sample:'")
+        return self
+
+    @property
+    def arch(self) -> Architecture | None:
+        return ARCHITECTURES.get(self.architecture) if self.architecture else None
+
+    @property
+    def name(self) -> str:
+        return self.architecture or f"custom-{self.param_count:.3g}"
+
+    @property
+    def param_count(self) -> float:
+        return self.params if self.params is not None else self.arch.params
+
+    @property
+    def training_flops_per_sample(self) -> float:
+        """Forward + backward ~ 3x forward; recomputing activations adds one more forward."""
+        if self.flops_per_sample is not None:
+            return self.flops_per_sample
+        factor = 4.0 if self.activation_checkpointing else 3.0
+        return factor * self.arch.forward_flops_per_sample
+
+
+class Workload(Strict):
+    samples: Annotated[int, Field(gt=0)] | None = None
+    epochs: float | None = Field(None, gt=0)
+    dataset_size: int | None = Field(None, gt=0)
+    batch_size_per_accelerator: int = Field(gt=0)
+
+    @model_validator(mode="after")
+    def amount(self) -> Workload:
+        if self.samples is None and (self.epochs is None or self.dataset_size is None):
+            raise ValueError("give 'samples:' or both 'epochs:' and 'dataset_size:'")
+        if self.samples is not None and self.epochs is not None:
+            raise ValueError("give 'samples:' or 'epochs:' with 'dataset_size:', not both")
+        return self
+
+    @property
+    def total_samples(self) -> int:
+        return self.samples if self.samples is not None else math.ceil(self.epochs * self.dataset_size)
+
+
+class NodeRange(Strict):
+    min: int = Field(1, ge=1)
+    max: int = Field(8, ge=1, le=64)
+
+    @model_validator(mode="after")
+    def ordered(self) -> NodeRange:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) is larger than max ({self.max})")
+        return self
+
+
+class Layout(Strict):
+    instance_type: str
+    count: int = Field(ge=1)
+    market: Market | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Layout:
+        """'g5.2xlarge:4:spot' -> Layout. Raises ValueError with the fix."""
+        m = LAYOUT_RE.match(text.strip())
+        if not m:
+            raise ValueError(f"layout {text!r} is not TYPE:COUNT[:MARKET], e.g. g5.2xlarge:4:spot")
+        count = int(m["count"])
+        if count < 1:
+            raise ValueError(f"layout {text!r}: the node count must be at least 1")
+        return cls(instance_type=m["type"].removeprefix("ml."), count=count, market=m["market"])
+
+    def __str__(self) -> str:
+        return f"{self.instance_type}:{self.count}" + (f":{self.market}" if self.market else "")
+
+
+class Candidates(Strict):
+    families: list[str] = Field(default_factory=list, description="instance families, e.g. [g5, p4d, trn1]")
+    layouts: list[Layout] = Field(default_factory=list, description="explicit layouts: 'g5.2xlarge:4:spot'")
+    nodes: NodeRange = Field(default_factory=NodeRange)
+    markets: list[Market] = Field(default_factory=lambda: ["spot", "on-demand"])
+    platforms: list[Platform] = Field(default_factory=lambda: ["sagemaker", "ec2"])
+    regions: list[str] = Field(default_factory=lambda: ["us-east-1", "us-west-2"])
+
+    @field_validator("layouts", mode="before")
+    @classmethod
+    def parse_layouts(cls, v):
+        if isinstance(v, list):
+            return [Layout.parse(x) if isinstance(x, str) else x for x in v]
+        return v
+
+    @field_validator("markets", "platforms", "regions")
+    @classmethod
+    def not_empty(cls, v):
+        if not v:
+            raise ValueError("must list at least one value")
+        return v
+
+    @field_validator("regions")
+    @classmethod
+    def region_names(cls, v: list[str]) -> list[str]:
+        for r in v:
+            if not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-\d", r):
+                raise ValueError(f"{r!r} is not an AWS region name such as us-east-1")
+        return v
+
+
+class Constraints(Strict):
+    deadline_hours: float | None = Field(None, gt=0)
+    budget_usd: float | None = Field(None, gt=0)
+    checkpoint_interval_minutes: float = Field(30, gt=0)
+    max_spot_wait_hours: float = Field(4, ge=0)
+    restart_minutes: float = Field(10, ge=0, description="time to get back to training after an interruption")
+
+
+class JobSpec(Strict):
+    name: str = Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,39}$",
+                      description="letters, digits and hyphens, at most 40 characters")
+    entrypoint: Entrypoint
+    model: Model
+    workload: Workload
+    throughput: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict,
+        description="samples/s per accelerator you measured, keyed by instance type (g5.2xlarge) or accelerator "
+                    "(A10G, L4, V100, A100, H100, Trainium1)")
+    candidates: Candidates = Field(default_factory=Candidates)
+    constraints: Constraints = Field(default_factory=Constraints)
+    role: str | None = Field(None, description="SageMaker execution role ARN or name")
+
+
+# ---------------------------------------------------------------- loading
+def _yaml_line(text: str, loc: tuple) -> int | None:
+    """Best-effort line number of a field path in the YAML source (yaml's node marks)."""
+    import yaml
+
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for key in loc:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                if k.value == str(key):
+                    line, node = k.start_mark.line + 1, v
+                    break
+            else:
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+def _describe(err: dict) -> str:
+    kind, msg = err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        return "unknown key; remove it or check its spelling (`trainctl schema` lists the keys)"
+    if kind == "missing":
+        return "required field is missing"
+    return msg.removeprefix("Value error, ")
+
+
+def load_spec(path: str | Path, *, catalog=None) -> JobSpec:
+    """Load and validate a job spec; with a catalog, also check instance types and families against it."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{p}: no such job spec file; give the path of a YAML file such as configs/vit-base-g5.yaml")
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{p}: cannot read the job spec ({e.__class__.__name__}: {e})") from e
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise UsageError(f"{p}{where}: YAML syntax error: {problem}; fix the YAML at that line") from e
+    if not isinstance(raw, dict):
+        raise UsageError(f"{p}: a job spec is a YAML mapping (name:, entrypoint:, model:, workload:, ...), "
+                         f"not {type(raw).__name__}")
+    try:
+        spec = JobSpec.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = tuple(err["loc"])
+        field = ".".join(str(x) for x in loc) or "(top level)"
+        line = _yaml_line(text, loc)
+        where = f"{p}:{line}" if line else str(p)
+        more = f" (and {e.error_count() - 1} more problem{'s' if e.error_count() > 2 else ''})" \
+            if e.error_count() > 1 else ""
+        raise UsageError(f"{where}: field '{field}': {_describe(err)}{more}") from e
+    if catalog is not None:
+        known_instance_types = set(catalog.instances)
+        for i, family in enumerate(spec.candidates.families):
+            if family not in catalog.families:
+                line = _yaml_line(text, ("candidates", "families", i))
+                raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'candidates.families.{i}': unknown "
+                                 f"instance family {family!r}; known: {', '.join(catalog.families)}")
+        for i, layout in enumerate(spec.candidates.layouts):
+            if layout.instance_type not in known_instance_types:
+                line = _yaml_line(text, ("candidates", "layouts", i))
+                raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'candidates.layouts.{i}': unknown "
+                                 f"instance type {layout.instance_type!r}; `trainctl catalog` lists the known types")
+        for key in spec.throughput:
+            if key not in known_instance_types and key not in catalog.accelerators:
+                raise UsageError(f"{p}: field 'throughput.{key}': not an instance type or accelerator name; use e.g. "
+                                 "g5.2xlarge or A10G")
+    return spec
+
+
+def json_schema() -> dict:
+    return JobSpec.model_json_schema()
