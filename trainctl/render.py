@@ -26,14 +26,14 @@ def _console(min_width: int = 120):
 
     con = Console(highlight=False)
     if not con.is_terminal:
-        con = Console(highlight=False, width=max(min_width, con.width))
+        con = Console(highlight=False, width=max(min_width, con.width))  # pipes: wide enough, never 80
     return con
 
 
 def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int = 3) -> None:
     from rich.table import Table
 
-    con = _console()
+    con = _console(132)
     src = ("live AWS market data" if plan.source == "live"
            else f"the bundled catalog dated {plan.catalog_date} (offline)")
     con.print(f"[bold]{plan.spec_name}[/] ({spec_path}): planned from {src}; ranked by "

@@ -1,0 +1,176 @@
+"""The planner as pure functions: hand it any market in a Quotes value and check what it decides."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.helpers import CONFIGS
+from trainctl.catalog import load_catalog
+from trainctl.planner import MeasuredRate, PlanRequest, plan
+from trainctl.quotes import Quotes, SpotPrice
+from trainctl.spec import JobSpec, Layout, load_spec
+
+CAT = load_catalog()
+
+
+def vit(**changes) -> JobSpec:
+    spec = load_spec(CONFIGS / "vit-base-g5.yaml")
+    data = spec.model_dump()
+    for path, value in changes.items():
+        node = data
+        keys = path.split("__")
+        for k in keys[:-1]:
+            node = node[k]
+        node[keys[-1]] = value
+    return JobSpec.model_validate(data)
+
+
+def offline(spec):
+    return Quotes.offline(spec.candidates.regions)
+
+
+def find(p, itype, count, market, platform="ec2", region="us-east-1"):
+    return next(o for o in p.options if (o.instance_type, o.count, o.market, o.platform, o.region) ==
+                (itype, count, market, platform, region))
+
+
+def test_reference_layouts_present_and_costed():
+    spec = vit()
+    p = plan(spec, CAT, offline(spec))
+    od = find(p, "g5.12xlarge", 1, "on-demand")
+    assert od.hourly_usd == pytest.approx(5.672)
+    assert od.expected_cost_usd == pytest.approx(od.hourly_usd * od.hours)
+    spot4 = find(p, "g5.2xlarge", 4, "spot")
+    # 58% Spot savings in us-east-1 on 1.212 $/h, four nodes
+    assert spot4.hourly_usd == pytest.approx(4 * 1.212 * 0.42)
+    assert spot4.throughput_source == "model"
+    assert any("5 Gbps TCP baseline" in w for w in spot4.why)
+    # The slow network makes 4 small Spot nodes slower than one 4-GPU node.
+    assert spot4.throughput_samples_per_s < od.throughput_samples_per_s
+
+
+def test_interruption_overhead_is_the_documented_formula():
+    spec = vit()
+    p = plan(spec, CAT, offline(spec))
+    o = find(p, "g5.2xlarge", 4, "spot")
+    rate = -math.log(1 - 0.175) / 730  # 15-20% band midpoint, per instance-hour
+    overhead_h = 20 / 2 / 60 + 10 / 60  # half the 20-minute checkpoint interval + 10 min restart
+    base = spec.workload.total_samples / o.throughput_samples_per_s / 3600
+    ckpt_share = 86.6e6 * 16 / 500e6 / (20 * 60)
+    expected_hours = base * (1 + ckpt_share) / (1 - rate * 4 * overhead_h)
+    assert o.hours == pytest.approx(expected_hours, rel=1e-9)
+    assert o.interruptions_expected == pytest.approx(rate * 4 * expected_hours)
+
+
+def test_trn1_2xlarge_is_single_node_only():
+    spec = load_spec(CONFIGS / "vit-base-trn1.yaml")
+    p = plan(spec, CAT, offline(spec))
+    assert all(not (o.instance_type == "trn1.2xlarge" and o.count > 1) for o in p.options)
+    reasons = [e.reason for e in p.excluded if e.instance_type == "trn1.2xlarge" and e.count == 2]
+    assert reasons and "single-node only" in reasons[0]
+    assert any(o.instance_type == "trn1.32xlarge" and o.count == 2 for o in p.options)
+
+
+def test_entrypoint_must_match_accelerator():
+    spec = vit(candidates__families=["g5", "trn1"], candidates__layouts=[])
+    p = plan(spec, CAT, offline(spec))
+    assert not any(o.instance_type.startswith("trn1") for o in p.options)
+    assert any("bundled ddp entrypoint runs on GPUs" in e.reason for e in p.excluded)
+
+
+def test_v100_needs_fp16():
+    spec = vit(candidates__families=["p3"], candidates__layouts=[])
+    p = plan(spec, CAT, offline(spec))
+    assert not p.options and all("no bf16 support" in e.reason for e in p.excluded)
+    p16 = plan(vit(candidates__families=["p3"], candidates__layouts=[], model__precision="fp16"), CAT, offline(spec))
+    assert p16.options
+
+
+def test_llm_excluded_layouts_say_how_many_accelerators():
+    spec = load_spec(CONFIGS / "llm-7b.yaml")
+    p = plan(spec, CAT, offline(spec))
+    small = [e for e in p.excluded if e.instance_type == "g5.2xlarge" and e.count == 1]
+    assert small and "needs at least 5 accelerators" in small[0].reason
+    assert all(o.accelerators >= 5 for o in p.options if o.instance_type.startswith("g5"))
+    assert any(o.strategy == "fsdp" for o in p.options)
+
+
+def test_deadline_and_budget_filter():
+    spec = vit(constraints__deadline_hours=2.0)
+    p = plan(spec, CAT, offline(spec))
+    assert p.options and all(o.wall_hours <= 2.0 for o in p.options)
+    assert any("misses the deadline" in e.reason for e in p.excluded)
+    spec = vit(constraints__budget_usd=6.0)
+    p = plan(spec, CAT, offline(spec))
+    assert all(o.expected_cost_usd <= 6.0 for o in p.options)
+    assert any("over budget" in e.reason for e in p.excluded)
+
+
+def test_objective_time_and_pareto():
+    spec = vit()
+    by_cost = plan(spec, CAT, offline(spec))
+    by_time = plan(spec, CAT, offline(spec), PlanRequest(objective="time"))
+    assert [o.expected_cost_usd for o in by_cost.options] == sorted(o.expected_cost_usd for o in by_cost.options)
+    assert [o.wall_hours for o in by_time.options] == sorted(o.wall_hours for o in by_time.options)
+    assert by_cost.options[0].pareto and by_time.options[0].pareto
+    front = [o for o in by_cost.options if o.pareto]
+    for o in by_cost.options:  # nothing on the front is beaten on both axes
+        if o.pareto:
+            assert not any(q.expected_cost_usd < o.expected_cost_usd and q.hours < o.hours for q in by_cost.options)
+    assert len(front) >= 2
+
+
+def test_explicit_layouts_only():
+    spec = vit()
+    req = PlanRequest(layouts=(Layout.parse("g5.12xlarge:1:on-demand"), Layout.parse("g5.2xlarge:4:spot")),
+                      platforms=("sagemaker",))
+    p = plan(spec, CAT, offline(spec), req)
+    assert {(o.instance_type, o.count, o.market, o.platform) for o in p.options} == {
+        ("g5.12xlarge", 1, "on-demand", "sagemaker"), ("g5.2xlarge", 4, "spot", "sagemaker")}
+    sm = next(o for o in p.options if o.instance_type == "g5.12xlarge")
+    assert sm.hourly_usd == pytest.approx(7.09)
+
+
+def test_live_quotes_choose_best_az_and_price():
+    spec = vit()
+    req = PlanRequest(layouts=(Layout.parse("g5.2xlarge:4:spot"),), platforms=("ec2",))
+    quotes = Quotes(source="live", regions=("us-east-1",),
+                    spot_prices={("us-east-1", "g5.2xlarge"): {"us-east-1a": SpotPrice(0.50, 0.52, 168),
+                                                               "us-east-1b": SpotPrice(0.40, 0.41, 168)}},
+                    placement_scores={("us-east-1", "g5.2xlarge", 4): {"us-east-1a": 9, "us-east-1b": 3}})
+    o = plan(spec, CAT, quotes, req).options[0]
+    assert o.availability_zone == "us-east-1a"     # the score wins over the cheaper, scarcer AZ
+    assert o.spot_placement_score == 9 and o.capacity_odds == pytest.approx(0.9)
+    assert o.hourly_usd == pytest.approx(4 * 0.50)
+    # A poor score everywhere means an expected wait longer than the spec allows.
+    scarce = Quotes(source="live", regions=("us-east-1",),
+                    placement_scores={("us-east-1", "g5.2xlarge", 4): {"us-east-1a": 1}})
+    p = plan(spec, CAT, scarce, req)
+    assert not p.options and "Spot capacity unlikely" in p.excluded[0].reason
+
+
+def test_quota_marks_and_demotes():
+    spec = vit()
+    req = PlanRequest(layouts=(Layout.parse("g5.12xlarge:2:on-demand"), Layout.parse("g5.2xlarge:1:on-demand")),
+                      platforms=("ec2",))
+    quotes = Quotes(source="live", regions=("us-east-1",),
+                    quotas={("us-east-1", "ec2", "Running On-Demand G and VT instances"): 64.0})
+    p = plan(spec, CAT, quotes, req)
+    big = next(o for o in p.options if o.instance_type == "g5.12xlarge")
+    small = next(o for o in p.options if o.instance_type == "g5.2xlarge")
+    assert big.quota_ok is False and any("needs 96 vCPUs" in w for w in big.why)
+    assert small.quota_ok is True
+    assert p.options[-1] is big or p.options[-1].instance_type == "g5.12xlarge"
+
+
+def test_measured_beats_given_beats_model():
+    spec = vit(throughput={"A10G": 200.0})
+    req = PlanRequest(layouts=(Layout.parse("g5.2xlarge:1:on-demand"), Layout.parse("g5.4xlarge:1:on-demand")),
+                      platforms=("ec2",))
+    measured = {("vit_base_patch16_224", 128, "g5.2xlarge"): MeasuredRate(150.0, 1, "job-1")}
+    p = plan(spec, CAT, offline(spec), req, measured)
+    m = find(p, "g5.2xlarge", 1, "on-demand")
+    g = find(p, "g5.4xlarge", 1, "on-demand")
+    assert (m.throughput_source, m.throughput_samples_per_s) == ("measured", 150.0)
+    assert (g.throughput_source, g.throughput_samples_per_s) == ("given", pytest.approx(200.0))
