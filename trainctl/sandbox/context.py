@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass
@@ -18,17 +19,64 @@ class FaultSwitches:
     capacity: (instance_type, availability_zone or None for every AZ) pairs that have no capacity.
     throttle: operation name (e.g. "GetSpotPlacementScores") -> how many more calls get throttled.
     latency_ms: operation name or "*" -> extra milliseconds added to each call.
+    capacity_limit: (instance_type, availability_zone or None) -> how many more instances that pool
+        can launch; launches draw it down, and at 0 the pool counts as having no capacity. It is how a
+        test gets a partial fleet (ask for 4, get 2).
     """
 
     capacity: set[tuple[str, str | None]] = field(default_factory=set)
     throttle: dict[str, int] = field(default_factory=dict)
     latency_ms: dict[str, float] = field(default_factory=dict)
+    capacity_limit: dict[tuple[str, str | None], int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def no_capacity(self, instance_type: str, availability_zone: str | None) -> bool:
+    def _pool_keys(self, instance_type: str, availability_zone: str | None) -> list[tuple[str, str | None]]:
         t = instance_type.removeprefix("ml.")
+        return [(t, None), (t, availability_zone)]
+
+    def _no_capacity_locked(self, keys: list[tuple[str, str | None]]) -> bool:
+        return any(k in self.capacity or self.capacity_limit.get(k, 1) <= 0 for k in keys)
+
+    def no_capacity(self, instance_type: str, availability_zone: str | None) -> bool:
+        keys = self._pool_keys(instance_type, availability_zone)
         with self.lock:
-            return (t, None) in self.capacity or (t, availability_zone) in self.capacity
+            return self._no_capacity_locked(keys)
+
+    def limit(self, instance_type: str, availability_zone: str | None) -> int | None:
+        """How many more instances the pool may launch, when a limit is set on it (None = unlimited)."""
+        keys = self._pool_keys(instance_type, availability_zone)
+        with self.lock:
+            limits = [self.capacity_limit[k] for k in keys if k in self.capacity_limit]
+        return min(limits) if limits else None
+
+    def set_capacity(self, instance_type: str, availability_zone: str | None, available: bool | int) -> None:
+        """available: False = none at all, True = unlimited (the default), an int = that many more instances."""
+        key = (instance_type.removeprefix("ml."), availability_zone)
+        with self.lock:
+            self.capacity.discard(key)
+            self.capacity_limit.pop(key, None)
+            if available is False:
+                self.capacity.add(key)
+            elif available is not True:
+                self.capacity_limit[key] = max(0, int(available))
+
+    def take_capacity(self, instance_type: str, availability_zone: str | None, wanted: int, minimum: int = 1) -> int:
+        """Launch up to `wanted` instances from the pool: how many it grants (0 when fewer than `minimum` are left).
+
+        Granted instances are drawn from every limit that covers the pool, atomically, so concurrent
+        launches cannot both take the last instance."""
+        keys = self._pool_keys(instance_type, availability_zone)
+        with self.lock:
+            if self._no_capacity_locked(keys):
+                return 0
+            limits = [self.capacity_limit[k] for k in keys if k in self.capacity_limit]
+            granted = min([wanted, *limits])
+            if granted < minimum:
+                return 0
+            for k in keys:
+                if k in self.capacity_limit:
+                    self.capacity_limit[k] -= granted
+            return granted
 
     def take_throttle(self, operation: str) -> bool:
         """True (and one fewer left) when this call of `operation` must be throttled."""
@@ -48,6 +96,14 @@ class FaultSwitches:
             self.capacity.clear()
             self.throttle.clear()
             self.latency_ms.clear()
+            self.capacity_limit.clear()
+
+    def snapshot(self) -> dict:
+        """The switches as JSON-able data (for the admin `info` action)."""
+        with self.lock:
+            return {"capacity": sorted([t, az] for t, az in self.capacity),
+                    "capacity_limit": [[t, az, n] for (t, az), n in sorted(self.capacity_limit.items(), key=str)],
+                    "throttle": dict(self.throttle), "latency_ms": dict(self.latency_ms)}
 
 
 @dataclass
@@ -58,3 +114,6 @@ class SandboxContext:
     account_id: str = "123456789012"
     regions: tuple[str, ...] = ("us-east-1", "us-west-2")
     faults: FaultSwitches = field(default_factory=FaultSwitches)
+    # Extension-owned state, by extension name (e.g. placement groups, ClientTokens seen). Kept here,
+    # not in module globals, so that an admin reset has one place to clear.
+    state: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,117 @@
+"""The WSGI application in front of moto: admin endpoint, fault switches, and the APIs moto lacks.
+
+Every request passes here first. Admin calls (`POST /_trainctl/admin/<action>`, JSON in and out)
+never reach moto. An AWS call is named (protocol.identify), waits for the warm-up if its service
+needs EC2, then gets the added latency and, if switched on, the throttling error its service
+really sends; JSON-protocol operations that an extension answers (Pricing, Service Quotas) are
+answered here; everything else goes to moto's own dispatcher, whose EC2 actions the EC2
+extensions have patched.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
+from typing import Any
+
+from trainctl.sandbox.context import SandboxContext
+from trainctl.sandbox.protocol import (
+    NOT_HANDLED,
+    AwsCall,
+    AwsError,
+    error_response,
+    identify,
+    json_response,
+    request_body,
+    throttle_error,
+)
+
+ADMIN_PREFIX = "/_trainctl/admin/"
+MOTO_RESET = "/moto-api/reset"
+
+AdminRouter = Callable[[str, dict], dict]
+JsonOperation = Callable[[SandboxContext, AwsCall, dict], Any]
+
+
+class AdminError(Exception):
+    """An admin request that cannot be carried out: answered 400 (404 for an unknown action)."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+def _respond(start_response: Callable, status: int, headers: list[tuple[str, str]], body: bytes) -> Iterable[bytes]:
+    start_response(f"{status} {HTTPStatus(status).phrase}", headers)
+    return [body]
+
+
+def _json(start_response: Callable, status: int, payload: dict) -> Iterable[bytes]:
+    body = json.dumps(payload, default=str).encode()
+    return _respond(start_response, status, [("Content-Type", "application/json"),
+                                             ("Content-Length", str(len(body)))], body)
+
+
+class SandboxApp:
+    def __init__(self, ctx: SandboxContext, moto_app: Callable, admin: AdminRouter,
+                 json_operations: dict[tuple[str, str], JsonOperation], wait_ready: Callable[[AwsCall], None]):
+        self.ctx = ctx
+        self.moto_app = moto_app
+        self.admin = admin
+        self.json_operations = json_operations   # (service, operation) -> handler; filled as extensions install
+        self.wait_ready = wait_ready
+
+    def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path.startswith(ADMIN_PREFIX):
+            return self._admin(environ, start_response, path[len(ADMIN_PREFIX):])
+        if path == MOTO_RESET and environ.get("REQUEST_METHOD") == "POST":
+            # moto's own reset would leave the sandbox unseeded: make it the sandbox's reset.
+            return self._admin(environ, start_response, "reset")
+        call = identify(environ)
+        if call is None:
+            return self.moto_app(environ, start_response)
+        try:
+            self.wait_ready(call)
+            self._delay(call)
+            if self.ctx.faults.take_throttle(call.qualified) or self.ctx.faults.take_throttle(call.operation):
+                return _respond(start_response, *error_response(call, *throttle_error(call)))
+            handler = self.json_operations.get((call.service, call.operation))
+            if handler is not None and call.protocol == "json":
+                params = json.loads(request_body(environ) or b"{}")
+                result = handler(self.ctx, call, params)
+                if result is not NOT_HANDLED:
+                    return _respond(start_response, *json_response(result))
+        except AwsError as e:
+            return _respond(start_response, *error_response(call, e.code, e.message, e.status))
+        except Exception as e:  # noqa: BLE001 - answer as AWS would (500), and leave the trace in the log
+            traceback.print_exc(file=sys.stderr)
+            return _respond(start_response, *error_response(call, "InternalFailure", f"sandbox error: {e}", 500))
+        return self.moto_app(environ, start_response)
+
+    def _delay(self, call: AwsCall) -> None:
+        f = self.ctx.faults
+        with f.lock:
+            ms = sum(f.latency_ms.get(k, 0.0) for k in {call.operation, call.qualified, "*"})
+        if ms > 0:
+            time.sleep(ms / 1000.0)
+
+    def _admin(self, environ: dict, start_response: Callable, action: str) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") != "POST":
+            return _json(start_response, 405, {"error": "admin actions are POST requests with a JSON body"})
+        try:
+            raw = request_body(environ)
+            payload = json.loads(raw) if raw.strip() else {}
+            if not isinstance(payload, dict):
+                raise AdminError("the body must be a JSON object")
+            return _json(start_response, 200, self.admin(action, payload))
+        except AdminError as e:
+            return _json(start_response, e.status, {"error": str(e), "action": action})
+        except (ValueError, KeyError, TypeError) as e:
+            return _json(start_response, 400, {"error": f"{type(e).__name__}: {e}", "action": action})
+        except Exception as e:  # noqa: BLE001 - an admin failure is reported to the caller, with a trace in the log
+            traceback.print_exc(file=sys.stderr)
+            return _json(start_response, 500, {"error": f"{type(e).__name__}: {e}", "action": action})

@@ -1,0 +1,221 @@
+"""The sandbox as an operating-system process: start it detached, find it, stop it and all it started.
+
+Stdlib only (no moto, no boto3): the CLI and the test fixtures use this without paying for moto.
+A running sandbox is described by two files under `$TRAINCTL_HOME/sandbox/` (default ~/.trainctl):
+`sandbox.pid` and `state.json` ({"port", "pid", "started", "endpoint_url", "seed", "workdir", "log"}).
+The server writes both once it is listening and removes them when it stops.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from trainctl.sandbox.admin import SandboxAdmin, SandboxAdminError
+
+HOST = "127.0.0.1"
+DEFAULT_PORT = 5123
+PID_FILE = "sandbox.pid"
+STATE_FILE = "state.json"
+LOG_FILE = "server.log"
+# Credentials the sandbox accepts (moto maps any key to account 123456789012); never real ones.
+FAKE_ACCESS_KEY = "testing"
+FAKE_SECRET_KEY = "testing"
+DEFAULT_REGION = "us-east-1"
+
+
+class SandboxProcessError(RuntimeError):
+    """The sandbox could not be started or reached; the message says why and what to do."""
+
+
+def home() -> Path:
+    return Path(os.environ.get("TRAINCTL_HOME") or Path.home() / ".trainctl")
+
+
+def state_dir(base: Path | None = None) -> Path:
+    return (base or home()) / "sandbox"
+
+
+def sandbox_env(endpoint_url: str) -> dict[str, str]:
+    """The environment that points boto3, the AWS CLI and trainctl at the sandbox."""
+    return {"AWS_ENDPOINT_URL": endpoint_url, "AWS_ACCESS_KEY_ID": FAKE_ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": FAKE_SECRET_KEY, "AWS_DEFAULT_REGION": DEFAULT_REGION, "TRAINCTL_SANDBOX": "1"}
+
+
+def env_lines(env: dict[str, str]) -> list[str]:
+    return [f"export {k}={v}" for k, v in env.items()]
+
+
+# ----------------------------------------------------------------------------- state files
+def write_state(directory: Path, state: dict) -> None:
+    """Write state.json and sandbox.pid atomically (a reader never sees half a file)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in ((STATE_FILE, json.dumps(state, indent=2)), (PID_FILE, str(state["pid"]))):
+        tmp = directory / f".{name}.{os.getpid()}.tmp"
+        tmp.write_text(text)
+        tmp.replace(directory / name)
+
+
+def read_state(directory: Path) -> dict | None:
+    try:
+        return json.loads((directory / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_pid(directory: Path) -> int | None:
+    try:
+        return int((directory / PID_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def remove_state(directory: Path, pid: int | None = None) -> None:
+    """Remove the files, but only those of `pid` when given (a newer sandbox may have replaced them)."""
+    if pid is not None and read_pid(directory) not in (None, pid):
+        return
+    for name in (STATE_FILE, PID_FILE):
+        try:
+            (directory / name).unlink()
+        except FileNotFoundError:
+            pass
+
+
+# ----------------------------------------------------------------------------- probing
+def is_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (exited, not yet reaped by its parent) is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def running(directory: Path | None = None) -> dict | None:
+    """The state of the sandbox running from `directory`, if its process lives and answers."""
+    directory = directory or state_dir()
+    state = read_state(directory)
+    if not state or not is_alive(int(state["pid"])):
+        return None
+    try:
+        info = SandboxAdmin(state["endpoint_url"], timeout=2.0).info()
+    except (OSError, ValueError, SandboxAdminError):
+        return None
+    return state if info.get("pid") == state["pid"] else None
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------------- start / stop
+def start_detached(port: int = DEFAULT_PORT, seed: int = 0, directory: Path | None = None,
+                   parent_pid: int | None = None, timeout: float = 60.0, wait_ec2: bool = False) -> dict:
+    """Start the server in a new session (it outlives this process) and wait until it answers.
+
+    parent_pid: the server stops by itself when that process ends (test sessions use it, so that
+    no server outlives a crashed pytest). wait_ec2: also wait for the EC2 warm-up."""
+    directory = directory or state_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    log_path = directory / LOG_FILE
+    cmd = [sys.executable, "-m", "trainctl.sandbox.server", "--port", str(port), "--seed", str(seed),
+           "--state-dir", str(directory)]
+    if parent_pid:
+        cmd += ["--parent-pid", str(parent_pid)]
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace").splitlines()[-15:]
+            raise SandboxProcessError(f"the sandbox server exited with status {proc.returncode}; "
+                                      f"last lines of {log_path}:\n" + "\n".join(tail))
+        state = read_state(directory)
+        if state and state.get("pid") == proc.pid:
+            if wait_ec2:
+                left = max(1.0, deadline - time.monotonic())
+                SandboxAdmin(state["endpoint_url"], timeout=left + 1).wait_ready(left)
+            return state
+        time.sleep(0.02)
+    kill_tree(proc.pid)
+    raise SandboxProcessError(f"the sandbox server did not answer within {timeout:.0f}s; see {log_path}")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (children, grandchildren, ...), found through `ps` (Linux and macOS)."""
+    try:
+        out = subprocess.run(["ps", "-A", "-o", "pid=,ppid="], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return []
+    children: dict[int, list[int]] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            children.setdefault(int(parts[1]), []).append(int(parts[0]))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _wait_gone(pids: list[int], timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    alive = [p for p in pids if is_alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.05)
+        alive = [p for p in alive if is_alive(p)]
+    return alive
+
+
+def kill_tree(pid: int, grace: float = 3.0) -> None:
+    """SIGTERM a process and all its descendants (listed first: orphans would escape), then SIGKILL."""
+    tree = [pid, *descendants(pid)]
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in tree:
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+        tree = _wait_gone(tree, grace)
+        if not tree:
+            return
+
+
+def stop(directory: Path | None = None, timeout: float = 10.0) -> int | None:
+    """Stop the sandbox of `directory` and every process it started; the pid it had, or None if none ran."""
+    directory = directory or state_dir()
+    pid = read_pid(directory)
+    state = read_state(directory) or {}
+    if pid is None or not is_alive(pid):
+        remove_state(directory)
+        return None
+    tree = [pid, *descendants(pid)]  # before it exits: its children would be re-parented and lost
+    try:
+        # A graceful stop lets the server stop its jobs itself (SageMaker job processes).
+        SandboxAdmin(state.get("endpoint_url", ""), timeout=2.0).shutdown()
+    except (OSError, ValueError, SandboxAdminError):
+        pass
+    _wait_gone([pid], timeout)
+    for p in tree:  # the server if it did not stop, and whatever it started that outlived it
+        if is_alive(p):
+            kill_tree(p)
+    remove_state(directory, pid)
+    return pid
