@@ -1,0 +1,84 @@
+"""Shared fixtures: one sandbox server per test session, reset before every test that uses it.
+
+The server runs as a subprocess, as users meet it (`trainctl sandbox up --detach`), on a free
+port, with its state files in a temporary TRAINCTL_HOME. It watches pytest's pid and stops by
+itself if pytest dies; at the end of the session it is stopped with everything it started.
+
+    def test_x(sandbox):                 # a clean, freshly seeded sandbox
+        ec2 = sandbox.client("ec2")      # boto3 over HTTP, fake credentials, standard retries
+        sandbox.admin.throttle("RunInstances", 2)
+
+    def test_y(sandbox_env):             # the same, with AWS_* pointing at it in os.environ
+        ...
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from trainctl.sandbox import process
+from trainctl.sandbox.admin import SandboxAdmin
+
+
+@dataclass
+class Sandbox:
+    endpoint_url: str
+    env: dict[str, str]
+    admin: SandboxAdmin
+    state_dir: Path
+    pid: int
+    _clients: dict = field(default_factory=dict, repr=False)
+
+    def client(self, service: str, region: str = process.DEFAULT_REGION, **config: Any):
+        """A boto3 client of the sandbox (standard retry mode unless `retries` says otherwise)."""
+        import boto3
+        from botocore.config import Config
+
+        key = (service, region, repr(sorted(config.items())))
+        if key not in self._clients:
+            cfg = Config(retries=config.pop("retries", {"mode": "standard"}), **config)
+            self._clients[key] = boto3.session.Session().client(
+                service, region_name=region, endpoint_url=self.endpoint_url, config=cfg,
+                aws_access_key_id=process.FAKE_ACCESS_KEY, aws_secret_access_key=process.FAKE_SECRET_KEY)
+        return self._clients[key]
+
+
+@pytest.fixture(scope="session")
+def sandbox_server(tmp_path_factory) -> Sandbox:
+    directory = tmp_path_factory.mktemp("trainctl-home") / "sandbox"
+    state = process.start_detached(port=0, seed=0, directory=directory, parent_pid=os.getpid(), wait_ec2=True)
+    sb = Sandbox(endpoint_url=state["endpoint_url"], env=process.sandbox_env(state["endpoint_url"]),
+                 admin=SandboxAdmin(state["endpoint_url"]), state_dir=directory, pid=state["pid"])
+    try:
+        yield sb
+    finally:
+        process.stop(directory)
+
+
+@pytest.fixture
+def sandbox(sandbox_server: Sandbox) -> Sandbox:
+    """The session's sandbox, reset (moto state, extensions, faults, quotas) and seeded again."""
+    sandbox_server.admin.reset()
+    return sandbox_server
+
+
+@pytest.fixture
+def sandbox_env(sandbox: Sandbox, monkeypatch, tmp_path) -> Sandbox:
+    """The sandbox, with the environment pointing boto3, the AWS CLI and trainctl at it.
+
+    Every AWS_* variable of the developer's shell is removed first (a profile, a session token or a
+    per-service endpoint would otherwise leak into the test), config files are pointed at nothing,
+    and TRAINCTL_HOME is a fresh folder."""
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("TRAINCTL_HOME", str(tmp_path / "trainctl-home"))
+    for name, value in sandbox.env.items():
+        monkeypatch.setenv(name, value)
+    return sandbox
