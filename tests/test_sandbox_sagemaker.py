@@ -1,0 +1,447 @@
+"""SageMaker training jobs in the sandbox, end to end through boto3 over HTTP.
+
+A moto server runs in this process with the SageMaker lifecycle extension installed, the way the
+sandbox server installs it; admin actions are called directly (the server routes
+POST /_trainctl/admin/<action> to the same functions). Waits poll DescribeTrainingJob until the job
+ends; pytest-timeout bounds them, and no assertion depends on how long anything took.
+"""
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import re
+import tarfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto.server import ThreadedMotoServer
+
+from trainctl.sandbox import sagemaker_jobs
+from trainctl.sandbox.context import SandboxContext
+
+JOBS = Path(__file__).parent / "sandbox_jobs"
+ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5.1-cpu-py311"
+BUCKET = "trainctl-sandbox-tests"
+TERMINAL = ("Completed", "Failed", "Stopped")
+
+
+@dataclass
+class Sandbox:
+    ctx: SandboxContext
+    sm: Any
+    s3: Any
+    logs: Any
+    ec2: Any
+
+    def admin(self, action: str, payload: dict) -> dict:
+        return sagemaker_jobs.ADMIN_ACTIONS[action](self.ctx, payload)
+
+    def reset(self) -> None:
+        # what the sandbox server does on admin reset: moto's reset, then the extension's
+        urllib.request.urlopen(urllib.request.Request(f"{self.ctx.endpoint_url}/moto-api/reset", method="POST"))
+        sagemaker_jobs.reset(self.ctx)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    srv = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    srv.start()
+    host, port = srv.get_host_and_port()
+    ctx = SandboxContext(endpoint_url=f"http://{host}:{port}", workdir=tmp_path_factory.mktemp("sandbox"))
+    sagemaker_jobs.install(ctx)
+    before = sagemaker_jobs.configure_training_jobs(ctx, {})
+    # simulated waits x0.3: Starting 0.6 s, Restarting 1.2 s, SIGTERM grace 9 s
+    sagemaker_jobs.configure_training_jobs(ctx, {"time_scale": 0.3})
+    yield ctx
+    sagemaker_jobs.shutdown(ctx)
+    sagemaker_jobs.configure_training_jobs(ctx, {"time_scale": before["time_scale"]})
+    srv.stop()
+
+
+@pytest.fixture
+def sandbox(server):
+    kw = dict(endpoint_url=server.endpoint_url, region_name="us-east-1",
+              aws_access_key_id="testing", aws_secret_access_key="testing")
+    sb = Sandbox(server, boto3.client("sagemaker", **kw), boto3.client("s3", **kw),
+                 boto3.client("logs", **kw), boto3.client("ec2", **kw))
+    sb.s3.create_bucket(Bucket=BUCKET)
+    yield sb
+    server.faults.clear()
+    sb.reset()
+
+
+def upload_source(sb: Sandbox, folder: str, key: str) -> str:
+    """sourcedir.tar.gz with the folder's files at the archive root, as the SageMaker SDK uploads it."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path in sorted((JOBS / folder).iterdir()):
+            if path.is_file():
+                tar.add(path, arcname=path.name)
+    sb.s3.put_object(Bucket=BUCKET, Key=key, Body=buf.getvalue())
+    return f"s3://{BUCKET}/{key}"
+
+
+def job_request(name: str, source: str, program: str, *, hosts: int = 1, spot: bool = False,
+                distributed: bool = False, hps: dict[str, str] | None = None, **extra) -> dict:
+    hyper = {"sagemaker_program": json.dumps(program), "sagemaker_submit_directory": json.dumps(source),
+             "sagemaker_container_log_level": "20", "sagemaker_region": json.dumps("us-east-1")}
+    if distributed:
+        hyper["sagemaker_torch_distributed_enabled"] = "true"
+    hyper.update(hps or {})
+    req = dict(
+        TrainingJobName=name, RoleArn=ROLE, HyperParameters=hyper,
+        AlgorithmSpecification={"TrainingImage": IMAGE, "TrainingInputMode": "File"},
+        OutputDataConfig={"S3OutputPath": f"s3://{BUCKET}/output"},
+        ResourceConfig={"InstanceType": "ml.g5.xlarge", "InstanceCount": hosts, "VolumeSizeInGB": 30},
+        StoppingCondition={"MaxRuntimeInSeconds": 600},
+    )
+    if spot:
+        req["EnableManagedSpotTraining"] = True
+        req["StoppingCondition"] = {"MaxRuntimeInSeconds": 600, "MaxWaitTimeInSeconds": 1200}
+        req["CheckpointConfig"] = {"S3Uri": f"s3://{BUCKET}/checkpoints/{name}"}
+    req.update(extra)
+    return req
+
+
+def wait_until(sb: Sandbox, name: str, done: Callable[[dict], bool]) -> dict:
+    while True:
+        d = sb.sm.describe_training_job(TrainingJobName=name)
+        if done(d):
+            return d
+        assert d["TrainingJobStatus"] not in TERMINAL, (d["TrainingJobStatus"], d.get("FailureReason"))
+        time.sleep(0.2)
+
+
+def wait_ended(sb: Sandbox, name: str) -> dict:
+    while True:
+        d = sb.sm.describe_training_job(TrainingJobName=name)
+        if d["TrainingJobStatus"] in TERMINAL:
+            return d
+        time.sleep(0.2)
+
+
+def statuses(d: dict) -> list[str]:
+    return [t["Status"] for t in d["SecondaryStatusTransitions"]]
+
+
+def is_subsequence(wanted: list[str], seen: list[str]) -> bool:
+    it = iter(seen)
+    return all(any(s == w for s in it) for w in wanted)
+
+
+def stream_lines(sb: Sandbox, group: str, stream: str) -> list[str]:
+    lines, token = [], None
+    while True:
+        kw = {"nextToken": token} if token else {}
+        page = sb.logs.filter_log_events(logGroupName=group, logStreamNames=[stream], **kw)
+        lines += [e["message"] for e in page["events"]]
+        token = page.get("nextToken")
+        if not token:
+            return lines
+
+
+def s3_keys(sb: Sandbox, prefix: str) -> list[str]:
+    pages = sb.s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+    return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+
+def model_members(sb: Sandbox, name: str) -> dict[str, bytes]:
+    body = sb.s3.get_object(Bucket=BUCKET, Key=f"output/{name}/output/model.tar.gz")["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def no_zombie_or_gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+# ----------------------------------------------------------------------------- the Spot story
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_spot_ddp_job_interrupted_once_resumes_from_checkpoint_and_completes(sandbox):
+    sb = sandbox
+    name = "ddp-spot-resume"
+    source = upload_source(sb, "ddp_ckpt", f"code/{name}/sourcedir.tar.gz")
+    req = job_request(name, source, "train.py", hosts=2, spot=True, distributed=True,
+                      hps={"steps": "8", "step-seconds": "0.3", "checkpoint-every": "2"},
+                      Environment={"TRAINCTL_RUN": "spot-test"},
+                      RetryStrategy={"MaximumRetryAttempts": 2},
+                      Tags=[{"Key": "trainctl:job", "Value": name}])
+    arn = sb.sm.create_training_job(**req)["TrainingJobArn"]
+    # armed before training starts: fires when a host logs step 3
+    sb.admin("interrupt_training_job", {"name": name, "after_seconds": None, "at_step": 3})
+
+    d = wait_ended(sb, name)
+    assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+    assert d["SecondaryStatus"] == "Completed"
+    assert is_subsequence(["Starting", "Downloading", "Training", "Interrupted", "Restarting", "Downloading",
+                           "Training", "Uploading", "Completed"], statuses(d)), statuses(d)
+    for t in d["SecondaryStatusTransitions"]:
+        assert t["StatusMessage"] and t["StartTime"] <= t["EndTime"]
+    assert d["TrainingStartTime"] <= d["TrainingEndTime"]
+    assert 0 < d["BillableTimeInSeconds"] < d["TrainingTimeInSeconds"]
+    # the request comes back as given (moto alone drops Environment)
+    assert d["Environment"] == {"TRAINCTL_RUN": "spot-test"}
+    assert d["EnableManagedSpotTraining"] is True
+    assert d["CheckpointConfig"] == {"S3Uri": f"s3://{BUCKET}/checkpoints/{name}"}
+    assert d["RetryStrategy"] == {"MaximumRetryAttempts": 2}
+    assert d["HyperParameters"]["steps"] == "8"
+    assert d["StoppingCondition"] == {"MaxRuntimeInSeconds": 600, "MaxWaitTimeInSeconds": 1200}
+    assert sb.sm.list_tags(ResourceArn=arn)["Tags"] == [{"Key": "trainctl:job", "Value": name}]
+
+    # two attempts x two hosts: four streams, each host's lines in its own stream
+    group = "/aws/sagemaker/TrainingJobs"
+    streams = sorted(s["logStreamName"] for s in sb.logs.describe_log_streams(logGroupName=group)["logStreams"]
+                     if s["logStreamName"].startswith(name + "/"))
+    assert len(streams) == 4, streams
+    epochs = sorted({int(s.rsplit("-", 1)[1]) for s in streams})
+    assert len(epochs) == 2
+    assert streams == sorted(f"{name}/algo-{h}-{e}" for h in (1, 2) for e in epochs)
+    first = {h: stream_lines(sb, group, f"{name}/algo-{h}-{epochs[0]}") for h in (1, 2)}
+    second = {h: stream_lines(sb, group, f"{name}/algo-{h}-{epochs[1]}") for h in (1, 2)}
+    for h in (1, 2):
+        assert f"trainctl resumed_from=0 rank={h - 1} world=2" in first[h]
+        assert any(re.fullmatch(r"trainctl step=3 loss=\S+ samples_per_s=\S+", x) for x in first[h])
+        assert any(x.startswith("trainctl checkpointed_on_sigterm") for x in first[h])
+        resumed = [int(m.group(1)) for x in second[h] if (m := re.match(r"trainctl resumed_from=(\d+)", x))]
+        assert resumed and resumed[0] >= 3, second[h]
+        steps = [int(m.group(1)) for x in second[h] if (m := re.match(r"trainctl step=(\d+) ", x))]
+        assert steps[0] == resumed[0] + 1 and steps[-1] == 8
+        assert "trainctl done step=8" in second[h]
+    events = sb.logs.get_log_events(logGroupName=group, logStreamName=f"{name}/algo-2-{epochs[1]}")["events"]
+    assert events and all(e["timestamp"] > 0 for e in events)
+    assert [e["timestamp"] for e in events] == sorted(e["timestamp"] for e in events)
+
+    ckpts = s3_keys(sb, f"checkpoints/{name}/")
+    assert f"checkpoints/{name}/ckpt-{resumed[0]:06d}.pt" in ckpts
+    assert f"checkpoints/{name}/ckpt-000008.pt" in ckpts
+    assert "model.pt" in model_members(sb, name)
+    assert sb.admin("training_job_processes", {"name": name})["pids"] == []
+
+
+# ----------------------------------------------------------------------------- validation
+
+def _error(call: Callable[[], Any]) -> tuple[str, str]:
+    with pytest.raises(ClientError) as info:
+        call()
+    return info.value.response["Error"]["Code"], info.value.response["Error"]["Message"]
+
+
+def test_create_training_job_validates_like_aws(sandbox):
+    sb = sandbox
+    source = upload_source(sb, "tiny", "code/tiny/sourcedir.tar.gz")
+
+    def create(**over):
+        return lambda: sb.sm.create_training_job(**{**job_request("val-job", source, "job.py"), **over})
+
+    code, msg = _error(create(EnableManagedSpotTraining=True, StoppingCondition={"MaxRuntimeInSeconds": 600}))
+    assert code == "ValidationException" and "MaxWaitTimeInSeconds" in msg
+    code, msg = _error(create(EnableManagedSpotTraining=True,
+                              StoppingCondition={"MaxRuntimeInSeconds": 600, "MaxWaitTimeInSeconds": 300}))
+    assert code == "ValidationException" and "greater than or equal to MaxRuntimeInSeconds" in msg
+    code, msg = _error(create(StoppingCondition={"MaxRuntimeInSeconds": 600, "MaxWaitTimeInSeconds": 900}))
+    assert code == "ValidationException" and "EnableManagedSpotTraining" in msg
+    code, msg = _error(create(RoleArn="arn:aws:iam::123:user/not-a-role-at-all"))
+    assert code == "ValidationException" and "roleArn" in msg
+    code, msg = _error(create(ResourceConfig={"InstanceType": "ml.g5.xlarge", "InstanceCount": 0,
+                                              "VolumeSizeInGB": 30}))
+    assert code == "ValidationException" and "resourceConfig.instanceCount" in msg
+    code, msg = _error(create(TrainingJobName="bad_name!"))
+    assert code == "ValidationException" and "trainingJobName" in msg
+    code, msg = _error(create(RoleArn="arn:aws:iam::1:user/x", OutputDataConfig={"S3OutputPath": "/tmp/out"}))
+    assert code == "ValidationException" and msg.startswith("2 validation errors detected")
+    code, msg = _error(create(VpcConfig={"SecurityGroupIds": ["sg-12345678"], "Subnets": ["subnet-12345678"]}))
+    assert code == "ValidationException" and "subnet-12345678" in msg
+    assert sb.sm.list_training_jobs()["TrainingJobSummaries"] == []  # nothing was created
+
+    # managed Spot without CheckpointConfig is accepted (AWS only recommends one)
+    spot = job_request("val-job", source, "job.py", spot=True)
+    del spot["CheckpointConfig"]
+    sb.sm.create_training_job(**spot)
+    code, msg = _error(create())
+    assert code == "ResourceInUse" and "val-job" in msg
+    wait_ended(sb, "val-job")
+    code, msg = _error(lambda: sb.sm.describe_training_job(TrainingJobName="no-such-job"))
+    assert code == "ValidationException"
+    code, _ = _error(lambda: sb.sm.stop_training_job(TrainingJobName="no-such-job"))
+    assert code == "ResourceNotFound"
+
+
+# ----------------------------------------------------------------------------- container contract
+
+def test_job_gets_the_sagemaker_container_contract(sandbox):
+    sb = sandbox
+    name = "contract-job"
+    source = upload_source(sb, "tiny", f"code/{name}/sourcedir.tar.gz")
+    sb.s3.put_object(Bucket=BUCKET, Key="data/train/part-0.csv", Body=b"1,2\n")
+    req = job_request(name, source, "job.py", hosts=2, hps={"learning-rate": "0.5", "mode": '"ok"'},
+                      Environment={"USER_FLAG": "on", "USER_CKPT": "/opt/ml/checkpoints/x"},
+                      InputDataConfig=[{"ChannelName": "train", "DataSource": {"S3DataSource": {
+                          "S3DataType": "S3Prefix", "S3Uri": f"s3://{BUCKET}/data/train"}}}])
+    sb.sm.create_training_job(**req)
+    d = wait_ended(sb, name)
+    assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+    assert d["BillableTimeInSeconds"] == d["TrainingTimeInSeconds"]  # On-Demand: all of it is billed
+    files = model_members(sb, name)
+    assert files["model.txt"] == b"steps=3"
+    info = sb.admin("training_job_sandbox_info", {"name": name})
+    for host in ("algo-1", "algo-2"):
+        c = json.loads(files[f"contract-{host}.json"])
+        env, argv = c["env"], c["argv"]
+        assert json.loads(env["SM_HOSTS"]) == ["algo-1", "algo-2"]
+        assert env["SM_CURRENT_HOST"] == host and env["SM_NUM_GPUS"] == "0"
+        assert json.loads(env["SM_HPS"]) == {"learning-rate": 0.5, "mode": "ok"}
+        assert json.loads(env["SM_USER_ARGS"]) == ["--learning-rate", "0.5", "--mode", "ok"]
+        assert json.loads(env["SM_TRAINING_ENV"])["hosts"] == ["algo-1", "algo-2"]
+        assert json.loads(env["SM_CHANNELS"]) == ["train"]
+        host_dir = next(p for p in info["hosts"] if p.endswith(host))
+        assert env["SM_CHANNEL_TRAIN"] == f"{host_dir}/input/data/train"
+        assert (Path(env["SM_CHANNEL_TRAIN"]) / "part-0.csv").read_bytes() == b"1,2\n"
+        assert env["SM_MODEL_DIR"] == f"{host_dir}/model"
+        assert env["SM_OUTPUT_DATA_DIR"] == f"{host_dir}/output/data"
+        assert env["TRAINING_JOB_NAME"] == name and env["AWS_ENDPOINT_URL"] == sb.ctx.endpoint_url
+        assert env["USER_FLAG"] == "on"
+        assert env["USER_CKPT"] == f"{host_dir}/checkpoints/x"  # /opt/ml paths map to the host folder
+        assert argv == ["--learning-rate", "0.5", "--mode", "ok", "--checkpoint-dir", f"{host_dir}/checkpoints"]
+    group = "/aws/sagemaker/TrainingJobs"
+    names = [s["logStreamName"] for s in sb.logs.describe_log_streams(logGroupName=group)["logStreams"]]
+    assert len([n for n in names if n.startswith(f"{name}/algo-")]) == 2
+
+
+# ----------------------------------------------------------------------------- endings
+
+def test_stop_training_job_sigterms_then_stopped_with_model_and_checkpoints(sandbox):
+    sb = sandbox
+    name = "stop-me"
+    source = upload_source(sb, "tiny", f"code/{name}/sourcedir.tar.gz")
+    sb.sm.create_training_job(**job_request(name, source, "job.py", hosts=2, hps={"mode": "sleep"},
+                                            CheckpointConfig={"S3Uri": f"s3://{BUCKET}/ckpt/{name}/"}))
+    wait_until(sb, name, lambda d: d["SecondaryStatus"] == "Training")
+    group = "/aws/sagemaker/TrainingJobs"
+    # both hosts are running the script (not just started) before the stop
+    while not all(any("trainctl step=" in line for line in stream_lines(sb, group, s["logStreamName"]))
+                  for s in sb.logs.describe_log_streams(logGroupName=group, logStreamNamePrefix=name)["logStreams"]
+                  if s["logStreamName"].startswith(name)):
+        time.sleep(0.1)
+    assert sb.admin("training_job_processes", {"name": name})["pids"]
+    sb.sm.stop_training_job(TrainingJobName=name)
+    assert sb.sm.describe_training_job(TrainingJobName=name)["TrainingJobStatus"] in ("Stopping", "Stopped")
+    sb.sm.stop_training_job(TrainingJobName=name)  # stopping twice is fine while it stops
+    d = wait_ended(sb, name)
+    assert d["TrainingJobStatus"] == "Stopped" and d["SecondaryStatus"] == "Stopped"
+    assert is_subsequence(["Training", "Stopping", "Stopped"], statuses(d))
+    ckpts = s3_keys(sb, f"ckpt/{name}/")
+    assert any("algo-1-step-" in k for k in ckpts) and any("algo-2-step-" in k for k in ckpts), ckpts
+    assert "contract-algo-1.json" in model_members(sb, name)
+    assert sb.admin("training_job_processes", {"name": name})["pids"] == []
+    code, msg = _error(lambda: sb.sm.stop_training_job(TrainingJobName=name))
+    assert code == "ValidationException" and "Stopped" in msg
+
+
+def test_failing_script_ends_failed_with_the_error_quoted(sandbox):
+    sb = sandbox
+    source = upload_source(sb, "tiny", "code/fail/sourcedir.tar.gz")
+    sb.sm.create_training_job(**job_request("fails", source, "job.py", hps={"mode": "fail"}))
+    sb.sm.create_training_job(**job_request("succeeds", source, "job.py"))
+    d = wait_ended(sb, "fails")
+    assert d["TrainingJobStatus"] == "Failed" and d["SecondaryStatus"] == "Failed"
+    assert d["FailureReason"].startswith("AlgorithmError: ")
+    assert "RuntimeError: tiny job failed on purpose" in d["FailureReason"]
+    assert "ExitCode 1" in d["FailureReason"]
+    stream = next(s["logStreamName"] for s in sb.logs.describe_log_streams(
+        logGroupName="/aws/sagemaker/TrainingJobs")["logStreams"] if s["logStreamName"].startswith("fails/"))
+    assert "about to fail" in stream_lines(sb, "/aws/sagemaker/TrainingJobs", stream)
+    assert wait_ended(sb, "succeeds")["TrainingJobStatus"] == "Completed"
+
+    def listed(**kw):
+        return [(s["TrainingJobName"], s["SecondaryStatus"])
+                for s in sb.sm.list_training_jobs(**kw)["TrainingJobSummaries"]]
+
+    assert listed(StatusEquals="Failed") == [("fails", "Failed")]
+    assert listed(StatusEquals="Completed") == [("succeeds", "Completed")]
+    assert listed(StatusEquals="InProgress") == []
+    assert [n for n, _ in listed(SortBy="Name", SortOrder="Descending")] == ["succeeds", "fails"]
+    assert [n for n, _ in listed(NameContains="fail")] == ["fails"]
+
+
+def test_max_runtime_exceeded_stops_the_job(sandbox):
+    sb = sandbox
+    source = upload_source(sb, "tiny", "code/long/sourcedir.tar.gz")
+    sb.sm.create_training_job(**job_request("too-long", source, "job.py", hps={"mode": "sleep"},
+                                            StoppingCondition={"MaxRuntimeInSeconds": 1}))
+    d = wait_ended(sb, "too-long")
+    assert (d["TrainingJobStatus"], d["SecondaryStatus"]) == ("Stopped", "MaxRuntimeExceeded")
+    assert "model.txt" not in model_members(sb, "too-long")  # stopped before the script finished
+
+
+def test_capacity_faults_fail_on_demand_and_expire_spot_after_max_wait(sandbox):
+    sb = sandbox
+    source = upload_source(sb, "tiny", "code/cap/sourcedir.tar.gz")
+    vpc = sb.ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = sb.ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24", AvailabilityZone="us-east-1a")
+    sg = sb.ec2.create_security_group(GroupName="train", Description="train", VpcId=vpc)["GroupId"]
+    vpc_config = {"SecurityGroupIds": [sg], "Subnets": [subnet["Subnet"]["SubnetId"]]}
+    sb.ctx.faults.capacity.add(("g5.xlarge", "us-east-1a"))
+
+    sb.sm.create_training_job(**job_request("od-no-capacity", source, "job.py", VpcConfig=vpc_config))
+    spot = job_request("spot-no-capacity", source, "job.py", spot=True, VpcConfig=vpc_config,
+                       StoppingCondition={"MaxRuntimeInSeconds": 1, "MaxWaitTimeInSeconds": 3})
+    sb.sm.create_training_job(**spot)
+    # outside the VPC the type is only short in us-east-1a, so an AZ-less job runs
+    sb.sm.create_training_job(**job_request("no-vpc", source, "job.py"))
+
+    d = wait_ended(sb, "od-no-capacity")
+    assert d["TrainingJobStatus"] == "Failed"
+    assert "InsufficientInstanceCapacity" in d["FailureReason"] and "us-east-1a" in d["FailureReason"]
+    assert d["VpcConfig"] == vpc_config
+    d = wait_ended(sb, "spot-no-capacity")
+    assert (d["TrainingJobStatus"], d["SecondaryStatus"]) == ("Stopped", "MaxWaitTimeExceeded")
+    starting = [t for t in d["SecondaryStatusTransitions"] if t["Status"] == "Starting"]
+    assert "Insufficient capacity" in starting[-1]["StatusMessage"]
+    assert "TrainingStartTime" not in d  # never got instances
+    assert wait_ended(sb, "no-vpc")["TrainingJobStatus"] == "Completed"
+
+
+# ----------------------------------------------------------------------------- leaks
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_reset_kills_every_process_of_running_jobs(sandbox):
+    sb = sandbox
+    name = "leaky"
+    source = upload_source(sb, "tiny", f"code/{name}/sourcedir.tar.gz")
+    # torchrun starts each rank in a session of its own: killing torchrun's session is not enough
+    sb.sm.create_training_job(**job_request(name, source, "job.py", hosts=2, distributed=True,
+                                            hps={"mode": "sleep"}))
+    group = "/aws/sagemaker/TrainingJobs"
+    wait_until(sb, name, lambda d: d["SecondaryStatus"] == "Training")
+    while True:  # both ranks print steps: torchrun x2 and rank x2 are alive
+        streams = [s["logStreamName"] for s in sb.logs.describe_log_streams(logGroupName=group)["logStreams"]]
+        if len(streams) == 2 and all(any("trainctl step=" in x for x in stream_lines(sb, group, s))
+                                     for s in streams):
+            break
+        time.sleep(0.2)
+    pids = sb.admin("training_job_processes", {"name": name})["pids"]
+    assert len(pids) >= 4, pids
+    sb.reset()
+    assert sb.admin("training_job_processes", {})["pids"] == []
+    assert all(no_zombie_or_gone(p) for p in pids)
+    assert not (sb.ctx.workdir / "sagemaker" / name).exists()
+    code, _ = _error(lambda: sb.sm.describe_training_job(TrainingJobName=name))
+    assert code == "ValidationException"
+    sb.s3.create_bucket(Bucket=BUCKET)  # the fixture's teardown resets again
