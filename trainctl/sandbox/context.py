@@ -101,7 +101,7 @@ class FaultSwitches:
     def snapshot(self) -> dict:
         """The switches as JSON-able data (for the admin `info` action)."""
         with self.lock:
-            return {"capacity": sorted([t, az] for t, az in self.capacity),
+            return {"capacity": sorted(([t, az] for t, az in self.capacity), key=str),
                     "capacity_limit": [[t, az, n] for (t, az), n in sorted(self.capacity_limit.items(), key=str)],
                     "throttle": dict(self.throttle), "latency_ms": dict(self.latency_ms)}
 

@@ -199,8 +199,11 @@ def kill_tree(pid: int, grace: float = 3.0) -> None:
             return
 
 
-def stop(directory: Path | None = None, timeout: float = 10.0) -> int | None:
-    """Stop the sandbox of `directory` and every process it started; the pid it had, or None if none ran."""
+def stop(directory: Path | None = None, timeout: float = 10.0, grace: float = 3.0) -> int | None:
+    """Stop the sandbox of `directory` and every process it started; the pid it had, or None if none ran.
+
+    timeout: how long the server may take to stop by itself; grace: then how long each leftover
+    process gets between SIGTERM and SIGKILL."""
     directory = directory or state_dir()
     pid = read_pid(directory)
     state = read_state(directory) or {}
@@ -216,6 +219,6 @@ def stop(directory: Path | None = None, timeout: float = 10.0) -> int | None:
     _wait_gone([pid], timeout)
     for p in tree:  # the server if it did not stop, and whatever it started that outlived it
         if is_alive(p):
-            kill_tree(p)
+            kill_tree(p, grace)
     remove_state(directory, pid)
     return pid

@@ -91,13 +91,13 @@ _routers: dict[str, object] = {}
 def _rest_operation(service: str, environ: dict) -> str | None:
     """Operation of a REST call, matched against the service model by moto's own router."""
     try:
+        from moto.core.request import Request  # the router reads moto's raw_path, which werkzeug's lacks
         from moto.core.routing import get_service_router
-        from werkzeug.wrappers import Request
 
         router = _routers.get(service)
         if router is None:
             router = _routers[service] = get_service_router(service)
-        operation, _ = router.match(Request(environ, shallow=True))
+        operation, _ = router.match(Request(environ.copy()))
         return operation.name
     except Exception:  # noqa: BLE001 - an unknown REST call still gets a generic name, never an error
         return None
