@@ -1,16 +1,13 @@
 """SageMaker training jobs in the sandbox, end to end through boto3 over HTTP.
 
-A moto server runs in this process with the SageMaker lifecycle extension installed, the way the
-sandbox server installs it; admin actions are called directly (the server routes
-POST /_trainctl/admin/<action> to the same functions). Waits poll DescribeTrainingJob until the job
-ends; pytest-timeout bounds them, and no assertion depends on how long anything took.
+The shared session sandbox (tests/conftest.py: the real server in a subprocess, reset before each
+test) runs the jobs; admin actions go through its admin endpoint. Waits poll DescribeTrainingJob
+until the job ends; pytest-timeout bounds them, and no assertion depends on how long anything took.
 """
 from __future__ import annotations
 
 import io
 import json
-import logging
-import os
 import re
 import tarfile
 import time
@@ -19,65 +16,50 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto.server import ThreadedMotoServer
-
-from trainctl.sandbox import sagemaker_jobs
-from trainctl.sandbox.context import SandboxContext
 
 JOBS = Path(__file__).parent / "sandbox_jobs"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5.1-cpu-py311"
 BUCKET = "trainctl-sandbox-tests"
 TERMINAL = ("Completed", "Failed", "Stopped")
+GROUP = "/aws/sagemaker/TrainingJobs"
 
 
 @dataclass
 class Sandbox:
-    ctx: SandboxContext
+    shared: Any  # conftest's Sandbox
     sm: Any
     s3: Any
     logs: Any
     ec2: Any
 
+    @property
+    def endpoint_url(self) -> str:
+        return self.shared.endpoint_url
+
     def admin(self, action: str, payload: dict) -> dict:
-        return sagemaker_jobs.ADMIN_ACTIONS[action](self.ctx, payload)
-
-    def reset(self) -> None:
-        # what the sandbox server does on admin reset: moto's reset, then the extension's
-        urllib.request.urlopen(urllib.request.Request(f"{self.ctx.endpoint_url}/moto-api/reset", method="POST"))
-        sagemaker_jobs.reset(self.ctx)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    srv = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    srv.start()
-    host, port = srv.get_host_and_port()
-    ctx = SandboxContext(endpoint_url=f"http://{host}:{port}", workdir=tmp_path_factory.mktemp("sandbox"))
-    sagemaker_jobs.install(ctx)
-    before = sagemaker_jobs.configure_training_jobs(ctx, {})
-    # simulated waits x0.3: Starting 0.6 s, Restarting 1.2 s, SIGTERM grace 9 s
-    sagemaker_jobs.configure_training_jobs(ctx, {"time_scale": 0.3})
-    yield ctx
-    sagemaker_jobs.shutdown(ctx)
-    sagemaker_jobs.configure_training_jobs(ctx, {"time_scale": before["time_scale"]})
-    srv.stop()
+        # POST /_trainctl/admin/<action> with the JSON payload as given: SandboxAdmin.action(name,
+        # **payload) cannot carry the payload key "name" that these actions take
+        req = urllib.request.Request(f"{self.endpoint_url}/_trainctl/admin/{action}", method="POST",
+                                     data=json.dumps(payload).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read())
 
 
 @pytest.fixture
-def sandbox(server):
-    kw = dict(endpoint_url=server.endpoint_url, region_name="us-east-1",
-              aws_access_key_id="testing", aws_secret_access_key="testing")
-    sb = Sandbox(server, boto3.client("sagemaker", **kw), boto3.client("s3", **kw),
-                 boto3.client("logs", **kw), boto3.client("ec2", **kw))
-    sb.s3.create_bucket(Bucket=BUCKET)
-    yield sb
-    server.faults.clear()
-    sb.reset()
+def sb(sandbox):
+    """The shared sandbox with SageMaker's simulated waits x0.3 (Starting 0.6 s, Restarting 1.2 s,
+    SIGTERM grace 9 s) and a bucket for code, checkpoints and output."""
+    before = sandbox.admin.action("configure_training_jobs")
+    sandbox.admin.action("configure_training_jobs", time_scale=0.3)
+    s = Sandbox(sandbox, sandbox.client("sagemaker"), sandbox.client("s3"), sandbox.client("logs"),
+                sandbox.client("ec2"))
+    s.s3.create_bucket(Bucket=BUCKET)
+    yield s
+    sandbox.admin.action("configure_training_jobs", time_scale=before["time_scale"])
 
 
 def upload_source(sb: Sandbox, folder: str, key: str) -> str:
@@ -173,8 +155,7 @@ def no_zombie_or_gone(pid: int) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_spot_ddp_job_interrupted_once_resumes_from_checkpoint_and_completes(sandbox):
-    sb = sandbox
+def test_spot_ddp_job_interrupted_once_resumes_from_checkpoint_and_completes(sb):
     name = "ddp-spot-resume"
     source = upload_source(sb, "ddp_ckpt", f"code/{name}/sourcedir.tar.gz")
     req = job_request(name, source, "train.py", hosts=2, spot=True, distributed=True,
@@ -205,7 +186,7 @@ def test_spot_ddp_job_interrupted_once_resumes_from_checkpoint_and_completes(san
     assert sb.sm.list_tags(ResourceArn=arn)["Tags"] == [{"Key": "trainctl:job", "Value": name}]
 
     # two attempts x two hosts: four streams, each host's lines in its own stream
-    group = "/aws/sagemaker/TrainingJobs"
+    group = GROUP
     streams = sorted(s["logStreamName"] for s in sb.logs.describe_log_streams(logGroupName=group)["logStreams"]
                      if s["logStreamName"].startswith(name + "/"))
     assert len(streams) == 4, streams
@@ -242,8 +223,7 @@ def _error(call: Callable[[], Any]) -> tuple[str, str]:
     return info.value.response["Error"]["Code"], info.value.response["Error"]["Message"]
 
 
-def test_create_training_job_validates_like_aws(sandbox):
-    sb = sandbox
+def test_create_training_job_validates_like_aws(sb):
     source = upload_source(sb, "tiny", "code/tiny/sourcedir.tar.gz")
 
     def create(**over):
@@ -284,8 +264,7 @@ def test_create_training_job_validates_like_aws(sandbox):
 
 # ----------------------------------------------------------------------------- container contract
 
-def test_job_gets_the_sagemaker_container_contract(sandbox):
-    sb = sandbox
+def test_job_gets_the_sagemaker_container_contract(sb):
     name = "contract-job"
     source = upload_source(sb, "tiny", f"code/{name}/sourcedir.tar.gz")
     sb.s3.put_object(Bucket=BUCKET, Key="data/train/part-0.csv", Body=b"1,2\n")
@@ -314,25 +293,24 @@ def test_job_gets_the_sagemaker_container_contract(sandbox):
         assert (Path(env["SM_CHANNEL_TRAIN"]) / "part-0.csv").read_bytes() == b"1,2\n"
         assert env["SM_MODEL_DIR"] == f"{host_dir}/model"
         assert env["SM_OUTPUT_DATA_DIR"] == f"{host_dir}/output/data"
-        assert env["TRAINING_JOB_NAME"] == name and env["AWS_ENDPOINT_URL"] == sb.ctx.endpoint_url
+        assert env["TRAINING_JOB_NAME"] == name and env["AWS_ENDPOINT_URL"] == sb.endpoint_url
         assert env["USER_FLAG"] == "on"
         assert env["USER_CKPT"] == f"{host_dir}/checkpoints/x"  # /opt/ml paths map to the host folder
         assert argv == ["--learning-rate", "0.5", "--mode", "ok", "--checkpoint-dir", f"{host_dir}/checkpoints"]
-    group = "/aws/sagemaker/TrainingJobs"
+    group = GROUP
     names = [s["logStreamName"] for s in sb.logs.describe_log_streams(logGroupName=group)["logStreams"]]
     assert len([n for n in names if n.startswith(f"{name}/algo-")]) == 2
 
 
 # ----------------------------------------------------------------------------- endings
 
-def test_stop_training_job_sigterms_then_stopped_with_model_and_checkpoints(sandbox):
-    sb = sandbox
+def test_stop_training_job_sigterms_then_stopped_with_model_and_checkpoints(sb):
     name = "stop-me"
     source = upload_source(sb, "tiny", f"code/{name}/sourcedir.tar.gz")
     sb.sm.create_training_job(**job_request(name, source, "job.py", hosts=2, hps={"mode": "sleep"},
                                             CheckpointConfig={"S3Uri": f"s3://{BUCKET}/ckpt/{name}/"}))
     wait_until(sb, name, lambda d: d["SecondaryStatus"] == "Training")
-    group = "/aws/sagemaker/TrainingJobs"
+    group = GROUP
     # both hosts are running the script (not just started) before the stop
     while not all(any("trainctl step=" in line for line in stream_lines(sb, group, s["logStreamName"]))
                   for s in sb.logs.describe_log_streams(logGroupName=group, logStreamNamePrefix=name)["logStreams"]
@@ -353,8 +331,7 @@ def test_stop_training_job_sigterms_then_stopped_with_model_and_checkpoints(sand
     assert code == "ValidationException" and "Stopped" in msg
 
 
-def test_failing_script_ends_failed_with_the_error_quoted(sandbox):
-    sb = sandbox
+def test_failing_script_ends_failed_with_the_error_quoted(sb):
     source = upload_source(sb, "tiny", "code/fail/sourcedir.tar.gz")
     sb.sm.create_training_job(**job_request("fails", source, "job.py", hps={"mode": "fail"}))
     sb.sm.create_training_job(**job_request("succeeds", source, "job.py"))
@@ -364,8 +341,8 @@ def test_failing_script_ends_failed_with_the_error_quoted(sandbox):
     assert "RuntimeError: tiny job failed on purpose" in d["FailureReason"]
     assert "ExitCode 1" in d["FailureReason"]
     stream = next(s["logStreamName"] for s in sb.logs.describe_log_streams(
-        logGroupName="/aws/sagemaker/TrainingJobs")["logStreams"] if s["logStreamName"].startswith("fails/"))
-    assert "about to fail" in stream_lines(sb, "/aws/sagemaker/TrainingJobs", stream)
+        logGroupName=GROUP)["logStreams"] if s["logStreamName"].startswith("fails/"))
+    assert "about to fail" in stream_lines(sb, GROUP, stream)
     assert wait_ended(sb, "succeeds")["TrainingJobStatus"] == "Completed"
 
     def listed(**kw):
@@ -379,8 +356,7 @@ def test_failing_script_ends_failed_with_the_error_quoted(sandbox):
     assert [n for n, _ in listed(NameContains="fail")] == ["fails"]
 
 
-def test_max_runtime_exceeded_stops_the_job(sandbox):
-    sb = sandbox
+def test_max_runtime_exceeded_stops_the_job(sb):
     source = upload_source(sb, "tiny", "code/long/sourcedir.tar.gz")
     sb.sm.create_training_job(**job_request("too-long", source, "job.py", hps={"mode": "sleep"},
                                             StoppingCondition={"MaxRuntimeInSeconds": 1}))
@@ -389,14 +365,13 @@ def test_max_runtime_exceeded_stops_the_job(sandbox):
     assert "model.txt" not in model_members(sb, "too-long")  # stopped before the script finished
 
 
-def test_capacity_faults_fail_on_demand_and_expire_spot_after_max_wait(sandbox):
-    sb = sandbox
+def test_capacity_faults_fail_on_demand_and_expire_spot_after_max_wait(sb):
     source = upload_source(sb, "tiny", "code/cap/sourcedir.tar.gz")
     vpc = sb.ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     subnet = sb.ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24", AvailabilityZone="us-east-1a")
     sg = sb.ec2.create_security_group(GroupName="train", Description="train", VpcId=vpc)["GroupId"]
     vpc_config = {"SecurityGroupIds": [sg], "Subnets": [subnet["Subnet"]["SubnetId"]]}
-    sb.ctx.faults.capacity.add(("g5.xlarge", "us-east-1a"))
+    sb.shared.admin.set_capacity("ml.g5.xlarge", "us-east-1a")
 
     sb.sm.create_training_job(**job_request("od-no-capacity", source, "job.py", VpcConfig=vpc_config))
     spot = job_request("spot-no-capacity", source, "job.py", spot=True, VpcConfig=vpc_config,
@@ -421,14 +396,13 @@ def test_capacity_faults_fail_on_demand_and_expire_spot_after_max_wait(sandbox):
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_reset_kills_every_process_of_running_jobs(sandbox):
-    sb = sandbox
+def test_reset_kills_every_process_of_running_jobs(sb):
     name = "leaky"
     source = upload_source(sb, "tiny", f"code/{name}/sourcedir.tar.gz")
     # torchrun starts each rank in a session of its own: killing torchrun's session is not enough
     sb.sm.create_training_job(**job_request(name, source, "job.py", hosts=2, distributed=True,
                                             hps={"mode": "sleep"}))
-    group = "/aws/sagemaker/TrainingJobs"
+    group = GROUP
     wait_until(sb, name, lambda d: d["SecondaryStatus"] == "Training")
     while True:  # both ranks print steps: torchrun x2 and rank x2 are alive
         streams = [s["logStreamName"] for s in sb.logs.describe_log_streams(logGroupName=group)["logStreams"]]
@@ -438,10 +412,10 @@ def test_reset_kills_every_process_of_running_jobs(sandbox):
         time.sleep(0.2)
     pids = sb.admin("training_job_processes", {"name": name})["pids"]
     assert len(pids) >= 4, pids
-    sb.reset()
+    workdir = sb.admin("training_job_sandbox_info", {"name": name})["workdir"]
+    sb.shared.admin.reset()
     assert sb.admin("training_job_processes", {})["pids"] == []
     assert all(no_zombie_or_gone(p) for p in pids)
-    assert not (sb.ctx.workdir / "sagemaker" / name).exists()
+    assert not Path(workdir).exists()
     code, _ = _error(lambda: sb.sm.describe_training_job(TrainingJobName=name))
     assert code == "ValidationException"
-    sb.s3.create_bucket(Bucket=BUCKET)  # the fixture's teardown resets again

@@ -10,8 +10,9 @@ handlers for CreateTrainingJob / DescribeTrainingJob / ListTrainingJobs and adds
 - StopTrainingJob: SIGTERM to the job's processes, Stopping -> Stopped, the model still uploaded.
 
 The server routes `POST /_trainctl/admin/<action>` to ADMIN_ACTIONS; every action takes
-`{"name": <job>, ...}` and optionally "account_id"/"region" when a name exists in several.
-Admin errors: LookupError (no such job) and ValueError (a bad request for this job).
+`{"name": <job>, ...}` ("job" is accepted too) and optionally "account_id"/"region" when a name
+exists in several accounts or regions.
+Admin errors: the server's AdminError with status 404 (no such job), ValueError (a bad request: 400).
 
 Simulated waits are scaled by TRAINCTL_SANDBOX_TIME_SCALE (read at install) or the admin action
 `configure_training_jobs`.
@@ -43,9 +44,15 @@ DEFAULT_MAX_RUNTIME = 86400  # what SageMaker fills in when StoppingCondition om
 
 _lock = threading.RLock()
 _server_nonce = uuid.uuid4().hex[:12]  # marks this server process's jobs (several servers may share a machine)
-_settings = Settings()
+_settings = Settings()  # process-wide like moto's backends; survives resets (a test sets what it needs)
 _ctx: SandboxContext | None = None
-_jobs: dict[tuple[str, str, str], "SandboxTrainingJob"] = {}
+STATE_KEY = "sagemaker_jobs"
+
+
+def _jobs(ctx: SandboxContext | None = None) -> dict[tuple[str, str, str], "SandboxTrainingJob"]:
+    """(account, region, name) -> job; kept in ctx.state, where the server keeps extension state."""
+    ctx = ctx or _ctx
+    return ctx.state.setdefault(STATE_KEY, {}) if ctx is not None else {}
 
 
 # ----------------------------------------------------------------------------- the job object
@@ -272,7 +279,7 @@ def _create_training_job(self: SageMakerResponse) -> ActionResult:
                 f"with this name already exists ({existing.arn})")
         job = SandboxTrainingJob(account_id, region, request, _ctx, _registered, azs)
         backend.training_jobs[name] = job
-        _jobs[(account_id, region, name)] = job
+        _jobs()[(account_id, region, name)] = job
         job.runner.start()
     return ActionResult({"TrainingJobArn": job.arn})
 
@@ -381,10 +388,11 @@ def install(ctx: SandboxContext) -> None:
         SageMakerResponse._trainctl_training_jobs = True
 
 
-def _forget_all() -> list[SandboxTrainingJob]:
+def _forget_all(ctx: SandboxContext) -> list[SandboxTrainingJob]:
     with _lock:
-        jobs = list(_jobs.values())
-        _jobs.clear()
+        registry = _jobs(ctx)
+        jobs = list(registry.values())
+        registry.clear()
     for job in jobs:
         backend = sagemaker_backends[job.account_id][job.region_name]
         if backend.training_jobs.get(job.training_job_name) is job:
@@ -398,26 +406,36 @@ def _forget_all() -> list[SandboxTrainingJob]:
 
 def reset(ctx: SandboxContext) -> None:
     """Kill every job's processes, forget all jobs and their folders."""
-    _forget_all()
+    _forget_all(ctx)
     shutil.rmtree(Path(ctx.workdir) / "sagemaker", ignore_errors=True)
 
 
 def shutdown(ctx: SandboxContext) -> None:
     """Kill every job's processes (the job folders stay for a post-mortem)."""
-    _forget_all()
+    _forget_all(ctx)
 
 
 # ----------------------------------------------------------------------------- admin actions
 
-def _find(payload: dict[str, Any]) -> SandboxTrainingJob:
-    name = payload.get("name")
+def _not_found(message: str) -> Exception:
+    try:  # the server answers AdminError with its status; a KeyError would be a 400
+        from trainctl.sandbox.middleware import AdminError
+
+        return AdminError(message, 404)
+    except ImportError:
+        return KeyError(message)
+
+
+def _find(ctx: SandboxContext, payload: dict[str, Any]) -> SandboxTrainingJob:
+    # "job" too: SandboxAdmin.action(name, **payload) cannot pass a payload key called "name"
+    name = payload.get("name") or payload.get("job")
     if not name:
-        raise ValueError("payload needs 'name': the training job's name")
+        raise ValueError("payload needs 'name' (or 'job'): the training job's name")
     with _lock:
-        found = [j for (acct, reg, n), j in _jobs.items() if n == name
+        found = [j for (acct, reg, n), j in _jobs(ctx).items() if n == name
                  and payload.get("account_id", acct) == acct and payload.get("region", reg) == reg]
     if not found:
-        raise LookupError(f"no sandbox training job named {name!r}")
+        raise _not_found(f"no sandbox training job named {name!r}")
     if len(found) > 1:
         raise ValueError(f"several training jobs are named {name!r}: give 'region' or 'account_id'")
     return found[0]
@@ -425,7 +443,7 @@ def _find(payload: dict[str, Any]) -> SandboxTrainingJob:
 
 def interrupt_training_job(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
     """Simulate a Spot interruption: now, `after_seconds` from now, or when a host logs step >= `at_step`."""
-    job = _find(payload)
+    job = _find(ctx, payload)
     if not job.state.spot:
         raise ValueError(f"{job.training_job_name} is not a managed Spot job (EnableManagedSpotTraining)")
     if job.state.status != "InProgress":
@@ -439,8 +457,8 @@ def interrupt_training_job(ctx: SandboxContext, payload: dict[str, Any]) -> dict
 def training_job_processes(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
     """Live pids of a job's processes (torchrun and its ranks); without a name, of every job ever
     started by this server process, including forgotten ones (what a leak test wants)."""
-    if payload.get("name"):
-        job = _find(payload)
+    if payload.get("name") or payload.get("job"):
+        job = _find(ctx, payload)
         return {"name": job.training_job_name, "pids": job.runner.pids()}
     return {"name": None, "pids": marked_pids(f"{_server_nonce}:")}
 
@@ -459,7 +477,7 @@ def configure_training_jobs(ctx: SandboxContext, payload: dict[str, Any]) -> dic
 
 def training_job_sandbox_info(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
     """Where the job's host folders and local log copies are, attempts and interruptions so far."""
-    return _find(payload).runner.info()
+    return _find(ctx, payload).runner.info()
 
 
 ADMIN_ACTIONS: dict[str, Callable[[SandboxContext, dict], dict]] = {

@@ -550,8 +550,7 @@ class JobRunner(threading.Thread):
         if ended:
             return ended
         retry_until = time.time() + self.settings.real("capacity_retry_s")
-        # like SageMaker, any of the job's subnets will do: no capacity means none in any of their AZs
-        while all(self.ctx.faults.no_capacity(self.instance_type, az) for az in self.azs):
+        while not self._take_capacity():
             if not self.state.spot and time.time() >= retry_until:
                 self._failure = (
                     "CapacityError: Unable to provision requested ML compute capacity "
@@ -567,6 +566,18 @@ class JobRunner(threading.Thread):
         if not restart:
             self.state.transition("Starting", "Preparing the instances for training")
         return None
+
+    def _take_capacity(self) -> bool:
+        """All InstanceCount instances in one of the job's subnets' AZs (SageMaker needs the whole
+        cluster); a limited pool (FaultSwitches.capacity_limit) is drawn down by what launches."""
+        faults = self.ctx.faults
+        for az in self.azs:
+            if faults.no_capacity(self.instance_type, az):
+                continue
+            take = getattr(faults, "take_capacity", None)
+            if take is None or take(self.instance_type, az, self.instance_count, self.instance_count):
+                return True
+        return False
 
     def _download(self) -> str | None:
         self.state.transition("Downloading", "Downloading input data")
