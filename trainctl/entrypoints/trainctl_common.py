@@ -104,16 +104,20 @@ def on_sagemaker(env: dict[str, str] | None = None) -> bool:
     return bool(env.get("SM_TRAINING_ENV") or env.get("SM_MODEL_DIR") or env.get("SM_CURRENT_HOST"))
 
 
+def add_option(parser: argparse.ArgumentParser, flag: str, **kwargs: Any) -> None:
+    """Add --some-flag, also spelled --some_flag: SageMaker hyperparameter keys are often written
+    with underscores (batch_size), and a launcher or a user should not trip over that."""
+    names = [flag]
+    if "-" in flag[2:]:
+        names.append("--" + flag[2:].replace("-", "_"))
+    parser.add_argument(*names, **kwargs)
+
+
 def build_parser(description: str, devices: Sequence[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description, allow_abbrev=False)
 
     def add(flag: str, **kwargs: Any) -> None:
-        # SageMaker hyperparameter keys are often written with underscores (batch_size): accept
-        # both spellings so a launcher or a user cannot trip over it.
-        names = [flag]
-        if "-" in flag[2:]:
-            names.append("--" + flag[2:].replace("-", "_"))
-        parser.add_argument(*names, **kwargs)
+        add_option(parser, flag, **kwargs)
 
     add("--model", default=DEFAULT_MODEL,
         help=f"timm model name, or vit_micro (32x32, 2 blocks, width 64). Default {DEFAULT_MODEL}")
@@ -861,8 +865,10 @@ class Trainer:
         """Train to --steps; returns "done" or the name of the signal that stopped it."""
         args, ctx, ops = self.args, self.ctx, self.ops
         global_batch = args.batch_size * ctx.world_size
-        loss_sum = torch.zeros((), device=ops.device)
-        window_steps = 0
+        # Per-step losses stay on the device until a log step: reading one every step would
+        # make the host wait for the device. (A list rather than a running sum keeps XLA's step
+        # graph the same on every step, so it compiles once.)
+        window_losses: list[torch.Tensor] = []
         ops.synchronize()
         window_start = time.perf_counter()
         last_checkpoint_time = time.monotonic()
@@ -881,13 +887,13 @@ class Trainer:
             self.scheduler.step()
             ops.step_end()
             self.step += 1
-            loss_sum = loss_sum + loss.detach()
-            window_steps += 1
+            window_losses.append(loss.detach())
 
             # The step boundary. One control all-reduce per step carries: SIGTERM seen by any
             # rank, time-based checkpoint due on any rank, and (on log steps) the loss sum.
             log_now = self.step % args.log_every == 0 or self.step == args.steps
-            local_loss = float(loss_sum.item()) / window_steps if log_now else 0.0
+            window_steps = len(window_losses)
+            local_loss = float(torch.stack(window_losses).mean().item()) if log_now else 0.0
             checkpoint_due_by_time = (args.checkpoint_seconds > 0 and self.store is not None
                                       and time.monotonic() - last_checkpoint_time
                                       >= args.checkpoint_seconds)
@@ -900,8 +906,7 @@ class Trainer:
                 if ctx.is_main:
                     emit(f"step={self.step} loss={loss_total / ctx.world_size:.6f} "
                          f"samples_per_s={global_batch * window_steps / elapsed:.2f}")
-                loss_sum = torch.zeros((), device=ops.device)
-                window_steps = 0
+                window_losses = []
             stopping = stop_votes > 0
             due = (stopping or time_votes > 0
                    or (args.checkpoint_every and self.step % args.checkpoint_every == 0))
