@@ -33,7 +33,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from trainctl.sandbox import process
+from trainctl.sandbox import process, speedups
 from trainctl.sandbox.context import SandboxContext
 from trainctl.sandbox.middleware import AdminError, SandboxApp
 from trainctl.sandbox.protocol import AwsCall, AwsError
@@ -71,6 +71,7 @@ class SandboxServer:
         # The default AMIs cost ~0.5 s per region backend (again after every reset); the sandbox
         # seeds the images trainctl launches instead. Read when each EC2 backend is created.
         os.environ["MOTO_EC2_LOAD_DEFAULT_AMIS"] = "false"
+        speedups.parse_botocore_files_once()
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
         from werkzeug.serving import make_server
 
