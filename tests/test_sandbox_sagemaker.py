@@ -204,9 +204,12 @@ def test_spot_ddp_job_interrupted_once_resumes_from_checkpoint_and_completes(sb)
         steps = [int(m.group(1)) for x in second[h] if (m := re.match(r"trainctl step=(\d+) ", x))]
         assert steps[0] == resumed[0] + 1 and steps[-1] == 8
         assert "trainctl done step=8" in second[h]
-    events = sb.logs.get_log_events(logGroupName=group, logStreamName=f"{name}/algo-2-{epochs[1]}")["events"]
-    assert events and all(e["timestamp"] > 0 for e in events)
-    assert [e["timestamp"] for e in events] == sorted(e["timestamp"] for e in events)
+    # real timestamps: each line's time of emission, inside the job's training window
+    start_ms, end_ms = (int(d[k].timestamp() * 1000) for k in ("TrainingStartTime", "TrainingEndTime"))
+    for h, e in ((1, epochs[0]), (2, epochs[1])):
+        events = sb.logs.get_log_events(logGroupName=group, logStreamName=f"{name}/algo-{h}-{e}")["events"]
+        stamps = [ev["timestamp"] for ev in events]
+        assert stamps and stamps == sorted(stamps) and start_ms <= stamps[0] and stamps[-1] <= end_ms
 
     ckpts = s3_keys(sb, f"checkpoints/{name}/")
     assert f"checkpoints/{name}/ckpt-{resumed[0]:06d}.pt" in ckpts
@@ -317,6 +320,8 @@ def test_stop_training_job_sigterms_then_stopped_with_model_and_checkpoints(sb):
                   if s["logStreamName"].startswith(name)):
         time.sleep(0.1)
     assert sb.admin("training_job_processes", {"name": name})["pids"]
+    running = sb.sm.list_training_jobs(StatusEquals="InProgress")["TrainingJobSummaries"]
+    assert [(s["TrainingJobName"], s["SecondaryStatus"]) for s in running] == [(name, "Training")]
     sb.sm.stop_training_job(TrainingJobName=name)
     assert sb.sm.describe_training_job(TrainingJobName=name)["TrainingJobStatus"] in ("Stopping", "Stopped")
     sb.sm.stop_training_job(TrainingJobName=name)  # stopping twice is fine while it stops

@@ -43,6 +43,7 @@ LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 MARKER_ENV = "TRAINCTL_SANDBOX_JOB"
 NPROC_ENV = "TRAINCTL_SANDBOX_NPROC_PER_NODE"
 DEFAULT_CHECKPOINT_PATH = "/opt/ml/checkpoints"
+MAX_EVENT_BYTES = 256 * 1024 - 26  # CloudWatch's limit on one event (message bytes + 26)
 STEP_RE = re.compile(r"\btrainctl step=(\d+)")
 # What the SageMaker toolkit treats as its own hyperparameters (not passed to the script's SM_HPS).
 TOOLKIT_HYPERPARAMETERS = {
@@ -422,6 +423,8 @@ class JobRunner(threading.Thread):
         self.registered = registered
         self.azs = availability_zones  # the job's subnets' AZs, or [None] outside a VPC
         self.job_dir = Path(ctx.workdir) / "sagemaker" / name
+        if (account_id, region) != (ctx.account_id, ctx.regions[0]):  # same name elsewhere: no clash
+            self.job_dir = Path(ctx.workdir) / "sagemaker" / account_id / region / name
         self.s3 = MotoS3(account_id, region)
         self.logs = MotoLogs(account_id, region, allowed=lambda: not self._abort.is_set() and registered())
         resource = request.get("ResourceConfig") or {}
@@ -442,6 +445,7 @@ class JobRunner(threading.Thread):
         self._synced: dict[tuple[int, str], tuple[int, int]] = {}
         self._epoch = 0
         self._failure = "InternalServerError"
+        self.sync_error: str | None = None
         self.attempts = 0
 
     # ---- control (called from request threads)
@@ -476,7 +480,7 @@ class JobRunner(threading.Thread):
     def info(self) -> dict[str, Any]:
         return {"name": self.job_name, "workdir": str(self.job_dir), "attempts": self.attempts,
                 "interruptions": self.state.interruptions,
-                "hosts": [str(h.base) for h in self._hosts],
+                "hosts": [str(h.base) for h in self._hosts], "checkpoint_sync_error": self.sync_error,
                 "log_streams": [h.stream for h in self._hosts if h.stream]}
 
     # ---- the lifecycle
@@ -544,7 +548,9 @@ class JobRunner(threading.Thread):
     def _provision(self, restart: bool) -> str | None:
         if restart:
             self.state.transition("Restarting", "Restarting the training job after a Spot interruption")
-            ended = self._sleep(self.settings.real("restart_wait_s"))
+            # at least 1 s however small the time scale: the unbilled wait must show in the whole
+            # seconds AWS reports (Billable < Training after an interruption)
+            ended = self._sleep(max(1.0, self.settings.real("restart_wait_s")))
         else:
             ended = self._sleep(self.settings.real("starting_s"))
         if ended:
@@ -840,7 +846,10 @@ class JobRunner(threading.Thread):
             if all(c == 0 for c in codes):
                 return self._after_training("completed", hosts)
             if now >= next_sync:
-                self._sync_checkpoints(hosts)
+                try:
+                    self._sync_checkpoints(hosts)
+                except Exception as exc:  # e.g. no bucket yet: retried, and the final sync decides
+                    self.sync_error = _s3_error(exc)
                 next_sync = time.time() + self.settings.real("sync_interval_s")
             self._wake.wait(0.1)
             self._wake.clear()
@@ -868,7 +877,10 @@ class JobRunner(threading.Thread):
             for raw in iter(pipe.readline, b""):
                 line = raw.decode("utf-8", "replace").rstrip("\r\n")
                 now = time.time()
-                self.logs.put(host.stream, line, now)
+                message = line
+                if len(line) > MAX_EVENT_BYTES // 4:  # only a long line can be too many bytes
+                    message = line.encode()[:MAX_EVENT_BYTES].decode("utf-8", "ignore")
+                self.logs.put(host.stream, message, now)
                 out.write(line + "\n")
                 out.flush()
                 text = _RANK_PREFIX_RE.sub("", line).strip()
