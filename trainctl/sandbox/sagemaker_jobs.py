@@ -16,6 +16,18 @@ Admin errors: the server's AdminError with status 404 (no such job), ValueError 
 
 Simulated waits are scaled by TRAINCTL_SANDBOX_TIME_SCALE (read at install) or the admin action
 `configure_training_jobs`.
+
+Choices where the sandbox must stand in for AWS (details in sagemaker_runner.py):
+- No capacity (`ctx.faults`, per instance type and the AZs of VpcConfig's subnets): a Spot job
+  waits in Starting ("Insufficient capacity error from EC2 while launching instances, retrying!")
+  and ends Stopped/MaxWaitTimeExceeded at MaxWaitTimeInSeconds, or starts when capacity returns;
+  an On-Demand job fails after a short retry with "CapacityError: ... InsufficientInstanceCapacity".
+- /opt/ml is a folder per host and attempt; a script is given `--checkpoint-dir <host folder>`
+  unless its hyperparameters name a checkpoint dir, and hyperparameter or Environment values
+  under /opt/ml are rewritten to the host's folder.
+- torchrun per host only with `sagemaker_torch_distributed_enabled: "true"` (as the PyTorch
+  container does); otherwise one python process per host. requirements.txt is not installed:
+  the server's own interpreter is the image.
 """
 from __future__ import annotations
 
@@ -35,9 +47,7 @@ from moto.sagemaker.models import FakeTrainingJob, sagemaker_backends
 from moto.sagemaker.responses import SageMakerResponse
 
 from trainctl.sandbox.context import SandboxContext
-from trainctl.sandbox.sagemaker_runner import (
-    DEFAULT_CHECKPOINT_PATH, JobRunner, JobState, Settings, kill_marked, marked_pids,
-)
+from trainctl.sandbox.sagemaker_runner import JobRunner, JobState, Settings, kill_marked, marked_pids
 
 TIME_SCALE_ENV = "TRAINCTL_SANDBOX_TIME_SCALE"
 DEFAULT_MAX_RUNTIME = 86400  # what SageMaker fills in when StoppingCondition omits it
@@ -487,4 +497,4 @@ ADMIN_ACTIONS: dict[str, Callable[[SandboxContext, dict], dict]] = {
     "training_job_sandbox_info": training_job_sandbox_info,
 }
 
-__all__ = ["install", "reset", "shutdown", "ADMIN_ACTIONS", "SandboxTrainingJob", "DEFAULT_CHECKPOINT_PATH"]
+__all__ = ["install", "reset", "shutdown", "ADMIN_ACTIONS", "SandboxTrainingJob"]
