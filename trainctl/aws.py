@@ -26,8 +26,10 @@ class AwsSettings:
 
 
 SETTINGS = AwsSettings()
-_lock = threading.Lock()
+# Re-entrant: client() creates the session under the same lock.
+_lock = threading.RLock()
 _session = None
+_clients: dict[tuple, object] = {}
 
 
 def session():
@@ -49,9 +51,11 @@ def session():
 
 
 def reset_session() -> None:
+    """Forget the session and its clients (after the environment or the settings changed)."""
     global _session
     with _lock:
         _session = None
+        _clients.clear()
 
 
 def default_region() -> str:
@@ -67,13 +71,19 @@ def endpoint_url() -> str | None:
 
 
 def client(service: str, region: str | None = None, *, max_attempts: int | None = None):
+    """A boto3 client, one per (service, region, attempts): clients are thread-safe, and making one costs ~50 ms."""
     from botocore.config import Config
 
-    config = Config(retries={"max_attempts": max_attempts or SETTINGS.max_attempts, "mode": SETTINGS.retry_mode},
-                    user_agent_extra=f"trainctl/{__version__}", connect_timeout=5, read_timeout=60,
-                    max_pool_connections=32)
-    with _lock:  # client creation touches the session's shared loaders
-        return session().client(service, region_name=region or SETTINGS.region or DEFAULT_REGION, config=config)
+    region = region or SETTINGS.region or DEFAULT_REGION
+    attempts = max_attempts or SETTINGS.max_attempts
+    key = (service, region, attempts, SETTINGS.retry_mode)
+    with _lock:  # client creation touches the session's shared loaders, which are not thread-safe
+        if key not in _clients:
+            config = Config(retries={"max_attempts": attempts, "mode": SETTINGS.retry_mode},
+                            user_agent_extra=f"trainctl/{__version__}", connect_timeout=5, read_timeout=60,
+                            max_pool_connections=32)
+            _clients[key] = session().client(service, region_name=region, config=config)
+        return _clients[key]
 
 
 def error_code(exc: BaseException) -> str:
