@@ -27,6 +27,11 @@ test: install
 bench: install
 	$(BIN)/python scripts/bench_cli.py
 
+# Opt-in: the Neuron entrypoint through torch_xla on the CPU, in its own environment (.xla-venv/,
+# torch 2.9.0 + torch-xla 2.9.0, a multi-GB download). Not part of `make test`.
+test-xla:
+	bash scripts/test_xla.sh
+
 catalog:
 	$(PYTHON) scripts/build_catalog.py
 
