@@ -91,9 +91,13 @@ def test_checkpoints_are_atomic_named_by_digest_and_only_the_last_k_kept(tmp_pat
     assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for _, p in store.entries())
     loaded, _ = store.load(3)
     assert torch.equal(loaded["model"]["w"], torch.full((64,), 3))
-    # Saving a step again (after a resume) replaces the older file of that step.
+    # A step saved again (after a resume) keeps both files; the newer one is loaded.
+    os.utime(path, (1, 1))  # file times are coarse: make "older" unambiguous
     store.save(3, payload(3) | {"extra": 1})
-    assert [step for step, _ in store.entries()] == [3, 2]
+    assert [step for step, _ in store.entries()] == [3, 3, 2]
+    assert store.load(3)[0].get("extra") == 1
+    store.save(4, payload(4))
+    assert store.steps() == [4, 3] and len(store.entries()) == 3
 
 
 def test_broken_files_do_not_load_and_temp_files_are_never_candidates(tmp_path):

@@ -261,8 +261,9 @@ class DistContext:
 
     @property
     def is_writer(self) -> bool:
-        # One writer per node: checkpoint folders are node-local on EC2 and on SageMaker (which
-        # syncs every host's folder to the same S3 prefix), so each node keeps its own copy.
+        # One writer per node: checkpoint folders are node-local (EC2 instance storage, each
+        # SageMaker host's own /opt/ml/checkpoints), so every node keeps its own copy to resume
+        # from. Writers sharing one folder are harmless: unique temp names, atomic renames.
         return self.local_rank == 0
 
     def make_control_group(self) -> None:
@@ -287,13 +288,6 @@ class DistContext:
         dist.all_gather_object(out, obj, group=self.control_group)
         return out
 
-    def broadcast(self, obj: Any) -> Any:
-        if not self.distributed:
-            return obj
-        box = [obj]
-        dist.broadcast_object_list(box, src=0, group=self.control_group)
-        return box[0]
-
 
 # --------------------------------------------------------------------------------------------
 # Device-specific operations: the scripts subclass this
@@ -302,10 +296,9 @@ class DistContext:
 class DeviceOps:
     """What differs between devices. ``train_ddp.py`` and ``train_neuron.py`` implement it."""
 
-    name = "cpu"
+    name = "cpu"  # cpu | cuda | xla, as printed in the start line
     device: torch.device = torch.device("cpu")
-    # Processes that hold state on the device must move it to the CPU to hash or save it.
-    autocast_device_type = "cpu"
+    autocast_device_type = "cpu"  # what torch.autocast calls this device kind
 
     def setup(self, ctx: DistContext) -> None:
         """Pick the device, start the process group, create ctx's control group."""
@@ -634,23 +627,18 @@ class CheckpointStore:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(temp)
             raise
-        self._prune(keep_path=final, step=step)
+        self._prune()
         return final
 
-    def _prune(self, keep_path: str, step: int) -> None:
-        kept_steps: list[int] = []
+    def _prune(self) -> None:
+        """Delete all but the newest K steps. Several files of one step (saved again after a
+        resume, or by each node into a shared folder) all stay until their step ages out:
+        deleting "the other" file of a step could make two writers delete each other's."""
+        kept_steps = set(self.steps()[:self.keep])
         for entry_step, path in self.entries():
-            if path == keep_path:
-                kept_steps.append(entry_step)
-                continue
-            # An older file for the very step just written (saved before a resume) is replaced.
-            if entry_step == step or (entry_step not in kept_steps
-                                      and len(kept_steps) >= self.keep):
+            if entry_step not in kept_steps:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(path)
-                continue
-            if entry_step not in kept_steps:
-                kept_steps.append(entry_step)
 
     def load(self, step: int) -> tuple[dict[str, Any], str]:
         """The newest intact file for ``step``; raises ValueError naming what was wrong."""
