@@ -49,6 +49,8 @@ def test_sagemaker_style_hyperparameters_are_accepted():
     assert (args.batch_size, args.lr, args.bf16, args.steps) == (128, 0.001, True, 10)
     assert (args.checkpoint_every, args.keep, args.log_every) == (5, 2, 1)
     assert parse(["--bf16", "false"]).bf16 is False
+    assert parse(["--model", '"vit_micro"', "--steps=7"]).model == "vit_micro"
+    assert parse(["--steps=7"]).steps == 7
     with pytest.raises(SystemExit):
         parse(["--bf16", "maybe"])
     with pytest.raises(SystemExit):

@@ -131,7 +131,9 @@ def build_parser(description: str, devices: Sequence[str]) -> argparse.ArgumentP
     add("--seed", type=non_negative_int, default=0)
     add("--device", choices=list(devices), default=None,
         help="default: what is there")
-    add("--bf16", type=str2bool, default=True, help="bf16 autocast (true|false)")
+    add("--bf16", type=str2bool, default=True,
+        help="bf16 autocast (true|false); on a CPU without native bf16 it is emulated and far "
+             "slower than false")
     add("--checkpoint-dir", type=optional_path, default=None,
         help=f"default {SAGEMAKER_CHECKPOINT_DIR} on SageMaker, else no checkpoints")
     add("--checkpoint-every", type=non_negative_int, default=0, help="steps; 0 = off")
@@ -163,9 +165,17 @@ def finish_args(args: argparse.Namespace, env: dict[str, str] | None = None) -> 
     return args
 
 
+def _unquote(token: str) -> str:
+    """SageMaker's HyperParameters are JSON-encoded strings; a launcher that encodes twice (or a
+    hand-written job) hands the script '"vit_micro"' with the quotes. Take them off."""
+    if len(token) >= 2 and token[0] == token[-1] == '"':
+        return token[1:-1]
+    return token
+
+
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None,
                env: dict[str, str] | None = None) -> argparse.Namespace:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = [_unquote(token) for token in (sys.argv[1:] if argv is None else argv)]
     args = parser.parse_args(argv)
     # Remember which path options were given at all, so that an explicit "--checkpoint-dir none"
     # on SageMaker really switches checkpoints off instead of falling back to the default.
