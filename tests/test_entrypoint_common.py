@@ -11,7 +11,9 @@ import sys
 
 import pytest
 
-from entrypoint_helpers import ENTRYPOINTS, REPO, clean_env, final_hash, import_common, run_to_end
+from entrypoint_helpers import (
+    ENTRYPOINTS, REPO, checkpoint_steps, clean_env, final_hash, import_common, run_to_end,
+)
 
 torch = pytest.importorskip("torch")
 common = import_common()
@@ -220,7 +222,8 @@ def test_sagemaker_layout_with_an_image_folder_and_string_hyperparameters(tmp_pa
                     SM_NUM_NEURONS="0", PYTHONPATH="")
     argv = [sys.executable, "train_ddp.py", "--model", "vit_micro", "--batch_size", "4",
             "--steps", "6", "--log_every", "3", "--bf16", "true", "--data_workers", "0",
-            "--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint_every", "3"]
+            "--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint_seconds", "0.001",
+            "--keep", "2"]
     code_rc, text = run_to_end(argv, tmp_path / "log.txt", env=env, cwd=code)
     assert code_rc == 0, text[-4000:]
     assert "platform=sagemaker host=algo-1" in text
@@ -229,4 +232,6 @@ def test_sagemaker_layout_with_an_image_folder_and_string_hyperparameters(tmp_pa
     saved = torch.load(tmp_path / "model" / "model.pt", weights_only=True)
     assert saved["model"] == "vit_micro" and saved["num_classes"] == 2
     assert saved["state_dict"]["head.weight"].shape[0] == 2
-    assert os.listdir(tmp_path / "ckpt")
+    # A step takes longer than 1 ms, so the time trigger fires at every step boundary.
+    assert checkpoint_steps(tmp_path / "ckpt") == [5, 6]
+    assert "trainctl checkpoint step=1 " in text
