@@ -262,3 +262,17 @@ def test_deleting_a_fleet_terminates_its_instances(sandbox):
         FleetId=fleet["FleetId"])["ActiveInstances"]) == sorted(ids)
     ec2.delete_fleets(FleetIds=[fleet["FleetId"]], TerminateInstances=True)
     assert {i["State"]["Name"] for i in _instances(ec2, InstanceIds=ids)} <= {"terminated", "shutting-down"}
+
+
+def test_fleet_with_efa_interfaces_in_the_template_launches_in_the_overrides_subnet(sandbox):
+    ec2 = sandbox.client("ec2")
+    subnets = _subnets(ec2)
+    sg = ec2.create_security_group(GroupName="efa", Description="all traffic from itself")["GroupId"]
+    lt = _template(ec2, InstanceType="p4d.24xlarge", NetworkInterfaces=[
+        {"DeviceIndex": 0, "NetworkCardIndex": 0, "InterfaceType": "efa", "Groups": [sg]},
+        {"DeviceIndex": 1, "NetworkCardIndex": 1, "InterfaceType": "efa", "Groups": [sg]}])
+    fleet = _fleet(ec2, lt, [{"SubnetId": subnets["us-east-1b"]}], 2, market="on-demand")
+    assert fleet["Errors"] == [] and len(_launched(fleet)) == 2
+    for i in _instances(ec2, InstanceIds=_launched(fleet)):
+        assert i["SubnetId"] == subnets["us-east-1b"] and i["Placement"]["AvailabilityZone"] == "us-east-1b"
+        assert i["InstanceType"] == "p4d.24xlarge"

@@ -150,6 +150,9 @@ def test_history_filters(sandbox):
     assert one_az and {p["AvailabilityZone"] for p in one_az} == {"us-east-1c"}
     by_filter = _history(ec2, Filters=[{"Name": "availability-zone", "Values": ["us-east-1c"]}], **common)
     assert by_filter == one_az
+    zone_id = ec2.describe_availability_zones(ZoneNames=["us-east-1c"])["AvailabilityZones"][0]["ZoneId"]
+    assert _history(ec2, AvailabilityZoneId=zone_id, **common) == one_az
+    assert {p["AvailabilityZoneId"] for p in one_az} == {zone_id}
     plain = _history(ec2, ProductDescriptions=["Linux/UNIX"], **common)
     vpc = _history(ec2, ProductDescriptions=["Linux/UNIX (Amazon VPC)"], **common)
     assert [p["SpotPrice"] for p in plain] == [p["SpotPrice"] for p in vpc]

@@ -67,7 +67,7 @@ def _pools(ctx: SandboxContext, r, configs: list[dict], unit: str) -> list[Pool]
             instance_type = data.get("InstanceType")
             if not instance_type:
                 raise AwsError("InvalidParameterValue", "The launch template or its override must set InstanceType.")
-            subnet = override.get("SubnetId") or launch._first_nic_subnet(data.get("NetworkInterfaces"))
+            subnet = override.get("SubnetId") or launch.first_nic_subnet(data.get("NetworkInterfaces"))
             az = (launch.subnet_az(backend, subnet) or override.get("AvailabilityZone")
                   or data["Placement"].get("AvailabilityZone") or f"{r.region}a")
             image = launch.resolve_image(r.current_account, r.region, data.get("ImageId"))

@@ -89,7 +89,7 @@ def insufficient_capacity(instance_type: str, az: str) -> AwsError:
 
 
 # ----------------------------------------------------------------------------- RunInstances
-def _first_nic_subnet(nics: list[dict] | None) -> str | None:
+def first_nic_subnet(nics: list[dict] | None) -> str | None:
     for nic in nics or []:
         if int(nic.get("DeviceIndex", 0)) == 0 and nic.get("SubnetId"):
             return nic["SubnetId"]
@@ -100,8 +100,8 @@ def run_instances(ctx: SandboxContext, r, call_moto) -> Any:
     backend = r.ec2_backend
     _, _, tmpl = template_data(backend, r._get_param("LaunchTemplate"))
     instance_type = r._get_param("InstanceType") or tmpl.get("InstanceType") or DEFAULT_INSTANCE_TYPE
-    subnet = r._get_param("SubnetId") or _first_nic_subnet(r._get_param("NetworkInterfaces")) \
-        or _first_nic_subnet(tmpl.get("NetworkInterfaces"))
+    subnet = r._get_param("SubnetId") or first_nic_subnet(r._get_param("NetworkInterfaces")) \
+        or first_nic_subnet(tmpl.get("NetworkInterfaces"))
     az = (subnet_az(backend, subnet) or r._get_param("Placement.AvailabilityZone")
           or (tmpl.get("Placement") or {}).get("AvailabilityZone") or f"{r.region}a")
     group = r._get_param("Placement.GroupName") or (tmpl.get("Placement") or {}).get("GroupName")

@@ -103,8 +103,12 @@ class SandboxServer:
             module = importlib.import_module(name)
             if hasattr(module, "install"):
                 module.install(self.ctx)
-            self.admin_actions.update(getattr(module, "ADMIN_ACTIONS", {}))
-            self.json_operations.update(getattr(module, "JSON_OPERATIONS", {}))
+            for table, mine in ((self.admin_actions, getattr(module, "ADMIN_ACTIONS", {})),
+                                (self.json_operations, getattr(module, "JSON_OPERATIONS", {}))):
+                clash = sorted(map(str, set(table) & set(mine)))
+                if clash:  # two extensions answering one name would silently shadow each other
+                    raise RuntimeError(f"{name} redefines {', '.join(clash)}")
+                table.update(mine)
             self.modules.append(module)
 
     def _warm_up(self) -> None:

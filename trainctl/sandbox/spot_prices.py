@@ -50,7 +50,8 @@ def _matches(value: str, patterns: list[str] | None) -> bool:
 
 
 def history(ctx: SandboxContext, region: str, start: datetime, end: datetime, types: list[str] | None,
-            products: list[str] | None, filters: dict[str, list[str]], az: str | None) -> list[dict]:
+            products: list[str] | None, filters: dict[str, list[str]], az: str | None,
+            az_id: str | None = None) -> list[dict]:
     """Every matching price record, newest first."""
     catalog = load_catalog()
     out = []
@@ -58,16 +59,17 @@ def history(ctx: SandboxContext, region: str, start: datetime, end: datetime, ty
         level = spot_level(region, itype)
         if level is None or (types and itype not in types) or not _matches(itype, filters.get("instance-type")):
             continue
-        for az_name, az_id in ec2_data.zones(region):
-            if (az and az_name != az) or not _matches(az_name, filters.get("availability-zone")):
+        for az_name, zone_id in ec2_data.zones(region):
+            if (az and az_name != az) or (az_id and az_id != zone_id) \
+                    or not _matches(az_name, filters.get("availability-zone")):
                 continue
-            if not ec2_data.offered(itype, region, az_id):
+            if not ec2_data.offered(itype, region, zone_id):
                 continue
             changes = market_model.spot_price_changes(ctx.seed, itype, az_name, level[0], level[1], start, end)
             for product in PRODUCTS:
                 if (products and product not in products) or not _matches(product, filters.get("product-description")):
                     continue
-                out += [{"AvailabilityZone": az_name, "AvailabilityZoneId": az_id, "InstanceType": itype,
+                out += [{"AvailabilityZone": az_name, "AvailabilityZoneId": zone_id, "InstanceType": itype,
                          "ProductDescription": product, "SpotPrice": f"{price:.6f}", "Timestamp": ts}
                         for ts, price in changes]
     out.sort(key=lambda p: (-p["Timestamp"].timestamp(), p["AvailabilityZone"], p["InstanceType"],
@@ -98,15 +100,15 @@ def describe_spot_price_history(ctx: SandboxContext, r) -> dict:
             raise AwsError("InvalidParameterValue", f"The filter '{name}' is invalid")
     types = list(r._get_param("InstanceTypes") or []) or None
     products = list(r._get_param("ProductDescriptions") or []) or None
-    az = r._get_param("AvailabilityZone")
+    az, az_id = r._get_param("AvailabilityZone"), r._get_param("AvailabilityZoneId")
     max_results = int(r._get_param("MaxResults") or DEFAULT_PAGE)
     r.error_on_dryrun()
 
-    key = json.dumps([r.region, start.isoformat(), end.isoformat(), types, products, filters, az, ctx.seed])
+    key = json.dumps([r.region, start.isoformat(), end.isoformat(), types, products, filters, az, az_id, ctx.seed])
     cache: OrderedDict = ctx.state.setdefault(__name__, OrderedDict())
     records = cache.get(key)
     if records is None:
-        records = history(ctx, r.region, start, end, types, products, filters, az)
+        records = history(ctx, r.region, start, end, types, products, filters, az, az_id)
         cache[key] = records
         while len(cache) > _CACHE_SIZE:
             cache.popitem(last=False)
