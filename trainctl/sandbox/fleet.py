@@ -142,6 +142,11 @@ class Capacity:
     def use(self, pool: Pool, n: int) -> None:
         self.used[(pool.instance_type, pool.az)] += n
 
+    def copy(self) -> Capacity:
+        other = Capacity(self.ctx)
+        other.used.update(self.used)
+        return other
+
 
 def _usable(pool: Pool, plan: Plan) -> bool:
     try:
@@ -210,7 +215,7 @@ def plan_market(ctx: SandboxContext, region: str, pools: list[Pool], market: str
             groups.setdefault(tuple(k(p) for k in keys), []).append(p)
         best, errors = None, []
         for members in groups.values():
-            trial = allocate(members, want, Capacity(ctx), diversified)
+            trial = allocate(members, want, capacity.copy(), diversified)  # what the other market left
             errors += trial.errors
             if best is None or trial.fulfilled > best.fulfilled:
                 best = trial
