@@ -129,6 +129,216 @@ def schema() -> None:
     render.print_json(json_schema())
 
 
+@app.command()
+def launch(
+    spec: str = typer.Argument(..., help="Job spec YAML."),
+    option: Optional[int] = typer.Option(None, "--option", min=1, help="Launch the plan's option with this rank."),
+    plan_file: Optional[str] = typer.Option(None, "--plan", help="A saved `trainctl plan -o json` document."),
+    layout: list[str] = typer.Option([], "--layout", help="Plan exactly TYPE:COUNT[:MARKET] (repeatable: "
+                                                          "the others are failover options)."),
+    platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker (ec2 when its backend exists)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the AWS calls a launch makes; create nothing."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    failover: bool = typer.Option(False, "--failover", help="When capacity is refused, move to the next option."),
+    role: Optional[str] = typer.Option(None, "--role", help="SageMaker execution role name or ARN."),
+    image: Optional[str] = typer.Option(None, "--image", help="Training image URI (default: trainctl's table)."),
+    bucket: Optional[str] = typer.Option(None, "--bucket", help="Job bucket (default trainctl-ACCOUNT-REGION)."),
+    subnet: Optional[str] = typer.Option(None, "--subnet", help="Subnet id (default: the default VPC's subnet "
+                                                                 "in the best-scored AZ)."),
+    security_group: Optional[str] = typer.Option(None, "--security-group", help="Security group id (default: "
+                                                                                 "a new one open only to itself)."),
+    max_runtime_hours: Optional[float] = typer.Option(None, "--max-runtime-hours", min=0.02),
+    objective: str = typer.Option("cost", "--objective", help="cost or time (when re-planning)."),
+    offline: bool = typer.Option(False, "--offline", help="Plan from the bundled catalog."),
+    poll_seconds: float = typer.Option(10.0, "--poll-seconds", min=0.05,
+                                       help="--failover: how often to check that the job got capacity."),
+) -> None:
+    """Plan (or take a saved plan or layout), show the chosen option and its calls, confirm, submit."""
+    from trainctl import render
+    from trainctl.launch import LaunchArgs, describe_option
+    from trainctl.launch import launch as do_launch
+
+    err = render.stderr_console()
+
+    def show(request) -> None:
+        err.print(f"{request.job_id}: {describe_option(request.option)}", markup=False, soft_wrap=True)
+        for note in request.notes:
+            err.print(f"  - {note}", markup=False, soft_wrap=True)
+        for i, call in enumerate(request.calls, 1):
+            err.print(f"  {i}. {call.service}:{call.operation}" + (f"  ({call.why})" if call.why else ""),
+                      markup=False, soft_wrap=True)
+
+    def confirm(question: str) -> bool:
+        if not sys.stdin.isatty():
+            raise UsageError("no terminal to confirm the launch on: add --yes (or --dry-run to only look)")
+        return typer.confirm(question, default=False, err=True)
+
+    args = LaunchArgs(spec_path=spec, option_rank=option, plan_path=plan_file, layouts=tuple(layout),
+                      platform=platform, objective=objective, offline=offline, dry_run=dry_run, yes=yes,
+                      failover=failover, role=role, image=image, bucket=bucket, subnet=subnet,
+                      security_group=security_group, max_runtime_hours=max_runtime_hours, poll_seconds=poll_seconds)
+    result = do_launch(args, say=lambda m: err.print(m, markup=False, soft_wrap=True), show=show, confirm=confirm)
+    if OPTS.output == "json":
+        render.print_json(result)
+    elif dry_run:
+        import json as _json
+
+        typer.echo(_json.dumps(result, indent=2))
+    else:
+        typer.echo(result["job_id"])
+
+
+@app.command()
+def watch(
+    job: str = typer.Argument(..., help="Job id (as printed by launch)."),
+    once: bool = typer.Option(False, "--once", help="Look once and exit (with --output json: one document)."),
+    interval: float = typer.Option(2.0, "--interval", min=0.05, help="Seconds between polls after a change; "
+                                                                      "backs off to 8x while nothing changes."),
+    no_logs: bool = typer.Option(False, "--no-logs", help="Status only."),
+) -> None:
+    """Follow a job: status transitions, every host's logs, throughput, interruptions, savings, dollars."""
+    from trainctl import render
+    from trainctl import watch as w
+    from trainctl.backends import get_backend
+
+    platform, region, row = w.locate(job)
+    backend = get_backend(platform)
+    err = render.stderr_console()
+    if once:
+        view, progress, _ = w.read_all(backend, job, region)
+        doc = w.summary(view, progress, row)
+        note = w.record_outcome(view, progress, row) if view.finished else None
+        if OPTS.output == "json":
+            render.print_json(doc)
+        else:
+            w.render_summary(doc)
+        if note:
+            err.print(note, markup=False)
+        raise typer.Exit(w.exit_code(view))
+
+    from rich.console import Console
+
+    con = Console(highlight=False, stderr=OPTS.output == "json")
+
+    from rich.markup import escape
+
+    def on_transition(t) -> None:
+        style = "bold red" if t.status in ("Interrupted", "Failed", "MaxWaitTimeExceeded") else "bold"
+        con.print(f"{w.fmt_time(t.start)} [{style}]{t.status}[/] {escape(t.message)}", soft_wrap=True)
+
+    def on_line(ln) -> None:
+        # log text is the job's, not markup: escaped, and never re-wrapped (copy-paste must work)
+        con.print(f"{w.fmt_time(ln.timestamp_ms / 1000)} [cyan]{ln.host}[/] {escape(ln.message)}", soft_wrap=True)
+
+    status = con.status("waiting for the job", spinner="dots") if con.is_terminal else None
+    if status:
+        status.start()
+
+    def on_update(view, progress) -> None:
+        if status:
+            doc = w.summary(view, progress, row)
+            status.update(w.status_line(doc))
+
+    try:
+        view, progress = w.follow(backend, job, region, interval=interval, on_transition=on_transition,
+                                  on_line=on_line, on_update=on_update, logs=not no_logs)
+    finally:
+        if status:
+            status.stop()
+    doc = w.summary(view, progress, row)
+    note = w.record_outcome(view, progress, row)
+    if OPTS.output == "json":
+        render.print_json(doc)
+    else:
+        w.render_summary(doc)
+    if note:
+        err.print(note, markup=False)
+    raise typer.Exit(w.exit_code(view))
+
+
+@app.command()
+def logs(
+    job: str = typer.Argument(..., help="Job id."),
+    host: Optional[int] = typer.Option(None, "--host", min=1, help="Only host N (1-based)."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the job ends."),
+    interval: float = typer.Option(2.0, "--interval", min=0.05, help="--follow: seconds between polls."),
+) -> None:
+    """Print a job's log lines, every host interleaved in time order (or one host)."""
+    from trainctl import watch as w
+    from trainctl.backends import get_backend
+
+    platform, region, _ = w.locate(job)
+    backend = get_backend(platform)
+    view = backend.describe(job, region)
+    only = w.check_host(view, host)
+
+    def show(ln) -> None:
+        if only is None or ln.host == only:
+            line = ln.message if only else f"{ln.host} {ln.message}"
+            typer.echo(f"{w.fmt_time(ln.timestamp_ms / 1000)} {line}")
+
+    if follow:
+        w.follow(backend, job, region, interval=interval, on_line=show)
+    else:
+        for ln in w.read_all(backend, job, region)[2]:
+            show(ln)
+
+
+@app.command("ls")
+def list_jobs(
+    limit: int = typer.Option(20, "--limit", min=1, help="Newest N jobs."),
+    no_status: bool = typer.Option(False, "--no-status", help="Do not ask AWS for live status."),
+) -> None:
+    """Jobs trainctl launched (from the state database), with their live status."""
+    from contextlib import closing
+
+    from trainctl import render, state
+    from trainctl import watch as w
+    from trainctl.backends import get_backend
+
+    rows = []
+    if (state.home() / "state.db").exists():
+        with closing(state.connect()) as conn:
+            rows = [dict(r) for r in conn.execute("SELECT * FROM jobs ORDER BY created_at DESC LIMIT ?", (limit,))]
+    out = []
+    for r in rows:
+        import json as _json
+
+        opt = _json.loads(r["option_json"])
+        live, secondary = r["status"], None
+        if not no_status and r["status"] not in ("SubmitFailed",):
+            try:
+                v = get_backend(r["platform"]).describe(r["job_id"], r["region"])
+                live, secondary = v.status, v.secondary_status
+            except Exception as e:  # noqa: BLE001 - one unreachable job must not hide the others
+                from trainctl.aws import error_summary
+
+                live = f"unknown ({error_summary(e)})"
+        out.append({"job_id": r["job_id"], "platform": r["platform"], "region": r["region"],
+                    "layout": f"{opt.get('count')}x {opt.get('instance_type')}", "market": opt.get("market"),
+                    "status": live, "secondary_status": secondary, "recorded_status": r["status"],
+                    "expected_cost_usd": r["expected_cost_usd"], "created_at": r["created_at"],
+                    "spec": r["spec_path"]})
+    if OPTS.output == "json":
+        render.print_json({"jobs": out})
+    else:
+        w.render_jobs(out)
+
+
+@app.command()
+def stop(job: str = typer.Argument(..., help="Job id.")) -> None:
+    """Stop a running job (SIGTERM: the entrypoint checkpoints; the model is still uploaded)."""
+    from trainctl import render, state
+    from trainctl import watch as w
+    from trainctl.backends import get_backend
+
+    platform, region, row = w.locate(job)
+    get_backend(platform).stop(job, region)
+    if row:
+        state.add_event(job, "stop", "requested by the user")
+    render.stderr_console().print(f"stopping {job}; `trainctl watch {job}` follows it to the end", markup=False)
+
+
 def _mount_subcommands() -> None:
     # The sandbox's own module keeps moto and boto3 out of start-up (imports happen inside its commands).
     try:

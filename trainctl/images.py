@@ -1,0 +1,32 @@
+"""trainctl's own table of SageMaker training images (the SDK's lookup knows no current neuronx image).
+
+AWS Deep Learning Containers live in account 763104351884 in most regions; a few opt-in regions
+have their own account. Versions are pinned so a job is reproducible; `--image` overrides.
+"""
+from __future__ import annotations
+
+DLC_ACCOUNT = "763104351884"
+# Regions whose DLC images are published from another account (AWS DLC available_images.md).
+DLC_ACCOUNTS = {
+    "af-south-1": "626614931356", "ap-east-1": "871362719292", "ap-south-2": "772153158452",
+    "ap-southeast-3": "907027046896", "ap-southeast-4": "457447274322", "eu-central-2": "380420809688",
+    "eu-south-1": "692866216735", "eu-south-2": "503227376785", "me-south-1": "217643126080",
+    "me-central-1": "914824155844", "il-central-1": "780543022126", "ca-west-1": "204538143572",
+}
+# accelerator kind -> (repository, tag)
+IMAGES = {
+    "gpu": ("pytorch-training", "2.5.1-gpu-py311-cu124-ubuntu22.04-sagemaker"),
+    "neuron": ("pytorch-training-neuronx", "2.1.2-neuronx-py310-sdk2.20.2-ubuntu20.04"),
+    # CPU-only instance types (ml.c5, ml.m5): the same framework build without CUDA
+    "cpu": ("pytorch-training", "2.5.1-cpu-py311-ubuntu22.04-sagemaker"),
+}
+
+
+def training_image(region: str, accelerator_kind: str) -> str:
+    """accelerator_kind: the catalog's kind ("gpu" | "neuron"), or "cpu"."""
+    if accelerator_kind not in IMAGES:
+        raise ValueError(f"no training image for accelerator kind {accelerator_kind!r}")
+    repo, tag = IMAGES[accelerator_kind]
+    account = DLC_ACCOUNTS.get(region, DLC_ACCOUNT)
+    domain = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+    return f"{account}.dkr.ecr.{region}.{domain}/{repo}:{tag}"

@@ -1,0 +1,222 @@
+"""Launch orchestration, the same for every platform: choose an option (re-plan, a saved plan, or an
+exact layout), prepare (reads only), show, confirm, submit exactly what was shown, fail over to the
+next-ranked option when capacity is refused, and record every attempt in the state database."""
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from trainctl import state
+from trainctl.errors import TrainctlError, UsageError
+
+CAPACITY_WORDS = ("CapacityError", "InsufficientInstanceCapacity", "Insufficient capacity", "InsufficientCapacity")
+STARTED_STATUSES = ("Downloading", "Training", "Uploading", "Completed")
+EXIT_NO_CAPACITY = 4
+
+
+@dataclass
+class LaunchArgs:
+    spec_path: str
+    option_rank: int | None = None
+    plan_path: str | None = None
+    layouts: tuple[str, ...] = ()
+    platform: str | None = None
+    objective: str = "cost"
+    offline: bool = False
+    dry_run: bool = False
+    yes: bool = False
+    failover: bool = False
+    role: str | None = None
+    image: str | None = None
+    bucket: str | None = None
+    subnet: str | None = None
+    security_group: str | None = None
+    max_runtime_hours: float | None = None
+    poll_seconds: float = 10.0        # how often a --failover launch checks that the job got capacity
+    extra: dict = field(default_factory=dict)
+
+
+def new_job_id(spec_name: str) -> str:
+    # SageMaker job names: <= 63 chars of [a-zA-Z0-9-]; leave room for a failover suffix (-f9).
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return f"{spec_name[:36].strip('-')}-{stamp}-{secrets.token_hex(2)}"
+
+
+def choose_options(args: LaunchArgs) -> tuple[Any, dict, list[dict], int]:
+    """(spec, plan document, options that have a backend in rank order, index of the chosen one)."""
+    from trainctl.backends import BACKENDS
+    from trainctl.spec import load_spec
+
+    if args.plan_path and args.layouts:
+        raise UsageError("give --plan or --layout, not both")
+    if args.plan_path:
+        try:
+            with open(args.plan_path) as f:
+                plan_doc = json.load(f)
+        except (OSError, ValueError) as e:
+            raise UsageError(f"--plan {args.plan_path}: {e}") from None
+        if not isinstance(plan_doc, dict) or not isinstance(plan_doc.get("options"), list):
+            raise UsageError(f"--plan {args.plan_path}: not a plan (save one with `trainctl plan SPEC -o json`)")
+        spec = load_spec(args.spec_path)
+        options = list(plan_doc["options"])
+    else:
+        from trainctl.planning import PlanInputs, make_plan
+
+        spec, plan = make_plan(PlanInputs(spec_path=args.spec_path, objective=args.objective, layouts=args.layouts,
+                                          platform=args.platform, offline=args.offline))
+        plan_doc = plan.to_json(args.spec_path)
+        options = plan_doc["options"]
+    if args.platform:
+        options = [o for o in options if o.get("platform") == args.platform]
+    if not options:
+        raise TrainctlError("the plan has no option to launch (`trainctl plan SPEC --show-excluded` says why)",
+                            exit_code=3)
+    if args.option_rank is not None:
+        idx = next((i for i, o in enumerate(options) if o.get("rank") == args.option_rank), None)
+        if idx is None:
+            raise UsageError(f"--option {args.option_rank}: the plan's ranks are "
+                             f"{', '.join(str(o.get('rank')) for o in options[:20])}")
+    else:
+        idx = next((i for i, o in enumerate(options) if o.get("platform") in BACKENDS), None)
+        if idx is None:
+            raise UsageError(f"no option of the plan is on a platform trainctl can launch yet "
+                             f"({', '.join(sorted(BACKENDS))}); try --platform sagemaker")
+    return spec, plan_doc, options, idx
+
+
+def describe_option(o: dict) -> str:
+    where = o.get("availability_zone") or o.get("region")
+    return (f"option {o.get('rank')}: {o['count']} x {o['instance_type']} {o['market']} on {o['platform']} in {where}: "
+            f"expected {o.get('hours', 0):.2f} h, ${o.get('expected_cost_usd', 0):,.2f} "
+            f"(${o.get('hourly_usd', 0):,.2f}/h, {o.get('throughput_samples_per_s', 0):,.0f} samples/s "
+            f"{o.get('throughput_source', '')})")
+
+
+def capacity_problem(view) -> str | None:
+    """Why the job could not get capacity, or None (it got it, or failed for another reason)."""
+    reason = view.failure_reason or ""
+    if view.status == "Failed" and any(w in reason for w in CAPACITY_WORDS):
+        return reason.splitlines()[0]
+    if view.status == "Stopped" and view.secondary_status == "MaxWaitTimeExceeded" and not _started(view):
+        return "Spot capacity: MaxWaitTimeExceeded before training started"
+    return None
+
+
+def _started(view) -> bool:
+    return any(t.status in STARTED_STATUSES for t in view.transitions)
+
+
+def wait_for_capacity(backend, job_id: str, region: str, poll_seconds: float,
+                      say: Callable[[str], None]) -> str | None:
+    """Poll until the job has its instances (None) or was refused capacity (the reason)."""
+    delay = poll_seconds
+    last = None
+    while True:
+        view = backend.describe(job_id, region)
+        if view.secondary_status != last:
+            last = view.secondary_status
+            msg = view.transitions[-1].message if view.transitions else ""
+            say(f"{job_id}: {view.status}/{view.secondary_status}" + (f" - {msg}" if msg else ""))
+        problem = capacity_problem(view)
+        if problem:
+            return problem
+        if _started(view):
+            return None
+        if view.finished:
+            raise TrainctlError(f"{job_id} ended {view.status} before training started: "
+                                f"{view.failure_reason or view.secondary_status}")
+        time.sleep(delay)
+        delay = min(delay * 1.5, max(poll_seconds, 60.0))
+
+
+def set_status(job_id: str, status: str) -> None:
+    from contextlib import closing
+
+    with closing(state.connect()) as conn, conn:
+        conn.execute("UPDATE jobs SET status=?, updated_at=? WHERE job_id=?", (status, time.time(), job_id))
+
+
+def launch(args: LaunchArgs, say: Callable[[str], None], show: Callable[[Any], None],
+           confirm: Callable[[str], bool]) -> dict:
+    """Returns the --dry-run document (dry run) or {"job_id", ..., "attempts"}."""
+    from trainctl.backends import BACKENDS, get_backend
+    from trainctl.backends.base import LaunchSettings
+
+    spec, plan_doc, options, idx = choose_options(args)
+    sequence = [options[idx]]
+    if args.failover:
+        sequence += [o for o in options[idx + 1:] if o.get("platform") in BACKENDS]
+    base_id = new_job_id(spec.name)
+    attempts: list[dict] = []
+    previous: str | None = None
+    for n, option in enumerate(sequence):
+        job_id = base_id if n == 0 else f"{base_id}-f{n}"
+        backend = get_backend(option["platform"])
+        settings = LaunchSettings(job_id=job_id, spec_path=args.spec_path, role=args.role, image=args.image,
+                                  bucket=args.bucket, max_runtime_hours=args.max_runtime_hours,
+                                  extra={k: v for k, v in {"subnet": args.subnet,
+                                                           "security_group": args.security_group,
+                                                           **args.extra}.items() if v})
+        request = backend.prepare(option, spec, settings)
+        if args.dry_run:
+            return request.to_json()
+        show(request)
+        if n == 0 and not args.yes and not confirm(f"Launch {job_id} ({len(request.calls)} AWS calls)?"):
+            raise TrainctlError("not launched", exit_code=1)
+        recorded = {**option, "failover_from": previous} if previous else option
+        state.record_job(job_id, request.platform, request.region, args.spec_path, spec.name, spec.model.name,
+                         spec.workload.batch_size_per_accelerator, recorded, plan_doc, "Submitting")
+        state.add_event(job_id, "launch", describe_option(option))
+        try:
+            outputs = backend.submit(request, progress=lambda m: say(f"  calling {m}"))
+        except Exception as e:  # noqa: BLE001 - recorded, resources removed by tag, then reported in one line
+            from trainctl.aws import error_summary
+
+            set_status(job_id, "SubmitFailed")
+            state.add_event(job_id, "submit-failed", error_summary(e))
+            try:
+                removed = backend.cleanup(job_id, request.region)
+                if removed:
+                    say(f"removed after the failed launch: {', '.join(removed)}")
+            except Exception as ce:  # noqa: BLE001 - the launch error matters more; cleanup can be re-run
+                say(f"cleanup after the failed launch did not finish ({error_summary(ce)})")
+            raise TrainctlError(f"launch of {job_id} failed: {error_summary(e)}") from e
+        set_status(job_id, "InProgress")
+        state.add_event(job_id, "submitted", json.dumps({k: v for k, v in outputs.items() if isinstance(v, str)}))
+        attempt = {"job_id": job_id, "rank": option.get("rank"), "layout": _layout(option),
+                   "region": request.region, "outcome": "submitted"}
+        attempts.append(attempt)
+        say(f"submitted {job_id} ({describe_option(option)})")
+        if not args.failover:
+            break
+        problem = wait_for_capacity(backend, job_id, request.region, args.poll_seconds, say)
+        if problem is None:
+            attempt["outcome"] = "running"
+            state.add_event(job_id, "capacity", "instances obtained; training started")
+            break
+        attempt["outcome"] = f"no capacity: {problem}"
+        set_status(job_id, "NoCapacity")
+        state.add_event(job_id, "no-capacity", problem)
+        try:
+            backend.cleanup(job_id, request.region)
+        except Exception as e:  # noqa: BLE001 - a leftover security group is tagged; `cleanup` can retry
+            from trainctl.aws import error_summary
+
+            say(f"cleanup of {job_id} did not finish ({error_summary(e)})")
+        nxt = sequence[n + 1] if n + 1 < len(sequence) else None
+        if nxt is None:
+            raise TrainctlError(f"no capacity for any option tried ({', '.join(a['layout'] for a in attempts)}); "
+                                f"last: {problem}", exit_code=EXIT_NO_CAPACITY)
+        say(f"failover: {job_id} got no capacity ({problem}); moving to {describe_option(nxt)}")
+        state.add_event(job_id, "failover", f"to option {nxt.get('rank')} {_layout(nxt)}")
+        previous = job_id
+    final = attempts[-1]
+    return {"job_id": final["job_id"], "platform": sequence[len(attempts) - 1]["platform"],
+            "region": final["region"], "option": sequence[len(attempts) - 1], "attempts": attempts}
+
+
+def _layout(o: dict) -> str:
+    return f"{o['instance_type']}:{o['count']}:{o['market']}"
