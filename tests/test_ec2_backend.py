@@ -1,0 +1,239 @@
+"""The EC2 backend against the sandbox over HTTP: the request set, all-or-nothing, failover, re-runs, teardown."""
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from botocore.exceptions import ClientError
+from botocore.validate import validate_parameters
+
+from trainctl import aws
+from trainctl.backends.base import JOB_TAG, CapacityError, LaunchSettings
+from trainctl.backends.ec2 import Ec2Backend, name_for
+from trainctl.sandbox import seed
+from trainctl.spec import load_spec
+
+SPEC = """\
+name: ec2-test
+entrypoint: {bundled: ddp, args: {model: vit_micro, batch-size: 8, steps: 20, device: cpu, bf16: false}}
+model: {architecture: vit_base_patch16_224}
+workload: {samples: 1000, batch_size_per_accelerator: 8}
+"""
+
+
+def option(instance_type="p4d.24xlarge", count=2, market="spot", az="us-east-1a"):
+    return {"rank": 1, "platform": "ec2", "instance_type": instance_type, "count": count, "market": market,
+            "region": "us-east-1", "availability_zone": az}
+
+
+@pytest.fixture
+def env(sandbox_env, tmp_path):
+    aws.reset_session()
+    spec_path = tmp_path / "job.yaml"
+    spec_path.write_text(SPEC)
+    yield sandbox_env, load_spec(spec_path), str(spec_path)
+    aws.reset_session()
+
+
+def settings(spec_path, job="job-1", **kw):
+    return LaunchSettings(job_id=job, spec_path=spec_path, **kw)
+
+
+def leftovers(sb, job="job-1") -> list[str]:
+    """Everything still tagged for the job (terminated instances do not count), read with the sandbox's own client."""
+    ec2, iam = sb.client("ec2"), sb.client("iam")
+    flt = [{"Name": f"tag:{JOB_TAG}", "Values": [job]}]
+    out = [i["InstanceId"] for r in ec2.describe_instances(Filters=flt + [
+        {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]}])["Reservations"]
+        for i in r["Instances"]]
+    out += [g["GroupId"] for g in ec2.describe_security_groups(Filters=flt)["SecurityGroups"]]
+    out += [t["LaunchTemplateId"] for t in ec2.describe_launch_templates(Filters=flt)["LaunchTemplates"]]
+    out += [g["GroupName"] for g in ec2.describe_placement_groups(Filters=flt)["PlacementGroups"]]
+    out += [r["RoleName"] for r in iam.list_roles(PathPrefix="/trainctl/")["Roles"]]
+    out += [p["InstanceProfileName"] for p in iam.list_instance_profiles(PathPrefix="/trainctl/")["InstanceProfiles"]]
+    return out
+
+
+def live(sb, job="job-1") -> list[dict]:
+    ec2 = sb.client("ec2")
+    return [i for r in ec2.describe_instances(Filters=[
+        {"Name": f"tag:{JOB_TAG}", "Values": [job]},
+        {"Name": "instance-state-name", "Values": ["pending", "running"]}])["Reservations"] for i in r["Instances"]]
+
+
+def test_the_request_set_is_secure_tagged_in_one_az_and_valid(env):
+    sb, spec, path = env
+    request = Ec2Backend().prepare(option(), spec, settings(path))
+    calls = {c.operation: c for c in request.calls}
+    # Everything botocore would send is valid for its operation.
+    for call in request.calls:
+        client = sb.client(call.service)
+        validate_parameters(call.params, client.meta.service_model.operation_model(call.operation).input_shape)
+    data = calls["CreateLaunchTemplate"].params["LaunchTemplateData"]
+    assert data["MetadataOptions"]["HttpTokens"] == "required"
+    root = data["BlockDeviceMappings"][0]["Ebs"]
+    assert root["VolumeType"] == "gp3" and root["Encrypted"] is True
+    assert data["ImageId"] == seed.ami_id("us-east-1", "gpu-pytorch-2.7")
+    nics = data["NetworkInterfaces"]
+    assert len(nics) == 4 and {n["InterfaceType"] for n in nics} == {"efa"}
+    assert sorted(n["NetworkCardIndex"] for n in nics) == [0, 1, 2, 3]
+    assert calls["CreatePlacementGroup"].params["Strategy"] == "cluster"
+    fleets = [c for c in request.calls if c.operation == "CreateFleet"]
+    first = fleets[0].params
+    assert first["Type"] == "instant" and first["ClientToken"]
+    assert first["SpotOptions"]["SingleAvailabilityZone"] and first["SpotOptions"]["MinTargetCapacity"] == 2
+    subnets = {s["SubnetId"]: s["AvailabilityZone"] for s in sb.client("ec2").describe_subnets()["Subnets"]}
+    for fleet in fleets:  # each fleet attempt stays inside one AZ
+        assert len({subnets[o["SubnetId"]] for o in fleet.params["LaunchTemplateConfigs"][0]["Overrides"]}) == 1
+    assert subnets[first["LaunchTemplateConfigs"][0]["Overrides"][0]["SubnetId"]] == "us-east-1a"
+    # Tags on every resource a call creates.
+    for call in request.calls:
+        text = json.dumps(call.params.get("TagSpecifications") or call.params.get("Tags") or call.params.get("Tagging"))
+        if call.operation.startswith("Create") or call.operation == "PutObject":
+            assert JOB_TAG in text, call.operation
+    # No rule open to the world; SSH only when asked for.
+    ingress = [c for c in request.calls if c.operation == "AuthorizeSecurityGroupIngress"]
+    assert len(ingress) == 1 and "0.0.0.0/0" not in json.dumps([c.params for c in ingress])
+    # No secrets in the user data.
+    user_data = base64.b64decode(data["UserData"]).decode()
+    for secret in ("AKIA", "aws_secret_access_key", "AWS_SECRET", "testing", sb.env["AWS_SECRET_ACCESS_KEY"]):
+        assert secret not in user_data
+    assert "torch.distributed.run" not in user_data  # the agent is compressed inside; the config is plain JSON
+    assert '"nnodes": 2' in user_data and '"nproc_per_node": 8' in user_data
+
+
+def test_neuron_types_get_the_neuron_ami_eight_efa_interfaces_and_32_processes(env):
+    sb, spec, path = env
+    request = Ec2Backend().prepare(option("trn1.32xlarge", az=None), spec, settings(path))
+    data = next(c for c in request.calls if c.operation == "CreateLaunchTemplate").params["LaunchTemplateData"]
+    assert data["ImageId"] == seed.ami_id("us-east-1", "neuron")
+    assert len(data["NetworkInterfaces"]) == 8
+    user_data = base64.b64decode(data["UserData"]).decode()
+    assert '"nproc_per_node": 32' in user_data and '"accelerator": "neuron"' in user_data
+
+
+def test_ssh_only_from_the_given_cidr_and_never_the_world(env):
+    sb, spec, path = env
+    request = Ec2Backend().prepare(option("g5.xlarge"), spec, settings(path, ssh_cidr="203.0.113.7/32"))
+    ingress = [c.params for c in request.calls if c.operation == "AuthorizeSecurityGroupIngress"]
+    ssh = [p for p in ingress if p["IpPermissions"][0].get("FromPort") == 22]
+    assert ssh[0]["IpPermissions"][0]["IpRanges"][0]["CidrIp"] == "203.0.113.7/32"
+    from trainctl.errors import UsageError
+    with pytest.raises(UsageError):
+        Ec2Backend().prepare(option("g5.xlarge"), spec, settings(path, ssh_cidr="0.0.0.0/0"))
+
+
+def test_launch_creates_everything_tagged_and_down_removes_all_of_it(env):
+    sb, spec, path = env
+    backend = Ec2Backend()
+    request = backend.prepare(option(), spec, settings(path))
+    messages = []
+    out = backend.submit(request, messages.append)
+    instances = live(sb)
+    assert sorted(i["InstanceId"] for i in instances) == sorted(out["instance_ids"])
+    assert len(instances) == 2 and {i["Placement"]["AvailabilityZone"] for i in instances} == {"us-east-1a"}
+    assert {i["Placement"]["GroupName"] for i in instances} == {name_for("job-1")}
+    assert {i["InstanceLifecycle"] for i in instances} == {"spot"}
+    ec2 = sb.client("ec2")
+    sg = ec2.describe_security_groups(Filters=[{"Name": f"tag:{JOB_TAG}", "Values": ["job-1"]}])["SecurityGroups"][0]
+    rules = sg["IpPermissions"]
+    assert rules and all(not r.get("IpRanges") for r in rules)
+    assert rules[0]["UserIdGroupPairs"][0]["GroupId"] == sg["GroupId"]
+    # The node role allows only the job's prefix and logs.
+    policy = sb.client("iam").get_role_policy(RoleName=name_for("job-1"), PolicyName="trainctl-node")
+    text = json.dumps(policy["PolicyDocument"])
+    assert "job-1/*" in text and "/trainctl/job-1" in text and '"s3:*"' not in text
+    removed = backend.cleanup("job-1", "us-east-1")
+    kinds = {line.split(" ")[0] for line in removed}
+    assert {"instance", "launch", "placement", "security", "role"} <= kinds
+    assert any(line.startswith("instance profile") for line in removed)
+    assert leftovers(sb) == []
+    assert backend.cleanup("job-1", "us-east-1") == []  # safe to repeat
+
+
+def test_partial_capacity_is_terminated_and_the_next_az_is_used(env):
+    sb, spec, path = env
+    sb.admin.set_capacity("p4d.24xlarge", "us-east-1a", 1)  # one node fits in the plan's AZ, not two
+    backend = Ec2Backend()
+    request = backend.prepare(option(), spec, settings(path))
+    messages = []
+    out = backend.submit(request, messages.append)
+    assert out["availability_zone"] != "us-east-1a"
+    assert {i["Placement"]["AvailabilityZone"] for i in live(sb)} == {out["availability_zone"]}
+    assert len(live(sb)) == 2
+    assert any("us-east-1a got 0 of 2" in m for m in messages), messages
+    backend.cleanup("job-1", "us-east-1")
+
+
+def _drop_min_target(params, **_):
+    # A fault: the fleet ignores MinTargetCapacity (as a fleet of weighted or mixed pools can), so a
+    # partial fleet comes back and trainctl itself must give it back.
+    for options in ("SpotOptions", "OnDemandOptions"):
+        params.get(options, {}).pop("MinTargetCapacity", None)
+
+
+def test_a_partial_fleet_is_terminated_all_or_nothing(env):
+    sb, spec, path = env
+    for az in ("us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1e", "us-east-1f"):
+        sb.admin.set_capacity("p4d.24xlarge", az, 1)
+    backend = Ec2Backend()
+    request = backend.prepare(option(), spec, settings(path))
+    aws.client("ec2", "us-east-1").meta.events.register("provide-client-params.ec2.CreateFleet", _drop_min_target)
+    messages = []
+    with pytest.raises(CapacityError) as e:
+        backend.submit(request, messages.append)
+    assert "1 of 2" in str(e.value)
+    assert any("terminating i-" in m for m in messages), messages
+    assert leftovers(sb) == []
+    # The instances given back are marked as trainctl's doing, not interruptions.
+    ec2 = sb.client("ec2")
+    gone = [i for r in ec2.describe_instances(Filters=[{"Name": f"tag:{JOB_TAG}", "Values": ["job-1"]}])[
+        "Reservations"] for i in r["Instances"]]
+    assert gone and all({"Key": "trainctl:terminated-by", "Value": "trainctl"} in i["Tags"] for i in gone)
+
+
+def test_no_capacity_anywhere_leaves_nothing_behind(env):
+    sb, spec, path = env
+    sb.admin.set_capacity("p4d.24xlarge", None, False)
+    backend = Ec2Backend()
+    with pytest.raises(CapacityError):
+        backend.submit(backend.prepare(option(), spec, settings(path)))
+    assert leftovers(sb) == []
+
+
+def test_re_running_the_same_request_and_a_new_prepare_launch_nothing_new(env):
+    sb, spec, path = env
+    backend = Ec2Backend()
+    request = backend.prepare(option(), spec, settings(path))
+    first = backend.submit(request)
+    again = backend.submit(request)
+    assert sorted(again["instance_ids"]) == sorted(first["instance_ids"])
+    second = backend.prepare(option(), spec, settings(path))
+    assert not [c for c in second.calls if c.operation in ("CreateFleet", "CreateSecurityGroup", "CreateLaunchTemplate")]
+    backend.submit(second)
+    assert len(live(sb)) == 2
+    assert len(sb.client("ec2").describe_security_groups(
+        Filters=[{"Name": f"tag:{JOB_TAG}", "Values": ["job-1"]}])["SecurityGroups"]) == 1
+    backend.cleanup("job-1", "us-east-1")
+    assert leftovers(sb) == []
+
+
+@pytest.mark.parametrize("operation", ["PutObject", "CreateRole", "PutRolePolicy", "CreateInstanceProfile",
+                                       "AddRoleToInstanceProfile", "CreateSecurityGroup",
+                                       "AuthorizeSecurityGroupIngress", "CreatePlacementGroup",
+                                       "CreateLaunchTemplate", "CreateFleet"])
+def test_a_launch_that_fails_at_any_step_leaves_nothing(env, operation):
+    sb, spec, path = env
+    backend = Ec2Backend()
+    request = backend.prepare(option(), spec, settings(path))
+    assert operation in [c.operation for c in request.calls]
+    service = next(c.service for c in request.calls if c.operation == operation)
+
+    def fail(**_):
+        raise ClientError({"Error": {"Code": "InternalError", "Message": f"injected at {operation}"}}, operation)
+
+    aws.client(service, "us-east-1").meta.events.register(f"before-call.{service}.{operation}", fail)
+    with pytest.raises(ClientError):
+        backend.submit(request)
+    assert leftovers(sb) == []

@@ -1,0 +1,570 @@
+"""EC2 backend: a plan option launched as a raw instant EC2 Fleet in a cluster placement group.
+
+Resources of a job, all named `trainctl-<job>`, all tagged trainctl:job=<job>, all found again by tag:
+the code tarball in S3 (<bucket>/<job>/code/), an IAM role and instance profile that allow only what a node
+needs, a security group that admits traffic only from itself (SSH only when asked, from one CIDR), a cluster
+placement group, a launch template (IMDSv2 required, encrypted gp3 root volume, the Deep Learning AMI from
+its public SSM parameter, EFA on every interface the type has) and an instant `CreateFleet` over the
+subnets of one AZ.
+
+All or nothing: a fleet that comes back with fewer than N instances has them terminated and the next AZ
+(by Spot placement score) is tried; when no AZ gives N, everything created for the job is deleted again
+and `CapacityError` lets the launch fail over to the next plan option.
+
+Nodes run trainctl/bootstrap (user data + agent). Job status lives where the nodes put it: instance
+states, CloudWatch Logs /trainctl/<job> (one stream per instance) and S3 markers <job>/status/<status>.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import ipaddress
+import json
+import tarfile
+import time
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from trainctl import aws
+from trainctl.backends.base import (JOB_TAG, AwsCall, CapacityError, JobView, LaunchRequest, LaunchSettings,
+                                    LogLine, Transition, run_calls, tags)
+from trainctl.errors import TrainctlError, UsageError
+
+PLATFORM = "ec2"
+STATE_TAG = "trainctl:state"            # set to "interrupted" by a node's agent on a Spot notice
+TERMINATED_BY_TAG = "trainctl:terminated-by"  # set before trainctl terminates an instance itself
+NODES_TAG = "trainctl:nodes"
+MARKET_TAG = "trainctl:market"
+IAM_PATH = "/trainctl/"
+LIVE_STATES = ("pending", "running")
+GPU_AMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.7-ubuntu-22.04/latest/ami-id"
+NEURON_AMI_PARAMETER = "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id"
+ROOT_VOLUME_GIB = 200
+MAX_AZ_ATTEMPTS = 3
+MASTER_PORT = 29500
+CAPACITY_CODES = ("InsufficientInstanceCapacity", "InsufficientCapacity", "MaxSpotInstanceCountExceeded",
+                  "SpotMaxPriceTooLow", "Unsupported", "InsufficientFreeAddressesInSubnet",
+                  "VcpuLimitExceeded", "InstanceLimitExceeded")
+ENTRY_SCRIPTS = {"ddp": "train_ddp.py", "neuron": "train_neuron.py"}
+
+
+def name_for(job_id: str) -> str:
+    return f"trainctl-{job_id}"
+
+
+def log_group(job_id: str) -> str:
+    return f"/trainctl/{job_id}"
+
+
+def _tag_map(resource: dict) -> dict[str, str]:
+    return {t["Key"]: t.get("Value", "") for t in resource.get("Tags") or []}
+
+
+def _job_filter(job_id: str) -> list[dict]:
+    return [{"Name": f"tag:{JOB_TAG}", "Values": [job_id]}]
+
+
+def _code(exc: BaseException) -> str:
+    return aws.error_code(exc)
+
+
+# ----------------------------------------------------------------------------- pure pieces (tested directly)
+def node_policy(job_id: str, bucket: str, region: str, account: str) -> dict:
+    """What a node may do: its job's S3 prefix, its job's log group, see its peers, mark itself interrupted."""
+    group = log_group(job_id)
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "JobPrefix", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+         "Resource": f"arn:aws:s3:::{bucket}/{job_id}/*"},
+        {"Sid": "ListJobPrefix", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": f"arn:aws:s3:::{bucket}",
+         "Condition": {"StringLike": {"s3:prefix": [f"{job_id}/*"]}}},
+        {"Sid": "JobLogs", "Effect": "Allow",
+         "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+         "Resource": [f"arn:aws:logs:{region}:{account}:log-group:{group}",
+                      f"arn:aws:logs:{region}:{account}:log-group:{group}:*"]},
+        # EC2's Describe actions cannot be limited to resources; they reveal no data, only metadata.
+        {"Sid": "FindPeers", "Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"},
+        {"Sid": "MarkInterrupted", "Effect": "Allow", "Action": "ec2:CreateTags",
+         "Resource": f"arn:aws:ec2:{region}:{account}:instance/*",
+         "Condition": {"StringEquals": {f"aws:ResourceTag/{JOB_TAG}": job_id},
+                       "ForAllValues:StringEquals": {"aws:TagKeys": [STATE_TAG]}}},
+    ]}
+
+
+TRUST_POLICY = {"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+
+
+def network_interfaces(efa_interfaces: int, security_group: str) -> list[dict]:
+    """EFA on every network card the type has (p4d 4, trn1.32xlarge 8, p5 32): card 0 is the primary
+    interface (device 0); the others are device 1 on their own card, as AWS documents for multi-card types."""
+    return [{"NetworkCardIndex": card, "DeviceIndex": 0 if card == 0 else 1, "InterfaceType": "efa",
+             "Groups": [security_group], "DeleteOnTermination": True} for card in range(efa_interfaces)]
+
+
+def nproc_per_node(instance) -> int:
+    if instance.accelerator.kind == "neuron":
+        # torchrun runs one process per NeuronCore: 2 per Trainium chip (trn1.32xlarge: 32).
+        return 2 * instance.accelerator_count
+    return max(1, instance.accelerator_count)
+
+
+def code_tarball(spec: Any) -> tuple[bytes, str]:
+    """(tar.gz bytes, entry script) of the job's code: the bundled entrypoints or the user's source_dir.
+    Deterministic (sorted, fixed mtimes) so that the same code gives the same sha256 in --dry-run."""
+    ep = spec.entrypoint
+    if ep.bundled:
+        source, script = Path(__file__).resolve().parent.parent / "entrypoints", ENTRY_SCRIPTS[ep.bundled]
+    else:
+        source, script = Path(ep.source_dir).expanduser(), ep.script
+        if not (source / script).is_file():
+            raise UsageError(f"entrypoint.script {script!r} not found in source_dir {str(source)!r}")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(source.rglob("*")):
+            rel = path.relative_to(source)
+            if any(part in ("__pycache__", ".git") for part in rel.parts) or not path.is_file():
+                continue
+            info = tar.gettarinfo(str(path), arcname=str(rel))
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            with open(path, "rb") as f:
+                tar.addfile(info, f)
+    # gzip embeds a timestamp; zero it so the bytes (and the sha256 shown) depend on the content only.
+    data = bytearray(buf.getvalue())
+    data[4:8] = b"\0\0\0\0"
+    return bytes(data), script
+
+
+def script_args(spec: Any) -> list[str]:
+    out = []
+    for key, value in spec.entrypoint.args.items():
+        if key.replace("_", "-") == "checkpoint-dir":
+            continue  # the agent owns the node's checkpoint folder (synced to S3)
+        out += [f"--{key}", str(value).lower() if isinstance(value, bool) else str(value)]
+    return out
+
+
+# ----------------------------------------------------------------------------- the backend
+class Ec2Backend:
+    platform = PLATFORM
+
+    def __init__(self, client_for: Callable[[str, str], Any] | None = None):
+        self.client_for = client_for or (lambda service, region: aws.client(service, region))
+
+    # ------------------------------------------------------------------ prepare (reads only)
+    def prepare(self, option: dict, spec: Any, settings: LaunchSettings) -> LaunchRequest:
+        from trainctl.bootstrap import render_user_data
+        from trainctl.catalog import load_catalog
+
+        job, region = settings.job_id, option["region"]
+        instance_type, count, market = option["instance_type"], int(option["count"]), option["market"]
+        inst = load_catalog().instance(instance_type)
+        if inst is None:
+            raise UsageError(f"instance type {instance_type!r} is not in the catalog; see `trainctl catalog`")
+        if market not in ("spot", "on-demand"):
+            raise UsageError(f"market {market!r}: use spot or on-demand")
+        name = name_for(job)
+        ec2, notes = self.client_for("ec2", region), []
+        account = self.client_for("sts", region).get_caller_identity()["Account"]
+        bucket = settings.bucket or f"trainctl-{account}-{region}"
+        try:
+            self.client_for("s3", region).head_bucket(Bucket=bucket)
+        except Exception as e:  # noqa: BLE001 - any failure means we cannot use it
+            raise UsageError(f"job bucket {bucket!r} is not reachable ({_code(e)}); create it or pass --bucket") from e
+        ami = settings.ami or self._dlami(region, inst.accelerator.kind, notes)
+
+        subnets_by_az, vpc = self._subnets(ec2, settings)
+        azs = self._az_order(ec2, region, instance_type, count, market, option.get("availability_zone"),
+                             subnets_by_az, notes)
+        if not azs:
+            raise CapacityError(f"no subnet in {region} is in an AZ that offers {instance_type}")
+        existing_sg = self._security_group(ec2, job, vpc)
+        existing_lt = self._launch_template(ec2, job)
+        running = self._instances(ec2, job, LIVE_STATES)
+
+        code, script = code_tarball(spec)
+        code_key = f"{job}/code/sourcedir.tar.gz"
+        config = {"job_id": job, "region": region, "bucket": bucket, "code_key": code_key, "script": script,
+                  "args": script_args(spec), "nnodes": count, "nproc_per_node": nproc_per_node(inst),
+                  "accelerator": inst.accelerator.kind, "efa": inst.efa, "master_port": MASTER_PORT,
+                  "shutdown_when_done": True}
+        user_data = render_user_data(config)
+        job_tags = tags(job)
+        calls: list[AwsCall] = [
+            AwsCall("s3", "PutObject", {"Bucket": bucket, "Key": code_key, "Body": code,
+                                        "Tagging": f"{JOB_TAG}={job}", "ServerSideEncryption": "AES256"},
+                    region, why=f"the job's code ({script}) for the nodes to fetch"),
+            AwsCall("iam", "CreateRole", {"RoleName": name, "Path": IAM_PATH,
+                                          "AssumeRolePolicyDocument": json.dumps(TRUST_POLICY),
+                                          "Description": f"trainctl job {job} nodes", "Tags": job_tags},
+                    region, ok_errors=("EntityAlreadyExists",), why="the nodes' role"),
+            AwsCall("iam", "PutRolePolicy", {"RoleName": name, "PolicyName": "trainctl-node",
+                                             "PolicyDocument": json.dumps(node_policy(job, bucket, region, account))},
+                    region, why="only the job's S3 prefix, its log group, describing peers"),
+            AwsCall("iam", "CreateInstanceProfile", {"InstanceProfileName": name, "Path": IAM_PATH, "Tags": job_tags},
+                    region, ok_errors=("EntityAlreadyExists",), why="carries the role to the instances"),
+            AwsCall("iam", "AddRoleToInstanceProfile", {"InstanceProfileName": name, "RoleName": name}, region,
+                    ok_errors=("LimitExceeded", "EntityAlreadyExists"), why="the profile holds one role"),
+        ]
+        if existing_sg:
+            sg = existing_sg
+            notes.append(f"security group {sg} exists for the job; reusing it")
+        else:
+            sg = "${security_group_id}"
+            calls.append(AwsCall("ec2", "CreateSecurityGroup", {
+                "GroupName": name, "Description": f"trainctl job {job}: nodes talk to each other only",
+                "VpcId": vpc, "TagSpecifications": [{"ResourceType": "security-group", "Tags": job_tags}]},
+                region, outputs={"security_group_id": "GroupId"}, why="all traffic between the nodes, nothing else"))
+        calls.append(AwsCall("ec2", "AuthorizeSecurityGroupIngress", {
+            "GroupId": sg, "IpPermissions": [{"IpProtocol": "-1", "UserIdGroupPairs": [
+                {"GroupId": sg, "Description": "all traffic from the job's own nodes (NCCL, EFA, rendezvous)"}]}],
+            "TagSpecifications": [{"ResourceType": "security-group-rule", "Tags": job_tags}]},
+            region, ok_errors=("InvalidPermission.Duplicate",), why="nodes reach each other"))
+        if settings.ssh_cidr:
+            cidr = self._ssh_cidr(settings.ssh_cidr)
+            calls.append(AwsCall("ec2", "AuthorizeSecurityGroupIngress", {
+                "GroupId": sg, "IpPermissions": [{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,
+                                                  "IpRanges": [{"CidrIp": cidr, "Description": "SSH, asked for"}]}],
+                "TagSpecifications": [{"ResourceType": "security-group-rule", "Tags": job_tags}]},
+                region, ok_errors=("InvalidPermission.Duplicate",), why=f"SSH from {cidr} only"))
+        calls.append(AwsCall("ec2", "CreatePlacementGroup", {
+            "GroupName": name, "Strategy": "cluster",
+            "TagSpecifications": [{"ResourceType": "placement-group", "Tags": job_tags}]},
+            region, ok_errors=("InvalidPlacementGroup.Duplicate",), why="all nodes on one low-latency network spine"))
+        template_data = self._template_data(inst, ami, name, sg, user_data, job_tags)
+        if existing_lt:
+            notes.append(f"launch template {existing_lt} exists for the job; reusing it")
+        else:
+            calls.append(AwsCall("ec2", "CreateLaunchTemplate", {
+                "LaunchTemplateName": name, "VersionDescription": f"trainctl job {job}",
+                "ClientToken": self._token(job, "lt", template_data),
+                "LaunchTemplateData": template_data,
+                "TagSpecifications": [{"ResourceType": "launch-template",
+                                       "Tags": tags(job, **{NODES_TAG: str(count), MARKET_TAG: market})}]},
+                region, why="what every node boots with"))
+        if len(running) >= count:
+            notes.append(f"{len(running)} instances of the job are already running: nothing to launch")
+        else:
+            nonce = f"{time.time_ns()}"  # a new launch is a new fleet; the same request re-submitted is not
+            for i, az in enumerate(azs[:MAX_AZ_ATTEMPTS]):
+                params = self.fleet_params(job, name, instance_type, count - len(running), market,
+                                           subnets_by_az[az], self._token(job, f"fleet-{az}", nonce))
+                calls.append(AwsCall("ec2", "CreateFleet", params, region, outputs={"fleet_id": "FleetId"},
+                                     why=(f"{count} x {instance_type} {market} in {az}" if i == 0 else
+                                          f"only if the fleet before came back short: {az}")))
+            if len(azs) > 1:
+                notes.append("fleets after the first run only when the one before got fewer than "
+                             f"{count} instances; those are terminated first (all or nothing)")
+        notes += [f"AMI {ami}", f"bucket s3://{bucket}/{job}/", f"subnets in {azs[0]}: "
+                  f"{', '.join(subnets_by_az[azs[0]])}", f"logs: CloudWatch Logs {log_group(job)}"]
+        if inst.efa and inst.efa_interfaces > 1:
+            notes.append("several network cards get no public IPv4: the subnet needs a NAT gateway or "
+                         "an S3 gateway endpoint for the nodes to reach S3")
+        return LaunchRequest(platform=PLATFORM, job_id=job, region=region, option=dict(option),
+                             calls=tuple(calls), notes=tuple(notes))
+
+    @staticmethod
+    def _token(job: str, what: str, content: Any) -> str:
+        digest = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return f"{job[:40]}-{what[-6:]}-{digest}"[:64]
+
+    @staticmethod
+    def _ssh_cidr(cidr: str) -> str:
+        try:
+            net = ipaddress.ip_network(cidr, strict=False)
+        except ValueError as e:
+            raise UsageError(f"--ssh-cidr {cidr!r} is not a CIDR (e.g. 203.0.113.7/32)") from e
+        if net.prefixlen == 0:
+            raise UsageError(f"--ssh-cidr {cidr}: opening SSH to the whole internet is refused; give your own /32")
+        return str(net)
+
+    def _dlami(self, region: str, kind: str, notes: list[str]) -> str:
+        parameter = NEURON_AMI_PARAMETER if kind == "neuron" else GPU_AMI_PARAMETER
+        try:
+            ami = self.client_for("ssm", region).get_parameter(Name=parameter)["Parameter"]["Value"]
+        except Exception as e:  # noqa: BLE001
+            raise TrainctlError(f"cannot read the Deep Learning AMI from SSM {parameter} in {region} "
+                                f"({aws.error_summary(e)}); pass --ami") from e
+        notes.append(f"AMI from SSM {parameter}")
+        return ami
+
+    def _subnets(self, ec2, settings: LaunchSettings) -> tuple[dict[str, list[str]], str]:
+        given = settings.extra.get("subnet_ids")
+        if given:
+            subnets = ec2.describe_subnets(SubnetIds=list(given))["Subnets"]
+        else:
+            vpcs = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"]
+            if not vpcs:
+                raise UsageError("this region has no default VPC; pass the subnets to use (--subnet)")
+            subnets = ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpcs[0]["VpcId"]]}])["Subnets"]
+        vpc_ids = {s["VpcId"] for s in subnets}
+        if len(vpc_ids) != 1:
+            raise UsageError(f"the subnets must all be in one VPC, not {', '.join(sorted(vpc_ids))}")
+        by_az: dict[str, list[str]] = {}
+        for s in sorted(subnets, key=lambda s: s["SubnetId"]):
+            by_az.setdefault(s["AvailabilityZone"], []).append(s["SubnetId"])
+        return by_az, vpc_ids.pop()
+
+    def _az_order(self, ec2, region: str, instance_type: str, count: int, market: str, first: str | None,
+                  subnets_by_az: dict[str, list[str]], notes: list[str]) -> list[str]:
+        """The plan's AZ first, then the other AZs with subnets that offer the type, best placement score first."""
+        offered = {o["Location"] for o in ec2.describe_instance_type_offerings(
+            LocationType="availability-zone",
+            Filters=[{"Name": "instance-type", "Values": [instance_type]}])["InstanceTypeOfferings"]}
+        azs = [az for az in subnets_by_az if az in offered]
+        scores: dict[str, int] = {}
+        if market == "spot" and len(azs) > 1:
+            try:
+                names = {z["ZoneId"]: z["ZoneName"] for z in ec2.describe_availability_zones()["AvailabilityZones"]}
+                resp = ec2.get_spot_placement_scores(InstanceTypes=[instance_type], TargetCapacity=count,
+                                                     SingleAvailabilityZone=True, RegionNames=[region])
+                scores = {names.get(s.get("AvailabilityZoneId"), ""): s["Score"]
+                          for s in resp.get("SpotPlacementScores", [])}
+            except Exception as e:  # noqa: BLE001 - without scores the AZs keep their name order
+                notes.append(f"no Spot placement scores ({aws.error_summary(e)}); AZs in name order")
+        azs.sort(key=lambda az: (az != first, -scores.get(az, 0), az))
+        if first and first not in azs:
+            notes.append(f"the plan's AZ {first} has no usable subnet or does not offer {instance_type}")
+        if scores:
+            notes.append("AZ order: " + ", ".join(f"{az} (score {scores.get(az, '-')})" for az in azs))
+        return azs
+
+    def _template_data(self, inst, ami: str, name: str, sg: str, user_data: str, job_tags: list[dict]) -> dict:
+        data: dict[str, Any] = {
+            "ImageId": ami, "InstanceType": inst.name,
+            "IamInstanceProfile": {"Name": name},
+            # IMDSv2 only, and one hop: containers on the node cannot borrow the node's credentials.
+            "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1,
+                                "InstanceMetadataTags": "disabled"},
+            "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {
+                "VolumeSize": ROOT_VOLUME_GIB, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}}],
+            # A node that finishes shuts itself down; that must end the bill, not leave a stopped instance.
+            "InstanceInitiatedShutdownBehavior": "terminate",
+            "UserData": base64.b64encode(user_data.encode()).decode(),
+            "TagSpecifications": [{"ResourceType": r, "Tags": job_tags}
+                                  for r in ("instance", "volume", "network-interface")],
+        }
+        if inst.efa:
+            data["NetworkInterfaces"] = network_interfaces(inst.efa_interfaces, sg)
+        else:
+            data["SecurityGroupIds"] = [sg]
+        return data
+
+    @staticmethod
+    def fleet_params(job: str, name: str, instance_type: str, count: int, market: str, subnets: list[str],
+                     token: str) -> dict:
+        """An instant fleet of `count` nodes over one AZ's subnets, all or nothing (MinTargetCapacity).
+
+        Spot settings live here, not in the launch template: EC2 Fleet rejects templates with
+        InstanceMarketOptions. Instant fleets are one-time requests; reclaimed nodes terminate."""
+        single = {"SingleAvailabilityZone": True, "SingleInstanceType": True, "MinTargetCapacity": count}
+        params: dict[str, Any] = {
+            "Type": "instant", "ClientToken": token,
+            "LaunchTemplateConfigs": [{
+                "LaunchTemplateSpecification": {"LaunchTemplateName": name, "Version": "$Latest"},
+                "Overrides": [{"InstanceType": instance_type, "SubnetId": s,
+                               "Placement": {"GroupName": name}} for s in subnets]}],
+            "TargetCapacitySpecification": {"TotalTargetCapacity": count,
+                                            "DefaultTargetCapacityType": market},
+            "TagSpecifications": [{"ResourceType": "fleet", "Tags": tags(job)},
+                                  {"ResourceType": "instance", "Tags": tags(job)}],
+        }
+        if market == "spot":
+            params["SpotOptions"] = {"AllocationStrategy": "capacity-optimized",
+                                     "InstanceInterruptionBehavior": "terminate", **single}
+        else:
+            params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price", **single}
+        return params
+
+    # ------------------------------------------------------------------ reads shared by the methods
+    def _security_group(self, ec2, job: str, vpc: str | None = None) -> str | None:
+        filters = _job_filter(job) + ([{"Name": "vpc-id", "Values": [vpc]}] if vpc else [])
+        groups = ec2.describe_security_groups(Filters=filters)["SecurityGroups"]
+        return groups[0]["GroupId"] if groups else None
+
+    def _launch_template(self, ec2, job: str) -> str | None:
+        found = ec2.describe_launch_templates(Filters=_job_filter(job))["LaunchTemplates"]
+        return found[0]["LaunchTemplateId"] if found else None
+
+    def _instances(self, ec2, job: str, states: tuple[str, ...] | None = None) -> list[dict]:
+        filters = _job_filter(job) + ([{"Name": "instance-state-name", "Values": list(states)}] if states else [])
+        out = []
+        for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
+            out += [i for r in page["Reservations"] for i in r["Instances"]]
+        return out
+
+    # ------------------------------------------------------------------ submit
+    def submit(self, request: LaunchRequest, progress: Callable[[str], None] | None = None) -> dict:
+        say = progress or (lambda message: None)
+        job, region = request.job_id, request.region
+        ec2 = self.client_for("ec2", region)
+        already = [i["InstanceId"] for i in self._instances(ec2, job, LIVE_STATES)]
+        outputs: dict[str, Any] = {}
+        fleets = [c for c in request.calls if c.operation == "CreateFleet"]
+        try:
+            for call in request.calls:
+                if call.operation == "CreateFleet":
+                    continue
+                outputs.update(self._run_one(request, call, outputs, say))
+            if fleets:
+                outputs.update(self._launch_fleets(request, fleets, outputs, say))
+            elif already:
+                outputs["instance_ids"] = already
+        except BaseException as e:
+            if already:
+                raise  # a re-run of a running job must never tear it down
+            say(f"launch failed ({aws.error_summary(e) if not isinstance(e, CapacityError) else e}); "
+                "deleting what was created for the job")
+            for line in self.cleanup(job, region):
+                say(f"removed {line}")
+            raise
+        return outputs
+
+    def _run_one(self, request: LaunchRequest, call: AwsCall, outputs: dict, say) -> dict:
+        from trainctl.backends.base import fill_placeholders
+
+        one = replace(request, calls=(replace(call, params=fill_placeholders(call.params, outputs)),))
+        try:
+            return run_calls(one, self.client_for, say)
+        except Exception as e:
+            if call.operation == "CreateSecurityGroup" and _code(e) == "InvalidGroup.Duplicate":
+                # A re-run after a crash between prepare and here: the group is ours, find it by tag.
+                sg = self._security_group(self.client_for("ec2", call.region), request.job_id,
+                                          call.params.get("VpcId"))
+                if sg:
+                    return {"security_group_id": sg}
+            if call.operation == "CreateLaunchTemplate" and _code(e).startswith("InvalidLaunchTemplateName.Already"):
+                return {}
+            raise
+
+    def _launch_fleets(self, request: LaunchRequest, fleets: list[AwsCall], outputs: dict, say) -> dict:
+        ec2 = self.client_for("ec2", request.region)
+        shortfalls = []
+        for call in fleets:
+            params = fill_placeholders_local(call.params, outputs)
+            want = int(params["TargetCapacitySpecification"]["TotalTargetCapacity"])
+            az = self._subnet_az(ec2, params)
+            say(f"ec2:CreateFleet ({want} x {params['LaunchTemplateConfigs'][0]['Overrides'][0]['InstanceType']} "
+                f"{params['TargetCapacitySpecification']['DefaultTargetCapacityType']} in {az})")
+            got, errors, fleet_id = self.create_fleet(ec2, params)
+            if len(got) >= want:
+                say(f"fleet {fleet_id}: {len(got)} of {want} instances in {az}")
+                return {"fleet_id": fleet_id, "instance_ids": got, "availability_zone": az}
+            why = "; ".join(sorted(set(errors))) or "no error given"
+            say(f"fleet in {az} got {len(got)} of {want} ({why})"
+                + (f"; terminating {', '.join(got)}" if got else "") + "; trying the next AZ")
+            self.terminate(ec2, got, fleet_id)
+            shortfalls.append(f"{az}: {len(got)} of {want} ({why})")
+        raise CapacityError("no AZ gave all the instances: " + "; ".join(shortfalls))
+
+    @staticmethod
+    def _subnet_az(ec2, params: dict) -> str:
+        subnet = params["LaunchTemplateConfigs"][0]["Overrides"][0]["SubnetId"]
+        return ec2.describe_subnets(SubnetIds=[subnet])["Subnets"][0]["AvailabilityZone"]
+
+    def create_fleet(self, ec2, params: dict) -> tuple[list[str], list[str], str | None]:
+        """(live instance ids, error codes, fleet id). Counts only instances that are alive now: a replayed
+        ClientToken answers with the instances of the first call, which may be gone since."""
+        resp = ec2.create_fleet(**params)
+        ids = [i for group in resp.get("Instances", []) for i in group.get("InstanceIds", [])]
+        errors = [e.get("ErrorCode", "?") for e in resp.get("Errors", [])]
+        live = []
+        if ids:
+            described = ec2.describe_instances(InstanceIds=ids)["Reservations"]
+            live = [i["InstanceId"] for r in described for i in r["Instances"] if i["State"]["Name"] in LIVE_STATES]
+        return live, errors, resp.get("FleetId")
+
+    def terminate(self, ec2, instance_ids: list[str], fleet_id: str | None = None) -> None:
+        """Terminate instances trainctl itself gives up on, tagged first so they never count as interruptions."""
+        if instance_ids:
+            ec2.create_tags(Resources=instance_ids, Tags=[{"Key": TERMINATED_BY_TAG, "Value": "trainctl"}])
+            ec2.terminate_instances(InstanceIds=instance_ids)
+        if fleet_id:
+            try:
+                ec2.delete_fleets(FleetIds=[fleet_id], TerminateInstances=True)
+            except Exception as e:  # noqa: BLE001
+                # The instances are terminated above; an instant fleet left is only a record. moto (the
+                # sandbox) answers InvalidParameterCombination when the fleet has no instance left to end.
+                if _code(e) not in ("InvalidFleetId.NotFound", "InvalidParameterCombination"):
+                    raise
+
+    # ------------------------------------------------------------------ cleanup / down
+    def cleanup(self, job_id: str, region: str) -> list[str]:
+        """Delete everything tagged for the job, in dependency order; safe to repeat; returns what went."""
+        ec2, iam = self.client_for("ec2", region), self.client_for("iam", region)
+        removed: list[str] = []
+        live = [i["InstanceId"] for i in self._instances(ec2, job_id, ("pending", "running", "stopping", "stopped"))]
+        if live:
+            self.terminate(ec2, live)
+            removed += [f"instance {i}" for i in live]
+            ec2.get_waiter("instance_terminated").wait(InstanceIds=live, WaiterConfig={"Delay": 5, "MaxAttempts": 120})
+        for fleet in ec2.describe_fleets().get("Fleets", []):
+            if _tag_map(fleet).get(JOB_TAG) == job_id and not fleet.get("FleetState", "").startswith("deleted"):
+                self.terminate(ec2, [], fleet["FleetId"])
+                removed.append(f"fleet {fleet['FleetId']}")
+        for lt in ec2.describe_launch_templates(Filters=_job_filter(job_id))["LaunchTemplates"]:
+            ec2.delete_launch_template(LaunchTemplateId=lt["LaunchTemplateId"])
+            removed.append(f"launch template {lt['LaunchTemplateName']} ({lt['LaunchTemplateId']})")
+        for pg in ec2.describe_placement_groups(Filters=_job_filter(job_id))["PlacementGroups"]:
+            self._retry_in_use(lambda: ec2.delete_placement_group(GroupName=pg["GroupName"]),
+                               ("InvalidPlacementGroup.InUse",))
+            removed.append(f"placement group {pg['GroupName']}")
+        for sg in ec2.describe_security_groups(Filters=_job_filter(job_id))["SecurityGroups"]:
+            # Network interfaces of just-terminated instances release the group a little later on AWS.
+            self._retry_in_use(lambda: ec2.delete_security_group(GroupId=sg["GroupId"]), ("DependencyViolation",))
+            removed.append(f"security group {sg['GroupId']}")
+        removed += self._cleanup_iam(iam, job_id)
+        return removed
+
+    @staticmethod
+    def _retry_in_use(fn: Callable[[], Any], codes: tuple[str, ...], attempts: int = 30) -> None:
+        for attempt in range(attempts):
+            try:
+                fn()
+                return
+            except Exception as e:  # noqa: BLE001
+                if _code(e) not in codes or attempt == attempts - 1:
+                    raise
+                time.sleep(min(10.0, 0.5 * 2 ** attempt))
+
+    def _cleanup_iam(self, iam, job_id: str) -> list[str]:
+        removed = []
+
+        def role_is_ours(name: str) -> bool:
+            return any(t["Key"] == JOB_TAG and t["Value"] == job_id for t in iam.list_role_tags(RoleName=name)["Tags"])
+
+        for page in iam.get_paginator("list_instance_profiles").paginate(PathPrefix=IAM_PATH):
+            for profile in page["InstanceProfiles"]:
+                name = profile["InstanceProfileName"]
+                roles = [r["RoleName"] for r in profile.get("Roles", [])]
+                # Decided through the role's tags (a profile's own need ListInstanceProfileTags, which moto
+                # lacks); a profile without a role is what a launch that failed right after creating it leaves.
+                if not (any(role_is_ours(r) for r in roles) or (not roles and name == name_for(job_id))):
+                    continue
+                for role in roles:
+                    iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=role)
+                iam.delete_instance_profile(InstanceProfileName=name)
+                removed.append(f"instance profile {name}")
+        for page in iam.get_paginator("list_roles").paginate(PathPrefix=IAM_PATH):
+            for role in page["Roles"]:
+                name = role["RoleName"]
+                if not role_is_ours(name):
+                    continue
+                for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]:
+                    iam.delete_role_policy(RoleName=name, PolicyName=policy)
+                for policy in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]:
+                    iam.detach_role_policy(RoleName=name, PolicyArn=policy["PolicyArn"])
+                for profile in iam.list_instance_profiles_for_role(RoleName=name)["InstanceProfiles"]:
+                    iam.remove_role_from_instance_profile(InstanceProfileName=profile["InstanceProfileName"],
+                                                          RoleName=name)
+                iam.delete_role(RoleName=name)
+                removed.append(f"role {name}")
+        return removed
+
+
+def fill_placeholders_local(params: dict, outputs: dict) -> dict:
+    from trainctl.backends.base import fill_placeholders
+
+    return fill_placeholders(params, outputs)

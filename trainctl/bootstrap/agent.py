@@ -1,0 +1,371 @@
+"""trainctl node agent: runs on every EC2 instance of a job, started by the user data.
+
+Standard library plus boto3 only (the Deep Learning AMIs' Python has both); no credentials anywhere:
+boto3 finds the instance profile's through IMDS. The job's settings come from config.json, which the
+user data writes beside this file. What it does:
+1. asks IMDS (IMDSv2: token first) who it is: instance id, private IP;
+2. fetches the job's code tarball from S3;
+3. finds its peers by the tag trainctl:job through the EC2 API, waits for all N, ranks the nodes by
+   sorted private IP (rank 0 is the master), restores the newest checkpoints from S3;
+4. runs `torchrun --nnodes N --node_rank R --master_addr <rank 0> --nproc_per_node P <script> ...`,
+   shipping every output line to CloudWatch Logs (/trainctl/<job>, one stream per instance) and
+   syncing checkpoints to S3 while it runs;
+5. polls IMDS spot/instance-action; on a notice it tags itself trainctl:state=interrupted (so the
+   peers leave it out), SIGTERMs torchrun (the entrypoint checkpoints and exits 0), syncs, and stops;
+6. when a peer's interruption stopped the training, it waits for the replacement node and starts
+   again from the checkpoint; when the training finished it writes s3://<bucket>/<job>/status/completed.
+The IMDS endpoint is configurable (TRAINCTL_IMDS_ENDPOINT) so that a test can give each fake host its own.
+"""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import urllib.request
+
+DEFAULT_IMDS = "http://169.254.169.254"
+JOB_TAG = "trainctl:job"
+STATE_TAG = "trainctl:state"
+
+
+def say(message: str) -> None:
+    print(f"trainctl-agent: {message}", flush=True)
+
+
+class Imds:
+    """IMDSv2: a session token from PUT /latest/api/token, sent with every GET."""
+
+    def __init__(self, endpoint: str):
+        self.endpoint = endpoint.rstrip("/")
+        self.token, self.expires = "", 0.0
+
+    def _token(self) -> str:
+        if time.time() > self.expires - 60:
+            req = urllib.request.Request(f"{self.endpoint}/latest/api/token", method="PUT",
+                                         headers={"X-aws-ec2-metadata-token-ttl-seconds": "21600"})
+            with urllib.request.urlopen(req, timeout=2) as resp:
+                self.token, self.expires = resp.read().decode(), time.time() + 21600
+        return self.token
+
+    def get(self, path: str) -> str | None:
+        """The value, or None for 404 (e.g. no Spot notice yet)."""
+        req = urllib.request.Request(f"{self.endpoint}/latest/meta-data/{path}",
+                                     headers={"X-aws-ec2-metadata-token": self._token()})
+        try:
+            with urllib.request.urlopen(req, timeout=2) as resp:
+                return resp.read().decode()
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                return None
+            if e.code == 401:  # token expired early (IMDS restarted): fetch a new one next time
+                self.expires = 0.0
+            raise
+
+
+class LogShipper(threading.Thread):
+    """Every line to CloudWatch Logs, batched every second; the log group is the job's, the stream this host's."""
+
+    def __init__(self, logs, group: str, stream: str):
+        super().__init__(daemon=True)
+        self.logs, self.group, self.stream = logs, group, stream
+        self.pending: list[dict] = []
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        for call, kwargs in ((logs.create_log_group, {"logGroupName": group}),
+                             (logs.create_log_stream, {"logGroupName": group, "logStreamName": stream})):
+            try:
+                call(**kwargs)
+            except logs.exceptions.ResourceAlreadyExistsException:
+                pass
+
+    def add(self, line: str) -> None:
+        print(line, flush=True)
+        with self.lock:
+            self.pending.append({"timestamp": int(time.time() * 1000), "message": line[:200_000] or " "})
+
+    def flush(self) -> None:
+        with self.lock:
+            batch, self.pending = self.pending[:5000], self.pending[5000:]
+        if batch:
+            try:
+                self.logs.put_log_events(logGroupName=self.group, logStreamName=self.stream, logEvents=batch)
+            except Exception as e:  # noqa: BLE001 - logs must never stop the training; keep them for next time
+                print(f"trainctl-agent: log shipping failed: {e}", flush=True)
+                with self.lock:
+                    self.pending[:0] = batch
+
+    def run(self) -> None:
+        while not self.stopping.wait(1.0):
+            self.flush()
+        self.flush()
+
+
+class Agent:
+    def __init__(self, cfg: dict, root: str, imds: Imds):
+        import boto3
+
+        self.cfg, self.root, self.imds = cfg, root, imds
+        self.job = cfg["job_id"]
+        session = boto3.session.Session(region_name=cfg["region"])
+        self.ec2, self.s3 = session.client("ec2"), session.client("s3")
+        self.instance_id = imds.get("instance-id")
+        self.ip = imds.get("local-ipv4")
+        self.log = LogShipper(session.client("logs"), f"/trainctl/{self.job}", self.instance_id)
+        self.log.start()
+        self.code_dir = os.path.join(root, "code")
+        self.ckpt_dir = os.path.join(root, "checkpoints")
+        self.notice = threading.Event()
+        self.proc: subprocess.Popen | None = None
+
+    # ---------------------------------------------------------------- S3
+    def key(self, *parts: str) -> str:
+        return "/".join([self.job, *parts])
+
+    def fetch_code(self) -> None:
+        path = os.path.join(self.root, "code.tar.gz")
+        self.s3.download_file(self.cfg["bucket"], self.cfg["code_key"], path)
+        os.makedirs(self.code_dir, exist_ok=True)
+        with tarfile.open(path) as tar:
+            tar.extractall(self.code_dir, filter="data")
+        self.log.add(f"trainctl-agent: code s3://{self.cfg['bucket']}/{self.cfg['code_key']} -> {self.code_dir}")
+
+    def _remote_checkpoints(self) -> dict[str, int]:
+        out, kwargs = {}, {"Bucket": self.cfg["bucket"], "Prefix": self.key("checkpoints") + "/"}
+        while True:
+            page = self.s3.list_objects_v2(**kwargs)
+            out.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
+            if not page.get("IsTruncated"):
+                return out
+            kwargs["ContinuationToken"] = page["NextContinuationToken"]
+
+    def restore_checkpoints(self) -> None:
+        os.makedirs(self.ckpt_dir, exist_ok=True)
+        local = set(os.listdir(self.ckpt_dir))
+        for key in self._remote_checkpoints():
+            name = key.rsplit("/", 1)[-1]
+            if name and name not in local:
+                # Download beside and rename: the entrypoint must never see a half-written file.
+                tmp = os.path.join(self.ckpt_dir, f".{name}.download")
+                self.s3.download_file(self.cfg["bucket"], key, tmp)
+                os.replace(tmp, os.path.join(self.ckpt_dir, name))
+                self.log.add(f"trainctl-agent: restored checkpoint {name}")
+
+    def sync_checkpoints(self) -> None:
+        if not os.path.isdir(self.ckpt_dir):
+            return
+        remote = self._remote_checkpoints()
+        for name in sorted(os.listdir(self.ckpt_dir)):
+            path = os.path.join(self.ckpt_dir, name)
+            if name.startswith(".") or not os.path.isfile(path):
+                continue  # temp files of a checkpoint being written
+            key = self.key("checkpoints", name)
+            if remote.get(key) != os.path.getsize(path):
+                self.s3.upload_file(path, self.cfg["bucket"], key)
+
+    def marker(self) -> str | None:
+        page = self.s3.list_objects_v2(Bucket=self.cfg["bucket"], Prefix=self.key("status") + "/")
+        names = {o["Key"].rsplit("/", 1)[-1] for o in page.get("Contents", [])}
+        for status in ("stopped", "completed", "failed"):
+            if status in names:
+                return status
+        return None
+
+    def put_marker(self, status: str, detail: str) -> None:
+        self.s3.put_object(Bucket=self.cfg["bucket"], Key=self.key("status", status), Body=detail.encode())
+
+    # ---------------------------------------------------------------- peers
+    def peers(self) -> list[str]:
+        """Private IPs of the job's live, not interrupted instances."""
+        ips = []
+        pages = self.ec2.get_paginator("describe_instances").paginate(Filters=[
+            {"Name": f"tag:{JOB_TAG}", "Values": [self.job]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]}])
+        for page in pages:
+            for reservation in page["Reservations"]:
+                for inst in reservation["Instances"]:
+                    tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
+                    if tags.get(STATE_TAG) == "interrupted" or not inst.get("PrivateIpAddress"):
+                        continue
+                    ips.append(inst["PrivateIpAddress"])
+        return sorted(set(ips), key=ipaddress.ip_address)
+
+    def wait_for_peers(self) -> list[str]:
+        n, said = int(self.cfg["nnodes"]), None
+        deadline = time.time() + float(self.cfg.get("peer_wait_s", 3600))
+        while time.time() < deadline:
+            ips = self.peers()
+            if len(ips) == n and self.ip in ips:
+                return ips
+            if said != len(ips):
+                self.log.add(f"trainctl-agent: {len(ips)} of {n} nodes up; waiting for the rest")
+                said = len(ips)
+            if self.marker() or self.notice.is_set():
+                return []
+            time.sleep(float(self.cfg.get("peer_poll_s", 5)))
+        raise SystemExit(f"trainctl-agent: gave up waiting for {n} nodes")
+
+    # ---------------------------------------------------------------- watchers
+    def watch_spot_notice(self) -> None:
+        interval = float(self.cfg.get("spot_poll_s", 5))
+        while True:
+            try:
+                action = self.imds.get("spot/instance-action")
+            except Exception as e:  # noqa: BLE001 - an IMDS hiccup must not end the poll
+                action = None
+                print(f"trainctl-agent: IMDS: {e}", flush=True)
+            if action:
+                self.on_notice(action)
+                return
+            time.sleep(interval)
+
+    def on_notice(self, action: str) -> None:
+        self.log.add(f"trainctl-agent: spot interruption notice {action.strip()}; checkpointing")
+        # Peers must leave this node out of the next rendezvous: tag first, then stop the training.
+        try:
+            self.ec2.create_tags(Resources=[self.instance_id], Tags=[{"Key": STATE_TAG, "Value": "interrupted"}])
+        except Exception as e:  # noqa: BLE001
+            self.log.add(f"trainctl-agent: could not tag this instance interrupted: {e}")
+        self.notice.set()
+        self.terminate_training()
+
+    def terminate_training(self) -> None:
+        proc = self.proc
+        if proc and proc.poll() is None:
+            # torchrun forwards SIGTERM to its ranks; the entrypoint checkpoints and exits 0.
+            proc.send_signal(signal.SIGTERM)
+
+    def sync_loop(self, done: threading.Event) -> None:
+        while not done.wait(float(self.cfg.get("checkpoint_sync_s", 60))):
+            try:
+                self.sync_checkpoints()
+            except Exception as e:  # noqa: BLE001 - the next round or the final sync retries
+                self.log.add(f"trainctl-agent: checkpoint sync failed: {e}")
+
+    # ---------------------------------------------------------------- training
+    def interface_of(self, ip: str) -> str | None:
+        try:
+            out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
+        except OSError:
+            return None
+        for line in out.splitlines():
+            fields = line.split()
+            if len(fields) > 3 and fields[3].split("/")[0] == ip:
+                return fields[1]
+        return None
+
+    def command(self, ips: list[str]) -> tuple[list[str], dict[str, str]]:
+        cfg = self.cfg
+        rank, master = ips.index(self.ip), ips[0]
+        nproc = int(os.environ.get("TRAINCTL_NPROC_PER_NODE") or cfg["nproc_per_node"])
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(ips)), "--node_rank", str(rank),
+               "--master_addr", master, "--master_port", str(cfg.get("master_port", 29500)),
+               "--nproc_per_node", str(nproc), os.path.join(self.code_dir, cfg["script"]),
+               *cfg.get("args", []), "--checkpoint-dir", self.ckpt_dir]
+        env = dict(os.environ, PYTHONUNBUFFERED="1", TRAINCTL_JOB=self.job)
+        env.setdefault("OMP_NUM_THREADS", "1")
+        iface = self.interface_of(self.ip)
+        if iface:  # gloo/NCCL would otherwise pick whatever the host name resolves to
+            for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME"):
+                env.setdefault(name, iface)
+        if cfg.get("accelerator") == "neuron":
+            env.setdefault("NEURON_RT_ROOT_COMM_ID", f"{master}:46820")
+            env.setdefault("FI_PROVIDER", "efa")
+            env.setdefault("FI_EFA_USE_DEVICE_RDMA", "1")
+            env.setdefault("FI_EFA_FORK_SAFE", "1")
+        elif cfg.get("efa"):
+            env.setdefault("FI_PROVIDER", "efa")
+            env.setdefault("FI_EFA_USE_DEVICE_RDMA", "1")
+        return cmd, env
+
+    def train_once(self, ips: list[str]) -> tuple[int, bool]:
+        """Run torchrun once; (exit code, whether the training was stopped rather than finished)."""
+        cmd, env = self.command(ips)
+        self.log.add(f"trainctl-agent: node_rank={ips.index(self.ip)} nnodes={len(ips)} master={ips[0]} "
+                     f"peers={','.join(ips)}")
+        stopped = False
+        done = threading.Event()
+        syncer = threading.Thread(target=self.sync_loop, args=(done,), daemon=True)
+        self.proc = subprocess.Popen(cmd, cwd=self.code_dir, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, bufsize=1)
+        syncer.start()
+        if self.notice.is_set():  # the notice came while starting
+            self.terminate_training()
+        for line in self.proc.stdout:
+            line = line.rstrip("\n")
+            if "trainctl stopped " in line:
+                stopped = True
+            self.log.add(line)
+        rc = self.proc.wait()
+        done.set()
+        self.sync_checkpoints()
+        return rc, stopped or self.notice.is_set()
+
+    def run(self) -> int:
+        self.log.add(f"trainctl-agent: instance {self.instance_id} ip {self.ip} job {self.job}")
+        threading.Thread(target=self.watch_spot_notice, daemon=True).start()
+        self.fetch_code()
+        failures = 0
+        while True:
+            status = self.marker()
+            if status:
+                self.log.add(f"trainctl-agent: job is {status}; nothing to do")
+                return 0
+            ips = self.wait_for_peers()
+            if not ips:
+                continue
+            self.restore_checkpoints()
+            rc, stopped = self.train_once(ips)
+            if self.notice.is_set():
+                self.log.add("trainctl-agent: interrupted; checkpoints synced, leaving the job to the others")
+                return 0
+            if rc == 0 and not stopped:
+                if ips.index(self.ip) == 0:
+                    self.put_marker("completed", f"{self.instance_id} {time.time():.0f}")
+                self.log.add("trainctl-agent: training finished")
+                return 0
+            if rc != 0:
+                # A peer that vanished without a notice breaks the collective; retry a few times.
+                failures += 1
+                self.log.add(f"trainctl-agent: torchrun exited {rc} (failure {failures})")
+                if failures > int(self.cfg.get("max_restarts", 3)):
+                    if ips.index(self.ip) == 0:
+                        self.put_marker("failed", f"torchrun exited {rc} on {self.instance_id}")
+                    return rc
+            else:
+                self.log.add("trainctl-agent: a peer was interrupted; waiting for its replacement")
+            time.sleep(float(self.cfg.get("peer_poll_s", 5)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="trainctl node agent")
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--root", required=True)
+    args = parser.parse_args(argv)
+    with open(args.config) as f:
+        cfg = json.load(f)
+    imds = Imds(os.environ.get("TRAINCTL_IMDS_ENDPOINT") or DEFAULT_IMDS)
+    agent = Agent(cfg, args.root, imds)
+    # A shutdown (the reclaim itself, or `trainctl down`) SIGTERMs the agent: stop the training cleanly.
+    signal.signal(signal.SIGTERM, lambda *_: agent.terminate_training())
+    try:
+        rc = agent.run()
+    except BaseException as e:
+        agent.log.add(f"trainctl-agent: failed: {e!r}")
+        rc = 1
+    agent.log.stopping.set()
+    agent.log.join(timeout=10)
+    if rc == 0 and cfg.get("shutdown_when_done") and not os.environ.get("TRAINCTL_NO_SHUTDOWN"):
+        # The launch template says terminate on shutdown: a finished node stops costing money.
+        subprocess.run(["shutdown", "-h", "+1"], check=False)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
