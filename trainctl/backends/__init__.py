@@ -8,6 +8,7 @@ from trainctl.errors import UsageError
 # platform -> "module:Class"
 BACKENDS: dict[str, str] = {
     "sagemaker": "trainctl.backends.sagemaker:SageMakerBackend",
+    "ec2": "trainctl.backends.ec2:Ec2Backend",
 }
 
 
