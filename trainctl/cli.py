@@ -339,6 +339,37 @@ def stop(job: str = typer.Argument(..., help="Job id.")) -> None:
     render.stderr_console().print(f"stopping {job}; `trainctl watch {job}` follows it to the end", markup=False)
 
 
+@app.command()
+def down(
+    job: str = typer.Argument(..., help="Job id."),
+    platform: Optional[str] = typer.Option(None, "--platform",
+                                           help="ec2 or sagemaker, for a job the state database does not know "
+                                                "(default ec2); --region names its region."),
+) -> None:
+    """Delete everything tagged for a job (instances, fleet, launch template, placement group, security group,
+    instance profile, role). Safe to repeat; prints what it removed."""
+    from trainctl import aws, render, state
+    from trainctl import watch as w
+    from trainctl.backends import get_backend
+
+    row = w.job_record(job)
+    if row:
+        platform, region = row["platform"], row["region"] or aws.default_region()
+    else:
+        platform, region = platform or "ec2", aws.default_region()
+    removed = get_backend(platform).cleanup(job, region)
+    if row:
+        state.add_event(job, "down", ", ".join(removed) or "nothing left")
+    if OPTS.output == "json":
+        render.print_json({"job_id": job, "platform": platform, "region": region, "removed": removed})
+    else:
+        for line in removed:
+            typer.echo(f"removed {line}")
+        render.stderr_console().print(f"{job}: {len(removed)} resources removed" if removed
+                                      else f"{job}: nothing tagged trainctl:job={job} is left in {region}",
+                                      markup=False)
+
+
 def _mount_subcommands() -> None:
     # The sandbox's own module keeps moto and boto3 out of start-up (imports happen inside its commands).
     try:

@@ -21,6 +21,7 @@ import hashlib
 import io
 import ipaddress
 import json
+import re
 import tarfile
 import time
 from dataclasses import replace
@@ -291,7 +292,9 @@ class Ec2Backend:
         return ami
 
     def _subnets(self, ec2, settings: LaunchSettings) -> tuple[dict[str, list[str]], str]:
-        given = settings.extra.get("subnet_ids")
+        # --subnet (comma-separated) or subnet_ids: the user's own VPC instead of the default one.
+        given = settings.extra.get("subnet_ids") or [
+            s.strip() for s in str(settings.extra.get("subnet") or "").split(",") if s.strip()]
         if given:
             subnets = ec2.describe_subnets(SubnetIds=list(given))["Subnets"]
         else:
@@ -490,6 +493,249 @@ class Ec2Backend:
                 if _code(e) not in ("InvalidFleetId.NotFound", "InvalidParameterCombination"):
                     raise
 
+    # ------------------------------------------------------------------ describe / logs / stop / recover
+    def _markers(self, job_id: str, region: str, bucket: str | None) -> dict[str, str]:
+        """The S3 status markers the nodes (completed, failed) and `stop` (stopped) leave: name -> text."""
+        if not bucket:
+            return {}
+        s3 = self.client_for("s3", region)
+        try:
+            found = s3.list_objects_v2(Bucket=bucket, Prefix=f"{job_id}/status/").get("Contents", [])
+        except Exception:  # noqa: BLE001 - no bucket, no markers
+            return {}
+        return {o["Key"].rsplit("/", 1)[-1]: s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read().decode()
+                for o in found}
+
+    def _job_config(self, ec2, job_id: str) -> dict:
+        """The node config inside the job's launch template user data (bucket, nnodes, args), if it still exists."""
+        lt = self._launch_template(ec2, job_id)
+        if not lt:
+            return {}
+        data = ec2.describe_launch_template_versions(LaunchTemplateId=lt, Versions=["$Latest"])[
+            "LaunchTemplateVersions"][0]["LaunchTemplateData"]
+        text = base64.b64decode(data.get("UserData", "")).decode(errors="replace")
+        start, end = text.find("<<'TRAINCTL_CONFIG'\n"), text.find("\nTRAINCTL_CONFIG\n")
+        if start < 0 or end < 0:
+            return {}
+        return {**json.loads(text[start + len("<<'TRAINCTL_CONFIG'\n"):end]), "launch_template_id": lt,
+                "market": _tag_map(ec2.describe_launch_templates(LaunchTemplateIds=[lt])["LaunchTemplates"][0]).get(
+                    MARKET_TAG)}
+
+    def _bucket(self, region: str, config: dict) -> str:
+        if config.get("bucket"):
+            return config["bucket"]
+        account = self.client_for("sts", region).get_caller_identity()["Account"]
+        return f"trainctl-{account}-{region}"
+
+    @staticmethod
+    def _interrupted(inst: dict) -> bool:
+        """Gone without trainctl ending it: a Spot reclaim (or a node lost otherwise)."""
+        t = _tag_map(inst)
+        return (inst["State"]["Name"] in ("shutting-down", "terminated") and TERMINATED_BY_TAG not in t
+                and (t.get(STATE_TAG) == "interrupted"
+                     or "Spot" in (inst.get("StateReason") or {}).get("Code", "")
+                     or (inst.get("StateReason") or {}).get("Code", "").startswith("Server.")
+                     or inst.get("InstanceLifecycle") == "spot"))
+
+    def instance_costs(self, ec2, instances: list[dict], region: str, now: float) -> dict[str, float]:
+        """Dollars per instance so far: Spot instances at the Spot prices in force while they ran (price
+        history of their type and AZ), On-Demand ones at the catalog's On-Demand price."""
+        from trainctl.catalog import load_catalog
+
+        cat, out, history = load_catalog(), {}, {}
+        for inst in instances:
+            start = inst["LaunchTime"].timestamp()
+            end = _ended(inst) or now
+            end = max(end, start)
+            itype, az = inst["InstanceType"], inst["Placement"]["AvailabilityZone"]
+            if inst.get("InstanceLifecycle") != "spot":
+                price = cat.on_demand_price("ec2", region, itype)
+                out[inst["InstanceId"]] = (end - start) / 3600 * (price.usd_per_hour if price else 0.0)
+                continue
+            key = (itype, az)
+            if key not in history:
+                points = []
+                pages = ec2.get_paginator("describe_spot_price_history").paginate(
+                    InstanceTypes=[itype], AvailabilityZone=az, ProductDescriptions=["Linux/UNIX"],
+                    StartTime=datetime.fromtimestamp(start, timezone.utc) - timedelta(days=1),
+                    EndTime=datetime.fromtimestamp(now, timezone.utc))
+                for page in pages:
+                    points += [(p["Timestamp"].timestamp(), float(p["SpotPrice"])) for p in page["SpotPriceHistory"]]
+                history[key] = sorted(points)
+            out[inst["InstanceId"]] = _integrate(history[key], start, end)
+        return out
+
+    def describe(self, job_id: str, region: str) -> JobView:
+        ec2, now = self.client_for("ec2", region), time.time()
+        instances = sorted(self._instances(ec2, job_id), key=lambda i: i["LaunchTime"])
+        config = self._job_config(ec2, job_id)
+        markers = self._markers(job_id, region, self._bucket(region, config))
+        nodes = int(config.get("nnodes") or 0) or None
+        alive = [i for i in instances if i["State"]["Name"] in LIVE_STATES and _tag_map(i).get(STATE_TAG) != "interrupted"]
+        interrupted = [i for i in instances if self._interrupted(i)]
+        costs = self.instance_costs(ec2, instances, region, now)
+        failure = None
+        if "completed" in markers:
+            status, secondary = "Completed", "Completed"
+        elif "failed" in markers:
+            status, secondary, failure = "Failed", "Failed", markers["failed"]
+        elif "stopped" in markers:
+            status, secondary = ("Stopping", "Stopping") if alive else ("Stopped", "Stopped")
+        elif not instances:
+            status, secondary, failure = "Failed", "Failed", "no instance of the job exists (never launched, or deleted)"
+        elif nodes and len(alive) < nodes:
+            status, secondary = "InProgress", "Interrupted"
+        elif any(i["State"]["Name"] == "pending" for i in alive):
+            status, secondary = "InProgress", "Starting"
+        else:
+            status, secondary = "InProgress", "Training"
+        started = instances[0]["LaunchTime"].timestamp() if instances else None
+        ended = None
+        if status in ("Completed", "Failed", "Stopped") and instances:
+            ended = max(max(_ended(i) or now, i["LaunchTime"].timestamp()) for i in instances)
+        wall = int((ended or now) - started) if started else None
+        cost = round(sum(costs.values()), 6)
+        itype = instances[0]["InstanceType"] if instances else None
+        market = config.get("market") or (("spot" if instances[0].get("InstanceLifecycle") == "spot"
+                                           else "on-demand") if instances else None)
+        billable = None
+        if wall is not None and itype and nodes:
+            from trainctl.catalog import load_catalog
+
+            od = load_catalog().on_demand_price("ec2", region, itype)
+            if od and od.usd_per_hour > 0:
+                # SageMaker's definition: the seconds that, at the On-Demand rate of all the nodes, cost what was
+                # really spent. So `watch` shows the true dollars and the true saving over On-Demand.
+                billable = int(round(cost / (od.usd_per_hour * nodes) * 3600))
+        transitions = [Transition("Launched", started, None, f"{len(instances)} instances so far")] if started else []
+        transitions += [Transition("Interrupted", i["LaunchTime"].timestamp(), None,
+                                   f"{i['InstanceId']} in {i['Placement']['AvailabilityZone']}, "
+                                   f"${costs.get(i['InstanceId'], 0):.4f}") for i in interrupted]
+        transitions.append(Transition(secondary, None, None, ""))
+        hps = {}
+        args = config.get("args") or []
+        for key, value in zip(args[::2], args[1::2]):
+            hps[key.lstrip("-")] = value
+        raw = {"HyperParameters": hps, "cost_usd": cost, "markers": markers, "nodes": nodes,
+               "instances": [{"instance_id": i["InstanceId"], "state": i["State"]["Name"],
+                              "availability_zone": i["Placement"]["AvailabilityZone"],
+                              "private_ip": i.get("PrivateIpAddress"), "lifecycle": i.get("InstanceLifecycle",
+                                                                                          "on-demand"),
+                              "launched": i["LaunchTime"].timestamp(), "cost_usd": round(costs[i["InstanceId"]], 6),
+                              "interrupted": self._interrupted(i), "tags": _tag_map(i)} for i in instances],
+               "interruptions": [{"instance_id": i["InstanceId"], "cost_usd": round(costs[i["InstanceId"]], 6)}
+                                 for i in interrupted]}
+        return JobView(job_id=job_id, platform=PLATFORM, region=region, status=status, secondary_status=secondary,
+                       transitions=tuple(transitions), hosts=tuple(i["InstanceId"] for i in alive),
+                       training_seconds=wall, billable_seconds=billable, interruptions=len(interrupted),
+                       failure_reason=failure, instance_type=itype, count=nodes, market=market,
+                       started_at=started, ended_at=ended, raw=raw)
+
+    def logs(self, job_id: str, region: str, cursor: dict | None) -> tuple[list[LogLine], dict]:
+        """New lines of every instance's stream in /trainctl/<job> since the cursor (time, ids seen at it)."""
+        logs = self.client_for("logs", region)
+        cursor = dict(cursor or {"t": 0, "seen": []})
+        try:
+            streams = [s["logStreamName"] for s in logs.describe_log_streams(logGroupName=log_group(job_id))[
+                "logStreams"]]
+        except Exception as e:  # noqa: BLE001
+            if _code(e) == "ResourceNotFoundException":
+                return [], cursor  # no node has started yet
+            raise
+        lines, seen = [], set(cursor.get("seen", []))
+        for i in range(0, len(streams), 100):  # FilterLogEvents takes at most 100 stream names
+            kwargs = {"logGroupName": log_group(job_id), "logStreamNames": streams[i:i + 100],
+                      "startTime": int(cursor.get("t", 0))}
+            while True:
+                page = logs.filter_log_events(**kwargs)
+                for ev in page.get("events", []):
+                    if ev["eventId"] not in seen:
+                        lines.append((ev["timestamp"], ev["eventId"], LogLine(ev["timestamp"], ev["logStreamName"],
+                                                                              ev["message"])))
+                if not page.get("nextToken"):
+                    break
+                kwargs["nextToken"] = page["nextToken"]
+        lines.sort(key=lambda x: (x[0], x[1]))
+        if lines:
+            last = lines[-1][0]
+            cursor = {"t": last, "seen": [eid for t, eid, _ in lines if t == last]
+                      + ([e for e in seen] if last == cursor.get("t") else [])}
+        return [line for _, _, line in lines], cursor
+
+    def stop(self, job_id: str, region: str) -> None:
+        """Mark the job stopped (so no node starts it again) and terminate its instances; the agents SIGTERM
+        the training on shutdown, which checkpoints it. Resources stay until `trainctl down`."""
+        ec2 = self.client_for("ec2", region)
+        bucket = self._bucket(region, self._job_config(ec2, job_id))
+        self.client_for("s3", region).put_object(Bucket=bucket, Key=f"{job_id}/status/stopped",
+                                                 Body=f"stopped by trainctl at {time.time():.0f}".encode())
+        self.terminate(ec2, [i["InstanceId"] for i in self._instances(ec2, job_id, LIVE_STATES)])
+
+    def recover(self, job_id: str, region: str, progress: Callable[[str], None] | None = None) -> dict:
+        """Relaunch the capacity a job lost (reclaimed Spot nodes): the missing count in the same AZ first (same
+        placement group and launch template); when that AZ has no room, the whole job moves to the next AZ that
+        can hold all N. The nodes resume from the last checkpoint in S3 by themselves.
+
+        Returns {"launched": [ids], "availability_zone", "moved": bool, "interruptions": [{instance_id,
+        cost_usd}] (every interruption of the job so far), "missing": n before, "messages": [..]}.
+        A job that is finished, stopped or whole launches nothing."""
+        messages: list[str] = []
+
+        def say(m: str) -> None:
+            messages.append(m)
+            if progress:
+                progress(m)
+
+        ec2 = self.client_for("ec2", region)
+        view = self.describe(job_id, region)
+        result = {"launched": [], "availability_zone": None, "moved": False, "missing": 0,
+                  "interruptions": view.raw.get("interruptions", []), "messages": messages}
+        if view.finished or view.status == "Stopping" or not view.count:
+            return result
+        name = name_for(job_id)
+        alive = [i for i in self._instances(ec2, job_id, LIVE_STATES) if _tag_map(i).get(STATE_TAG) != "interrupted"]
+        missing = view.count - len(alive)
+        result["missing"] = missing
+        if missing <= 0:
+            return result
+        config = self._job_config(ec2, job_id)
+        market = config.get("market") or view.market or "spot"
+        itype = view.instance_type
+        sg = self._security_group(ec2, job_id)
+        vpc = ec2.describe_security_groups(GroupIds=[sg])["SecurityGroups"][0]["VpcId"]
+        by_az: dict[str, list[str]] = {}
+        for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]:
+            by_az.setdefault(s["AvailabilityZone"], []).append(s["SubnetId"])
+        home = alive[0]["Placement"]["AvailabilityZone"] if alive else (
+            view.raw["instances"][-1]["availability_zone"] if view.raw.get("instances") else None)
+        if alive:
+            # The placement group holds the survivors: same AZ first, only the missing nodes.
+            token = self._token(job_id, f"r-{home}", [i["InstanceId"] for i in self._instances(ec2, job_id)])
+            params = self.fleet_params(job_id, name, itype, missing, market, sorted(by_az.get(home, [])), token)
+            say(f"relaunching {missing} x {itype} {market} in {home}")
+            got, errors, fleet_id = self.create_fleet(ec2, params)
+            if len(got) >= missing:
+                say(f"fleet {fleet_id}: {', '.join(got)} in {home}; the nodes resume from the last checkpoint")
+                return {**result, "launched": got, "availability_zone": home}
+            say(f"{home} has room for {len(got)} of {missing} ({'; '.join(sorted(set(errors)))}); "
+                f"moving the whole job to another AZ")
+            self.terminate(ec2, got, fleet_id)
+            # The survivors' agents get SIGTERM at shutdown: they checkpoint and sync before going.
+            self.terminate(ec2, [i["InstanceId"] for i in alive])
+        azs = self._az_order(ec2, region, itype, view.count, market, None,
+                             {az: s for az, s in by_az.items() if az != home or not alive}, [])
+        for az in azs[:MAX_AZ_ATTEMPTS]:
+            token = self._token(job_id, f"m-{az}", [i["InstanceId"] for i in self._instances(ec2, job_id)])
+            params = self.fleet_params(job_id, name, itype, view.count, market, sorted(by_az[az]), token)
+            say(f"launching {view.count} x {itype} {market} in {az}")
+            got, errors, fleet_id = self.create_fleet(ec2, params)
+            if len(got) >= view.count:
+                say(f"fleet {fleet_id}: {', '.join(got)} in {az}; the nodes resume from the last checkpoint")
+                return {**result, "launched": got, "availability_zone": az, "moved": True}
+            say(f"{az} gave {len(got)} of {view.count} ({'; '.join(sorted(set(errors)))})")
+            self.terminate(ec2, got, fleet_id)
+        raise CapacityError(f"no capacity to recover {job_id}: " + "; ".join(messages[-3:]))
+
     # ------------------------------------------------------------------ cleanup / down
     def cleanup(self, job_id: str, region: str) -> list[str]:
         """Delete everything tagged for the job, in dependency order; safe to repeat; returns what went."""
@@ -562,6 +808,36 @@ class Ec2Backend:
                 iam.delete_role(RoleName=name)
                 removed.append(f"role {name}")
         return removed
+
+
+_ENDED = re.compile(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:GMT|UTC)\)")
+
+
+def _ended(inst: dict) -> float | None:
+    """When a terminated instance ended: EC2 writes it in StateTransitionReason, "User initiated (... GMT)"."""
+    if inst["State"]["Name"] not in ("shutting-down", "terminated"):
+        return None
+    m = _ENDED.search(inst.get("StateTransitionReason") or "")
+    if not m:
+        return inst["LaunchTime"].timestamp()
+    return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+
+
+def _integrate(points: list[tuple[float, float]], start: float, end: float) -> float:
+    """Dollars of one instance from `start` to `end` under a step function of (time, $/h) price changes."""
+    if end <= start or not points:
+        return 0.0
+    total = 0.0
+    price = next((p for t, p in reversed(points) if t <= start), points[0][1])
+    t0 = start
+    for t, p in points:
+        if t <= start:
+            continue
+        if t >= end:
+            break
+        total += (t - t0) / 3600 * price
+        t0, price = t, p
+    return total + (end - t0) / 3600 * price
 
 
 def fill_placeholders_local(params: dict, outputs: dict) -> dict:
