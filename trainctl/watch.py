@@ -169,6 +169,8 @@ def follow(backend, job_id: str, region: str, *, interval: float = 2.0, max_inte
             on_transition(t)
             changed = True
         shown_transitions = len(view.transitions)
+        # tell the backend what it cannot know by itself: a status change may mean new log streams
+        cursor = {**(cursor or {}), "hosts": len(view.hosts), "relist": changed or bool((cursor or {}).get("relist"))}
         if logs:
             while True:  # drain: a burst of lines is read in a few pages, not one page per cycle
                 new, cursor = backend.logs(job_id, region, cursor)

@@ -29,6 +29,7 @@ ENTRYPOINTS_DIR = Path(__file__).resolve().parents[1] / "entrypoints"
 # later one from another host; event ids make the overlap harmless.
 LOG_LOOKBACK_MS = 5000
 MAX_LOG_PAGES = 5  # per poll: bounded calls however much was written; the rest comes next poll
+RELIST_EVERY = 15  # polls between DescribeLogStreams calls while every host's stream is known
 
 
 def job_bucket(account: str, region: str) -> str:
@@ -57,6 +58,12 @@ def _trusts_sagemaker(doc: Any) -> bool:
 
 def _code(e: Exception) -> str:
     return aws.error_code(e)
+
+
+def _newest_attempt_streams(streams: list[str]) -> int:
+    """How many hosts logged in the newest attempt ({job}/algo-{n}-{epoch}: a restart has a new epoch)."""
+    epochs = [int(m.group(1)) for m in (re.search(r"-(\d+)$", s) for s in streams) if m]
+    return epochs.count(max(epochs)) if epochs else 0
 
 
 class SageMakerBackend:
@@ -335,20 +342,28 @@ class SageMakerBackend:
         """Every host's new lines in one FilterLogEvents over the job's streams (not a call per stream)."""
         logs = aws.client("logs", region)
         cursor = dict(cursor or {"start": 0, "seen": []})
-        try:
-            streams, token = [], None
-            while True:  # one page holds 50 streams: 2 attempts x 25 hosts
-                kw = {"nextToken": token} if token else {}
-                page = logs.describe_log_streams(logGroupName=LOG_GROUP, logStreamNamePrefix=f"{job_id}/", **kw)
-                streams += [s["logStreamName"] for s in page.get("logStreams", [])]
-                token = page.get("nextToken")
-                if not token:
-                    break
-        except Exception as e:  # noqa: BLE001
-            if _code(e) == "ResourceNotFoundException":
-                return [], cursor  # no host has logged yet
-            raise
-        streams = [s for s in streams if s.startswith(f"{job_id}/")]
+        polls = cursor.get("polls", 0)
+        streams = cursor.get("streams") or []
+        # Streams appear only when an attempt starts: list them again only when we may be missing
+        # one (none yet, the newest attempt has fewer streams than hosts, the caller saw a status
+        # change) and otherwise once every RELIST_EVERY polls; a steady poll is then one call.
+        if (not streams or cursor.get("relist") or polls % RELIST_EVERY == 0
+                or _newest_attempt_streams(streams) < int(cursor.get("hosts") or 1)):
+            try:
+                streams, token = [], None
+                while True:  # one page holds 50 streams: 2 attempts x 25 hosts
+                    kw = {"nextToken": token} if token else {}
+                    page = logs.describe_log_streams(logGroupName=LOG_GROUP, logStreamNamePrefix=f"{job_id}/", **kw)
+                    streams += [s["logStreamName"] for s in page.get("logStreams", [])]
+                    token = page.get("nextToken")
+                    if not token:
+                        break
+            except Exception as e:  # noqa: BLE001
+                if _code(e) == "ResourceNotFoundException":
+                    return [], {**cursor, "polls": polls + 1}  # no host has logged yet
+                raise
+            streams = sorted(s for s in streams if s.startswith(f"{job_id}/"))
+        cursor.update(polls=polls + 1, streams=streams, relist=False)
         if not streams:
             return [], cursor
         seen = set(cursor.get("seen", []))
@@ -379,4 +394,4 @@ class SageMakerBackend:
         # keep only the ids inside the look-back window: the cursor stays small on long jobs
         keep = {e.get("eventId") or f"{e['logStreamName']}/{e['timestamp']}/{e['message']}" for e in events
                 if e["timestamp"] >= newest - LOG_LOOKBACK_MS}
-        return lines, {"start": newest, "seen": sorted(keep & seen)}
+        return lines, {**cursor, "start": newest, "seen": sorted(keep & seen)}
