@@ -107,6 +107,38 @@ def test_missing_role_is_one_line_naming_the_fix(sm, tmp_path):
     assert len(err) == 1 and "no-such-role" in err[0] and "not found" in err[0] and "--role" in err[0], err
 
 
+def test_role_that_does_not_trust_sagemaker_is_refused(sm, tmp_path):
+    trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
+                                                     "Action": "sts:AssumeRole"}]}
+    sm.client("iam").create_role(RoleName="ec2-only", AssumeRolePolicyDocument=json.dumps(trust))
+    proc = cli(sm, tmp_path, "launch", SPEC, "--dry-run", "--role", "ec2-only")
+    assert proc.returncode == 1
+    assert "does not trust sagemaker.amazonaws.com" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_saved_plan_and_user_source_dir(sm, tmp_path):
+    src = tmp_path / "proj"
+    (src / "data").mkdir(parents=True)
+    (src / "train.py").write_text("print('trainctl step=1 loss=1.0 samples_per_s=10.0')\n")
+    (src / "data" / "big.bin").write_bytes(b"x" * 1000)
+    (src / ".gitignore").write_text("data/\n")
+    spec = tmp_path / "user.yaml"
+    spec.write_text(Path(SPEC).read_text().replace("  bundled: ddp\n", "  script: train.py\n  source_dir: proj\n"))
+    plan = cli_json(sm, tmp_path, "plan", str(spec))
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    doc = cli_json(sm, tmp_path, "launch", str(spec), "--plan", str(tmp_path / "plan.json"), "--option", "1",
+                   "--dry-run")
+    assert doc["option"] == plan["options"][0]
+    put = next(r for r in doc["requests"] if r["operation"] == "PutObject")
+    assert put["why"] == "code: .gitignore, train.py"  # data/ excluded as .gitignore says
+    hps = doc["requests"][-1]["params"]["HyperParameters"]
+    assert json.loads(hps["sagemaker_program"]) == "train.py"
+    assert "steps" not in hps  # only the bundled entrypoint is told its step count
+    proc = cli(sm, tmp_path, "launch", str(spec), "--plan", str(tmp_path / "plan.json"), "--option", "7",
+               "--dry-run")
+    assert proc.returncode == 2 and "--option 7" in proc.stderr
+
+
 def test_launch_without_yes_and_without_terminal_refuses(sm, tmp_path):
     proc = cli(sm, tmp_path, "launch", SPEC)
     assert proc.returncode == 2 and "--yes" in proc.stderr

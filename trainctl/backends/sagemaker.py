@@ -308,7 +308,10 @@ class SageMakerBackend:
                 ec2.delete_security_group(GroupId=g["GroupId"])
                 removed.append(f"security group {g['GroupId']}")
             except Exception as e:  # noqa: BLE001
-                if _code(e) not in ("InvalidGroup.NotFound",):
+                if _code(e) == "DependencyViolation":  # the job's hosts still hold network interfaces
+                    raise TrainctlError(f"security group {g['GroupId']} of {job_id} is still in use: stop the "
+                                        "job (`trainctl stop`) and retry once it has ended") from None
+                if _code(e) != "InvalidGroup.NotFound":
                     raise
         return removed
 
