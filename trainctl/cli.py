@@ -290,35 +290,10 @@ def list_jobs(
     no_status: bool = typer.Option(False, "--no-status", help="Do not ask AWS for live status."),
 ) -> None:
     """Jobs trainctl launched (from the state database), with their live status."""
-    from contextlib import closing
-
-    from trainctl import render, state
+    from trainctl import render
     from trainctl import watch as w
-    from trainctl.backends import get_backend
 
-    rows = []
-    if (state.home() / "state.db").exists():
-        with closing(state.connect()) as conn:
-            rows = [dict(r) for r in conn.execute("SELECT * FROM jobs ORDER BY created_at DESC LIMIT ?", (limit,))]
-    out = []
-    for r in rows:
-        import json as _json
-
-        opt = _json.loads(r["option_json"])
-        live, secondary = r["status"], None
-        if not no_status and r["status"] not in ("SubmitFailed",):
-            try:
-                v = get_backend(r["platform"]).describe(r["job_id"], r["region"])
-                live, secondary = v.status, v.secondary_status
-            except Exception as e:  # noqa: BLE001 - one unreachable job must not hide the others
-                from trainctl.aws import error_summary
-
-                live = f"unknown ({error_summary(e)})"
-        out.append({"job_id": r["job_id"], "platform": r["platform"], "region": r["region"],
-                    "layout": f"{opt.get('count')}x {opt.get('instance_type')}", "market": opt.get("market"),
-                    "status": live, "secondary_status": secondary, "recorded_status": r["status"],
-                    "expected_cost_usd": r["expected_cost_usd"], "created_at": r["created_at"],
-                    "spec": r["spec_path"]})
+    out = w.list_jobs(limit, live=not no_status)
     if OPTS.output == "json":
         render.print_json({"jobs": out})
     else:

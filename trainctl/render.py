@@ -20,7 +20,7 @@ def _money(x: float) -> str:
     return f"${x:,.2f}" if x < 1000 else f"${x:,.0f}"
 
 
-def _console(min_width: int = 120):
+def table_console(min_width: int = 120):
     """A console for tables: real terminals keep their width; pipes get room for the table."""
     from rich.console import Console
 
@@ -33,7 +33,7 @@ def _console(min_width: int = 120):
 def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int = 3) -> None:
     from rich.table import Table
 
-    con = _console(132)
+    con = table_console(132)
     src = ("live AWS market data" if plan.source == "live"
            else f"the bundled catalog dated {plan.catalog_date} (offline)")
     con.print(f"[bold]{plan.spec_name}[/] ({spec_path}): planned from {src}; ranked by "
@@ -81,7 +81,7 @@ def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int
 def catalog_table(catalog, rows, region: str) -> None:
     from rich.table import Table
 
-    con = _console(150)
+    con = table_console(150)
     t = Table(title=f"trainctl catalog dated {catalog.date} ({region})", header_style="bold")
     for col in ("type", "accelerators", "mem/acc GiB", "vCPU", "RAM GiB", "network Gbps", "EFA", "EC2 $/h",
                 "SageMaker $/h", "Spot savings", "interruptions"):

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from trainctl import state
 from trainctl.errors import TrainctlError
+from trainctl.render import table_console
 
 METRIC = re.compile(r"trainctl step=(\d+) loss=(\S+) samples_per_s=([0-9.eE+-]+)")
 EXIT_CODES = {"Completed": 0, "Failed": 1, "Stopped": 3}
@@ -218,11 +219,42 @@ def status_line(doc: dict) -> str:
             f"{_money(doc.get('cost_usd'))} so far, {_money(doc.get('projected_cost_usd'))} projected")
 
 
+def list_jobs(limit: int, live: bool = True) -> list[dict]:
+    """The newest jobs from the state database, each with its live status unless `live` is false."""
+    import json
+    from contextlib import closing
+
+    from trainctl import state
+    from trainctl.backends import get_backend
+
+    rows = []
+    if (state.home() / "state.db").exists():
+        with closing(state.connect()) as conn:
+            rows = [dict(r) for r in conn.execute("SELECT * FROM jobs ORDER BY created_at DESC LIMIT ?", (limit,))]
+    out = []
+    for r in rows:
+        opt = json.loads(r["option_json"])
+        status, secondary = r["status"], None
+        if live and r["status"] not in ("SubmitFailed",):
+            try:
+                v = get_backend(r["platform"]).describe(r["job_id"], r["region"])
+                status, secondary = v.status, v.secondary_status
+            except Exception as e:  # noqa: BLE001 - one unreachable job must not hide the others
+                from trainctl.aws import error_summary
+
+                status = f"unknown ({error_summary(e)})"
+        out.append({"job_id": r["job_id"], "platform": r["platform"], "region": r["region"],
+                    "layout": f"{opt.get('count')}x {opt.get('instance_type')}", "market": opt.get("market"),
+                    "status": status, "secondary_status": secondary, "recorded_status": r["status"],
+                    "expected_cost_usd": r["expected_cost_usd"], "created_at": r["created_at"],
+                    "spec": r["spec_path"]})
+    return out
+
+
 def render_summary(doc: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console(highlight=False)
+    con = table_console()
     t = Table(show_header=False, pad_edge=False, box=None)
     t.add_column(style="bold")
     t.add_column()
@@ -249,10 +281,9 @@ def render_summary(doc: dict) -> None:
 
 
 def render_jobs(jobs: list[dict]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console(highlight=False)
+    con = table_console(150)
     if not jobs:
         con.print("no jobs yet: `trainctl launch SPEC` starts one")
         return
