@@ -39,6 +39,21 @@ def say(message: str) -> None:
     print(f"trainctl-agent: {message}", flush=True)
 
 
+def children(pid: int) -> list[int]:
+    """Direct children of a process (Linux /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    # The command name (field 2) may hold spaces; the parent pid follows its closing paren.
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
 class Imds:
     """IMDSv2: a session token from PUT /latest/api/token, sent with every GET."""
 
@@ -124,6 +139,10 @@ class Agent:
         self.notice = threading.Event()
         self.proc: subprocess.Popen | None = None
 
+    def setting(self, name: str, default: float) -> float:
+        """A timing from the environment (TRAINCTL_SPOT_POLL_S, ...: tests poll faster), the config, or the default."""
+        return float(os.environ.get(f"TRAINCTL_{name.upper()}") or self.cfg.get(name, default))
+
     # ---------------------------------------------------------------- S3
     def key(self, *parts: str) -> str:
         return "/".join([self.job, *parts])
@@ -208,12 +227,12 @@ class Agent:
                 said = len(ips)
             if self.marker() or self.notice.is_set():
                 return []
-            time.sleep(float(self.cfg.get("peer_poll_s", 5)))
+            time.sleep(self.setting("peer_poll_s", 5.0))
         raise SystemExit(f"trainctl-agent: gave up waiting for {n} nodes")
 
     # ---------------------------------------------------------------- watchers
     def watch_spot_notice(self) -> None:
-        interval = float(self.cfg.get("spot_poll_s", 5))
+        interval = self.setting("spot_poll_s", 5.0)
         while True:
             try:
                 action = self.imds.get("spot/instance-action")
@@ -237,12 +256,20 @@ class Agent:
 
     def terminate_training(self) -> None:
         proc = self.proc
-        if proc and proc.poll() is None:
-            # torchrun forwards SIGTERM to its ranks; the entrypoint checkpoints and exits 0.
-            proc.send_signal(signal.SIGTERM)
+        if proc is None or proc.poll() is not None:
+            return
+        # SIGTERM the ranks, not torchrun: they checkpoint and exit 0, and this node's torchrun then
+        # finishes normally, meeting the other nodes' torchrun at the exit barrier. A SIGTERMed torchrun
+        # would die without it and leave every other node waiting there for minutes.
+        ranks = children(proc.pid)
+        for pid in ranks or [proc.pid]:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
     def sync_loop(self, done: threading.Event) -> None:
-        while not done.wait(float(self.cfg.get("checkpoint_sync_s", 60))):
+        while not done.wait(self.setting("checkpoint_sync_s", 60.0)):
             try:
                 self.sync_checkpoints()
             except Exception as e:  # noqa: BLE001 - the next round or the final sync retries
@@ -340,7 +367,7 @@ class Agent:
                     return rc
             else:
                 self.log.add("trainctl-agent: a peer was interrupted; waiting for its replacement")
-            time.sleep(float(self.cfg.get("peer_poll_s", 5)))
+            time.sleep(self.setting("peer_poll_s", 5.0))
 
 
 def main(argv: list[str] | None = None) -> int:
