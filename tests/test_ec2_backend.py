@@ -237,3 +237,19 @@ def test_a_launch_that_fails_at_any_step_leaves_nothing(env, operation):
     with pytest.raises(ClientError):
         backend.submit(request)
     assert leftovers(sb) == []
+
+
+def test_a_given_security_group_is_used_as_it_is_and_never_deleted(env):
+    sb, spec, path = env
+    ec2 = sb.client("ec2")
+    vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
+    own = ec2.create_security_group(GroupName="mine", Description="mine", VpcId=vpc)["GroupId"]
+    backend = Ec2Backend()
+    request = backend.prepare(option("g5.xlarge"), spec, settings(path, extra={"security_group": own}))
+    assert not [c for c in request.calls if c.operation in ("CreateSecurityGroup", "AuthorizeSecurityGroupIngress")]
+    data = next(c for c in request.calls if c.operation == "CreateLaunchTemplate").params["LaunchTemplateData"]
+    assert data["SecurityGroupIds"] == [own]
+    backend.submit(request)
+    backend.cleanup("job-1", "us-east-1")
+    assert leftovers(sb) == []
+    assert ec2.describe_security_groups(GroupIds=[own])["SecurityGroups"][0]["IpPermissions"] == []

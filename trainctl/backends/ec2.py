@@ -209,7 +209,13 @@ class Ec2Backend:
             AwsCall("iam", "AddRoleToInstanceProfile", {"InstanceProfileName": name, "RoleName": name}, region,
                     ok_errors=("LimitExceeded", "EntityAlreadyExists"), why="the profile holds one role"),
         ]
-        if existing_sg:
+        own_sg = settings.extra.get("security_group")
+        if own_sg:
+            # The user's group: used as it is (it must already let the nodes talk to each other) and, being
+            # untagged for the job, never deleted by cleanup.
+            sg = own_sg
+            notes.append(f"security group {sg} given: no rules added; it must allow all traffic from itself")
+        elif existing_sg:
             sg = existing_sg
             notes.append(f"security group {sg} exists for the job; reusing it")
         else:
@@ -218,18 +224,19 @@ class Ec2Backend:
                 "GroupName": name, "Description": f"trainctl job {job}: nodes talk to each other only",
                 "VpcId": vpc, "TagSpecifications": [{"ResourceType": "security-group", "Tags": job_tags}]},
                 region, outputs={"security_group_id": "GroupId"}, why="all traffic between the nodes, nothing else"))
-        calls.append(AwsCall("ec2", "AuthorizeSecurityGroupIngress", {
-            "GroupId": sg, "IpPermissions": [{"IpProtocol": "-1", "UserIdGroupPairs": [
-                {"GroupId": sg, "Description": "all traffic from the job's own nodes (NCCL, EFA, rendezvous)"}]}],
-            "TagSpecifications": [{"ResourceType": "security-group-rule", "Tags": job_tags}]},
-            region, ok_errors=("InvalidPermission.Duplicate",), why="nodes reach each other"))
-        if settings.ssh_cidr:
-            cidr = self._ssh_cidr(settings.ssh_cidr)
+        if not own_sg:
             calls.append(AwsCall("ec2", "AuthorizeSecurityGroupIngress", {
-                "GroupId": sg, "IpPermissions": [{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,
-                                                  "IpRanges": [{"CidrIp": cidr, "Description": "SSH, asked for"}]}],
+                "GroupId": sg, "IpPermissions": [{"IpProtocol": "-1", "UserIdGroupPairs": [
+                    {"GroupId": sg, "Description": "all traffic from the job's own nodes (NCCL, EFA, rendezvous)"}]}],
                 "TagSpecifications": [{"ResourceType": "security-group-rule", "Tags": job_tags}]},
-                region, ok_errors=("InvalidPermission.Duplicate",), why=f"SSH from {cidr} only"))
+                region, ok_errors=("InvalidPermission.Duplicate",), why="nodes reach each other"))
+            if settings.ssh_cidr:
+                cidr = self._ssh_cidr(settings.ssh_cidr)
+                calls.append(AwsCall("ec2", "AuthorizeSecurityGroupIngress", {
+                    "GroupId": sg, "IpPermissions": [{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,
+                                                      "IpRanges": [{"CidrIp": cidr, "Description": "SSH, asked for"}]}],
+                    "TagSpecifications": [{"ResourceType": "security-group-rule", "Tags": job_tags}]},
+                    region, ok_errors=("InvalidPermission.Duplicate",), why=f"SSH from {cidr} only"))
         calls.append(AwsCall("ec2", "CreatePlacementGroup", {
             "GroupName": name, "Strategy": "cluster",
             "TagSpecifications": [{"ResourceType": "placement-group", "Tags": job_tags}]},
