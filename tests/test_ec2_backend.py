@@ -5,6 +5,7 @@ import base64
 import json
 
 import pytest
+from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from botocore.validate import validate_parameters
 
@@ -253,3 +254,46 @@ def test_a_given_security_group_is_used_as_it_is_and_never_deleted(env):
     backend.cleanup("job-1", "us-east-1")
     assert leftovers(sb) == []
     assert ec2.describe_security_groups(GroupIds=[own])["SecurityGroups"][0]["IpPermissions"] == []
+
+
+def test_a_fleet_refused_for_a_not_yet_visible_instance_profile_is_asked_again(env, monkeypatch):
+    sb, spec, path = env
+    monkeypatch.setattr("trainctl.backends.ec2.PROFILE_RETRY_S", 0.01)
+    backend = Ec2Backend()
+    request = backend.prepare(option("g5.xlarge"), spec, settings(path))
+    tokens = []
+
+    def refuse_first(params, **_):
+        tokens.append(params["body"]["ClientToken"])  # the EC2 query body, as it would be sent
+        if len(tokens) == 1:  # what EC2 answers while IAM has not propagated the new profile
+            return AWSResponse("", 200, {}, None), {"FleetId": "fleet-refused", "Instances": [], "Errors": [{
+                "ErrorCode": "InvalidParameterValue", "Lifecycle": "spot",
+                "ErrorMessage": "Value (trainctl-job-1) for parameter iamInstanceProfile.name is invalid."}]}
+        return None
+
+    aws.client("ec2", "us-east-1").meta.events.register("before-call.ec2.CreateFleet", refuse_first)
+    out = backend.submit(request)
+    assert len(out["instance_ids"]) == 2 and len(tokens) == 2 and tokens[0] != tokens[1]
+    backend.cleanup("job-1", "us-east-1")
+
+
+def test_spot_dollars_follow_the_prices_in_force():
+    from trainctl.backends.ec2 import _integrate
+
+    points = [(0.0, 1.0), (3600.0, 2.0), (7200.0, 4.0)]  # $/h changes at t=0, 1 h, 2 h
+    assert _integrate(points, 1800.0, 5400.0) == pytest.approx(0.5 * 1.0 + 0.5 * 2.0)
+    assert _integrate(points, 7200.0, 10800.0) == pytest.approx(4.0)
+    assert _integrate(points, 100.0, 100.0) == 0.0
+
+
+def test_the_node_policy_is_limited_to_the_job():
+    from trainctl.backends.ec2 import node_policy
+
+    doc = node_policy("job-1", "bucket", "us-east-1", "123456789012")
+    actions = {a for s in doc["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert not any(a.endswith("*") for a in actions)
+    s3 = [s for s in doc["Statement"] if any(str(a).startswith("s3:") for a in
+                                             ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))]
+    assert all("job-1" in json.dumps(s) for s in s3)
+    tagging = next(s for s in doc["Statement"] if s["Action"] == "ec2:CreateTags")
+    assert tagging["Condition"]["StringEquals"] == {"aws:ResourceTag/trainctl:job": "job-1"}

@@ -33,3 +33,27 @@ def test_dry_run_requests_pass_botocore_validation_and_create_nothing(sandbox_en
     assert ec2.describe_launch_templates()["LaunchTemplates"] == []
     assert ec2.describe_placement_groups()["PlacementGroups"] == []
     assert sb.client("iam").list_roles(PathPrefix="/trainctl/")["Roles"] == []
+
+
+def test_launch_watch_and_down_through_the_cli(sandbox_env, tmp_path):
+    sb = sandbox_env
+    home = tmp_path / "home"
+    spec = str(CONFIGS / "vit-base-g5.yaml")
+    proc = run_cli(["--output", "json", "launch", spec, "--platform", "ec2", "--layout", "g5.xlarge:2:spot", "--yes"],
+                   home, env=sb.env)
+    assert proc.returncode == 0, proc.stderr
+    job = json.loads(proc.stdout)["job_id"]
+    assert "ec2:CreateFleet" in proc.stderr
+    watch = run_cli(["--output", "json", "watch", job, "--once"], home, env=sb.env)
+    doc = json.loads(watch.stdout)
+    assert doc["platform"] == "ec2" and doc["status"] == "InProgress" and doc["secondary_status"] == "Training"
+    assert len(doc["hosts"]) == 2 and doc["interruptions"] == 0 and doc["cost_usd"] is not None
+    down = run_cli(["--output", "json", "down", job], home, env=sb.env)
+    assert down.returncode == 0, down.stderr
+    removed = json.loads(down.stdout)["removed"]
+    assert sum(r.startswith("instance i-") for r in removed) == 2
+    region = json.loads(proc.stdout)["region"]
+    ec2 = sb.client("ec2", region)
+    assert ec2.describe_launch_templates()["LaunchTemplates"] == []
+    assert ec2.describe_placement_groups()["PlacementGroups"] == []
+    assert json.loads(run_cli(["--output", "json", "down", job], home, env=sb.env).stdout)["removed"] == []

@@ -45,6 +45,7 @@ GPU_AMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-
 NEURON_AMI_PARAMETER = "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id"
 ROOT_VOLUME_GIB = 200
 MAX_AZ_ATTEMPTS = 3
+PROFILE_RETRIES, PROFILE_RETRY_S = 5, 2.0
 MASTER_PORT = 29500
 CAPACITY_CODES = ("InsufficientInstanceCapacity", "InsufficientCapacity", "MaxSpotInstanceCountExceeded",
                   "SpotMaxPriceTooLow", "Unsupported", "InsufficientFreeAddressesInSubnet",
@@ -477,9 +478,17 @@ class Ec2Backend:
     def create_fleet(self, ec2, params: dict) -> tuple[list[str], list[str], str | None]:
         """(live instance ids, error codes, fleet id). Counts only instances that are alive now: a replayed
         ClientToken answers with the instances of the first call, which may be gone since."""
-        resp = ec2.create_fleet(**params)
-        ids = [i for group in resp.get("Instances", []) for i in group.get("InstanceIds", [])]
-        errors = [e.get("ErrorCode", "?") for e in resp.get("Errors", [])]
+        for attempt in range(PROFILE_RETRIES + 1):
+            resp = ec2.create_fleet(**params)
+            ids = [i for group in resp.get("Instances", []) for i in group.get("InstanceIds", [])]
+            errors = [e.get("ErrorCode", "?") for e in resp.get("Errors", [])]
+            messages = " ".join(e.get("ErrorMessage", "") for e in resp.get("Errors", []))
+            if ids or "iamInstanceProfile" not in messages or attempt == PROFILE_RETRIES:
+                break
+            # IAM is eventually consistent: a profile made seconds ago may not be visible to EC2 yet. Ask
+            # again under a new token (the old one would replay this answer).
+            time.sleep(PROFILE_RETRY_S * (attempt + 1))
+            params = {**params, "ClientToken": f"{params['ClientToken'][:60]}-p{attempt + 1}"}
         live = []
         if ids:
             described = ec2.describe_instances(InstanceIds=ids)["Reservations"]
