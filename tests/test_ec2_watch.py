@@ -111,6 +111,8 @@ def test_down_removes_everything_and_is_safe_to_repeat(launched, tmp_path):
     assert {f"instance {i}" for i in out["instance_ids"]} <= set(doc["removed"])
     assert any(r.startswith("security group") for r in doc["removed"])
     assert leftovers(sb) == []
+    view = backend.describe("job-1", "us-east-1")
+    assert view.status == "Stopped" and "trainctl down" in view.failure_reason
     again = run_cli(args, tmp_path / "home", env=sb.env)
     assert again.returncode == 0 and json.loads(again.stdout)["removed"] == []
     table = run_cli(["--region", "us-east-1", "down", "job-1"], tmp_path / "home", env=sb.env)

@@ -599,6 +599,9 @@ class Ec2Backend:
             status, secondary = ("Stopping", "Stopping") if alive else ("Stopped", "Stopped")
         elif not instances:
             status, secondary, failure = "Failed", "Failed", "no instance of the job exists (never launched, or deleted)"
+        elif not alive and not nodes:
+            status, secondary = "Stopped", "Stopped"
+            failure = "the job's instances and launch template are gone (removed by `trainctl down`?)"
         elif nodes and len(alive) < nodes:
             status, secondary = "InProgress", "Interrupted"
         elif any(i["State"]["Name"] == "pending" for i in alive):

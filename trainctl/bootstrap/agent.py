@@ -107,7 +107,14 @@ class LogShipper(threading.Thread):
 
     def flush(self) -> None:
         with self.lock:
-            batch, self.pending = self.pending[:5000], self.pending[5000:]
+            # PutLogEvents takes at most 10,000 events and 1 MiB (message bytes + 26 per event) per call.
+            size, n = 0, 0
+            for event in self.pending[:5000]:
+                size += len(event["message"].encode()) + 26
+                if size > 900_000:
+                    break
+                n += 1
+            batch, self.pending = self.pending[:max(n, 1)], self.pending[max(n, 1):]
         if batch:
             try:
                 self.logs.put_log_events(logGroupName=self.group, logStreamName=self.stream, logEvents=batch)
@@ -152,7 +159,13 @@ class Agent:
         self.s3.download_file(self.cfg["bucket"], self.cfg["code_key"], path)
         os.makedirs(self.code_dir, exist_ok=True)
         with tarfile.open(path) as tar:
-            tar.extractall(self.code_dir, filter="data")
+            try:
+                tar.extractall(self.code_dir, filter="data")  # no absolute paths, no links out of the folder
+            except TypeError:  # a Python from before extraction filters (< 3.10.12): check the names ourselves
+                if any(m.name.startswith("/") or ".." in m.name.split("/") or m.islnk() or m.issym()
+                       for m in tar.getmembers()):
+                    raise SystemExit("trainctl-agent: the code tarball has unsafe paths")
+                tar.extractall(self.code_dir)
         self.log.add(f"trainctl-agent: code s3://{self.cfg['bucket']}/{self.cfg['code_key']} -> {self.code_dir}")
 
     def _remote_checkpoints(self) -> dict[str, int]:
