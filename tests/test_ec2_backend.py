@@ -297,3 +297,24 @@ def test_the_node_policy_is_limited_to_the_job():
     assert all("job-1" in json.dumps(s) for s in s3)
     tagging = next(s for s in doc["Statement"] if s["Action"] == "ec2:CreateTags")
     assert tagging["Condition"]["StringEquals"] == {"aws:ResourceTag/trainctl:job": "job-1"}
+
+
+def test_fallback_azs_follow_the_spot_placement_scores(env):
+    sb, spec, path = env
+    request = Ec2Backend().prepare(option(az="us-east-1a"), spec, settings(path))
+    ec2 = sb.client("ec2")
+    subnets = {s["SubnetId"]: s["AvailabilityZone"] for s in ec2.describe_subnets()["Subnets"]}
+    order = [subnets[c.params["LaunchTemplateConfigs"][0]["Overrides"][0]["SubnetId"]]
+             for c in request.calls if c.operation == "CreateFleet"]
+    names = {z["ZoneId"]: z["ZoneName"] for z in ec2.describe_availability_zones()["AvailabilityZones"]}
+    scores = {names[s["AvailabilityZoneId"]]: s["Score"] for s in ec2.get_spot_placement_scores(
+        InstanceTypes=["p4d.24xlarge"], TargetCapacity=2, SingleAvailabilityZone=True,
+        RegionNames=["us-east-1"])["SpotPlacementScores"]}
+    assert order[0] == "us-east-1a" and len(order) == 3
+    assert [scores.get(az, 0) for az in order[1:]] == sorted((scores.get(az, 0) for az in order[1:]), reverse=True)
+    offered = {o["Location"] for o in ec2.describe_instance_type_offerings(
+        LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": ["p4d.24xlarge"]}])[
+        "InstanceTypeOfferings"]}
+    best_others = sorted((az for az in offered if az != "us-east-1a" and az in subnets.values()),
+                         key=lambda az: (-scores.get(az, 0), az))[:2]
+    assert order[1:] == best_others
