@@ -359,12 +359,33 @@ _mount_subcommands()
 
 def main() -> None:
     debug = "--debug" in sys.argv
+    # typer vendors click; its exception classes are reached through the names typer exports
+    click_exception = typer.BadParameter.__mro__[2]  # ClickException (BadParameter < UsageError < it)
+
     try:
-        app()
+        # standalone_mode=False: click's usage errors come back here and become one line too
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
+    except typer.Abort as e:  # click turns Ctrl-C (and EOF at a prompt) into Abort
+        interrupted = isinstance(e.__context__, KeyboardInterrupt)
+        sys.stderr.write("trainctl: interrupted\n" if interrupted else "trainctl: aborted\n")
+        sys.exit(130 if interrupted else 1)
+    except click_exception as e:
+        if debug:
+            raise
+        message = " ".join(e.format_message().split()).rstrip(".")
+        names, ctx = [], getattr(e, "ctx", None)
+        while ctx is not None and ctx.parent is not None:
+            names.append(ctx.info_name)
+            ctx = ctx.parent
+        command = " ".join(["trainctl", *reversed(names)])
+        sys.stderr.write(f"trainctl: error: {message}; see `{command} --help`\n")
+        sys.exit(e.exit_code)
     except TrainctlError as e:
         if debug:
             raise
-        sys.stderr.write(f"trainctl: error: {e}\n")
+        sys.stderr.write(f"trainctl: error: {' '.join(str(e).splitlines())}\n")  # always one line
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         sys.stderr.write("trainctl: interrupted\n")

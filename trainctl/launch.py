@@ -53,15 +53,26 @@ def choose_options(args: LaunchArgs) -> tuple[Any, dict, list[dict], int]:
     if args.plan_path and args.layouts:
         raise UsageError("give --plan or --layout, not both")
     if args.plan_path:
-        try:
+        from pathlib import Path
+
+        try:  # a FIFO or a device would block the read: only regular files are plans
+            if not Path(args.plan_path).is_file():
+                raise UsageError(f"--plan {args.plan_path}: no such file (save a plan with `trainctl plan SPEC -o json "
+                                 "> plan.json`)")
             with open(args.plan_path) as f:
                 plan_doc = json.load(f)
-        except (OSError, ValueError) as e:
-            raise UsageError(f"--plan {args.plan_path}: {e}") from None
+        except (OSError, ValueError, RecursionError) as e:
+            raise UsageError(f"--plan {args.plan_path}: not a JSON plan ({e.__class__.__name__}: "
+                             f"{' '.join(str(e).split())[:160]})") from None
         if not isinstance(plan_doc, dict) or not isinstance(plan_doc.get("options"), list):
             raise UsageError(f"--plan {args.plan_path}: not a plan (save one with `trainctl plan SPEC -o json`)")
         spec = load_spec(args.spec_path)
         options = list(plan_doc["options"])
+        for i, o in enumerate(options):
+            problem = plan_option_problem(o)
+            if problem:
+                raise UsageError(f"--plan {args.plan_path}: options[{i}]: {problem}; save the plan again with "
+                                 "`trainctl plan SPEC -o json`")
     else:
         from trainctl.planning import PlanInputs, make_plan
 
@@ -87,12 +98,45 @@ def choose_options(args: LaunchArgs) -> tuple[Any, dict, list[dict], int]:
     return spec, plan_doc, options, idx
 
 
+def plan_option_problem(o: Any) -> str | None:
+    """What makes a saved plan's option unusable by launch (a hand-edited or foreign file), or None."""
+    import math
+    import re
+
+    from trainctl.catalog import load_catalog
+    from trainctl.spec import MAX_NODES
+
+    if not isinstance(o, dict):
+        return f"an option is a JSON object, not {type(o).__name__}"
+    checks = (("platform", lambda v: v in ("sagemaker", "ec2"), "sagemaker or ec2"),
+              ("instance_type", lambda v: isinstance(v, str) and v in load_catalog().instances,
+               "an instance type of `trainctl catalog`"),
+              ("count", lambda v: type(v) is int and 1 <= v <= MAX_NODES, f"a whole number from 1 to {MAX_NODES}"),
+              ("market", lambda v: v in ("spot", "on-demand"), "spot or on-demand"),
+              ("region", lambda v: isinstance(v, str) and re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-\d", v) is not None,
+               "an AWS region name such as us-east-1"))
+    for key, ok, what in checks:
+        if not ok(o.get(key)):
+            return f"'{key}' must be {what}"
+    for key in ("rank", "accelerators"):
+        if o.get(key) is not None and type(o[key]) is not int:
+            return f"'{key}' must be a whole number"
+    for key in ("hours", "expected_cost_usd", "hourly_usd", "throughput_samples_per_s"):
+        v = o.get(key)
+        if v is not None and (type(v) not in (int, float) or not math.isfinite(v) or v < 0):
+            return f"'{key}' must be a number >= 0"
+    az = o.get("availability_zone")
+    if az is not None and not (isinstance(az, str) and re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]", az)):
+        return "'availability_zone' must be an AZ name such as us-east-1a, or null"
+    return None
+
+
 def describe_option(o: dict) -> str:
     where = o.get("availability_zone") or o.get("region")
     return (f"option {o.get('rank')}: {o['count']} x {o['instance_type']} {o['market']} on {o['platform']} in {where}: "
-            f"expected {o.get('hours', 0):.2f} h, ${o.get('expected_cost_usd', 0):,.2f} "
-            f"(${o.get('hourly_usd', 0):,.2f}/h, {o.get('throughput_samples_per_s', 0):,.0f} samples/s "
-            f"{o.get('throughput_source', '')})")
+            f"expected {o.get('hours') or 0:.2f} h, ${o.get('expected_cost_usd') or 0:,.2f} "
+            f"(${o.get('hourly_usd') or 0:,.2f}/h, {o.get('throughput_samples_per_s') or 0:,.0f} samples/s "
+            f"{o.get('throughput_source') or ''})")
 
 
 def capacity_problem(view) -> str | None:

@@ -21,8 +21,21 @@ Platform = Literal["sagemaker", "ec2"]
 LAYOUT_RE = re.compile(r"^(?P<type>(ml\.)?[a-z0-9-]+\.[a-z0-9]+):(?P<count>-?\d+)(:(?P<market>spot|on-demand))?$")
 
 
+# Bounds that keep every derived number finite (a spec is hostile input until validated).
+MAX_NODES = 64
+MAX_SAMPLES = 10**15
+MAX_SPEC_BYTES = 1024 * 1024
+
+
+def _clip(value: object, limit: int = 60) -> str:
+    """repr() of a user's value for a one-line message: escaped, and cut short."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 5] + "...'"
+
+
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: .inf and .nan are valid YAML floats, but no field of a spec means them
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # ---------------------------------------------------------------- known architectures
@@ -73,8 +86,9 @@ class Entrypoint(Strict):
 
 class Model(Strict):
     architecture: str | None = Field(None, description=f"one of: {', '.join(ARCHITECTURES)}")
-    params: float | None = Field(None, gt=0, description="parameter count, when no architecture is given")
-    flops_per_sample: float | None = Field(None, gt=0, description="training FLOPs per sample (forward+backward)")
+    # at least 1: a model of 1e-300 parameters made a step of zero seconds (a division by zero in the planner)
+    params: float | None = Field(None, ge=1, description="parameter count, when no architecture is given")
+    flops_per_sample: float | None = Field(None, ge=1, description="training FLOPs per sample (forward+backward)")
     activation_gib_per_sample: float | None = Field(None, ge=0, description="activation memory per sample")
     precision: Precision = "bf16"
     optimizer: Literal["adam", "adamw", "sgd", "sgd-momentum"] = "adam"
@@ -130,6 +144,10 @@ class Workload(Strict):
             raise ValueError("give 'samples:' or both 'epochs:' and 'dataset_size:'")
         if self.samples is not None and self.epochs is not None:
             raise ValueError("give 'samples:' or 'epochs:' with 'dataset_size:', not both")
+        if self.samples is None and not self.epochs * self.dataset_size <= MAX_SAMPLES:
+            raise ValueError(f"epochs x dataset_size is more than {MAX_SAMPLES:.0e} samples; check both numbers")
+        if self.samples is not None and self.samples > MAX_SAMPLES:
+            raise ValueError(f"samples is more than {MAX_SAMPLES:.0e}; check the number")
         return self
 
     @property
@@ -139,7 +157,7 @@ class Workload(Strict):
 
 class NodeRange(Strict):
     min: int = Field(1, ge=1)
-    max: int = Field(8, ge=1, le=64)
+    max: int = Field(8, ge=1, le=MAX_NODES)
 
     @model_validator(mode="after")
     def ordered(self) -> NodeRange:
@@ -150,18 +168,18 @@ class NodeRange(Strict):
 
 class Layout(Strict):
     instance_type: str
-    count: int = Field(ge=1)
+    count: int = Field(ge=1, le=MAX_NODES)
     market: Market | None = None
 
     @classmethod
     def parse(cls, text: str) -> Layout:
         """'g5.2xlarge:4:spot' -> Layout. Raises ValueError with the fix."""
-        m = LAYOUT_RE.match(text.strip())
+        m = LAYOUT_RE.match(text.strip()) if len(text) <= 100 else None
         if not m:
-            raise ValueError(f"layout {text!r} is not TYPE:COUNT[:MARKET], e.g. g5.2xlarge:4:spot")
+            raise ValueError(f"layout {_clip(text)} is not TYPE:COUNT[:MARKET], e.g. g5.2xlarge:4:spot")
         count = int(m["count"])
-        if count < 1:
-            raise ValueError(f"layout {text!r}: the node count must be at least 1")
+        if not 1 <= count <= MAX_NODES:
+            raise ValueError(f"layout {_clip(text)}: the node count must be between 1 and {MAX_NODES}")
         return cls(instance_type=m["type"].removeprefix("ml."), count=count, market=m["market"])
 
     def __str__(self) -> str:
@@ -257,14 +275,38 @@ def _describe(err: dict) -> str:
     return msg.removeprefix("Value error, ")
 
 
+def _printable(message: str, limit: int = 400) -> str:
+    """One line of printable text: control characters (a YAML key may hold a newline) are escaped."""
+    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    return out if len(out) <= limit else out[:limit - 3] + "..."
+
+
 def load_spec(path: str | Path, *, catalog=None) -> JobSpec:
-    """Load and validate a job spec; with a catalog, also check instance types and families against it."""
+    """Load and validate a job spec; with a catalog, also check instance types and families against it.
+
+    Every rejection is a UsageError of one printable line (exit code 2), whatever the file holds."""
+    try:
+        return _load_spec(path, catalog)
+    except UsageError as e:
+        raise UsageError(_printable(str(e))) from e
+    except RecursionError:
+        raise UsageError(_printable(f"{path}: the YAML is nested too deeply to be a job spec")) from None
+
+
+def _load_spec(path: str | Path, catalog) -> JobSpec:
     import yaml
 
     p = Path(path)
-    if not p.is_file():
+    try:
+        is_file = p.is_file()
+    except (OSError, ValueError):  # a name too long for the file system, or one with a NUL byte
+        is_file = False
+    if not is_file:
         raise UsageError(f"{p}: no such job spec file; give the path of a YAML file such as configs/vit-base-g5.yaml")
     try:
+        if p.stat().st_size > MAX_SPEC_BYTES:
+            raise UsageError(f"{p}: {p.stat().st_size} bytes is too large for a job spec (at most "
+                             f"{MAX_SPEC_BYTES // 1024} KiB); is it the right file?")
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"{p}: cannot read the job spec ({e.__class__.__name__}: {e})") from e
@@ -275,6 +317,11 @@ def load_spec(path: str | Path, *, catalog=None) -> JobSpec:
         where = f":{mark.line + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise UsageError(f"{p}{where}: YAML syntax error: {problem}; fix the YAML at that line") from e
+    except (ValueError, KeyError, TypeError, OverflowError) as e:
+        # PyYAML's constructors raise these for scalars that match a type but do not parse:
+        # `0x_`, `0b`, `!!bool maybe`, `!!timestamp 2001-13-40`, `!!float .`
+        raise UsageError(f"{p}: YAML value that cannot be read ({e.__class__.__name__}: {e}); quote it "
+                         "if it is a string, or fix the number or date") from e
     if not isinstance(raw, dict):
         raise UsageError(f"{p}: a job spec is a YAML mapping (name:, entrypoint:, model:, workload:, ...), "
                          f"not {type(raw).__name__}")

@@ -12,14 +12,27 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from trainctl import state
-from trainctl.errors import TrainctlError
+from trainctl.errors import TrainctlError, UsageError
 from trainctl.render import table_console
 
 METRIC = re.compile(r"trainctl step=(\d+) loss=(\S+) samples_per_s=([0-9.eE+-]+)")
 EXIT_CODES = {"Completed": 0, "Failed": 1, "Stopped": 3}
 
 
+JOB_ID = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")  # SageMaker's job-name rule; launch makes such ids
+
+
+def check_job_id(job_id: str) -> str:
+    """A job id as launch makes them, or a UsageError (exit 2) before anything is asked of AWS."""
+    if len(job_id) > 63 or not JOB_ID.fullmatch(job_id):
+        shown = repr(job_id) if len(job_id) <= 70 else repr(job_id[:60]) + "..."
+        raise UsageError(f"{shown} is not a job id: 1-63 letters, digits and hyphens, starting and ending with a "
+                         "letter or digit, as `trainctl launch` printed it (`trainctl ls` lists them)")
+    return job_id
+
+
 def job_record(job_id: str) -> dict | None:
+    check_job_id(job_id)
     if not (state.home() / "state.db").exists():
         return None
     with closing(state.connect()) as conn:
