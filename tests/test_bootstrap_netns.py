@@ -32,7 +32,8 @@ from trainctl.backends.ec2 import Ec2Backend, log_group
 from trainctl.spec import load_spec
 
 BRIDGE_IP = "10.213.0.1"           # the "host" side: forwarder and IMDS fakes listen here
-VPC_CIDR, SUBNET_CIDR = "10.213.0.0/16", "10.213.1.0/24"   # instances get addresses in the subnet
+# Instances get random addresses in the subnet (moto draws them): a /17 makes two equal ones unlikely.
+VPC_CIDR, SUBNET_CIDR = "10.213.0.0/16", "10.213.128.0/17"
 STEPS = 240
 SPEC = f"""\
 name: netns-test

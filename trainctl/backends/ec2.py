@@ -464,8 +464,9 @@ class Ec2Backend:
                 say(f"fleet {fleet_id}: {len(got)} of {want} instances in {az}")
                 return {"fleet_id": fleet_id, "instance_ids": got, "availability_zone": az}
             why = "; ".join(sorted(set(errors))) or "no error given"
+            more = call is not fleets[-1]
             say(f"fleet in {az} got {len(got)} of {want} ({why})"
-                + (f"; terminating {', '.join(got)}" if got else "") + "; trying the next AZ")
+                + (f"; terminating {', '.join(got)}" if got else "") + ("; trying the next AZ" if more else ""))
             self.terminate(ec2, got, fleet_id)
             shortfalls.append(f"{az}: {len(got)} of {want} ({why})")
         raise CapacityError("no AZ gave all the instances: " + "; ".join(shortfalls))
@@ -545,13 +546,15 @@ class Ec2Backend:
 
     @staticmethod
     def _interrupted(inst: dict) -> bool:
-        """Gone without trainctl ending it: a Spot reclaim (or a node lost otherwise)."""
+        """Gone without trainctl ending it: a Spot reclaim, or a node lost otherwise (ended from the console,
+        by another tool). A node that finished and shut itself down is not; nor one trainctl terminated."""
         t = _tag_map(inst)
-        return (inst["State"]["Name"] in ("shutting-down", "terminated") and TERMINATED_BY_TAG not in t
-                and (t.get(STATE_TAG) == "interrupted"
-                     or "Spot" in (inst.get("StateReason") or {}).get("Code", "")
-                     or (inst.get("StateReason") or {}).get("Code", "").startswith("Server.")
-                     or inst.get("InstanceLifecycle") == "spot"))
+        if inst["State"]["Name"] not in ("shutting-down", "terminated") or TERMINATED_BY_TAG in t:
+            return False
+        reason = (inst.get("StateReason") or {}).get("Code", "")
+        if t.get(STATE_TAG) == "interrupted" or reason.startswith("Server."):
+            return True  # Server.SpotInstanceTermination, or EC2 ended it for another reason of its own
+        return reason != "Client.InstanceInitiatedShutdown"
 
     def instance_costs(self, ec2, instances: list[dict], region: str, now: float) -> dict[str, float]:
         """Dollars per instance so far: Spot instances at the Spot prices in force while they ran (price
