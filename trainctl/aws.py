@@ -79,7 +79,9 @@ def client(service: str, region: str | None = None, *, max_attempts: int | None 
     key = (service, region, attempts, SETTINGS.retry_mode)
     with _lock:  # client creation touches the session's shared loaders, which are not thread-safe
         if key not in _clients:
-            config = Config(retries={"max_attempts": attempts, "mode": SETTINGS.retry_mode},
+            # total_max_attempts counts the first try (botocore's "max_attempts" counts only retries, so
+            # TRAINCTL_AWS_MAX_ATTEMPTS=3 used to make 4 attempts)
+            config = Config(retries={"total_max_attempts": attempts, "mode": SETTINGS.retry_mode},
                             user_agent_extra=f"trainctl/{__version__}", connect_timeout=5, read_timeout=60,
                             max_pool_connections=32)
             _clients[key] = session().client(service, region_name=region, config=config)

@@ -71,6 +71,10 @@ class SandboxAdmin:
         """Set a Service Quotas value (by code or name), in one region or (None) all."""
         return self.action("set_quota", service_code=service_code, quota=quota, value=value, region=region)
 
+    def call_log(self, clear: bool = False) -> list[dict]:
+        """The AWS calls trainctl made (User-Agent trainctl/...) since the log was last cleared, with counts."""
+        return self.action("call_log", clear=clear)["calls"]
+
     def clear_faults(self) -> dict:
         return self.action("clear_faults")
 

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
+from trainctl.sandbox.call_log import ACTION as CALL_LOG_ACTION
+from trainctl.sandbox.call_log import CallLog
 from trainctl.sandbox.context import SandboxContext
 from trainctl.sandbox.protocol import (
     NOT_HANDLED,
@@ -63,6 +65,7 @@ class SandboxApp:
         self.admin = admin
         self.json_operations = json_operations   # (service, operation) -> handler; filled as extensions install
         self.wait_ready = wait_ready
+        self.call_log = CallLog()   # the calls trainctl made (User-Agent trainctl/...): outlives reset
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
@@ -74,6 +77,7 @@ class SandboxApp:
         call = identify(environ)
         if call is None:
             return self.moto_app(environ, start_response)
+        self.call_log.record(environ.get("HTTP_USER_AGENT", ""), call.service, call.operation, call.region)
         try:
             self.wait_ready(call)
             self._delay(call)
@@ -107,6 +111,8 @@ class SandboxApp:
             payload = json.loads(raw) if raw.strip() else {}
             if not isinstance(payload, dict):
                 raise AdminError("the body must be a JSON object")
+            if action == CALL_LOG_ACTION:
+                return _json(start_response, 200, self.call_log.admin(payload))
             return _json(start_response, 200, self.admin(action, payload))
         except AdminError as e:
             return _json(start_response, e.status, {"error": str(e), "action": action})
