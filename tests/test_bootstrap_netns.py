@@ -267,7 +267,8 @@ def test_two_hosts_train_get_interrupted_and_resume_on_a_replacement(sandbox_env
         # What the instance profile gives a real node, the sandbox's fake keys give these hosts.
         env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8",
                "AWS_ENDPOINT_URL": f"http://{BRIDGE_IP}:{forwarder.server_address[1]}",
-               "AWS_ACCESS_KEY_ID": sb.env["AWS_ACCESS_KEY_ID"], "AWS_SECRET_ACCESS_KEY": sb.env["AWS_SECRET_ACCESS_KEY"],
+               "AWS_ACCESS_KEY_ID": sb.env["AWS_ACCESS_KEY_ID"],
+               "AWS_SECRET_ACCESS_KEY": sb.env["AWS_SECRET_ACCESS_KEY"],
                "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": str(tmp_path / "none"),
                "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
                "TRAINCTL_PYTHON": sys.executable, "TRAINCTL_NO_SHUTDOWN": "1",

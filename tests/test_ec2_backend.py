@@ -211,7 +211,8 @@ def test_re_running_the_same_request_and_a_new_prepare_launch_nothing_new(env):
     again = backend.submit(request)
     assert sorted(again["instance_ids"]) == sorted(first["instance_ids"])
     second = backend.prepare(option(), spec, settings(path))
-    assert not [c for c in second.calls if c.operation in ("CreateFleet", "CreateSecurityGroup", "CreateLaunchTemplate")]
+    created = ("CreateFleet", "CreateSecurityGroup", "CreateLaunchTemplate")
+    assert not [c for c in second.calls if c.operation in created]
     backend.submit(second)
     assert len(live(sb)) == 2
     assert len(sb.client("ec2").describe_security_groups(

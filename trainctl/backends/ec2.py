@@ -590,7 +590,8 @@ class Ec2Backend:
         config = self._job_config(ec2, job_id)
         markers = self._markers(job_id, region, self._bucket(region, config))
         nodes = int(config.get("nnodes") or 0) or None
-        alive = [i for i in instances if i["State"]["Name"] in LIVE_STATES and _tag_map(i).get(STATE_TAG) != "interrupted"]
+        alive = [i for i in instances
+                 if i["State"]["Name"] in LIVE_STATES and _tag_map(i).get(STATE_TAG) != "interrupted"]
         interrupted = [i for i in instances if self._interrupted(i)]
         costs = self.instance_costs(ec2, instances, region, now)
         failure = None
@@ -601,7 +602,8 @@ class Ec2Backend:
         elif "stopped" in markers:
             status, secondary = ("Stopping", "Stopping") if alive else ("Stopped", "Stopped")
         elif not instances:
-            status, secondary, failure = "Failed", "Failed", "no instance of the job exists (never launched, or deleted)"
+            status, secondary = "Failed", "Failed"
+            failure = "no instance of the job exists (never launched, or deleted)"
         elif not alive and not nodes:
             status, secondary = "Stopped", "Stopped"
             failure = "the job's instances and launch template are gone (removed by `trainctl down`?)"
