@@ -34,6 +34,8 @@ class LaunchArgs:
     bucket: str | None = None
     subnet: str | None = None
     security_group: str | None = None
+    ami: str | None = None            # EC2: AMI override (default: the Deep Learning AMI's public SSM parameter)
+    ssh_cidr: str | None = None       # EC2: allow SSH from this CIDR only (never opened by default)
     max_runtime_hours: float | None = None
     poll_seconds: float = 10.0        # how often a --failover launch checks that the job got capacity
     extra: dict = field(default_factory=dict)
@@ -187,7 +189,7 @@ def launch(args: LaunchArgs, say: Callable[[str], None], show: Callable[[Any], N
            confirm: Callable[[str], bool]) -> dict:
     """Returns the --dry-run document (dry run) or {"job_id", ..., "attempts"}."""
     from trainctl.backends import BACKENDS, get_backend
-    from trainctl.backends.base import LaunchSettings
+    from trainctl.backends.base import CapacityError, LaunchSettings
 
     spec, plan_doc, options, idx = choose_options(args)
     sequence = [options[idx]]
@@ -200,7 +202,8 @@ def launch(args: LaunchArgs, say: Callable[[str], None], show: Callable[[Any], N
         job_id = base_id if n == 0 else f"{base_id}-f{n}"
         backend = get_backend(option["platform"])
         settings = LaunchSettings(job_id=job_id, spec_path=args.spec_path, role=args.role, image=args.image,
-                                  bucket=args.bucket, max_runtime_hours=args.max_runtime_hours,
+                                  ami=args.ami, ssh_cidr=args.ssh_cidr, bucket=args.bucket,
+                                  max_runtime_hours=args.max_runtime_hours,
                                   extra={k: v for k, v in {"subnet": args.subnet,
                                                            "security_group": args.security_group,
                                                            **args.extra}.items() if v})
@@ -216,6 +219,18 @@ def launch(args: LaunchArgs, say: Callable[[str], None], show: Callable[[Any], N
         state.add_event(job_id, "launch", describe_option(option))
         try:
             outputs = backend.submit(request, progress=lambda m: say(f"  calling {m}"))
+        except CapacityError as e:
+            # Refused at submit (EC2: no AZ gave all N instances). The backend already removed what it made.
+            problem = str(e)
+            attempt = {"job_id": job_id, "rank": option.get("rank"), "layout": _layout(option),
+                       "region": request.region, "outcome": f"no capacity: {problem}"}
+            attempts.append(attempt)
+            set_status(job_id, "NoCapacity")
+            state.add_event(job_id, "no-capacity", problem)
+            if not args.failover:
+                raise TrainctlError(f"launch of {job_id} got no capacity: {problem}; try another option "
+                                    "(--option N) or let trainctl move on by itself (--failover)",
+                                    exit_code=EXIT_NO_CAPACITY) from e
         except Exception as e:  # noqa: BLE001 - recorded, resources removed by tag, then reported in one line
             from trainctl.aws import error_summary
 
@@ -228,28 +243,31 @@ def launch(args: LaunchArgs, say: Callable[[str], None], show: Callable[[Any], N
             except Exception as ce:  # noqa: BLE001 - the launch error matters more; cleanup can be re-run
                 say(f"cleanup after the failed launch did not finish ({error_summary(ce)})")
             raise TrainctlError(f"launch of {job_id} failed: {error_summary(e)}") from e
-        set_status(job_id, "InProgress")
-        state.add_event(job_id, "submitted", json.dumps({k: v for k, v in outputs.items() if isinstance(v, str)}))
-        attempt = {"job_id": job_id, "rank": option.get("rank"), "layout": _layout(option),
-                   "region": request.region, "outcome": "submitted"}
-        attempts.append(attempt)
-        say(f"submitted {job_id} ({describe_option(option)})")
-        if not args.failover:
-            break
-        problem = wait_for_capacity(backend, job_id, request.region, args.poll_seconds, say)
-        if problem is None:
-            attempt["outcome"] = "running"
-            state.add_event(job_id, "capacity", "instances obtained; training started")
-            break
-        attempt["outcome"] = f"no capacity: {problem}"
-        set_status(job_id, "NoCapacity")
-        state.add_event(job_id, "no-capacity", problem)
-        try:
-            backend.cleanup(job_id, request.region)
-        except Exception as e:  # noqa: BLE001 - a leftover security group is tagged; `cleanup` can retry
-            from trainctl.aws import error_summary
+        else:
+            set_status(job_id, "InProgress")
+            state.add_event(job_id, "submitted",
+                            json.dumps({k: v for k, v in outputs.items() if isinstance(v, str)}))
+            attempt = {"job_id": job_id, "rank": option.get("rank"), "layout": _layout(option),
+                       "region": request.region, "outcome": "submitted"}
+            attempts.append(attempt)
+            say(f"submitted {job_id} ({describe_option(option)})")
+            if not args.failover:
+                break
+            problem = None if getattr(backend, "capacity_at_submit", False) else \
+                wait_for_capacity(backend, job_id, request.region, args.poll_seconds, say)
+            if problem is None:
+                attempt["outcome"] = "running"
+                state.add_event(job_id, "capacity", "instances obtained; training started")
+                break
+            attempt["outcome"] = f"no capacity: {problem}"
+            set_status(job_id, "NoCapacity")
+            state.add_event(job_id, "no-capacity", problem)
+            try:
+                backend.cleanup(job_id, request.region)
+            except Exception as e:  # noqa: BLE001 - a leftover security group is tagged; `cleanup` can retry
+                from trainctl.aws import error_summary
 
-            say(f"cleanup of {job_id} did not finish ({error_summary(e)})")
+                say(f"cleanup of {job_id} did not finish ({error_summary(e)})")
         nxt = sequence[n + 1] if n + 1 < len(sequence) else None
         if nxt is None:
             raise TrainctlError(f"no capacity for any option tried ({', '.join(a['layout'] for a in attempts)}); "

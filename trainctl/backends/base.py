@@ -129,6 +129,9 @@ class CapacityError(Exception):
 
 class Backend(Protocol):
     platform: str
+    # True when a successful submit already holds the capacity (EC2 instant fleet); False when the platform
+    # may still be waiting for instances after submit (SageMaker), so a --failover launch has to watch.
+    capacity_at_submit: bool
 
     def prepare(self, option: dict, spec: Any, settings: "LaunchSettings") -> LaunchRequest:
         """Read what is needed, write nothing, return the exact calls a launch will make."""

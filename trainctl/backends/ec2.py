@@ -151,6 +151,8 @@ def script_args(spec: Any) -> list[str]:
 # ----------------------------------------------------------------------------- the backend
 class Ec2Backend:
     platform = PLATFORM
+    # An instant fleet gives all N instances or submit raises CapacityError: nothing to wait for afterwards.
+    capacity_at_submit = True
 
     def __init__(self, client_for: Callable[[str, str], Any] | None = None):
         self.client_for = client_for or (lambda service, region: aws.client(service, region))

@@ -68,6 +68,8 @@ def _newest_attempt_streams(streams: list[str]) -> int:
 
 class SageMakerBackend:
     platform = "sagemaker"
+    # CreateTrainingJob succeeds before SageMaker has instances: a --failover launch watches for capacity.
+    capacity_at_submit = False
 
     # ------------------------------------------------------------------ prepare (reads only)
     def _role_arn(self, account: str, partition: str, wanted: str | None, region: str) -> tuple[str, str]:
