@@ -147,6 +147,10 @@ def launch(
                                                                  "in the best-scored AZ)."),
     security_group: Optional[str] = typer.Option(None, "--security-group", help="Security group id (default: "
                                                                                  "a new one open only to itself)."),
+    ami: Optional[str] = typer.Option(None, "--ami", help="EC2: AMI id (default: the AWS Deep Learning AMI from "
+                                                          "its public SSM parameter)."),
+    ssh_cidr: Optional[str] = typer.Option(None, "--ssh-cidr", help="EC2: allow SSH from this CIDR only (no SSH "
+                                                                    "by default; 0.0.0.0/0 is refused)."),
     max_runtime_hours: Optional[float] = typer.Option(None, "--max-runtime-hours", min=0.02),
     objective: str = typer.Option("cost", "--objective", help="cost or time (when re-planning)."),
     offline: bool = typer.Option(False, "--offline", help="Plan from the bundled catalog."),
@@ -176,7 +180,8 @@ def launch(
     args = LaunchArgs(spec_path=spec, option_rank=option, plan_path=plan_file, layouts=tuple(layout),
                       platform=platform, objective=objective, offline=offline, dry_run=dry_run, yes=yes,
                       failover=failover, role=role, image=image, bucket=bucket, subnet=subnet,
-                      security_group=security_group, max_runtime_hours=max_runtime_hours, poll_seconds=poll_seconds)
+                      security_group=security_group, ami=ami, ssh_cidr=ssh_cidr, max_runtime_hours=max_runtime_hours,
+                      poll_seconds=poll_seconds)
     result = do_launch(args, say=lambda m: err.print(m, markup=False, soft_wrap=True), show=show, confirm=confirm)
     if OPTS.output == "json":
         render.print_json(result)
@@ -195,6 +200,8 @@ def watch(
     interval: float = typer.Option(2.0, "--interval", min=0.05, help="Seconds between polls after a change; "
                                                                       "backs off to 8x while nothing changes."),
     no_logs: bool = typer.Option(False, "--no-logs", help="Status only."),
+    recover: bool = typer.Option(False, "--recover", help="EC2: relaunch reclaimed Spot nodes (same AZ first); "
+                                                          "the job resumes from its last checkpoint."),
 ) -> None:
     """Follow a job: status transitions, every host's logs, throughput, interruptions, savings, dollars."""
     from trainctl import render
@@ -204,7 +211,10 @@ def watch(
     platform, region, row = w.locate(job)
     backend = get_backend(platform)
     err = render.stderr_console()
+    recoverer = w.recoverer(backend, job, region, say=lambda m: err.print(m, markup=False)) if recover else None
     if once:
+        if recoverer is not None:
+            recoverer(backend.describe(job, region))
         view, progress, _ = w.read_all(backend, job, region)
         doc = w.summary(view, progress, row)
         note = w.record_outcome(view, progress, row) if view.finished else None
@@ -241,7 +251,7 @@ def watch(
 
     try:
         view, progress = w.follow(backend, job, region, interval=interval, on_transition=on_transition,
-                                  on_line=on_line, on_update=on_update, logs=not no_logs)
+                                  on_line=on_line, on_update=on_update, logs=not no_logs, recover=recoverer)
     finally:
         if status:
             status.stop()

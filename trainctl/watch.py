@@ -169,15 +169,19 @@ def read_all(backend, job_id: str, region: str) -> tuple[Any, Progress, list]:
 def follow(backend, job_id: str, region: str, *, interval: float = 2.0, max_interval: float | None = None,
            on_transition: Callable[[Any], None] = lambda t: None, on_line: Callable[[Any], None] = lambda ln: None,
            on_update: Callable[[Any, Progress], None] = lambda v, p: None, logs: bool = True,
-           should_stop: Callable[[], bool] = lambda: False) -> tuple[Any, Progress]:
+           should_stop: Callable[[], bool] = lambda: False,
+           recover: Callable[[Any], bool] | None = None) -> tuple[Any, Progress]:
     """Poll until the job ends. Backoff: `interval` after a change, growing x1.5 up to `max_interval`
-    (default 8 x interval) while nothing happens."""
+    (default 8 x interval) while nothing happens. `recover` (from `recoverer`) gets every view and
+    relaunches lost capacity; it returns True when it did something."""
     max_interval = max_interval or interval * 8
     progress, cursor, shown_transitions = Progress(), None, 0
     delay = interval
     while True:
         view = backend.describe(job_id, region)
         changed = False
+        if recover is not None and recover(view):
+            view, changed = backend.describe(job_id, region), True
         # the newest transition may still be open; show each once, when it starts
         for t in view.transitions[shown_transitions:]:
             on_transition(t)
@@ -199,6 +203,44 @@ def follow(backend, job_id: str, region: str, *, interval: float = 2.0, max_inte
             return view, progress
         delay = interval if changed else min(max_interval, delay * 1.5)
         time.sleep(delay)
+
+
+def recoverer(backend, job_id: str, region: str, say: Callable[[str], None]) -> Callable[[Any], bool]:
+    """For `watch --recover`: when a job shows Interrupted, relaunch the capacity it lost (the nodes resume
+    from the last checkpoint by themselves) and record each interruption, with its cost, once."""
+    import json
+
+    if not hasattr(backend, "recover"):
+        raise TrainctlError(f"--recover: {backend.platform} restarts interrupted jobs by itself (managed Spot); "
+                            "drop --recover", exit_code=2)
+    from trainctl.backends.base import CapacityError
+
+    def recorded_interruptions() -> set[str]:
+        if not (state.home() / "state.db").exists():
+            return set()
+        with closing(state.connect()) as conn:
+            rows = conn.execute("SELECT detail FROM events WHERE job_id=? AND kind='interruption'", (job_id,))
+            return {json.loads(r["detail"]).get("instance_id") for r in rows}
+
+    def check(view) -> bool:
+        if view.finished or view.secondary_status != "Interrupted":
+            return False
+        try:
+            result = backend.recover(job_id, region, progress=say)
+        except CapacityError as e:
+            say(f"recovery of {job_id} found no capacity yet ({e}); trying again at the next poll")
+            return False
+        known = recorded_interruptions()
+        for item in result.get("interruptions", []):
+            if item.get("instance_id") not in known:
+                state.add_event(job_id, "interruption", json.dumps(item))
+        if result.get("launched"):
+            state.add_event(job_id, "recovered", json.dumps({k: result.get(k) for k in
+                                                             ("launched", "availability_zone", "moved", "missing")}))
+            return True
+        return False
+
+    return check
 
 
 def exit_code(view) -> int:
