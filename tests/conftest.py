@@ -56,6 +56,7 @@ def sandbox_server(tmp_path_factory) -> Sandbox:
     try:
         yield sb
     finally:
+        _read_call_log(sb)
         process.stop(directory)
 
 
@@ -82,3 +83,40 @@ def sandbox_env(sandbox: Sandbox, monkeypatch, tmp_path) -> Sandbox:
     for name, value in sandbox.env.items():
         monkeypatch.setenv(name, value)
     return sandbox
+
+
+# ------------------------------------------------------------------ session-wide IAM policy check
+# The sandbox counts every call whose User-Agent carries trainctl/ (trainctl/sandbox/call_log.py). When
+# the session's sandbox stops, its log is read; at the end of the session any call that the policy of
+# trainctl/iam.py does not cover fails the run (tests/test_iam_policy.py checks the other direction).
+_SESSION_CALLS: set[str] = set()
+
+
+def _read_call_log(sb: Sandbox) -> None:
+    try:
+        _SESSION_CALLS.update(f"{c['service']}:{c['operation']}" for c in sb.admin.call_log())
+    except Exception as e:  # noqa: BLE001 - a sandbox that died is reported by its own tests
+        print(f"\ncould not read the sandbox's call log: {e}")
+
+
+def _uncovered() -> list[str]:
+    from trainctl.iam import CALLS
+
+    return sorted(_SESSION_CALLS - {c.operation for c in CALLS})
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _SESSION_CALLS and _uncovered() and session.exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not _SESSION_CALLS:
+        return
+    missing = _uncovered()
+    if missing:
+        terminalreporter.write_line(f"IAM policy check FAILED: trainctl made calls that trainctl/iam.py does not "
+                                    f"allow: {', '.join(missing)}", red=True)
+    else:
+        terminalreporter.write_line(f"IAM policy check: all {len(_SESSION_CALLS)} kinds of AWS call trainctl made "
+                                    "in this session are allowed by `trainctl iam-policy`")

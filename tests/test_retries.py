@@ -24,26 +24,40 @@ def cli(sandbox, home: Path, *args: str):
     return run_cli(list(args), home, env=env, timeout=200)
 
 
-def calls(sandbox, operation: str) -> int:
-    return sum(c["count"] for c in sandbox.admin.call_log() if c["operation"] == operation)
+class Calls:
+    """Attempts of an operation since this object was made (the sandbox's call log is cumulative: the
+    session-wide IAM policy check reads it at the end, so tests never clear it)."""
+
+    def __init__(self, sandbox):
+        self.sandbox = sandbox
+        self.start = self._counts()
+
+    def _counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in self.sandbox.admin.call_log():
+            out[c["operation"]] = out.get(c["operation"], 0) + c["count"]
+        return out
+
+    def __call__(self, operation: str) -> int:
+        return self._counts().get(operation, 0) - self.start.get(operation, 0)
 
 
 def test_throttled_plan_succeeds_when_throttling_stops(sandbox, tmp_path):
     spec = str(CONFIGS / "vit-base-g5.yaml")
-    sandbox.admin.call_log(clear=True)
+    calls = Calls(sandbox)
     base = cli(sandbox, tmp_path, "--output", "json", "plan", spec)
     assert base.returncode == 0, base.stderr
-    baseline = calls(sandbox, "GetSpotPlacementScores")
+    baseline = calls("GetSpotPlacementScores")
     assert baseline > 0
 
-    sandbox.admin.call_log(clear=True)
+    calls = Calls(sandbox)
     sandbox.admin.throttle("GetSpotPlacementScores", ATTEMPTS - 1)
     proc = cli(sandbox, tmp_path, "--output", "json", "plan", spec)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["source"] == "live" and {o["region"] for o in doc["options"]} == {"us-east-1", "us-west-2"}
     assert not any("failed" in w for w in doc["warnings"]), doc["warnings"]
-    assert calls(sandbox, "GetSpotPlacementScores") == baseline + ATTEMPTS - 1  # the throttled attempts, retried
+    assert calls("GetSpotPlacementScores") == baseline + ATTEMPTS - 1  # the throttled attempts, retried
     def layouts(d):  # prices walk with the clock between the two runs; the layouts planned do not
         return {(o["platform"], o["instance_type"], o["count"], o["market"], o["region"]) for o in d["options"]}
 
@@ -51,7 +65,7 @@ def test_throttled_plan_succeeds_when_throttling_stops(sandbox, tmp_path):
 
 
 def test_plan_throttled_without_end_gives_up_after_bounded_attempts(sandbox, tmp_path):
-    sandbox.admin.call_log(clear=True)
+    calls = Calls(sandbox)
     sandbox.admin.throttle("DescribeAvailabilityZones", 1000)
     proc = cli(sandbox, tmp_path, "--output", "json", "plan", str(CONFIGS / "vit-base-g5.yaml"))
     assert proc.returncode == 3, proc.stderr  # no option: every region's market data failed
@@ -60,7 +74,7 @@ def test_plan_throttled_without_end_gives_up_after_bounded_attempts(sandbox, tmp
     for region in ("us-east-1", "us-west-2"):
         assert any(w.startswith(f"{region}: DescribeAvailabilityZones failed (RequestLimitExceeded")
                    for w in doc["warnings"]), doc["warnings"]
-    assert calls(sandbox, "DescribeAvailabilityZones") == 2 * ATTEMPTS  # bounded: 2 regions x attempts
+    assert calls("DescribeAvailabilityZones") == 2 * ATTEMPTS  # bounded: 2 regions x attempts
 
 
 @pytest.fixture
@@ -72,7 +86,7 @@ def sm(sandbox):
 
 
 def test_throttled_launch_succeeds_when_throttling_stops(sm, tmp_path):
-    sm.admin.call_log(clear=True)
+    calls = Calls(sm)
     sm.admin.throttle("CreateTrainingJob", ATTEMPTS - 1)
     sm.admin.throttle("CreateSecurityGroup", ATTEMPTS - 1)
     proc = cli(sm, tmp_path, "--output", "json", "launch", SPEC, "--yes", "--layout", "g5.xlarge:1:on-demand")
@@ -80,12 +94,12 @@ def test_throttled_launch_succeeds_when_throttling_stops(sm, tmp_path):
     job = json.loads(proc.stdout)["job_id"]
     sagemaker = sm.client("sagemaker")
     assert sagemaker.describe_training_job(TrainingJobName=job)["TrainingJobName"] == job
-    assert calls(sm, "CreateTrainingJob") == ATTEMPTS and calls(sm, "CreateSecurityGroup") == ATTEMPTS
+    assert calls("CreateTrainingJob") == ATTEMPTS and calls("CreateSecurityGroup") == ATTEMPTS
     sagemaker.stop_training_job(TrainingJobName=job)
 
 
 def test_launch_throttled_without_end_is_one_clear_error_and_leaves_nothing(sm, tmp_path):
-    sm.admin.call_log(clear=True)
+    calls = Calls(sm)
     sm.admin.throttle("CreateTrainingJob", 1000)
     proc = cli(sm, tmp_path, "launch", SPEC, "--yes", "--layout", "g5.xlarge:1:on-demand")
     assert proc.returncode == 1, proc.stderr
@@ -94,7 +108,7 @@ def test_launch_throttled_without_end_is_one_clear_error_and_leaves_nothing(sm, 
     assert m, proc.stderr
     assert "Traceback" not in proc.stderr
     job = m.group(1)
-    assert calls(sm, "CreateTrainingJob") == ATTEMPTS
+    assert calls("CreateTrainingJob") == ATTEMPTS
     assert sm.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
     # the failed launch removed what it had created (the job's security group)
     groups = sm.client("ec2").describe_security_groups(Filters=[{"Name": "tag:trainctl:job", "Values": [job]}])

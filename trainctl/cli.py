@@ -355,6 +355,29 @@ def down(
                                       markup=False)
 
 
+@app.command("iam-policy")
+def iam_policy(
+    platform: str = typer.Option("all", "--platform", help="sagemaker, ec2 or all: the calls of which backends."),
+    role: str = typer.Option("cli", "--role", help="cli (whoever runs trainctl), sagemaker-execution (the "
+                                                   "training job's role) or ec2-node (the EC2 nodes' role)."),
+    execution_role: str = typer.Option("trainctl-sagemaker-execution", "--execution-role",
+                                       help="The SageMaker execution role name the cli policy may pass."),
+) -> None:
+    """Print least-privilege IAM policy documents for trainctl (docs/security.md explains them)."""
+    import json as _json
+
+    from trainctl import iam, render
+
+    doc = iam.documents(platform, role, execution_role)
+    if OPTS.output == "json":
+        render.print_json(doc)
+    else:  # the policy itself, ready for `aws iam put-role-policy --policy-document file://...`
+        typer.echo(_json.dumps(doc["policy"], indent=2))
+        if "trust_policy" in doc:
+            render.stderr_console().print("trust policy (--output json shows it with the policy): "
+                                          + _json.dumps(doc["trust_policy"]), markup=False, soft_wrap=True)
+
+
 def _mount_subcommands() -> None:
     # The sandbox's own module keeps moto and boto3 out of start-up (imports happen inside its commands).
     try:

@@ -1,0 +1,262 @@
+"""Least-privilege IAM policies for trainctl, generated from one table.
+
+`CALLS` lists every AWS API operation trainctl makes with the CLI's credentials, and for each one the
+IAM actions it needs (an operation may need more than its own name: CreateTrainingJob with Tags needs
+sagemaker:AddTags and iam:PassRole), the resources those actions are limited to, and the condition
+that scopes them where AWS allows one (the `trainctl:job` tag, the job bucket `trainctl-*`, the execution
+role). `cli_policy()` groups the table into statements; nothing is derived from a recording.
+tests/test_iam_policy.py checks the table against the calls trainctl really makes in the sandbox: each
+one must be here, and each row must be made by some command.
+
+Policies for the other two principals are separate documents: the SageMaker execution role (what
+the training container does) and the EC2 node role (trainctl's EC2 backend creates one per job with
+`backends.ec2.node_policy`; the one printed here is its shape for every job, for review).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+JOB_TAG = "trainctl:job"
+BUCKET = "trainctl-*"            # the job bucket: trainctl-ACCOUNT-REGION
+EXECUTION_ROLE = "trainctl-sagemaker-execution"
+NODE_PATH = "/trainctl/"         # the EC2 backend's per-job roles and instance profiles live under this path
+PLATFORMS = ("sagemaker", "ec2")
+ROLES = ("cli", "sagemaker-execution", "ec2-node")
+
+# Conditions, by name (kept as data so statements with the same scoping merge)
+TAGGED_REQUEST = {"Null": {f"aws:RequestTag/{JOB_TAG}": "false"}}     # creating: must carry the job tag
+TAGGED_RESOURCE = {"Null": {f"aws:ResourceTag/{JOB_TAG}": "false"}}   # changing: must already carry it
+SAGEMAKER_PASS = {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
+EC2_PASS = {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+
+
+def _create_action(*operations: str) -> dict:
+    return {"StringEquals": {"ec2:CreateAction": list(operations)}}
+
+
+@dataclass(frozen=True)
+class Grant:
+    actions: tuple[str, ...]
+    resources: tuple[str, ...] = ("*",)
+    condition: dict | None = None
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One API operation trainctl calls ('service:Operation', botocore's names) and what it needs."""
+
+    operation: str
+    platforms: tuple[str, ...]    # which --platform needs it ("sagemaker", "ec2"); planning needs both
+    grants: tuple[Grant, ...] = field(default=())
+
+
+def _g(*actions: str, resources: tuple[str, ...] = ("*",), condition: dict | None = None, why: str = "") -> Grant:
+    return Grant(tuple(actions), resources, condition, why)
+
+
+EC2 = "arn:aws:ec2:*:*"
+S3_BUCKET = f"arn:aws:s3:::{BUCKET}"
+S3_OBJECTS = f"arn:aws:s3:::{BUCKET}/*"
+BOTH = PLATFORMS
+SM = ("sagemaker",)
+E2 = ("ec2",)
+DESCRIBE = "Describe/List/Get calls on EC2 cannot be limited to resources; they return metadata only"
+
+CALLS: tuple[Call, ...] = (
+    # ---- planning (plan, launch's re-plan) and the job bucket: every platform
+    Call("ec2:DescribeAvailabilityZones", BOTH, (_g("ec2:DescribeAvailabilityZones", why=DESCRIBE),)),
+    Call("ec2:GetSpotPlacementScores", BOTH, (_g("ec2:GetSpotPlacementScores", why=DESCRIBE),)),
+    Call("ec2:DescribeSpotPriceHistory", BOTH, (_g("ec2:DescribeSpotPriceHistory", why=DESCRIBE),)),
+    Call("pricing:GetProducts", BOTH, (_g("pricing:GetProducts", why="the Price List API has no resources"),)),
+    Call("service-quotas:ListServiceQuotas", BOTH, (_g("servicequotas:ListServiceQuotas",
+                                                       why="Service Quotas reads have no resources"),)),
+    Call("sts:GetCallerIdentity", BOTH, ()),  # needs no permission: every principal may ask who it is
+    Call("s3:HeadBucket", BOTH, (_g("s3:ListBucket", resources=(S3_BUCKET,)),)),
+    Call("s3:CreateBucket", BOTH, (_g("s3:CreateBucket", resources=(S3_BUCKET,)),)),
+    Call("s3:PutBucketTagging", BOTH, (_g("s3:PutBucketTagging", resources=(S3_BUCKET,)),)),
+    Call("s3:PutBucketEncryption", BOTH, (_g("s3:PutEncryptionConfiguration", resources=(S3_BUCKET,)),)),
+    Call("s3:PutPublicAccessBlock", BOTH, (_g("s3:PutBucketPublicAccessBlock", resources=(S3_BUCKET,)),)),
+    Call("s3:PutObject", BOTH, (_g("s3:PutObject", "s3:PutObjectTagging", resources=(S3_OBJECTS,)),)),
+    Call("ec2:DescribeVpcs", BOTH, (_g("ec2:DescribeVpcs", why=DESCRIBE),)),
+    Call("ec2:DescribeSubnets", BOTH, (_g("ec2:DescribeSubnets", why=DESCRIBE),)),
+    Call("ec2:DescribeSecurityGroups", BOTH, (_g("ec2:DescribeSecurityGroups", why=DESCRIBE),)),
+    Call("ec2:CreateSecurityGroup", BOTH, (
+        _g("ec2:CreateSecurityGroup", resources=(f"{EC2}:vpc/*",)),
+        _g("ec2:CreateSecurityGroup", resources=(f"{EC2}:security-group/*",), condition=TAGGED_REQUEST),
+        _g("ec2:CreateTags", resources=(f"{EC2}:security-group/*",),
+           condition=_create_action("CreateSecurityGroup")))),
+    Call("ec2:AuthorizeSecurityGroupIngress", BOTH, (
+        _g("ec2:AuthorizeSecurityGroupIngress", resources=(f"{EC2}:security-group/*",), condition=TAGGED_RESOURCE),
+        _g("ec2:CreateTags", resources=(f"{EC2}:security-group-rule/*",),
+           condition=_create_action("AuthorizeSecurityGroupIngress")))),
+    Call("ec2:DeleteSecurityGroup", BOTH, (_g("ec2:DeleteSecurityGroup", resources=(f"{EC2}:security-group/*",),
+                                              condition=TAGGED_RESOURCE),)),
+    # ---- SageMaker
+    Call("iam:GetRole", SM, (_g("iam:GetRole", resources=("arn:aws:iam::*:role/{execution_role}",)),)),
+    Call("s3:HeadObject", SM, (_g("s3:GetObject", resources=(S3_OBJECTS,)),)),
+    Call("sagemaker:CreateTrainingJob", SM, (
+        _g("sagemaker:CreateTrainingJob", "sagemaker:AddTags", resources=("arn:aws:sagemaker:*:*:training-job/*",),
+           condition=TAGGED_REQUEST),
+        _g("iam:PassRole", resources=("arn:aws:iam::*:role/{execution_role}",), condition=SAGEMAKER_PASS,
+           why="only the execution role, only to SageMaker"))),
+    Call("sagemaker:DescribeTrainingJob", SM, (_g("sagemaker:DescribeTrainingJob",
+                                                  resources=("arn:aws:sagemaker:*:*:training-job/*",)),)),
+    Call("sagemaker:StopTrainingJob", SM, (_g("sagemaker:StopTrainingJob",
+                                              resources=("arn:aws:sagemaker:*:*:training-job/*",),
+                                              condition=TAGGED_RESOURCE),)),
+    Call("logs:DescribeLogStreams", BOTH, (_g("logs:DescribeLogStreams", resources=(
+        "arn:aws:logs:*:*:log-group:/aws/sagemaker/TrainingJobs:*", "arn:aws:logs:*:*:log-group:/trainctl/*")),)),
+    Call("logs:FilterLogEvents", BOTH, (_g("logs:FilterLogEvents", resources=(
+        "arn:aws:logs:*:*:log-group:/aws/sagemaker/TrainingJobs:*", "arn:aws:logs:*:*:log-group:/trainctl/*")),)),
+    # ---- EC2: fleets of tagged instances, a per-job role for the nodes under /trainctl/
+    Call("ssm:GetParameter", E2, (_g("ssm:GetParameter", resources=(
+        "arn:aws:ssm:*::parameter/aws/service/deeplearning/*", "arn:aws:ssm:*::parameter/aws/service/neuron/*"),
+        why="the Deep Learning AMI ids AWS publishes"),)),
+    Call("ec2:DescribeInstanceTypeOfferings", E2, (_g("ec2:DescribeInstanceTypeOfferings", why=DESCRIBE),)),
+    Call("ec2:DescribeInstances", E2, (_g("ec2:DescribeInstances", why=DESCRIBE),)),
+    Call("ec2:DescribeLaunchTemplates", E2, (_g("ec2:DescribeLaunchTemplates", why=DESCRIBE),)),
+    Call("ec2:DescribeLaunchTemplateVersions", E2, (_g("ec2:DescribeLaunchTemplateVersions", why=DESCRIBE),)),
+    Call("ec2:DescribeFleets", E2, (_g("ec2:DescribeFleets", why=DESCRIBE),)),
+    Call("ec2:DescribePlacementGroups", E2, (_g("ec2:DescribePlacementGroups", why=DESCRIBE),)),
+    Call("ec2:CreatePlacementGroup", E2, (
+        _g("ec2:CreatePlacementGroup", resources=(f"{EC2}:placement-group/*",), condition=TAGGED_REQUEST),
+        _g("ec2:CreateTags", resources=(f"{EC2}:placement-group/*",),
+           condition=_create_action("CreatePlacementGroup")))),
+    Call("ec2:CreateLaunchTemplate", E2, (
+        _g("ec2:CreateLaunchTemplate", resources=(f"{EC2}:launch-template/*",), condition=TAGGED_REQUEST),
+        _g("ec2:CreateTags", resources=(f"{EC2}:launch-template/*",),
+           condition=_create_action("CreateLaunchTemplate")))),
+    Call("ec2:CreateFleet", E2, (
+        _g("ec2:CreateFleet", resources=(f"{EC2}:fleet/*",), condition=TAGGED_REQUEST),
+        # an instant fleet launches through RunInstances with the caller's permissions
+        _g("ec2:RunInstances", resources=(f"{EC2}:instance/*", f"{EC2}:volume/*", f"{EC2}:network-interface/*"),
+           condition=TAGGED_REQUEST),
+        _g("ec2:RunInstances", resources=(f"{EC2}:launch-template/*", f"{EC2}:security-group/*",
+                                          f"{EC2}:placement-group/*"), condition=TAGGED_RESOURCE),
+        _g("ec2:RunInstances", resources=(f"{EC2}:subnet/*", f"{EC2}:key-pair/*", "arn:aws:ec2:*::image/*")),
+        _g("ec2:CreateTags", resources=(f"{EC2}:fleet/*", f"{EC2}:instance/*", f"{EC2}:volume/*",
+                                        f"{EC2}:network-interface/*"),
+           condition=_create_action("CreateFleet", "RunInstances")),
+        _g("iam:PassRole", resources=("arn:aws:iam::*:role/trainctl/*",), condition=EC2_PASS,
+           why="only trainctl's per-job node roles, only to EC2"))),
+    Call("ec2:CreateTags", E2, (_g("ec2:CreateTags", resources=(f"{EC2}:instance/*",), condition=TAGGED_RESOURCE,
+                                   why="marks instances trainctl terminates itself"),)),
+    Call("ec2:TerminateInstances", E2, (_g("ec2:TerminateInstances", resources=(f"{EC2}:instance/*",),
+                                           condition=TAGGED_RESOURCE),)),
+    Call("ec2:DeleteFleets", E2, (_g("ec2:DeleteFleets", resources=(f"{EC2}:fleet/*",), condition=TAGGED_RESOURCE),)),
+    Call("ec2:DeleteLaunchTemplate", E2, (_g("ec2:DeleteLaunchTemplate", resources=(f"{EC2}:launch-template/*",),
+                                             condition=TAGGED_RESOURCE),)),
+    Call("ec2:DeletePlacementGroup", E2, (_g("ec2:DeletePlacementGroup", resources=(f"{EC2}:placement-group/*",),
+                                             condition=TAGGED_RESOURCE),)),
+    Call("s3:GetObject", E2, (_g("s3:GetObject", resources=(S3_OBJECTS,)),)),
+    Call("s3:ListObjectsV2", E2, (_g("s3:ListBucket", resources=(S3_BUCKET,)),)),
+    *(Call(f"iam:{op}", E2, (_g(f"iam:{op}", *extra, resources=("arn:aws:iam::*:role/trainctl/*",)),))
+      for op, extra in (("CreateRole", ("iam:TagRole",)), ("PutRolePolicy", ()), ("DeleteRolePolicy", ()),
+                        ("ListRoleTags", ()), ("ListRolePolicies", ()), ("ListAttachedRolePolicies", ()),
+                        ("DetachRolePolicy", ()), ("ListInstanceProfilesForRole", ()), ("DeleteRole", ()))),
+    *(Call(f"iam:{op}", E2, (_g(f"iam:{op}", *extra, resources=("arn:aws:iam::*:instance-profile/trainctl/*",)),))
+      for op, extra in (("CreateInstanceProfile", ("iam:TagInstanceProfile",)), ("DeleteInstanceProfile", ()),
+                        ("RemoveRoleFromInstanceProfile", ()), ("AddRoleToInstanceProfile", ()))),
+    Call("iam:ListRoles", E2, (_g("iam:ListRoles", why="listing takes no resource; trainctl asks for /trainctl/ only"),)),
+    Call("iam:ListInstanceProfiles", E2, (_g("iam:ListInstanceProfiles",
+                                             why="listing takes no resource; trainctl asks for /trainctl/ only"),)),
+)
+
+
+def calls_for(platform: str = "all") -> tuple[Call, ...]:
+    wanted = PLATFORMS if platform == "all" else (platform,)
+    return tuple(c for c in CALLS if set(c.platforms) & set(wanted))
+
+
+def _fill(value, execution_role: str):
+    if isinstance(value, str):
+        return value.replace("{execution_role}", execution_role)
+    if isinstance(value, (list, tuple)):
+        return [_fill(v, execution_role) for v in value]
+    return value
+
+
+def cli_policy(platform: str = "all", execution_role: str = EXECUTION_ROLE) -> dict:
+    """The policy for the person or CI role that runs trainctl: statements grouped by (resources, condition)."""
+    groups: dict[str, dict] = {}
+    for call in calls_for(platform):
+        for grant in call.grants:
+            resources = sorted(set(_fill(grant.resources, execution_role)))
+            key = json.dumps([resources, grant.condition], sort_keys=True)
+            st = groups.setdefault(key, {"actions": set(), "resources": resources, "condition": grant.condition})
+            st["actions"].update(grant.actions)
+    statements = []
+    for i, (_, g) in enumerate(sorted(groups.items(), key=lambda kv: (kv[1]["resources"] != ["*"], kv[0])), 1):
+        st = {"Sid": f"Trainctl{i}", "Effect": "Allow", "Action": sorted(g["actions"]),
+              "Resource": g["resources"][0] if len(g["resources"]) == 1 else g["resources"]}
+        if g["condition"]:
+            st["Condition"] = g["condition"]
+        statements.append(st)
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def granted_actions(policy: dict) -> set[str]:
+    out: set[str] = set()
+    for st in policy["Statement"]:
+        actions = st["Action"]
+        out.update([actions] if isinstance(actions, str) else actions)
+    return out
+
+
+def sagemaker_execution_policy() -> dict:
+    """What the SageMaker training container needs: its code and checkpoints under the job bucket's trainctl/
+    prefix, its logs and metrics, the training image, and network interfaces in the job's VPC subnet."""
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "JobObjects", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+         "Resource": f"arn:aws:s3:::{BUCKET}/trainctl/*"},
+        {"Sid": "ListJobPrefix", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": S3_BUCKET,
+         "Condition": {"StringLike": {"s3:prefix": ["trainctl/*"]}}},
+        {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream",
+                                                       "logs:PutLogEvents", "logs:DescribeLogStreams"],
+         "Resource": "arn:aws:logs:*:*:log-group:/aws/sagemaker/TrainingJobs:*"},
+        {"Sid": "Metrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
+         "Condition": {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}},
+        {"Sid": "PullImage", "Effect": "Allow", "Action": ["ecr:GetAuthorizationToken", "ecr:BatchGetImage",
+                                                            "ecr:GetDownloadUrlForLayer",
+                                                            "ecr:BatchCheckLayerAvailability"], "Resource": "*"},
+        {"Sid": "VpcInterfaces", "Effect": "Allow", "Action": [
+            "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
+            "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
+            "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"], "Resource": "*"},
+    ]}
+
+
+SAGEMAKER_TRUST = {"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+
+
+def ec2_node_policy() -> dict:
+    """The node role's shape: the EC2 backend writes this per job with the job id, bucket, region and account
+    filled in (backends.ec2.node_policy); here with wildcards, for review."""
+    from trainctl.backends.ec2 import node_policy
+
+    return node_policy("JOB_ID", "trainctl-ACCOUNT-REGION", "REGION", "ACCOUNT")
+
+
+def documents(platform: str = "all", role: str = "cli", execution_role: str = EXECUTION_ROLE) -> dict:
+    """{"role", "platform", "policy", plus "trust_policy" for the roles AWS services assume}."""
+    if platform not in (*PLATFORMS, "all"):
+        from trainctl.errors import UsageError
+
+        raise UsageError(f"--platform {platform!r}: use sagemaker, ec2 or all")
+    if role == "cli":
+        return {"role": role, "platform": platform, "policy": cli_policy(platform, execution_role)}
+    if role == "sagemaker-execution":
+        return {"role": role, "role_name": execution_role, "policy": sagemaker_execution_policy(),
+                "trust_policy": SAGEMAKER_TRUST}
+    if role == "ec2-node":
+        from trainctl.backends.ec2 import TRUST_POLICY
+
+        return {"role": role, "note": "created per job by `trainctl launch --platform ec2` under /trainctl/, "
+                                      "removed by `trainctl down`", "policy": ec2_node_policy(),
+                "trust_policy": TRUST_POLICY}
+    from trainctl.errors import UsageError
+
+    raise UsageError(f"--role {role!r}: use {', '.join(ROLES)}")
