@@ -355,6 +355,31 @@ def down(
                                       markup=False)
 
 
+@app.command()
+def doctor(
+    spec: Optional[str] = typer.Argument(None, help="Job spec YAML: also check the quotas its layouts need."),
+    platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2 only."),
+    role: Optional[str] = typer.Option(None, "--role", help="SageMaker execution role name or ARN to check."),
+    bucket: Optional[str] = typer.Option(None, "--bucket", help="Job bucket (default trainctl-ACCOUNT-REGION)."),
+    subnet: Optional[str] = typer.Option(None, "--subnet", help="Subnet a SageMaker job would use (default: the "
+                                                               "default VPC's first)."),
+) -> None:
+    """Check credentials, quotas, the execution role, the subnet's route to S3, the job bucket and placement
+    scores: one pass/fail line each, with the fix. Exit code 1 when a check fails."""
+    from trainctl import doctor as d
+
+    on_check = None if OPTS.output == "json" else (lambda c: typer.echo(d.render([c]).rsplit("\n", 1)[0]))
+    checks = d.run(spec, role=role, bucket=bucket, subnet=subnet, platform=platform, on_check=on_check)
+    if OPTS.output == "json":
+        from trainctl import render
+
+        render.print_json(d.to_json(checks))
+    else:
+        typer.echo(d.render(checks).rsplit("\n", 1)[1])
+    if any(c.status == "fail" for c in checks):
+        raise typer.Exit(1)
+
+
 @app.command("iam-policy")
 def iam_policy(
     platform: str = typer.Option("all", "--platform", help="sagemaker, ec2 or all: the calls of which backends."),

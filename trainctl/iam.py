@@ -93,6 +93,12 @@ CALLS: tuple[Call, ...] = (
            condition=_create_action("AuthorizeSecurityGroupIngress")))),
     Call("ec2:DeleteSecurityGroup", BOTH, (_g("ec2:DeleteSecurityGroup", resources=(f"{EC2}:security-group/*",),
                                               condition=TAGGED_RESOURCE),)),
+    # ---- doctor (reads only)
+    Call("ec2:DescribeRouteTables", BOTH, (_g("ec2:DescribeRouteTables", why=DESCRIBE),)),
+    Call("ec2:DescribeVpcEndpoints", BOTH, (_g("ec2:DescribeVpcEndpoints", why=DESCRIBE),)),
+    Call("s3:GetBucketEncryption", BOTH, (_g("s3:GetEncryptionConfiguration", resources=(S3_BUCKET,)),)),
+    Call("s3:GetPublicAccessBlock", BOTH, (_g("s3:GetBucketPublicAccessBlock", resources=(S3_BUCKET,)),)),
+    Call("s3:GetBucketPolicyStatus", BOTH, (_g("s3:GetBucketPolicyStatus", resources=(S3_BUCKET,)),)),
     # ---- SageMaker
     Call("iam:GetRole", SM, (_g("iam:GetRole", resources=("arn:aws:iam::*:role/{execution_role}",)),)),
     Call("s3:HeadObject", SM, (_g("s3:GetObject", resources=(S3_OBJECTS,)),)),

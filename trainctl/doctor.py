@@ -1,0 +1,272 @@
+"""`trainctl doctor [SPEC]`: can this account and region launch the spec, and if not, why and what to do.
+
+Each check reads only (no writes) and ends as pass, fail (with the fix) or skip (with the reason).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from trainctl import aws
+
+
+@dataclass
+class Check:
+    name: str
+    status: str            # "pass" | "fail" | "skip"
+    detail: str
+    fix: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _ok(name: str, detail: str) -> Check:
+    return Check(name, "pass", detail)
+
+
+def _fail(name: str, detail: str, fix: str) -> Check:
+    return Check(name, "fail", detail, fix)
+
+
+def _skip(name: str, detail: str) -> Check:
+    return Check(name, "skip", detail)
+
+
+def _denied(e: Exception) -> bool:
+    return aws.error_code(e) in ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation",
+                                 "UnauthorizedAccess")
+
+
+POLICY_FIX = "grant it: `trainctl iam-policy` prints the policy trainctl needs"
+
+
+def check_credentials(region: str) -> tuple[Check, str | None]:
+    name = "credentials and region"
+    try:
+        if not aws.has_credentials():
+            return _fail(name, "no AWS credentials found", "run `aws configure` (or `aws sso login`), set "
+                         "AWS_PROFILE or pass --profile; `trainctl --sandbox doctor` tries the local sandbox"), None
+        ident = aws.client("sts", region).get_caller_identity()
+    except Exception as e:  # noqa: BLE001 - expired tokens, unreachable endpoint, bad region: all end here
+        return _fail(name, f"credentials do not work in {region}: {aws.error_summary(e)}",
+                     "refresh the credentials (`aws sso login`, new keys) or check --region"), None
+    return _ok(name, f"{ident['Arn']} (account {ident['Account']}) in {region}"), ident["Account"]
+
+
+def check_quotas(spec_path: str, platforms: tuple[str, ...]) -> list[Check]:
+    from trainctl.planning import PlanInputs, make_plan
+
+    _, plan = make_plan(PlanInputs(spec_path=spec_path))
+    out = []
+    for platform in platforms:
+        name = f"quotas ({platform})"
+        options = [o for o in plan.options if o.platform == platform]
+        if not options:
+            out.append(_skip(name, f"the plan has no {platform} option (`trainctl plan {spec_path} --show-excluded`)"))
+            continue
+        best = options[0]  # over-quota options rank last: if the first is over, every option is
+        layout = f"{best.count} x {best.instance_type} {best.market} in {best.region}"
+        if best.quota_ok is None:
+            out.append(_skip(name, f"{layout}: quota not readable ({'; '.join(plan.warnings) or 'no value'})"))
+        elif best.quota_ok:
+            n = sum(1 for o in options if o.quota_ok)
+            out.append(_ok(name, f"{layout} (the best {platform} option) fits its quota; {n} of {len(options)} "
+                                 f"{platform} options do"))
+        else:
+            why = next((w for w in best.why if w.startswith("over quota")), "over quota")
+            out.append(_fail(name, f"no {platform} option fits its quota; best: {layout}: {why}",
+                             "request an increase in the Service Quotas console (EC2: Spot and On-Demand vCPUs "
+                             "per instance class; SageMaker: ml.TYPE for (spot) training job usage)"))
+    return out
+
+
+def check_execution_role(region: str, role: str) -> Check:
+    from trainctl.backends.sagemaker import _trusts_sagemaker
+
+    name = "SageMaker execution role"
+    role_name = role.rsplit("/", 1)[-1]
+    fix = ("create it: `trainctl iam-policy --role sagemaker-execution -o json` prints its policy and trust "
+           "policy; or pass --role NAME")
+    try:
+        found = aws.client("iam", region).get_role(RoleName=role_name)["Role"]
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) == "NoSuchEntity":
+            return _fail(name, f"role {role_name} does not exist", fix)
+        if _denied(e):
+            return _fail(name, f"cannot read role {role_name}: {aws.error_summary(e)}", POLICY_FIX)
+        raise
+    if not _trusts_sagemaker(found.get("AssumeRolePolicyDocument", {})):
+        return _fail(name, f"role {role_name} does not trust sagemaker.amazonaws.com",
+                     "add a trust statement allowing sts:AssumeRole for Service sagemaker.amazonaws.com")
+    return _ok(name, f"{found['Arn']} trusts sagemaker.amazonaws.com")
+
+
+def _subnet(ec2, subnet: str | None) -> dict | None:
+    if subnet:
+        return ec2.describe_subnets(SubnetIds=[subnet])["Subnets"][0]
+    vpcs = ec2.describe_vpcs(Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"]
+    if not vpcs:
+        return None
+    subnets = ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpcs[0]["VpcId"]]}])["Subnets"]
+    return sorted(subnets, key=lambda s: (s["AvailabilityZone"], s["SubnetId"]))[0] if subnets else None
+
+
+def check_s3_route(region: str, subnet_id: str | None) -> Check:
+    """A SageMaker job in a VPC has no public IP: its subnet reaches S3 only through a gateway endpoint or a NAT."""
+    name = "subnet reaches S3"
+    ec2 = aws.client("ec2", region)
+    try:
+        sn = _subnet(ec2, subnet_id)
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e).startswith("InvalidSubnet"):
+            return _fail(name, f"subnet {subnet_id} not found in {region}", "pass a subnet id of this region")
+        raise
+    if sn is None:
+        return _fail(name, f"no default VPC subnet in {region}", "pass --subnet SUBNET_ID")
+    vpc, sid = sn["VpcId"], sn["SubnetId"]
+    tables = ec2.describe_route_tables(Filters=[{"Name": "association.subnet-id", "Values": [sid]}])["RouteTables"]
+    if not tables:  # the subnet uses its VPC's main route table
+        tables = [t for t in ec2.describe_route_tables(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["RouteTables"]
+                  if any(a.get("Main") for a in t.get("Associations", []))]
+    if not tables:
+        return _fail(name, f"subnet {sid} has no route table", "associate a route table with the subnet")
+    rtb = tables[0]["RouteTableId"]
+    endpoints = ec2.describe_vpc_endpoints(Filters=[
+        {"Name": "vpc-id", "Values": [vpc]}, {"Name": "service-name", "Values": [f"com.amazonaws.{region}.s3"]}])
+    for ep in endpoints.get("VpcEndpoints", []):
+        if ep.get("VpcEndpointType", "Gateway") == "Gateway" and rtb in ep.get("RouteTableIds", []):
+            return _ok(name, f"subnet {sid} ({sn['AvailabilityZone']}): S3 gateway endpoint {ep['VpcEndpointId']} "
+                             f"on route table {rtb}")
+    for route in tables[0].get("Routes", []):
+        if route.get("DestinationCidrBlock") == "0.0.0.0/0" and route.get("NatGatewayId"):
+            return _ok(name, f"subnet {sid} ({sn['AvailabilityZone']}): default route through NAT gateway "
+                             f"{route['NatGatewayId']}")
+    return _fail(name, f"subnet {sid} (VPC {vpc}, route table {rtb}) has neither an S3 gateway endpoint nor a NAT "
+                       "route: a SageMaker job there cannot fetch its code",
+                 f"aws ec2 create-vpc-endpoint --vpc-id {vpc} --service-name com.amazonaws.{region}.s3 "
+                 f"--route-table-ids {rtb}  (gateway endpoints cost nothing)")
+
+
+def check_bucket(region: str, bucket: str) -> Check:
+    name = "job bucket"
+    s3 = aws.client("s3", region)
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) in ("404", "NoSuchBucket", "NotFound"):
+            return _ok(name, f"{bucket} does not exist yet: the first launch creates it encrypted, public access "
+                             "blocked")
+        return _fail(name, f"{bucket}: {aws.error_summary(e)}", "use a bucket this account owns (--bucket)")
+    problems = []
+    try:
+        rules = s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]["Rules"]
+        algos = [r["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] for r in rules]
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) != "ServerSideEncryptionConfigurationNotFoundError":
+            raise
+        algos = []
+        problems.append("no default encryption")
+    try:
+        block = s3.get_public_access_block(Bucket=bucket)["PublicAccessBlockConfiguration"]
+        open_ = [k for k in ("BlockPublicAcls", "IgnorePublicAcls", "BlockPublicPolicy", "RestrictPublicBuckets")
+                 if not block.get(k)]
+        if open_:
+            problems.append(f"public access not blocked: {', '.join(open_)} off")
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) != "NoSuchPublicAccessBlockConfiguration":
+            raise
+        problems.append("no public access block")
+    try:
+        if s3.get_bucket_policy_status(Bucket=bucket)["PolicyStatus"].get("IsPublic"):
+            problems.append("its bucket policy makes it public")
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) != "NoSuchBucketPolicy":
+            raise
+    if problems:
+        return _fail(name, f"{bucket}: {'; '.join(problems)}",
+                     f"aws s3api put-bucket-encryption --bucket {bucket} --server-side-encryption-configuration "
+                     "'{\"Rules\":[{\"ApplyServerSideEncryptionByDefault\":{\"SSEAlgorithm\":\"AES256\"}}]}' and "
+                     f"aws s3api put-public-access-block --bucket {bucket} --public-access-block-configuration "
+                     "BlockPublicAcls=true,IgnorePublicAcls=true,BlockPublicPolicy=true,RestrictPublicBuckets=true "
+                     "(a launch with trainctl's default bucket does both)")
+    return _ok(name, f"{bucket}: encrypted ({', '.join(algos)}), public access blocked")
+
+
+def check_placement_scores(region: str, instance_type: str) -> Check:
+    name = "Spot placement scores"
+    try:
+        resp = aws.client("ec2", region).get_spot_placement_scores(
+            InstanceTypes=[instance_type], TargetCapacity=1, SingleAvailabilityZone=True, RegionNames=[region])
+    except Exception as e:  # noqa: BLE001
+        return _fail(name, f"GetSpotPlacementScores in {region}: {aws.error_summary(e)}",
+                     POLICY_FIX if _denied(e) else "plans go on without scores (capacity odds unknown)")
+    n = len(resp.get("SpotPlacementScores", []))
+    return _ok(name, f"{n} AZ score{'s' if n != 1 else ''} for {instance_type} in {region}")
+
+
+def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = None, subnet: str | None = None,
+        platform: str | None = None, on_check: Callable[[Check], Any] | None = None) -> list[Check]:
+    from trainctl.errors import UsageError
+
+    spec = None
+    if spec_path:
+        from trainctl.catalog import load_catalog
+        from trainctl.spec import load_spec
+
+        spec = load_spec(spec_path, catalog=load_catalog())
+    if platform not in (None, "sagemaker", "ec2"):
+        raise UsageError(f"--platform {platform!r}: use sagemaker or ec2")
+    platforms = (platform,) if platform else tuple(spec.candidates.platforms) if spec else ("sagemaker", "ec2")
+    region = aws.default_region()
+    checks: list[Check] = []
+
+    def add(c: Check) -> None:
+        checks.append(c)
+        if on_check:
+            on_check(c)
+
+    cred, account = check_credentials(region)
+    add(cred)
+    if account is None:
+        for n in ("quotas", "SageMaker execution role", "subnet reaches S3", "job bucket", "Spot placement scores"):
+            add(_skip(n, "needs working credentials"))
+        return checks
+    if spec is not None:
+        for c in check_quotas(spec_path, platforms):
+            add(c)
+    else:
+        add(_skip("quotas", "give a job spec to check the quotas its layouts need"))
+    if "sagemaker" in platforms:
+        add(check_execution_role(region, role or (spec.role if spec else None) or "trainctl-sagemaker-execution"))
+        add(check_s3_route(region, subnet))
+    else:
+        add(_skip("SageMaker execution role", "the spec does not use SageMaker"))
+        add(_skip("subnet reaches S3", "only SageMaker VPC jobs need it (EC2 nodes use their public address)"))
+    from trainctl.backends.sagemaker import job_bucket
+
+    add(check_bucket(region, bucket or job_bucket(account, region)))
+    itype = next((lay.instance_type for lay in spec.candidates.layouts), None) if spec else None
+    if itype is None and spec is not None and spec.candidates.families:
+        from trainctl.catalog import load_catalog
+
+        cat = load_catalog()
+        itype = min((i for i in cat.instances.values() if i.family == spec.candidates.families[0]),
+                    key=lambda i: i.vcpus).name
+    add(check_placement_scores(region, itype or "g5.xlarge"))
+    return checks
+
+
+def render(checks: list[Check]) -> str:
+    lines = []
+    for c in checks:
+        lines.append(f"{c.status.upper():4}  {c.name}: {c.detail}")
+        if c.fix:
+            lines.append(f"      fix: {c.fix}")
+    failed = sum(c.status == "fail" for c in checks)
+    lines.append(f"{failed} check{'s' if failed != 1 else ''} failed" if failed else "all checks passed")
+    return "\n".join(lines)
+
+
+def to_json(checks: list[Check]) -> dict:
+    return {"ok": not any(c.status == "fail" for c in checks), "checks": [c.to_json() for c in checks]}
