@@ -84,7 +84,9 @@ def test_dry_run_prints_valid_requests_and_creates_nothing(sm, tmp_path):
         "${security_group_id}"]
     assert {"Key": "trainctl:job", "Value": job} in create["Tags"]
     ingress = next(r for r in doc["requests"] if r["operation"] == "AuthorizeSecurityGroupIngress")["params"]
-    assert ingress["IpPermissions"] == [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": "${security_group_id}"}]}]
+    (rule,) = ingress["IpPermissions"]  # one rule: all traffic, from the group itself, from no address range
+    assert rule["IpProtocol"] == "-1" and "IpRanges" not in rule and "Ipv6Ranges" not in rule
+    assert [pair["GroupId"] for pair in rule["UserIdGroupPairs"]] == ["${security_group_id}"]
     # the subnet is in the AZ the plan scored best
     ec2 = sm.client("ec2")
     subnet = ec2.describe_subnets(SubnetIds=create["VpcConfig"]["Subnets"])["Subnets"][0]

@@ -169,6 +169,27 @@ def tags(job_id: str, **more: str) -> list[dict[str, str]]:
     return [{"Key": JOB_TAG, "Value": job_id}, *({"Key": k, "Value": v} for k, v in more.items())]
 
 
+def self_only_security_group(job_id: str, name: str, vpc_id: str, region: str, job_tags: list[dict],
+                             members: str = "nodes", existing_group: str | None = None) -> list[AwsCall]:
+    """The calls that make a security group whose only rule admits all traffic from itself: the job's
+    hosts reach each other (NCCL, EFA, rendezvous) and nothing else reaches them. A new group's id travels
+    to later calls as ${security_group_id}; for an existing group (a re-run) only the rule is ensured."""
+    group = existing_group or "${security_group_id}"
+    calls = [] if existing_group else [
+        AwsCall("ec2", "CreateSecurityGroup", {
+            "GroupName": name, "VpcId": vpc_id,
+            "Description": f"trainctl job {job_id}: {members} talk to each other only",
+            "TagSpecifications": [{"ResourceType": "security-group", "Tags": job_tags}]},
+            region, outputs={"security_group_id": "GroupId"}, why=f"a group for the job's {members}")]
+    calls.append(AwsCall("ec2", "AuthorizeSecurityGroupIngress", {
+        "GroupId": group, "IpPermissions": [{"IpProtocol": "-1", "UserIdGroupPairs": [
+            {"GroupId": group, "Description": f"all traffic from the job's own {members}"}]}],
+        "TagSpecifications": [{"ResourceType": "security-group-rule", "Tags": job_tags}]},
+        region, ok_errors=("InvalidPermission.Duplicate",),
+        why=f"all traffic between the job's {members}, none from anywhere else"))
+    return calls
+
+
 def run_calls(request: LaunchRequest, client_for: Callable[[str, str], Any],
               progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Execute a request's calls in order, filling ${placeholders}; shared by the backends' submit()."""

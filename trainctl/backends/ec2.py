@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from trainctl import aws
 from trainctl.backends.base import (JOB_TAG, AwsCall, CapacityError, JobView, LaunchRequest, LaunchSettings,
-                                    LogLine, Transition, run_calls, tags)
+                                    LogLine, Transition, run_calls, self_only_security_group, tags)
 from trainctl.errors import TrainctlError, UsageError
 
 PLATFORM = "ec2"
@@ -218,21 +218,11 @@ class Ec2Backend:
             # untagged for the job, never deleted by cleanup.
             sg = own_sg
             notes.append(f"security group {sg} given: no rules added; it must allow all traffic from itself")
-        elif existing_sg:
-            sg = existing_sg
-            notes.append(f"security group {sg} exists for the job; reusing it")
         else:
-            sg = "${security_group_id}"
-            calls.append(AwsCall("ec2", "CreateSecurityGroup", {
-                "GroupName": name, "Description": f"trainctl job {job}: nodes talk to each other only",
-                "VpcId": vpc, "TagSpecifications": [{"ResourceType": "security-group", "Tags": job_tags}]},
-                region, outputs={"security_group_id": "GroupId"}, why="all traffic between the nodes, nothing else"))
-        if not own_sg:
-            calls.append(AwsCall("ec2", "AuthorizeSecurityGroupIngress", {
-                "GroupId": sg, "IpPermissions": [{"IpProtocol": "-1", "UserIdGroupPairs": [
-                    {"GroupId": sg, "Description": "all traffic from the job's own nodes (NCCL, EFA, rendezvous)"}]}],
-                "TagSpecifications": [{"ResourceType": "security-group-rule", "Tags": job_tags}]},
-                region, ok_errors=("InvalidPermission.Duplicate",), why="nodes reach each other"))
+            if existing_sg:
+                notes.append(f"security group {existing_sg} exists for the job; reusing it")
+            calls.extend(self_only_security_group(job, name, vpc, region, job_tags, existing_group=existing_sg))
+            sg = existing_sg or "${security_group_id}"
             if settings.ssh_cidr:
                 cidr = self._ssh_cidr(settings.ssh_cidr)
                 calls.append(AwsCall("ec2", "AuthorizeSecurityGroupIngress", {

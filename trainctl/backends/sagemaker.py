@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from trainctl import aws
 from trainctl.backends.base import (JOB_TAG, AwsCall, JobView, LaunchRequest, LaunchSettings, LogLine, Transition,
-                                    run_calls, tags)
+                                    run_calls, self_only_security_group, tags)
 from trainctl.errors import TrainctlError, UsageError
 
 DEFAULT_ROLE = "trainctl-sagemaker-execution"
@@ -214,15 +214,7 @@ class SageMakerBackend:
             notes.append(f"security group {sg_given} (given)")
         else:
             sg_ref = "${security_group_id}"
-            calls.append(AwsCall("ec2", "CreateSecurityGroup", {
-                "GroupName": f"trainctl-{job_id}", "VpcId": vpc,
-                "Description": f"trainctl job {job_id}: hosts talk to each other only",
-                "TagSpecifications": [{"ResourceType": "security-group", "Tags": tags(job_id)}]},
-                region, outputs={"security_group_id": "GroupId"}, why="a group for the job's hosts"))
-            calls.append(AwsCall("ec2", "AuthorizeSecurityGroupIngress", {
-                "GroupId": "${security_group_id}",
-                "IpPermissions": [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": "${security_group_id}"}]}]},
-                region, why="all traffic between the job's hosts, none from anywhere else"))
+            calls.extend(self_only_security_group(job_id, f"trainctl-{job_id}", vpc, region, tags(job_id), "hosts"))
 
         # --- the training job
         batch = spec.workload.batch_size_per_accelerator
