@@ -16,7 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-from trainctl.sandbox.admin import SandboxAdmin, SandboxAdminError
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 5123
@@ -103,6 +102,8 @@ def is_alive(pid: int) -> bool:
 
 def running(directory: Path | None = None) -> dict | None:
     """The state of the sandbox running from `directory`, if its process lives and answers."""
+    from trainctl.sandbox.admin import SandboxAdmin, SandboxAdminError  # urllib: only when talking to it
+
     directory = directory or state_dir()
     state = read_state(directory)
     if not state or not is_alive(int(state["pid"])):
@@ -130,6 +131,8 @@ def start_detached(port: int = DEFAULT_PORT, seed: int = 0, directory: Path | No
 
     parent_pid: the server stops by itself when that process ends (test sessions use it, so that
     no server outlives a crashed pytest). wait_ec2: also wait for the EC2 warm-up."""
+    from trainctl.sandbox.admin import SandboxAdmin
+
     directory = directory or state_dir()
     directory.mkdir(parents=True, exist_ok=True)
     log_path = directory / LOG_FILE
@@ -204,6 +207,8 @@ def stop(directory: Path | None = None, timeout: float = 10.0, grace: float = 3.
 
     timeout: how long the server may take to stop by itself; grace: then how long each leftover
     process gets between SIGTERM and SIGKILL."""
+    from trainctl.sandbox.admin import SandboxAdmin, SandboxAdminError  # urllib: only when talking to it
+
     directory = directory or state_dir()
     pid = read_pid(directory)
     state = read_state(directory) or {}
