@@ -424,6 +424,8 @@ def main() -> None:
         # standalone_mode=False: click's usage errors come back here and become one line too
         code = app(standalone_mode=False)
         if isinstance(code, int) and code:
+            if code == 130:  # typer turns Ctrl-C (KeyboardInterrupt) into a silent Exit(130)
+                sys.stderr.write("trainctl: interrupted\n")
             sys.exit(code)
     except typer.Abort as e:  # click turns Ctrl-C (and EOF at a prompt) into Abort
         interrupted = isinstance(e.__context__, KeyboardInterrupt)

@@ -219,6 +219,13 @@ def launch(args: LaunchArgs, say: Callable[[str], None], show: Callable[[Any], N
         state.add_event(job_id, "launch", describe_option(option))
         try:
             outputs = backend.submit(request, progress=lambda m: say(f"  calling {m}"))
+        except KeyboardInterrupt:
+            # Ctrl-C mid-submit: what was created carries the job's tag; say how to remove it, and stop
+            # (a second Ctrl-C must not land in a half-run cleanup).
+            set_status(job_id, "Interrupted")
+            state.add_event(job_id, "interrupted", "Ctrl-C during submit")
+            say(f"interrupted: `trainctl down {job_id}` removes what the launch created (tagged trainctl:job={job_id})")
+            raise
         except CapacityError as e:
             # Refused at submit (EC2: no AZ gave all N instances). The backend already removed what it made.
             problem = str(e)

@@ -75,6 +75,10 @@ class SandboxAdmin:
         """The AWS calls trainctl made (User-Agent trainctl/...) since the log was last cleared, with counts."""
         return self.action("call_log", clear=clear)["calls"]
 
+    def calls_in_flight(self) -> int:
+        """How many of trainctl's requests the sandbox is answering right now."""
+        return self.action("call_log")["in_flight"]
+
     def clear_faults(self) -> dict:
         return self.action("clear_faults")
 

@@ -79,6 +79,12 @@ class SandboxApp:
             return self.moto_app(environ, start_response)
         self.call_log.record(environ.get("HTTP_USER_AGENT", ""), call.service, call.operation, call.region)
         try:
+            return self._handle(call, environ, start_response)
+        finally:
+            self.call_log.done(environ.get("HTTP_USER_AGENT", ""))
+
+    def _handle(self, call: AwsCall, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        try:
             self.wait_ready(call)
             self._delay(call)
             if self.ctx.faults.take_throttle(call.qualified) or self.ctx.faults.take_throttle(call.operation):
