@@ -216,47 +216,11 @@ def watch(
         if recoverer is not None:
             recoverer(backend.describe(job, region))
         view, progress, _ = w.read_all(backend, job, region)
-        doc = w.summary(view, progress, row)
-        note = w.record_outcome(view, progress, row) if view.finished else None
-        if OPTS.output == "json":
-            render.print_json(doc)
-        else:
-            w.render_summary(doc)
-        if note:
-            err.print(note, markup=False)
-        raise typer.Exit(w.exit_code(view))
-
-    from rich.console import Console
-
-    con = Console(highlight=False, stderr=OPTS.output == "json")
-
-    from rich.markup import escape
-
-    def on_transition(t) -> None:
-        style = "bold red" if t.status in ("Interrupted", "Failed", "MaxWaitTimeExceeded") else "bold"
-        con.print(f"{w.fmt_time(t.start)} [{style}]{t.status}[/] {escape(t.message)}", soft_wrap=True)
-
-    def on_line(ln) -> None:
-        # log text is the job's, not markup: escaped, and never re-wrapped (copy-paste must work)
-        con.print(f"{w.fmt_time(ln.timestamp_ms / 1000)} [cyan]{ln.host}[/] {escape(ln.message)}", soft_wrap=True)
-
-    status = con.status("waiting for the job", spinner="dots") if con.is_terminal else None
-    if status:
-        status.start()
-
-    def on_update(view, progress) -> None:
-        if status:
-            doc = w.summary(view, progress, row)
-            status.update(w.status_line(doc))
-
-    try:
-        view, progress = w.follow(backend, job, region, interval=interval, on_transition=on_transition,
-                                  on_line=on_line, on_update=on_update, logs=not no_logs, recover=recoverer)
-    finally:
-        if status:
-            status.stop()
+    else:
+        view, progress = w.follow_live(backend, job, region, row, interval=interval, logs=not no_logs,
+                                       recover=recoverer, to_stderr=OPTS.output == "json")
     doc = w.summary(view, progress, row)
-    note = w.record_outcome(view, progress, row)
+    note = w.record_outcome(view, progress, row) if view.finished else None
     if OPTS.output == "json":
         render.print_json(doc)
     else:

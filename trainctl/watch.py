@@ -205,6 +205,39 @@ def follow(backend, job_id: str, region: str, *, interval: float = 2.0, max_inte
         time.sleep(delay)
 
 
+def follow_live(backend, job_id: str, region: str, row: dict | None, *, interval: float, logs: bool,
+                recover: Callable[[Any], bool] | None, to_stderr: bool) -> tuple[Any, Progress]:
+    """`follow` for people: transitions and every host's lines as they come, a status line on a terminal.
+    With JSON output the live view goes to stderr so stdout stays one document."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    con = Console(highlight=False, stderr=to_stderr)
+
+    def on_transition(t) -> None:
+        style = "bold red" if t.status in ("Interrupted", "Failed", "MaxWaitTimeExceeded") else "bold"
+        con.print(f"{fmt_time(t.start)} [{style}]{t.status}[/] {escape(t.message)}", soft_wrap=True)
+
+    def on_line(ln) -> None:
+        # log text is the job's, not markup: escaped, and never re-wrapped (copy-paste must work)
+        con.print(f"{fmt_time(ln.timestamp_ms / 1000)} [cyan]{ln.host}[/] {escape(ln.message)}", soft_wrap=True)
+
+    status = con.status("waiting for the job", spinner="dots") if con.is_terminal else None
+
+    def on_update(view, progress) -> None:
+        if status:
+            status.update(status_line(summary(view, progress, row)))
+
+    if status:
+        status.start()
+    try:
+        return follow(backend, job_id, region, interval=interval, on_transition=on_transition, on_line=on_line,
+                      on_update=on_update, logs=logs, recover=recover)
+    finally:
+        if status:
+            status.stop()
+
+
 def recoverer(backend, job_id: str, region: str, say: Callable[[str], None]) -> Callable[[Any], bool]:
     """For `watch --recover`: when a job shows Interrupted, relaunch the capacity it lost (the nodes resume
     from the last checkpoint by themselves) and record each interruption, with its cost, once."""
