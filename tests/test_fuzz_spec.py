@@ -175,6 +175,7 @@ def test_extreme_numbers_plan_with_finite_results_or_are_rejected(tmp_path_facto
 # ------------------------------------------------------------------ cases the fuzzing found (kept as examples)
 @pytest.mark.parametrize("text", [
     "a: 0x_\n", "a: 0b\n", "a: !!bool maybe\n", "a: !!timestamp 2001-13-40\n", "a: !!float .\n",  # ValueError/KeyError
+    "a: !!timestamp :\n",                                                                       # AttributeError
     "x: " + "[" * 3000 + "]" * 3000 + "\n",                                                    # RecursionError
     "name: x\nentrypoint: {bundled: ddp}\nmodel: {architecture: vit_micro}\n"
     "workload: {epochs: .inf, dataset_size: 10, batch_size_per_accelerator: 1}\n",            # OverflowError in plan
@@ -183,6 +184,10 @@ def test_extreme_numbers_plan_with_finite_results_or_are_rejected(tmp_path_facto
     "name: x\nentrypoint: {bundled: ddp}\nmodel: {architecture: vit_micro}\n"
     "workload: {samples: 10, batch_size_per_accelerator: 1}\ncandidates: {layouts: ['g5.xlarge:99999999999']}\n",
     "name: x\nentrypoint: {bundled: ddp}\nmodel: {params: 1e-300, flops_per_sample: 1e-300}\n"
+    "workload: {samples: 10, batch_size_per_accelerator: 1}\n",                               # ZeroDivisionError
+    "name: x\nentrypoint: {bundled: ddp}\nmodel: {params: 1.7e308, flops_per_sample: 1e10}\n"
+    "workload: {samples: 10, batch_size_per_accelerator: 1}\n",                               # OverflowError
+    "name: x\nentrypoint: {bundled: ddp}\nmodel: {architecture: vit_micro}\nthroughput: {A10G: 5e-324}\n"
     "workload: {samples: 10, batch_size_per_accelerator: 1}\n",                               # ZeroDivisionError
     '"bad\\nkey": 1\nname: x\n',                                                                # newline in a field
 ])

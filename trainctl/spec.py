@@ -87,9 +87,11 @@ class Entrypoint(Strict):
 class Model(Strict):
     architecture: str | None = Field(None, description=f"one of: {', '.join(ARCHITECTURES)}")
     # at least 1: a model of 1e-300 parameters made a step of zero seconds (a division by zero in the planner)
-    params: float | None = Field(None, ge=1, description="parameter count, when no architecture is given")
-    flops_per_sample: float | None = Field(None, ge=1, description="training FLOPs per sample (forward+backward)")
-    activation_gib_per_sample: float | None = Field(None, ge=0, description="activation memory per sample")
+    # and at most far beyond any model: 1.7e308 parameters overflowed the memory arithmetic to infinity
+    params: float | None = Field(None, ge=1, le=1e15, description="parameter count, when no architecture is given")
+    flops_per_sample: float | None = Field(None, ge=1, le=1e21,
+                                           description="training FLOPs per sample (forward+backward)")
+    activation_gib_per_sample: float | None = Field(None, ge=0, le=1e6, description="activation memory per sample")
     precision: Precision = "bf16"
     optimizer: Literal["adam", "adamw", "sgd", "sgd-momentum"] = "adam"
     activation_checkpointing: bool = False
@@ -231,7 +233,8 @@ class JobSpec(Strict):
     entrypoint: Entrypoint
     model: Model
     workload: Workload
-    throughput: dict[str, Annotated[float, Field(gt=0)]] = Field(
+    # bounded: 5e-324 samples/s made a division by zero in the planner
+    throughput: dict[str, Annotated[float, Field(ge=1e-3, le=1e9)]] = Field(
         default_factory=dict,
         description="samples/s per accelerator you measured, keyed by instance type (g5.2xlarge) or accelerator "
                     "(A10G, L4, V100, A100, H100, Trainium1)")
@@ -317,9 +320,11 @@ def _load_spec(path: str | Path, catalog) -> JobSpec:
         where = f":{mark.line + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise UsageError(f"{p}{where}: YAML syntax error: {problem}; fix the YAML at that line") from e
-    except (ValueError, KeyError, TypeError, OverflowError) as e:
-        # PyYAML's constructors raise these for scalars that match a type but do not parse:
-        # `0x_`, `0b`, `!!bool maybe`, `!!timestamp 2001-13-40`, `!!float .`
+    except RecursionError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        # PyYAML's constructors raise ValueError, KeyError, AttributeError... for scalars that match a type
+        # but do not parse: `0x_`, `0b`, `!!bool maybe`, `!!timestamp 2001-13-40`, `!!timestamp :`, `!!float .`
         raise UsageError(f"{p}: YAML value that cannot be read ({e.__class__.__name__}: {e}); quote it "
                          "if it is a string, or fix the number or date") from e
     if not isinstance(raw, dict):
