@@ -224,7 +224,9 @@ def launch(args: LaunchArgs, say: Callable[[str], None], show: Callable[[Any], N
             # (a second Ctrl-C must not land in a half-run cleanup).
             set_status(job_id, "Interrupted")
             state.add_event(job_id, "interrupted", "Ctrl-C during submit")
-            say(f"interrupted: `trainctl down {job_id}` removes what the launch created (tagged trainctl:job={job_id})")
+            say(f"interrupted: `trainctl down {job_id}` removes what the launch created (tagged trainctl:job={job_id})"
+                + ("; if CreateTrainingJob reached SageMaker, `trainctl stop` the job first"
+                   if request.platform == "sagemaker" else ""))
             raise
         except CapacityError as e:
             # Refused at submit (EC2: no AZ gave all N instances). The backend already removed what it made.
