@@ -99,7 +99,9 @@ def test_sagemaker_launch_interrupted(sm, tmp_path, operation):
         arn = sagemaker.describe_training_job(TrainingJobName=summary["TrainingJobName"])["TrainingJobArn"]
         assert {"Key": "trainctl:job", "Value": job} in sagemaker.list_tags(ResourceArn=arn)["Tags"]
         assert summary["TrainingJobName"] == job and operation == "CreateTrainingJob"
-        sagemaker.stop_training_job(TrainingJobName=job)
+        # down stopped it: nothing of the job keeps running (and billing)
+        status = sagemaker.describe_training_job(TrainingJobName=job)["TrainingJobStatus"]
+        assert status in ("Stopping", "Stopped"), status
     s3 = sm.client("s3")
     for obj in s3.list_objects_v2(Bucket="trainctl-123456789012-us-east-1").get("Contents", []):
         # the content-addressed code object (shared by every job with the same code) carries the job tag

@@ -83,3 +83,12 @@ def test_help_and_version_import_neither_boto3_nor_torch(tmp_path):
     assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
     version = run_cli(["--version"], tmp_path)
     assert version.returncode == 0 and version.stdout.startswith("trainctl ")
+
+
+def test_launch_without_credentials_is_one_line(tmp_path):
+    proc = run_cli(["launch", "configs/vit-base-g5.yaml", "--offline", "--platform", "sagemaker", "--layout",
+                    "g5.2xlarge:1:on-demand", "--yes"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert "no AWS credentials found" in lines[-1] and "--sandbox" in lines[-1]
+    assert "Traceback" not in proc.stderr

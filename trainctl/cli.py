@@ -417,6 +417,10 @@ def main() -> None:
     except Exception as e:  # noqa: BLE001 - the last line of defence: one line, not a traceback
         if debug:
             raise
+        if type(e).__name__ in ("NoCredentialsError", "PartialCredentialsError"):  # botocore's, by name: no import
+            sys.stderr.write("trainctl: error: no AWS credentials found; configure them (`aws configure`, "
+                             "AWS_PROFILE or --profile), or try it locally with `trainctl --sandbox ...`\n")
+            sys.exit(2)
         from trainctl.aws import error_summary
 
         sys.stderr.write(f"trainctl: error: {error_summary(e)} (run with --debug for the traceback)\n")

@@ -293,9 +293,20 @@ class SageMakerBackend:
             raise
 
     def cleanup(self, job_id: str, region: str) -> list[str]:
-        """Security groups tagged with the job (the bucket is shared and code objects are shared by hash)."""
-        ec2 = aws.client("ec2", region)
+        """Stop the job if it still runs, then delete the security groups tagged with it (the bucket is shared
+        and code objects are shared by hash; checkpoints, model and logs are the job's output and stay)."""
         removed = []
+        sm = aws.client("sagemaker", region)
+        try:
+            status = sm.describe_training_job(TrainingJobName=job_id)["TrainingJobStatus"]
+        except Exception as e:  # noqa: BLE001
+            if _code(e) not in ("ValidationException", "ResourceNotFound"):
+                raise
+            status = None  # never created (a launch that failed or was interrupted before CreateTrainingJob)
+        if status == "InProgress":
+            sm.stop_training_job(TrainingJobName=job_id)
+            removed.append(f"training job {job_id} (stopping: it checkpoints, uploads its model, then ends)")
+        ec2 = aws.client("ec2", region)
         groups = ec2.describe_security_groups(Filters=[{"Name": f"tag:{JOB_TAG}", "Values": [job_id]}])
         for g in groups["SecurityGroups"]:
             try:
@@ -303,8 +314,8 @@ class SageMakerBackend:
                 removed.append(f"security group {g['GroupId']}")
             except Exception as e:  # noqa: BLE001
                 if _code(e) == "DependencyViolation":  # the job's hosts still hold network interfaces
-                    raise TrainctlError(f"security group {g['GroupId']} of {job_id} is still in use: stop the "
-                                        "job (`trainctl stop`) and retry once it has ended") from None
+                    raise TrainctlError(f"security group {g['GroupId']} of {job_id} is still in use by the job's "
+                                        f"hosts: run `trainctl down {job_id}` again once the job has ended") from None
                 if _code(e) != "InvalidGroup.NotFound":
                     raise
         return removed
