@@ -113,7 +113,10 @@ EC2_ARGS = [str(CONFIGS / "vit-base-g5.yaml"), "--platform", "ec2", "--layout", 
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("operation", ["CreateRole", "CreateSecurityGroup", "CreateLaunchTemplate", "CreateFleet"])
+@pytest.mark.parametrize("operation", ["PutObject", "CreateRole", "PutRolePolicy", "CreateInstanceProfile",
+                                       "AddRoleToInstanceProfile", "CreateSecurityGroup",
+                                       "AuthorizeSecurityGroupIngress", "CreatePlacementGroup",
+                                       "CreateLaunchTemplate", "CreateFleet"])
 def test_ec2_launch_interrupted(sandbox, tmp_path, operation):
     home = tmp_path / "home"
     proc = interrupt_launch_at(sandbox, home, EC2_ARGS, operation)
