@@ -30,11 +30,23 @@ def table_console(min_width: int = 120):
     return con
 
 
+def _live_source() -> str:
+    """Say where 'live' data came from: AWS, or an endpoint that only looks like it (the sandbox)."""
+    import os
+
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    if not endpoint:
+        return "live AWS market data"
+    if os.environ.get("TRAINCTL_SANDBOX"):
+        return f"the local sandbox at {endpoint} (AWS-shaped data, not AWS)"
+    return f"live market data from {endpoint}"
+
+
 def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int = 3) -> None:
     from rich.table import Table
 
     con = table_console(132)
-    src = ("live AWS market data" if plan.source == "live"
+    src = (_live_source() if plan.source == "live"
            else f"the bundled catalog dated {plan.catalog_date} (offline)")
     con.print(f"[bold]{plan.spec_name}[/] ({spec_path}): planned from {src}; ranked by "
               f"{'expected cost' if plan.objective == 'cost' else 'expected hours'}")
