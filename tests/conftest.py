@@ -120,3 +120,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     else:
         terminalreporter.write_line(f"IAM policy check: all {len(_SESSION_CALLS)} kinds of AWS call trainctl made "
                                     "in this session are allowed by `trainctl iam-policy`")
+
+
+@pytest.fixture
+def sm(sandbox: Sandbox):
+    """The sandbox with SageMaker's simulated waits (capacity retries, restarts) at x0.3, so launch tests stay
+    short; the previous scale is put back afterwards."""
+    before = sandbox.admin.action("configure_training_jobs")
+    sandbox.admin.action("configure_training_jobs", time_scale=0.3)
+    yield sandbox
+    sandbox.admin.action("configure_training_jobs", time_scale=before["time_scale"])

@@ -65,14 +65,6 @@ def tagged_security_groups(sandbox, region: str, job: str | None) -> list:
     return sandbox.client("ec2", region).describe_security_groups(Filters=filters)["SecurityGroups"]
 
 
-@pytest.fixture
-def sm(sandbox):
-    before = sandbox.admin.action("configure_training_jobs")
-    sandbox.admin.action("configure_training_jobs", time_scale=0.3)
-    yield sandbox
-    sandbox.admin.action("configure_training_jobs", time_scale=before["time_scale"])
-
-
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("operation", ["GetProducts", "PutBucketEncryption", "PutPublicAccessBlock",
                                        "PutObject", "CreateSecurityGroup", "AuthorizeSecurityGroupIngress",

@@ -17,15 +17,6 @@ SPEC = str(Path(__file__).parent / "launch_specs" / "tiny-vit-sagemaker.yaml")
 ACCOUNT_BUCKET = "trainctl-123456789012-us-east-1"
 
 
-@pytest.fixture
-def sm(sandbox):
-    """The sandbox with SageMaker's simulated waits x0.3 (tests/test_sandbox_sagemaker.py does the same)."""
-    before = sandbox.admin.action("configure_training_jobs")
-    sandbox.admin.action("configure_training_jobs", time_scale=0.3)
-    yield sandbox
-    sandbox.admin.action("configure_training_jobs", time_scale=before["time_scale"])
-
-
 def cli(sandbox, home: Path, *args: str, timeout: float = 150):
     return run_cli(list(args), home, env=sandbox.env, timeout=timeout)
 

@@ -11,7 +11,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
 
 from tests.helpers import CONFIGS, run_cli
 
@@ -75,14 +74,6 @@ def test_plan_throttled_without_end_gives_up_after_bounded_attempts(sandbox, tmp
         assert any(w.startswith(f"{region}: DescribeAvailabilityZones failed (RequestLimitExceeded")
                    for w in doc["warnings"]), doc["warnings"]
     assert calls("DescribeAvailabilityZones") == 2 * ATTEMPTS  # bounded: 2 regions x attempts
-
-
-@pytest.fixture
-def sm(sandbox):
-    before = sandbox.admin.action("configure_training_jobs")
-    sandbox.admin.action("configure_training_jobs", time_scale=0.3)
-    yield sandbox
-    sandbox.admin.action("configure_training_jobs", time_scale=before["time_scale"])
 
 
 def test_throttled_launch_succeeds_when_throttling_stops(sm, tmp_path):
