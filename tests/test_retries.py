@@ -11,7 +11,6 @@ import json
 import re
 from pathlib import Path
 
-
 from tests.helpers import CONFIGS, run_cli
 
 SPEC = str(Path(__file__).parent / "launch_specs" / "tiny-vit-sagemaker.yaml")
