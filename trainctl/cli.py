@@ -75,7 +75,7 @@ def plan(
     _, result = make_plan(PlanInputs(spec_path=spec, objective=objective, layouts=tuple(layout),
                                      platform=platform, offline=offline, window_hours=window_hours))
     if OPTS.output == "json":
-        render.print_json(result.to_json(spec, top=None))
+        render.print_json(result.model_dump(mode="json"))
     else:
         render.plan_table(result, spec, top=top, show_excluded=show_excluded)
     if not result.options:
@@ -121,12 +121,21 @@ def catalog(
 
 
 @app.command()
-def schema() -> None:
-    """Print the job spec's JSON Schema (for editor validation)."""
+def schema(
+    plan_schema: bool = typer.Option(False, "--plan", help="The plan document's schema (`plan -o json`, "
+                                                          "`launch --plan`) instead of the job spec's."),
+) -> None:
+    """Print the job spec's JSON Schema (for editor validation), or the plan's with --plan."""
     from trainctl import render
-    from trainctl.spec import json_schema
 
-    render.print_json(json_schema())
+    if plan_schema:
+        from trainctl.plans import plan_schema as schema_of_plan
+
+        render.print_json(schema_of_plan())
+    else:
+        from trainctl.spec import json_schema
+
+        render.print_json(json_schema())
 
 
 @app.command()

@@ -80,7 +80,7 @@ def choose_options(args: LaunchArgs) -> tuple[Any, dict, list[dict], int]:
 
         spec, plan = make_plan(PlanInputs(spec_path=args.spec_path, objective=args.objective, layouts=args.layouts,
                                           platform=args.platform, offline=args.offline))
-        plan_doc = plan.to_json(args.spec_path)
+        plan_doc = plan.model_dump(mode="json")
         options = plan_doc["options"]
     if args.platform:
         options = [o for o in options if o.get("platform") == args.platform]

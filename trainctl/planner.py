@@ -5,10 +5,11 @@ The numbers' meaning and the assumptions behind them are written out in docs/cos
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from trainctl import perf
 from trainctl.catalog import Catalog, InstanceType, SpotAdvice
+from trainctl.plans import Excluded, Option, Plan
 from trainctl.quotes import Quotes
 from trainctl.spec import JobSpec, Layout
 
@@ -28,84 +29,6 @@ class MeasuredRate:
     job_id: str
 
 
-@dataclass(frozen=True)
-class Option:
-    rank: int
-    platform: str
-    instance_type: str
-    count: int
-    market: str
-    region: str
-    availability_zone: str | None
-    accelerators: int
-    hourly_usd: float                 # the whole layout
-    throughput_samples_per_s: float
-    throughput_source: str            # measured | given | model
-    hours: float                      # expected billed hours, interruption rework included
-    expected_cost_usd: float
-    spot_placement_score: int | None
-    interruptions_expected: float
-    fits_memory: bool
-    pareto: bool
-    why: tuple[str, ...]
-    # beyond the JSON contract's required keys
-    strategy: str = "ddp"
-    capacity_odds: float | None = None   # chance a request for this layout gets capacity at once
-    wall_hours: float = 0.0              # hours + expected wait for capacity
-    quota_ok: bool | None = None
-    price_source: str = ""
-
-    @property
-    def layout(self) -> str:
-        return f"{self.instance_type}:{self.count}:{self.market}"
-
-    def to_json(self) -> dict:
-        return {"rank": self.rank, "platform": self.platform, "instance_type": self.instance_type,
-                "count": self.count, "market": self.market, "region": self.region,
-                "availability_zone": self.availability_zone, "accelerators": self.accelerators,
-                "hourly_usd": round(self.hourly_usd, 4),
-                "throughput_samples_per_s": round(self.throughput_samples_per_s, 2),
-                "throughput_source": self.throughput_source, "hours": round(self.hours, 3),
-                "expected_cost_usd": round(self.expected_cost_usd, 2),
-                "spot_placement_score": self.spot_placement_score,
-                "interruptions_expected": round(self.interruptions_expected, 3), "fits_memory": self.fits_memory,
-                "pareto": self.pareto, "why": list(self.why), "strategy": self.strategy,
-                "capacity_odds": None if self.capacity_odds is None else round(self.capacity_odds, 2),
-                "wall_hours": round(self.wall_hours, 3), "quota_ok": self.quota_ok,
-                "price_source": self.price_source}
-
-
-@dataclass(frozen=True)
-class Excluded:
-    instance_type: str
-    count: int
-    reason: str
-    platform: str | None = None
-    market: str | None = None
-    region: str | None = None
-
-    def to_json(self) -> dict:
-        return {"instance_type": self.instance_type, "count": self.count, "reason": self.reason,
-                "platform": self.platform, "market": self.market, "region": self.region}
-
-
-@dataclass(frozen=True)
-class Plan:
-    spec_name: str
-    source: str
-    catalog_date: str
-    options: tuple[Option, ...]
-    excluded: tuple[Excluded, ...]
-    warnings: tuple[str, ...]
-    objective: str
-
-    def to_json(self, spec_path: str, top: int | None = None) -> dict:
-        opts = self.options if top is None else self.options[:top]
-        return {"spec": spec_path, "source": self.source, "catalog_date": self.catalog_date,
-                "objective": self.objective, "options": [o.to_json() for o in opts],
-                "excluded": [e.to_json() for e in self.excluded], "warnings": list(self.warnings)}
-
-
 @dataclass
 class _Candidate:
     instance: InstanceType
@@ -121,6 +44,7 @@ class PlanRequest:
     platforms: tuple[str, ...] | None = None      # None: the spec's
     layouts: tuple[Layout, ...] = ()              # non-empty: exactly these layouts
     extra_warnings: tuple[str, ...] = field(default_factory=tuple)
+    spec_path: str = ""                           # as the user gave it; the plan document names it
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -234,7 +158,7 @@ def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest |
         key = (inst_name, count, reason)
         if key not in seen_excl:  # one line per layout and reason, not per platform x region x market
             seen_excl.add(key)
-            excluded.append(Excluded(inst_name, count, reason, **where))
+            excluded.append(Excluded(instance_type=inst_name, count=count, reason=reason, **where))
 
     for cand in candidates(spec, catalog, request):
         inst, count = cand.instance, cand.count
@@ -313,12 +237,14 @@ def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest |
 
     kept.sort(key=key)
     front = _pareto(kept)
-    ranked = [replace(o, rank=i + 1, pareto=i in front, why=_ranking_words(o, i, kept, request.objective) + o.why)
+    ranked = [o.model_copy(update={"rank": i + 1, "pareto": i in front,
+                                   "why": _ranking_words(o, i, kept, request.objective) + o.why})
               for i, o in enumerate(kept)]
     if not ranked:
         warnings.append("no layout is left: see the excluded layouts (--show-excluded) for why")
-    return Plan(spec.name, quotes.source, catalog.date, tuple(ranked), tuple(excluded), tuple(warnings),
-                request.objective)
+    return Plan(spec=request.spec_path or spec.name, spec_name=spec.name, source=quotes.source,
+                catalog_date=catalog.date, objective=request.objective, options=tuple(ranked),
+                excluded=tuple(excluded), warnings=tuple(warnings))
 
 
 def _price_option(spec, catalog, quotes, inst, count, platform, region, market, od, od_src, base_hours,

@@ -44,7 +44,8 @@ def make_plan(inputs: PlanInputs) -> tuple[JobSpec, Plan]:
         raise UsageError(f"--platform {inputs.platform!r}: use sagemaker or ec2")
     request = PlanRequest(objective=inputs.objective,
                           platforms=(inputs.platform,) if inputs.platform else None,
-                          layouts=parse_layouts(inputs.layouts, set(catalog.instances)))
+                          layouts=parse_layouts(inputs.layouts, set(catalog.instances)),
+                          spec_path=inputs.spec_path)
     quotes = gather_quotes(spec, catalog, request, inputs)
     from trainctl import state
 

@@ -1,0 +1,153 @@
+"""The plan contract: `Plan`, `Option` and `Excluded` as frozen pydantic models.
+
+One model serves every stage that touches a plan, so no stage re-reads a dict by hand:
+- `trainctl plan -o json` prints `Plan.model_dump(mode="json")`; `trainctl schema --plan` prints its schema;
+- a saved plan (`launch --plan plan.json`) is read back with `load_saved_plan`, validated by the same model;
+- `launch` and the backends take a typed `Option`;
+- the job store keeps the launched option as `Option.model_dump_json()` and reads it back with the model.
+
+Floats are rounded when serialised (cents, milli-hours) so that documents stay readable; the values in
+memory keep full precision for ranking. Pure: no I/O beyond the file read in `load_saved_plan`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, ValidationError, field_validator
+
+from trainctl.spec import MAX_NODES
+
+
+def _rounded(digits: int):
+    return PlainSerializer(lambda v: None if v is None else round(v, digits), return_type=float | None,
+                           when_used="json")
+
+
+Platform = Literal["sagemaker", "ec2"]
+Market = Literal["spot", "on-demand"]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+REGION_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$"
+AZ_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d[a-z]$"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Option(_Frozen):
+    """One launchable layout with its expected hours and dollars, and why it ranks where it does."""
+
+    rank: int = Field(ge=0, description="1 = best by the plan's objective (0 before ranking)")
+    platform: Platform
+    instance_type: str = Field(min_length=1, max_length=64)
+    count: int = Field(ge=1, le=MAX_NODES, description="nodes")
+    market: Market
+    region: str = Field(pattern=REGION_PATTERN)
+    availability_zone: str | None = Field(None, pattern=AZ_PATTERN,
+                                          description="the AZ with the best placement score (Spot, live plans)")
+    accelerators: int = Field(ge=1, description="accelerators in the whole layout")
+    hourly_usd: Annotated[NonNegative, _rounded(4)] = Field(description="the whole layout, per hour")
+    throughput_samples_per_s: Annotated[NonNegative, _rounded(2)]
+    throughput_source: Literal["measured", "given", "model"]
+    hours: Annotated[NonNegative, _rounded(3)] = Field(description="expected billed hours, rework included")
+    expected_cost_usd: Annotated[NonNegative, _rounded(2)]
+    spot_placement_score: int | None = Field(None, ge=1, le=10)
+    interruptions_expected: Annotated[NonNegative, _rounded(3)] = 0.0
+    fits_memory: bool = True
+    pareto: bool = False
+    why: tuple[str, ...] = ()
+    strategy: Literal["ddp", "fsdp"] = "ddp"
+    capacity_odds: Annotated[float | None, Field(ge=0, le=1), _rounded(2)] = None
+    wall_hours: Annotated[NonNegative, _rounded(3)] = Field(0.0, description="hours + expected wait for capacity")
+    quota_ok: bool | None = None
+    price_source: str = ""
+
+    @property
+    def layout(self) -> str:
+        return f"{self.instance_type}:{self.count}:{self.market}"
+
+    @property
+    def where(self) -> str:
+        return self.availability_zone or self.region
+
+    def describe(self) -> str:
+        """One line for people: what this option is and what it is expected to cost."""
+        return (f"option {self.rank}: {self.count} x {self.instance_type} {self.market} on {self.platform} in "
+                f"{self.where}: expected {self.hours:.2f} h, ${self.expected_cost_usd:,.2f} "
+                f"(${self.hourly_usd:,.2f}/h, {self.throughput_samples_per_s:,.0f} samples/s "
+                f"{self.throughput_source})")
+
+
+class Excluded(_Frozen):
+    """A layout the plan left out, and the reason (one per layout and reason)."""
+
+    instance_type: str
+    count: int
+    reason: str
+    platform: Platform | None = None
+    market: Market | None = None
+    region: str | None = None
+
+
+class Plan(_Frozen):
+    """`trainctl plan -o json`: the ranked options, what was left out and why, and what to know."""
+
+    spec: str = Field(description="the spec file the plan was made from, as given")
+    spec_name: str
+    source: Literal["live", "offline"]
+    catalog_date: str
+    objective: Literal["cost", "time"] = "cost"
+    options: tuple[Option, ...] = ()
+    excluded: tuple[Excluded, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @field_validator("options")
+    @classmethod
+    def _ranks_unique(cls, options: tuple[Option, ...]) -> tuple[Option, ...]:
+        ranks = [o.rank for o in options if o.rank]
+        if len(ranks) != len(set(ranks)):
+            raise ValueError("option ranks must be unique")
+        return options
+
+    def option(self, rank: int) -> Option | None:
+        return next((o for o in self.options if o.rank == rank), None)
+
+
+def plan_schema() -> dict:
+    return Plan.model_json_schema(mode="serialization")
+
+
+def load_saved_plan(path: str) -> Plan:
+    """A saved `trainctl plan -o json` document, validated; any problem is one line naming the file and field."""
+    from pathlib import Path
+
+    from trainctl.errors import UsageError
+
+    again = "save it again with `trainctl plan SPEC -o json > plan.json`"
+    p = Path(path)
+    try:  # a FIFO or a device would block the read: only regular files are plans
+        if not p.is_file():
+            raise UsageError(f"--plan {path}: no such file ({again})")
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"--plan {path}: cannot read it ({e.__class__.__name__}); {again}") from None
+    try:
+        return Plan.model_validate_json(text)
+    except ValidationError as e:
+        raise UsageError(f"--plan {path}: {_first_problem(e)}; {again}") from None
+
+
+def _first_problem(e: ValidationError) -> str:
+    errors = e.errors(include_url=False)
+    first = errors[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "the document"
+    if first.get("type") in ("json_invalid", "json_type"):
+        return f"not a JSON plan ({' '.join(str(first.get('msg', '')).split())[:120]})"
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    value = first.get("input")
+    shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {str(value)[:40]!r})"
+    msg = str(first.get("msg", "invalid")).replace("\n", " ")
+    if isinstance(value, float) and not math.isfinite(value):
+        msg = "must be a finite number"
+    return f"{where}: {msg}{shown}{more}"
