@@ -1,4 +1,5 @@
-"""The node bootstrap of EC2 jobs: the user data (userdata.sh) and the node agent it installs (agent.py).
+"""The node bootstrap of EC2 jobs: the user data (userdata.sh) and the node agent it installs (agent.py and
+node_io.py, shipped as the package `trainctl_node`).
 
 `render_user_data(config)` fills the template with the job's settings (JSON, no credentials) and the
 agent itself, so a node needs nothing but the AMI, its instance profile and the job's S3 prefix.
@@ -6,8 +7,9 @@ agent itself, so a node needs nothing but the AMI, its instance profile and the 
 from __future__ import annotations
 
 import base64
-import gzip
+import io
 import json
+import tarfile
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -19,18 +21,33 @@ PYTHONS = {
 }
 
 
-def agent_source() -> str:
-    return (HERE / "agent.py").read_text()
+AGENT_MODULES = ("agent.py", "node_io.py")
+NODE_PACKAGE = "trainctl_node"  # the agent's package name on the node
+
+
+def agent_archive() -> bytes:
+    """The agent's modules as a deterministic tar.gz (package `trainctl_node`), so the same agent gives the
+    same user data byte for byte."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in [("__init__.py", b""), *((m, (HERE / m).read_bytes()) for m in AGENT_MODULES)]:
+            info = tarfile.TarInfo(f"{NODE_PACKAGE}/{name}")
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    data = bytearray(buf.getvalue())
+    data[4:8] = b"\0\0\0\0"  # gzip's timestamp
+    return bytes(data)
 
 
 def render_user_data(config: dict) -> str:
     """The user data script (text); config is written verbatim to config.json on the node."""
-    agent = base64.encodebytes(gzip.compress(agent_source().encode(), mtime=0)).decode().strip()
+    agent = base64.encodebytes(agent_archive()).decode().strip()
     text = ((HERE / "userdata.sh").read_text()
             .replace("__JOB_ID__", config["job_id"])
             .replace("__PYTHONS__", PYTHONS.get(config.get("accelerator", "gpu"), PYTHONS["gpu"]))
             .replace("__CONFIG__", json.dumps(config, indent=1, sort_keys=True))
-            .replace("__AGENT__", agent))
+            .replace("__AGENT__", agent)
+            .replace("__NODE_PACKAGE__", NODE_PACKAGE))
     if len(text.encode()) > USER_DATA_LIMIT:
         raise ValueError(f"user data is {len(text.encode())} bytes, over EC2's {USER_DATA_LIMIT}")
     return text

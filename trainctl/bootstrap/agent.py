@@ -28,118 +28,23 @@ import sys
 import tarfile
 import threading
 import time
-import urllib.request
 
-DEFAULT_IMDS = "http://169.254.169.254"
+from .node_io import DEFAULT_IMDS, Imds, LogShipper, aws_session, children, say
+
 JOB_TAG = "trainctl:job"
 STATE_TAG = "trainctl:state"
-
-
-def say(message: str) -> None:
-    print(f"trainctl-agent: {message}", flush=True)
-
-
-def children(pid: int) -> list[int]:
-    """Direct children of a process (Linux /proc)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    # The command name (field 2) may hold spaces; the parent pid follows its closing paren.
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        out.append(int(entry))
-            except (OSError, ValueError, IndexError):
-                continue
-    return out
-
-
-class Imds:
-    """IMDSv2: a session token from PUT /latest/api/token, sent with every GET."""
-
-    def __init__(self, endpoint: str):
-        self.endpoint = endpoint.rstrip("/")
-        self.token, self.expires = "", 0.0
-
-    def _token(self) -> str:
-        if time.time() > self.expires - 60:
-            req = urllib.request.Request(f"{self.endpoint}/latest/api/token", method="PUT",
-                                         headers={"X-aws-ec2-metadata-token-ttl-seconds": "21600"})
-            with urllib.request.urlopen(req, timeout=2) as resp:
-                self.token, self.expires = resp.read().decode(), time.time() + 21600
-        return self.token
-
-    def get(self, path: str) -> str | None:
-        """The value, or None for 404 (e.g. no Spot notice yet)."""
-        req = urllib.request.Request(f"{self.endpoint}/latest/meta-data/{path}",
-                                     headers={"X-aws-ec2-metadata-token": self._token()})
-        try:
-            with urllib.request.urlopen(req, timeout=2) as resp:
-                return resp.read().decode()
-        except urllib.error.HTTPError as e:
-            if e.code == 404:
-                return None
-            if e.code == 401:  # token expired early (IMDS restarted): fetch a new one next time
-                self.expires = 0.0
-            raise
-
-
-class LogShipper(threading.Thread):
-    """Every line to CloudWatch Logs, batched every second; the log group is the job's, the stream this host's."""
-
-    def __init__(self, logs, group: str, stream: str):
-        super().__init__(daemon=True)
-        self.logs, self.group, self.stream = logs, group, stream
-        self.pending: list[dict] = []
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        for call, kwargs in ((logs.create_log_group, {"logGroupName": group}),
-                             (logs.create_log_stream, {"logGroupName": group, "logStreamName": stream})):
-            try:
-                call(**kwargs)
-            except logs.exceptions.ResourceAlreadyExistsException:
-                pass
-
-    def add(self, line: str) -> None:
-        print(line, flush=True)
-        with self.lock:
-            self.pending.append({"timestamp": int(time.time() * 1000), "message": line[:200_000] or " "})
-
-    def flush(self) -> None:
-        with self.lock:
-            # PutLogEvents takes at most 10,000 events and 1 MiB (message bytes + 26 per event) per call.
-            size, n = 0, 0
-            for event in self.pending[:5000]:
-                size += len(event["message"].encode()) + 26
-                if size > 900_000:
-                    break
-                n += 1
-            batch, self.pending = self.pending[:max(n, 1)], self.pending[max(n, 1):]
-        if batch:
-            try:
-                self.logs.put_log_events(logGroupName=self.group, logStreamName=self.stream, logEvents=batch)
-            except Exception as e:  # noqa: BLE001 - logs must never stop the training; keep them for next time
-                print(f"trainctl-agent: log shipping failed: {e}", flush=True)
-                with self.lock:
-                    self.pending[:0] = batch
-
-    def run(self) -> None:
-        while not self.stopping.wait(1.0):
-            self.flush()
-        self.flush()
+LOG_FLUSH_S = 30  # how long a failing agent waits for its last log lines to reach CloudWatch
 
 
 class Agent:
     def __init__(self, cfg: dict, root: str, imds: Imds):
-        import boto3
-
         self.cfg, self.root, self.imds = cfg, root, imds
         self.job = cfg["job_id"]
-        session = boto3.session.Session(region_name=cfg["region"])
-        self.ec2, self.s3 = session.client("ec2"), session.client("s3")
+        client = aws_session(cfg["region"])
+        self.ec2, self.s3 = client("ec2"), client("s3")
         self.instance_id = imds.get("instance-id")
         self.ip = imds.get("local-ipv4")
-        self.log = LogShipper(session.client("logs"), f"/trainctl/{self.job}", self.instance_id)
+        self.log = LogShipper(client("logs"), f"/trainctl/{self.job}", self.instance_id)
         self.log.start()
         self.code_dir = os.path.join(root, "code")
         self.ckpt_dir = os.path.join(root, "checkpoints")
@@ -384,27 +289,40 @@ class Agent:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the agent; whatever happens, a node that is done, or cannot do its work, stops billing.
+
+    Any fatal error (IMDS or AWS unreachable, code missing, torchrun failing past its restarts) is logged,
+    the log is shipped as far as it can be within LOG_FLUSH_S, and the node shuts down at once; a node that
+    finished shuts down after a minute. The launch template makes shutdown terminate the instance."""
     parser = argparse.ArgumentParser(description="trainctl node agent")
     parser.add_argument("--config", required=True)
     parser.add_argument("--root", required=True)
     args = parser.parse_args(argv)
-    with open(args.config) as f:
-        cfg = json.load(f)
-    imds = Imds(os.environ.get("TRAINCTL_IMDS_ENDPOINT") or DEFAULT_IMDS)
-    agent = Agent(cfg, args.root, imds)
-    # A shutdown (the reclaim itself, or `trainctl down`) SIGTERMs the agent: stop the training cleanly.
-    signal.signal(signal.SIGTERM, lambda *_: agent.terminate_training())
+    agent, rc = None, 1
     try:
+        with open(args.config) as f:
+            cfg = json.load(f)
+        agent = Agent(cfg, args.root, Imds(os.environ.get("TRAINCTL_IMDS_ENDPOINT") or DEFAULT_IMDS))
+        # A shutdown (the reclaim itself, or `trainctl down`) SIGTERMs the agent: stop the training cleanly.
+        signal.signal(signal.SIGTERM, lambda *_: agent.terminate_training())
         rc = agent.run()
-    except BaseException as e:
-        agent.log.add(f"trainctl-agent: failed: {e!r}")
+    except BaseException as e:  # noqa: BLE001 - every failure ends in the shutdown below
+        (agent.log.add if agent else say)(f"trainctl-agent: failed: {e!r}; shutting this node down")
         rc = 1
-    agent.log.stopping.set()
-    agent.log.join(timeout=10)
-    if rc == 0 and cfg.get("shutdown_when_done") and not os.environ.get("TRAINCTL_NO_SHUTDOWN"):
-        # The launch template says terminate on shutdown: a finished node stops costing money.
-        subprocess.run(["shutdown", "-h", "+1"], check=False)
+    finally:
+        if agent is not None:
+            agent.log.stopping.set()
+            agent.log.join(timeout=LOG_FLUSH_S)
+    shut_down(rc)
     return rc
+
+
+def shut_down(rc: int) -> None:
+    if os.environ.get("TRAINCTL_NO_SHUTDOWN"):
+        say(f"exit {rc}: TRAINCTL_NO_SHUTDOWN is set; not shutting down")
+        return
+    # Success: a minute's grace (someone may be reading the node); failure: now, nothing is left to do.
+    subprocess.run(["shutdown", "-h", "+1" if rc == 0 else "now"], check=False)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,107 @@
+"""A node that cannot do its work shuts itself down (issue 11: no GPU node may bill silently).
+
+The real user data runs in a subprocess with a fake `shutdown` first on PATH that records how it was
+called: once when IMDS and AWS cannot be reached at all (a multi-card node with no public IP and no NAT),
+and once when AWS answers but the job's code is missing, where the agent's last lines must also reach
+CloudWatch Logs before the node goes down.
+"""
+from __future__ import annotations
+
+import http.server
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from trainctl.bootstrap import render_user_data
+
+JOB = "shutdown-1"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens here once the socket is closed
+
+
+def _fake_shutdown(tmp_path: Path) -> tuple[Path, Path]:
+    bin_dir, record = tmp_path / "bin", tmp_path / "shutdown-called"
+    bin_dir.mkdir()
+    script = bin_dir / "shutdown"
+    script.write_text(f'#!/bin/sh\necho "$@" >> {record}\n')
+    script.chmod(0o755)
+    return bin_dir, record
+
+
+def _run_user_data(tmp_path: Path, env: dict, code_key: str = f"{JOB}/code/sourcedir.tar.gz",
+                   bucket: str = "trainctl-123456789012-us-east-1") -> subprocess.CompletedProcess:
+    config = {"job_id": JOB, "region": "us-east-1", "bucket": bucket, "code_key": code_key,
+              "script": "train.py", "args": [], "nnodes": 1, "nproc_per_node": 1, "accelerator": "gpu"}
+    script = tmp_path / "user-data.sh"
+    script.write_text(render_user_data(config))
+    root = tmp_path / "root"
+    full_env = {"PATH": env.pop("PATH"), "HOME": str(tmp_path), "LANG": "C.UTF-8",
+                "TRAINCTL_ROOT": str(root), "TRAINCTL_PYTHON": sys.executable,
+                "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": str(tmp_path / "none"),
+                "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), **env}
+    # The limit is a safety net for a hung agent, not a timing assertion.
+    return subprocess.run(["bash", str(script)], env=full_env, capture_output=True, text=True, timeout=240)
+
+
+def test_a_node_that_cannot_reach_imds_or_aws_shuts_down(tmp_path):
+    bin_dir, record = _fake_shutdown(tmp_path)
+    port = _closed_port()
+    proc = _run_user_data(tmp_path, {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}", "TRAINCTL_IMDS_ENDPOINT": f"http://127.0.0.1:{port}",
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"})
+    assert proc.returncode != 0
+    assert "shutting this node down" in proc.stdout + proc.stderr
+    assert record.read_text().split("\n")[0] == "-h now"
+
+
+class _Imds(http.server.BaseHTTPRequestHandler):
+    """IMDSv2 as a node sees it: a token, then its instance id and private IP."""
+
+    values = {"instance-id": "i-0shutdown000000001", "local-ipv4": "10.0.0.5"}
+
+    def do_PUT(self):  # noqa: N802 - http.server's naming
+        self._answer(200, b"token")
+
+    def do_GET(self):  # noqa: N802
+        key = self.path.removeprefix("/latest/meta-data/")
+        value = self.values.get(key)
+        self._answer(200, value.encode()) if value else self._answer(404, b"")
+
+    def _answer(self, code: int, body: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_node_whose_code_is_missing_ships_its_log_and_shuts_down(sandbox_env, tmp_path):
+    sb = sandbox_env
+    bucket = "trainctl-123456789012-us-east-1"
+    sb.client("s3").create_bucket(Bucket=bucket)
+    imds = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Imds)
+    threading.Thread(target=imds.serve_forever, daemon=True).start()
+    bin_dir, record = _fake_shutdown(tmp_path)
+    try:
+        proc = _run_user_data(tmp_path, {
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "TRAINCTL_IMDS_ENDPOINT": f"http://127.0.0.1:{imds.server_address[1]}",
+            "AWS_ENDPOINT_URL": sb.endpoint_url, "AWS_ACCESS_KEY_ID": sb.env["AWS_ACCESS_KEY_ID"],
+            "AWS_SECRET_ACCESS_KEY": sb.env["AWS_SECRET_ACCESS_KEY"]}, bucket=bucket)
+    finally:
+        imds.shutdown()
+        imds.server_close()
+    assert proc.returncode != 0
+    assert record.read_text().split("\n")[0] == "-h now"
+    events = sb.client("logs").get_log_events(logGroupName=f"/trainctl/{JOB}",
+                                              logStreamName=_Imds.values["instance-id"])["events"]
+    assert any("failed" in e["message"] and "shutting this node down" in e["message"] for e in events)
