@@ -166,15 +166,14 @@ def read_all(backend, job_id: str, region: str) -> tuple[Any, Progress, list]:
     return view, progress, lines
 
 
-def follow(backend, job_id: str, region: str, *, interval: float = 2.0, max_interval: float | None = None,
+def follow(backend, job_id: str, region: str, *, interval: float = 2.0,
            on_transition: Callable[[Any], None] = lambda t: None, on_line: Callable[[Any], None] = lambda ln: None,
            on_update: Callable[[Any, Progress], None] = lambda v, p: None, logs: bool = True,
-           should_stop: Callable[[], bool] = lambda: False,
            recover: Callable[[Any], bool] | None = None) -> tuple[Any, Progress]:
-    """Poll until the job ends. Backoff: `interval` after a change, growing x1.5 up to `max_interval`
-    (default 8 x interval) while nothing happens. `recover` (from `recoverer`) gets every view and
-    relaunches lost capacity; it returns True when it did something."""
-    max_interval = max_interval or interval * 8
+    """Poll until the job ends. Backoff: `interval` after a change, growing x1.5 up to 8 x interval while
+    nothing happens. `recover` (from `recoverer`) gets every view and relaunches lost capacity; it returns
+    True when it did something."""
+    max_interval = interval * 8
     progress, cursor, shown_transitions = Progress(), None, 0
     delay = interval
     while True:
@@ -199,7 +198,7 @@ def follow(backend, job_id: str, region: str, *, interval: float = 2.0, max_inte
                 if not new or not view.finished:
                     break
         on_update(view, progress)
-        if view.finished or should_stop():
+        if view.finished:
             return view, progress
         delay = interval if changed else min(max_interval, delay * 1.5)
         time.sleep(delay)
