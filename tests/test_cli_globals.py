@@ -111,3 +111,18 @@ def test_a_sandbox_job_is_unknown_to_aws_and_not_listed_there(tmp_path):
                                       env={"AWS_ENDPOINT_URL": endpoint}).stdout)["jobs"]
     assert [(j["job_id"], j["layout"], j["account"]) for j in sandbox_jobs] == \
         [("sbx-job-1", "1x g5.xlarge", "123456789012")]
+
+
+def test_ls_does_not_ask_aws_about_a_job_of_another_account(sandbox, tmp_path):
+    """After a profile switch, a job launched from another account is named as such, not 'unknown'."""
+    option = Option(rank=1, platform="sagemaker", instance_type="g5.xlarge", count=1, market="on-demand",
+                    region="us-east-1", accelerators=1, hourly_usd=1.4, throughput_samples_per_s=100,
+                    throughput_source="model", hours=1.0, expected_cost_usd=1.4)
+    with JobStore(tmp_path / "state.db", endpoint=sandbox.endpoint_url.rstrip("/").lower()) as store:
+        store.record_job(job_id="elsewhere-1", account="111111111111", platform="sagemaker", region="us-east-1",
+                         spec_path=SPEC, spec_name="vit-base-g5", model="vit_base_patch16_224", batch_size=128,
+                         option=option, plan_json=None, status="InProgress")
+    proc = run_cli(["-o", "json", "ls"], tmp_path, env=sandbox.env)
+    assert proc.returncode == 0, proc.stderr
+    (job,) = json.loads(proc.stdout)["jobs"]
+    assert job["status"] == "in account 111111111111 (these credentials are 123456789012's)"

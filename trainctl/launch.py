@@ -195,12 +195,12 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
         show(option, request)
         if n == 0 and not args.yes and not confirm(f"Launch {job_id} ({len(request.calls)} AWS calls)?"):
             raise TrainctlError("not launched", exit_code=1)
-        attempt = _attempt(run, backend, request, option, previous=attempts[-1].job_id if attempts else None)
+        attempt, problem = _attempt(run, backend, request, option,
+                                    previous=attempts[-1].job_id if attempts else None)
         attempts.append(attempt)
-        if not attempt.outcome.startswith("no capacity"):
+        if problem is None:
             return LaunchResult(job_id=job_id, platform=option.platform, region=attempt.region, option=option,
                                 attempts=attempts)
-        problem = attempt.outcome.removeprefix("no capacity: ")
         nxt = sequence[n + 1] if n + 1 < len(sequence) else None
         if nxt is None:
             raise TrainctlError(f"no capacity for any option tried ({', '.join(a.layout for a in attempts)}); "
@@ -210,8 +210,9 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
     raise AssertionError("unreachable: the loop returns or raises")
 
 
-def _attempt(run: _Run, backend, request, option: Option, previous: str | None) -> Attempt:
-    """Record, submit and (with --failover) wait for capacity: the attempt's outcome. Raises what ends the launch."""
+def _attempt(run: _Run, backend, request, option: Option, previous: str | None) -> tuple[Attempt, str | None]:
+    """Record, submit and (with --failover) wait for capacity: the attempt, and why it got no capacity (None:
+    it got it, or was not asked to wait). Raises what ends the launch."""
     from trainctl.backends.base import CapacityError
 
     job_id, store, say = request.job_id, run.store, run.say
@@ -242,19 +243,19 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
             raise TrainctlError(f"launch of {job_id} got no capacity: {e}; try another option "
                                 "(--option N) or let trainctl move on by itself (--failover)",
                                 exit_code=EXIT_NO_CAPACITY) from e
-        return attempt.model_copy(update={"outcome": f"no capacity: {e}"})
+        return attempt.model_copy(update={"outcome": f"no capacity: {e}"}), str(e)
     except Exception as e:  # noqa: BLE001 - recorded, resources removed by tag, then reported in one line
         _submit_failed(store, backend, job_id, request.region, e, say)
     store.set_status(job_id, "InProgress")
     store.add_event(job_id, "submitted", json.dumps({k: v for k, v in outputs.items() if isinstance(v, str)}))
     say(f"submitted {job_id} ({option.describe()})")
     if not run.args.failover:
-        return attempt
+        return attempt, None
     problem = None if getattr(backend, "capacity_at_submit", False) else \
         wait_for_capacity(backend, job_id, request.region, run.args.poll_seconds, say)
     if problem is None:
         store.add_event(job_id, "capacity", "instances obtained; training started")
-        return attempt.model_copy(update={"outcome": "running"})
+        return attempt.model_copy(update={"outcome": "running"}), None
     _no_capacity(store, job_id, problem)
     try:
         backend.cleanup(job_id, request.region)
@@ -262,7 +263,7 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
         from trainctl.aws import error_summary
 
         say(f"cleanup of {job_id} did not finish ({error_summary(e)})")
-    return attempt.model_copy(update={"outcome": f"no capacity: {problem}"})
+    return attempt.model_copy(update={"outcome": f"no capacity: {problem}"}), problem
 
 
 def _no_capacity(store: JobStore, job_id: str, problem: str) -> None:

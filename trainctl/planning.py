@@ -36,8 +36,8 @@ def parse_layouts(texts: tuple[str, ...] | list[str], known: set[str]) -> tuple[
     return tuple(out)
 
 
-def make_plan(inputs: PlanInputs, store: JobStore | None) -> tuple[JobSpec, Plan]:
-    """The spec and its plan; `store` gives the throughput measured by earlier jobs of this endpoint."""
+def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpec, Plan]:
+    """The spec and its plan; `store` (if any) gives the throughput measured by earlier jobs of this endpoint."""
     catalog = load_catalog()
     spec = load_spec(inputs.spec_path, catalog=catalog)
     if inputs.objective not in ("cost", "time"):

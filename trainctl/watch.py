@@ -250,25 +250,43 @@ def check_host(view, host: int | None) -> str | None:
 
 
 def list_jobs(store: JobStore, limit: int, live: bool = True) -> list[dict]:
-    """The newest jobs of this endpoint from the store, each with its live status unless `live` is false."""
+    """The newest jobs of this endpoint from the store, each with its live status unless `live` is false.
+    A job launched from another account is not asked about with these credentials (AWS would not know it)."""
+    jobs = store.jobs(limit)
+    account = caller_account() if live and jobs else None
+    return [{**_listed(job), **(_live_status(job, account) if live else {})} for job in jobs]
+
+
+def caller_account() -> str | None:
+    """The account of the credentials in use, or None when AWS does not say."""
+    from trainctl import aws
+
+    try:
+        return aws.client("sts", aws.default_region()).get_caller_identity()["Account"]
+    except Exception:  # noqa: BLE001 - then every job is asked about, as before accounts were kept
+        return None
+
+
+def _listed(job: JobRecord) -> dict:
+    o = job.option
+    return {"job_id": job.job_id, "platform": job.platform, "region": job.region, "account": job.account or None,
+            "layout": f"{o.count}x {o.instance_type}" if o else "-", "market": o.market if o else None,
+            "status": job.status or "-", "secondary_status": None, "recorded_status": job.status,
+            "expected_cost_usd": o.expected_cost_usd if o else None, "created_at": job.created_at,
+            "spec": job.spec_path, "failover_from": job.failover_from}
+
+
+def _live_status(job: JobRecord, account: str | None) -> dict:
     from trainctl.backends import get_backend
 
-    out = []
-    for job in store.jobs(limit):
-        status, secondary = job.status or "-", None
-        if live and job.status not in ("SubmitFailed",):
-            try:
-                v = get_backend(job.platform).describe(job.job_id, job.region)
-                status, secondary = v.status, v.secondary_status
-            except Exception as e:  # noqa: BLE001 - one unreachable job must not hide the others
-                from trainctl.aws import error_summary
+    if job.status == "SubmitFailed":
+        return {}
+    if account and job.account and job.account != account:
+        return {"status": f"in account {job.account} (these credentials are {account}'s)"}
+    try:
+        v = get_backend(job.platform).describe(job.job_id, job.region)
+    except Exception as e:  # noqa: BLE001 - one unreachable job must not hide the others
+        from trainctl.aws import error_summary
 
-                status = f"unknown ({error_summary(e)})"
-        o = job.option
-        out.append({"job_id": job.job_id, "platform": job.platform, "region": job.region,
-                    "account": job.account or None,
-                    "layout": f"{o.count}x {o.instance_type}" if o else "-", "market": o.market if o else None,
-                    "status": status, "secondary_status": secondary, "recorded_status": job.status,
-                    "expected_cost_usd": o.expected_cost_usd if o else None, "created_at": job.created_at,
-                    "spec": job.spec_path, "failover_from": job.failover_from})
-    return out
+        return {"status": f"unknown ({error_summary(e)})"}
+    return {"status": v.status, "secondary_status": v.secondary_status}
