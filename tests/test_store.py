@@ -149,3 +149,33 @@ def test_a_sandbox_measurement_never_enters_a_plan_for_aws(tmp_path):
     assert {(o["throughput_source"], o["throughput_samples_per_s"]) for o in sandboxed["options"]} == {("measured", 150.0)}
     proc = run_cli(["ls", "--no-status"], home)
     assert proc.returncode == 0 and "no jobs yet" in proc.stdout
+
+
+def test_only_the_store_speaks_sql():
+    """All SQL lives in trainctl/store.py: no other module opens the database or writes a query."""
+    from pathlib import Path
+
+    import trainctl
+
+    sql = ("sqlite3", "SELECT ", "INSERT ", "UPDATE ", "DELETE FROM", "CREATE TABLE", "state.db")
+    root = Path(trainctl.__file__).parent
+    offenders = {str(p.relative_to(root)): [w for w in sql if w in p.read_text()]
+                 for p in root.rglob("*.py") if p.name != "store.py"}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_a_v1_option_the_model_no_longer_reads_is_kept_as_a_job_without_option(tmp_path):
+    path = tmp_path / "state.db"
+    make_v1_database(path)
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT OR REPLACE INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                   ("hand-edited", "ec2", "us-east-1", "x.yaml", "x", "m", 8, json.dumps({"count": "two"}), None,
+                    None, "InProgress", 900.0, 900.0))
+    db.close()
+    with JobStore(path, endpoint="") as store:
+        job = store.job("hand-edited")
+        assert job is not None and job.option is None and job.platform == "ec2"
+        assert [j.job_id for j in store.jobs(10)] == ["vit-1-ab12-f1", "hand-edited"]
+    listed = json.loads(run_cli(["-o", "json", "ls", "--no-status"], tmp_path).stdout)["jobs"]
+    assert [(j["job_id"], j["layout"]) for j in listed] == [("vit-1-ab12-f1", "4x g5.2xlarge"),
+                                                            ("hand-edited", "-")]
