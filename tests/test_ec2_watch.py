@@ -104,7 +104,8 @@ def test_stop_then_completed_markers(launched):
 
 def test_down_removes_everything_and_is_safe_to_repeat(launched, tmp_path):
     sb, backend, out = launched
-    args = ["--region", "us-east-1", "--output", "json", "down", "job-1"]
+    # job-1 was launched by the backend directly, so the store does not know it: --platform names it
+    args = ["--region", "us-east-1", "--output", "json", "down", "job-1", "--platform", "ec2"]
     first = run_cli(args, tmp_path / "home", env=sb.env)
     assert first.returncode == 0, first.stderr
     doc = json.loads(first.stdout)
@@ -115,5 +116,5 @@ def test_down_removes_everything_and_is_safe_to_repeat(launched, tmp_path):
     assert view.status == "Stopped" and "trainctl down" in view.failure_reason
     again = run_cli(args, tmp_path / "home", env=sb.env)
     assert again.returncode == 0 and json.loads(again.stdout)["removed"] == []
-    table = run_cli(["--region", "us-east-1", "down", "job-1"], tmp_path / "home", env=sb.env)
+    table = run_cli(["--region", "us-east-1", "down", "job-1", "--platform", "ec2"], tmp_path / "home", env=sb.env)
     assert table.returncode == 0 and "nothing tagged trainctl:job=job-1" in table.stderr

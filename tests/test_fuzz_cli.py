@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tests.helpers import CONFIGS, run_cli
 from trainctl.catalog import load_catalog
 from trainctl.errors import UsageError
-from trainctl.launch import LaunchArgs, choose_options, describe_option
+from trainctl.launch import LaunchArgs, choose_options
 from trainctl.planning import parse_layouts
 from trainctl.watch import check_job_id
 
@@ -70,6 +70,14 @@ GOOD_OPTION = {"rank": 1, "platform": "sagemaker", "instance_type": "g5.xlarge",
                "region": "us-east-1", "availability_zone": "us-east-1a", "accelerators": 2, "hourly_usd": 1.2,
                "throughput_samples_per_s": 100.0, "throughput_source": "model", "hours": 2.5,
                "expected_cost_usd": 3.0}
+HEADER = {"spec": SPEC, "spec_name": "vit-base-g5", "source": "offline", "catalog_date": "2026-11-23"}
+
+
+def plan_file_doc(options) -> dict:
+    """A saved plan around these options: the header is valid, so what is checked is the options."""
+    return {**HEADER, "options": options}
+
+
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
                     max_leaves=10)
@@ -89,7 +97,7 @@ def plan_documents(draw):
             else:
                 option[key] = draw(JSON | st.sampled_from(["ec2", "p5.48xlarge", "on-demand", "eu-west-1", 64, 65]))
         options.append(option if kind != 3 else draw(JSON))
-    return {"options": options}
+    return plan_file_doc(options)
 
 
 @pytest.mark.timeout(180)
@@ -99,14 +107,14 @@ def test_plan_files(tmp_path_factory, doc):
     path = tmp_path_factory.mktemp("plan") / "plan.json"
     path.write_text(json.dumps(doc))
     try:
-        _, _, options, idx = choose_options(LaunchArgs(spec_path=SPEC, plan_path=str(path)))
+        _, _, options, idx = choose_options(LaunchArgs(spec_path=SPEC, plan_path=str(path)), None)
     except UsageError as e:
         assert one_line(e).startswith(f"--plan {path}") or "no option of the plan" in str(e)
         return
     except Exception as e:  # the one other outcome: an empty plan (exit 3, one line)
         assert getattr(e, "exit_code", None) == 3 and "no option" in str(e), repr(e)
         return
-    describe_option(options[idx])  # what launch prints next must not fail either
+    options[idx].describe()  # what launch prints next must not fail either
 
 
 @pytest.mark.parametrize("content", [b"", b"[", b"{\"options\": 5}", b"\xff\xfe", b"[" * 100000 + b"]" * 100000])
@@ -114,7 +122,7 @@ def test_broken_plan_files(tmp_path, content):
     path = tmp_path / "plan.json"
     path.write_bytes(content)
     with pytest.raises(UsageError) as e:
-        choose_options(LaunchArgs(spec_path=SPEC, plan_path=str(path)))
+        choose_options(LaunchArgs(spec_path=SPEC, plan_path=str(path)), None)
     one_line(e.value)
 
 
@@ -124,7 +132,7 @@ def test_plan_file_that_is_a_fifo_does_not_hang(tmp_path):
     fifo = tmp_path / "plan.json"
     os.mkfifo(fifo)
     with pytest.raises(UsageError):
-        choose_options(LaunchArgs(spec_path=SPEC, plan_path=str(fifo)))
+        choose_options(LaunchArgs(spec_path=SPEC, plan_path=str(fifo)), None)
 
 
 # ------------------------------------------------------------------ the real command, a few times
@@ -155,7 +163,14 @@ def test_cli_rejections_are_one_line_exit_2(tmp_path, args):
 
 def test_cli_rejects_a_saved_plan_with_a_bad_option(tmp_path):
     bad = dict(GOOD_OPTION, count="2; rm -rf /")
-    (tmp_path / "plan.json").write_text(json.dumps({"options": [bad]}))
+    (tmp_path / "plan.json").write_text(json.dumps(plan_file_doc([bad])))
     proc = run_cli(["launch", SPEC, "--dry-run", "--plan", str(tmp_path / "plan.json")], tmp_path, timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "options[0]: 'count' must be a whole number" in proc.stderr
+    assert "options.0.count: Input should be a valid integer" in proc.stderr
+
+
+def test_cli_rejects_a_saved_plan_with_an_instance_type_the_catalog_lacks(tmp_path):
+    (tmp_path / "plan.json").write_text(json.dumps(plan_file_doc([dict(GOOD_OPTION, instance_type="x9.big")])))
+    proc = run_cli(["launch", SPEC, "--dry-run", "--plan", str(tmp_path / "plan.json")], tmp_path, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "options.0.instance_type 'x9.big' is not in the catalog" in proc.stderr

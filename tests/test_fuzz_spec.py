@@ -52,7 +52,7 @@ def plan_offline(path: Path) -> dict:
     from trainctl.planning import PlanInputs, make_plan
 
     _, result = make_plan(PlanInputs(spec_path=str(path), offline=True))
-    doc = result.to_json(str(path), top=None)
+    doc = result.model_dump(mode="json")  # the `plan -o json` document
     json.dumps(doc, allow_nan=False)  # raises on inf / nan anywhere in the document
     return doc
 

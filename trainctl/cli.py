@@ -6,14 +6,14 @@ happens inside the command that needs it.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from typing import Optional
 
 import typer
 
 from trainctl import __version__
-from trainctl.errors import TrainctlError, UsageError
+from trainctl.commandline import attach_global_options, run
+from trainctl.errors import UsageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None,
@@ -27,6 +27,9 @@ class GlobalOptions:
 
 
 OPTS = GlobalOptions()
+# Options that work before AND after the subcommand, as in the AWS CLI and kubectl: declared once (on the
+# group below) and attached to every command by `attach_global_options`; the later value wins.
+GLOBAL_OPTIONS = ("profile", "region", "output", "debug", "sandbox")
 
 
 def _version(value: bool) -> None:
@@ -44,17 +47,45 @@ def main_options(
     sandbox: bool = typer.Option(False, "--sandbox", help="Use the local sandbox AWS (starts one if needed)."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
-    if output not in ("table", "json"):
-        raise UsageError(f"--output {output!r}: use table or json")
-    OPTS.output, OPTS.debug = output, debug
+    for name, value in (("output", output), ("profile", profile), ("region", region), ("debug", debug),
+                        ("sandbox", sandbox)):
+        if value or name == "output":
+            apply_global_option(name, value)
+
+
+def apply_global_option(name: str, value) -> None:
+    """Put one global option into effect (before or after the subcommand: the later one wins)."""
     from trainctl import aws
 
-    aws.SETTINGS.profile, aws.SETTINGS.region = profile, region
-    if sandbox:
-        from trainctl.sandbox.cli import ensure_sandbox_env
-
-        os.environ.update(ensure_sandbox_env())
+    if name == "output":
+        if value not in ("table", "json"):
+            raise UsageError(f"--output {value!r}: use table or json")
+        OPTS.output = value
+    elif name == "debug":
+        OPTS.debug = bool(value)
+    elif name == "profile":
+        aws.SETTINGS.profile = value
         aws.reset_session()
+    elif name == "region":
+        aws.SETTINGS.region = value
+        aws.reset_session()
+    elif name == "sandbox" and value:
+        _use_sandbox()
+
+
+def _use_sandbox() -> None:
+    from trainctl import aws
+    from trainctl.sandbox.cli import ensure_sandbox_env
+
+    os.environ.update(ensure_sandbox_env())
+    aws.reset_session()
+
+
+def _store():
+    """The command's one connection to the job store (closed when the command ends)."""
+    from trainctl.store import JobStore
+
+    return JobStore()
 
 
 @app.command()
@@ -72,12 +103,15 @@ def plan(
     from trainctl import render
     from trainctl.planning import PlanInputs, make_plan
 
-    _, result = make_plan(PlanInputs(spec_path=spec, objective=objective, layouts=tuple(layout),
-                                     platform=platform, offline=offline, window_hours=window_hours))
+    with _store() as store:
+        _, result = make_plan(PlanInputs(spec_path=spec, objective=objective, layouts=tuple(layout),
+                                         platform=platform, offline=offline, window_hours=window_hours), store)
     if OPTS.output == "json":
         render.print_json(result.model_dump(mode="json"))
     else:
-        render.plan_table(result, spec, top=top, show_excluded=show_excluded)
+        from trainctl.render.tables import plan_table
+
+        plan_table(result, spec, top=top, show_excluded=show_excluded)
     if not result.options:
         raise typer.Exit(3)
 
@@ -90,34 +124,17 @@ def catalog(
     """Show the bundled catalog: specs, prices, Spot data, with sources."""
     from trainctl import render
     from trainctl.catalog import load_catalog
+    from trainctl.render.tables import catalog_rows, catalog_table
 
     cat = load_catalog()
-    rows = []
-    for name, inst in sorted(cat.instances.items(), key=lambda kv: (kv[1].family, kv[1].vcpus)):
-        if filter and filter not in name:
-            continue
-        ec2 = cat.on_demand_price("ec2", region, name)
-        sm = cat.on_demand_price("sagemaker", region, name)
-        spot = cat.spot_advice(region, name)
-        rows.append({"instance_type": name, "family": inst.family, "accelerator": inst.accelerator.key,
-                     "accelerator_count": inst.accelerator_count,
-                     "accelerator_memory_gib": inst.accelerator_memory_gib, "vcpus": inst.vcpus,
-                     "ram_gib": inst.ram_gib, "network_gbps_baseline": inst.network_gbps_baseline,
-                     "network_gbps_burst": inst.network_gbps_burst, "network_up_to": inst.network_up_to,
-                     "efa_interfaces": inst.efa_interfaces, "sagemaker_training": inst.sagemaker_training,
-                     "peak_tflops": inst.accelerator.peak_tflops, "region": region,
-                     "ec2_usd_per_hour": ec2.usd_per_hour if ec2 else None,
-                     "sagemaker_usd_per_hour": sm.usd_per_hour if sm else None,
-                     "price_sources": {"ec2": ec2.source if ec2 else None, "sagemaker": sm.source if sm else None},
-                     "spot_savings_pct": spot.savings_pct if spot else None,
-                     "interruption_band": spot.interruption_band if spot else None, "sources": inst.sources})
+    rows = catalog_rows(cat, filter, region)
     if not rows:
         raise UsageError(f"no instance type matches {filter!r}; known families: {', '.join(cat.families)}")
     if OPTS.output == "json":
         render.print_json({"catalog_date": cat.date, "data_dates": cat.data_dates, "sources": cat.sources,
                            "instances": rows})
     else:
-        render.catalog_table(cat, rows, region)
+        catalog_table(cat, rows, region)
 
 
 @app.command()
@@ -167,39 +184,23 @@ def launch(
                                        help="--failover: how often to check that the job got capacity."),
 ) -> None:
     """Plan (or take a saved plan or layout), show the chosen option and its calls, confirm, submit."""
-    from trainctl import render
-    from trainctl.launch import LaunchArgs, describe_option
+    from trainctl.launch import LaunchArgs
     from trainctl.launch import launch as do_launch
-
-    err = render.stderr_console()
-
-    def show(request) -> None:
-        err.print(f"{request.job_id}: {describe_option(request.option)}", markup=False, soft_wrap=True)
-        for note in request.notes:
-            err.print(f"  - {note}", markup=False, soft_wrap=True)
-        for i, call in enumerate(request.calls, 1):
-            err.print(f"  {i}. {call.service}:{call.operation}" + (f"  ({call.why})" if call.why else ""),
-                      markup=False, soft_wrap=True)
-
-    def confirm(question: str) -> bool:
-        if not sys.stdin.isatty():
-            raise UsageError("no terminal to confirm the launch on: add --yes (or --dry-run to only look)")
-        return typer.confirm(question, default=False, err=True)
+    from trainctl.render import launch as shown
 
     args = LaunchArgs(spec_path=spec, option_rank=option, plan_path=plan_file, layouts=tuple(layout),
                       platform=platform, objective=objective, offline=offline, dry_run=dry_run, yes=yes,
                       failover=failover, role=role, image=image, bucket=bucket, subnet=subnet,
                       security_group=security_group, ami=ami, ssh_cidr=ssh_cidr, max_runtime_hours=max_runtime_hours,
                       poll_seconds=poll_seconds)
-    result = do_launch(args, say=lambda m: err.print(m, markup=False, soft_wrap=True), show=show, confirm=confirm)
-    if OPTS.output == "json":
-        render.print_json(result)
-    elif dry_run:
-        import json as _json
+    with _store() as store:
+        result = do_launch(args, store, say=shown.say, show=shown.show, confirm=shown.confirm)
+    shown.result(result, OPTS.output)
 
-        typer.echo(_json.dumps(result, indent=2))
-    else:
-        typer.echo(result["job_id"])
+
+PLATFORM_OF_UNKNOWN_JOB = typer.Option(None, "--platform", help="sagemaker or ec2: for a job trainctl did not "
+                                                                 "launch (it is not in `trainctl ls`); --region "
+                                                                 "names its region.")
 
 
 @app.command()
@@ -211,31 +212,33 @@ def watch(
     no_logs: bool = typer.Option(False, "--no-logs", help="Status only."),
     recover: bool = typer.Option(False, "--recover", help="EC2: relaunch reclaimed Spot nodes (same AZ first); "
                                                           "the job resumes from its last checkpoint."),
+    platform: Optional[str] = PLATFORM_OF_UNKNOWN_JOB,
 ) -> None:
     """Follow a job: status transitions, every host's logs, throughput, interruptions, savings, dollars."""
     from trainctl import render
     from trainctl import watch as w
     from trainctl.backends import get_backend
+    from trainctl.render import watch as shown
 
-    platform, region, row = w.locate(job)
-    backend = get_backend(platform)
-    err = render.stderr_console()
-    recoverer = w.recoverer(backend, job, region, say=lambda m: err.print(m, markup=False)) if recover else None
-    if once:
-        if recoverer is not None:
-            recoverer(backend.describe(job, region))
-        view, progress, _ = w.read_all(backend, job, region)
-    else:
-        view, progress = w.follow_live(backend, job, region, row, interval=interval, logs=not no_logs,
-                                       recover=recoverer, to_stderr=OPTS.output == "json")
-    doc = w.summary(view, progress, row)
-    note = w.record_outcome(view, progress, row) if view.finished else None
+    with _store() as store:
+        ref = w.locate(store, job, platform)
+        backend = get_backend(ref.platform)
+        recoverer = w.recoverer(backend, ref, store, say=shown.say) if recover else None
+        if once:
+            if recoverer is not None:
+                recoverer(backend.describe(job, ref.region))
+            view, progress, _ = w.read_all(backend, job, ref.region)
+        else:
+            view, progress = shown.follow_live(backend, ref, interval=interval, logs=not no_logs, recover=recoverer,
+                                               to_stderr=OPTS.output == "json")
+        doc = w.summary(view, progress, ref.record)
+        note = w.record_outcome(store, view, progress, ref.record) if view.finished else None
     if OPTS.output == "json":
         render.print_json(doc)
     else:
-        w.render_summary(doc)
+        shown.summary_table(doc)
     if note:
-        err.print(note, markup=False)
+        shown.say(note)
     raise typer.Exit(w.exit_code(view))
 
 
@@ -245,25 +248,26 @@ def logs(
     host: Optional[int] = typer.Option(None, "--host", min=1, help="Only host N (1-based)."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the job ends."),
     interval: float = typer.Option(2.0, "--interval", min=0.05, help="--follow: seconds between polls."),
+    platform: Optional[str] = PLATFORM_OF_UNKNOWN_JOB,
 ) -> None:
     """Print a job's log lines, every host interleaved in time order (or one host)."""
     from trainctl import watch as w
     from trainctl.backends import get_backend
+    from trainctl.render.watch import log_line
 
-    platform, region, _ = w.locate(job)
-    backend = get_backend(platform)
-    view = backend.describe(job, region)
-    only = w.check_host(view, host)
+    with _store() as store:
+        ref = w.locate(store, job, platform)
+    backend = get_backend(ref.platform)
+    only = w.check_host(backend.describe(job, ref.region), host)
 
     def show(ln) -> None:
         if only is None or ln.host == only:
-            line = ln.message if only else f"{ln.host} {ln.message}"
-            typer.echo(f"{w.fmt_time(ln.timestamp_ms / 1000)} {line}")
+            typer.echo(log_line(ln, with_host=only is None))
 
     if follow:
-        w.follow(backend, job, region, interval=interval, on_line=show)
+        w.follow(backend, job, ref.region, interval=interval, on_line=show)
     else:
-        for ln in w.read_all(backend, job, region)[2]:
+        for ln in w.read_all(backend, job, ref.region)[2]:
             show(ln)
 
 
@@ -272,60 +276,52 @@ def list_jobs(
     limit: int = typer.Option(20, "--limit", min=1, help="Newest N jobs."),
     no_status: bool = typer.Option(False, "--no-status", help="Do not ask AWS for live status."),
 ) -> None:
-    """Jobs trainctl launched (from the state database), with their live status."""
+    """Jobs trainctl launched against this endpoint (AWS, or the sandbox), with their live status."""
     from trainctl import render
     from trainctl import watch as w
+    from trainctl.render.watch import jobs_table
 
-    out = w.list_jobs(limit, live=not no_status)
+    with _store() as store:
+        out = w.list_jobs(store, limit, live=not no_status)
     if OPTS.output == "json":
         render.print_json({"jobs": out})
     else:
-        w.render_jobs(out)
+        jobs_table(out)
 
 
 @app.command()
-def stop(job: str = typer.Argument(..., help="Job id.")) -> None:
+def stop(job: str = typer.Argument(..., help="Job id."), platform: Optional[str] = PLATFORM_OF_UNKNOWN_JOB) -> None:
     """Stop a running job (SIGTERM: the entrypoint checkpoints; the model is still uploaded)."""
-    from trainctl import render, state
     from trainctl import watch as w
     from trainctl.backends import get_backend
+    from trainctl.render.watch import say
 
-    platform, region, row = w.locate(job)
-    get_backend(platform).stop(job, region)
-    if row:
-        state.add_event(job, "stop", "requested by the user")
-    render.stderr_console().print(f"stopping {job}; `trainctl watch {job}` follows it to the end", markup=False)
+    with _store() as store:
+        ref = w.locate(store, job, platform)
+        get_backend(ref.platform).stop(job, ref.region)
+        if ref.record:
+            store.add_event(job, "stop", "requested by the user")
+    say(f"stopping {job}; `trainctl watch {job}` follows it to the end")
 
 
 @app.command()
-def down(
-    job: str = typer.Argument(..., help="Job id."),
-    platform: Optional[str] = typer.Option(None, "--platform",
-                                           help="ec2 or sagemaker, for a job the state database does not know "
-                                                "(default ec2); --region names its region."),
-) -> None:
+def down(job: str = typer.Argument(..., help="Job id."), platform: Optional[str] = PLATFORM_OF_UNKNOWN_JOB) -> None:
     """Delete everything tagged for a job (instances, fleet, launch template, placement group, security group,
     instance profile, role). Safe to repeat; prints what it removed."""
-    from trainctl import aws, render, state
+    from trainctl import render
     from trainctl import watch as w
     from trainctl.backends import get_backend
+    from trainctl.render.watch import removed_lines
 
-    row = w.job_record(job)
-    if row:
-        platform, region = row["platform"], row["region"] or aws.default_region()
-    else:
-        platform, region = platform or "ec2", aws.default_region()
-    removed = get_backend(platform).cleanup(job, region)
-    if row:
-        state.add_event(job, "down", ", ".join(removed) or "nothing left")
+    with _store() as store:
+        ref = w.locate(store, job, platform)
+        removed = get_backend(ref.platform).cleanup(job, ref.region)
+        if ref.record:
+            store.add_event(job, "down", ", ".join(removed) or "nothing left")
     if OPTS.output == "json":
-        render.print_json({"job_id": job, "platform": platform, "region": region, "removed": removed})
+        render.print_json({"job_id": job, "platform": ref.platform, "region": ref.region, "removed": removed})
     else:
-        for line in removed:
-            typer.echo(f"removed {line}")
-        render.stderr_console().print(f"{job}: {len(removed)} resources removed" if removed
-                                      else f"{job}: nothing tagged trainctl:job={job} is left in {region}",
-                                      markup=False)
+        removed_lines(job, ref.region, removed)
 
 
 @app.command()
@@ -389,51 +385,9 @@ _mount_subcommands()
 
 
 def main() -> None:
-    debug = "--debug" in sys.argv
-    # typer vendors click; its exception classes are reached through the names typer exports
-    click_exception = typer.BadParameter.__mro__[2]  # ClickException (BadParameter < UsageError < it)
-
-    try:
-        # standalone_mode=False: click's usage errors come back here and become one line too
-        code = app(standalone_mode=False)
-        if isinstance(code, int) and code:
-            if code == 130:  # typer turns Ctrl-C (KeyboardInterrupt) into a silent Exit(130)
-                sys.stderr.write("trainctl: interrupted\n")
-            sys.exit(code)
-    except typer.Abort as e:  # click turns Ctrl-C (and EOF at a prompt) into Abort
-        interrupted = isinstance(e.__context__, KeyboardInterrupt)
-        sys.stderr.write("trainctl: interrupted\n" if interrupted else "trainctl: aborted\n")
-        sys.exit(130 if interrupted else 1)
-    except click_exception as e:
-        if debug:
-            raise
-        message = " ".join(e.format_message().split()).rstrip(".")
-        names, ctx = [], getattr(e, "ctx", None)
-        while ctx is not None and ctx.parent is not None:
-            names.append(ctx.info_name)
-            ctx = ctx.parent
-        command = " ".join(["trainctl", *reversed(names)])
-        sys.stderr.write(f"trainctl: error: {message}; see `{command} --help`\n")
-        sys.exit(e.exit_code)
-    except TrainctlError as e:
-        if debug:
-            raise
-        sys.stderr.write(f"trainctl: error: {' '.join(str(e).splitlines())}\n")  # always one line
-        sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        sys.stderr.write("trainctl: interrupted\n")
-        sys.exit(130)
-    except Exception as e:  # noqa: BLE001 - the last line of defence: one line, not a traceback
-        if debug:
-            raise
-        if type(e).__name__ in ("NoCredentialsError", "PartialCredentialsError"):  # botocore's, by name: no import
-            sys.stderr.write("trainctl: error: no AWS credentials found; configure them (`aws configure`, "
-                             "AWS_PROFILE or --profile), or try it locally with `trainctl --sandbox ...`\n")
-            sys.exit(2)
-        from trainctl.aws import error_summary
-
-        sys.stderr.write(f"trainctl: error: {error_summary(e)} (run with --debug for the traceback)\n")
-        sys.exit(1)
+    command = typer.main.get_command(app)
+    attach_global_options(command, GLOBAL_OPTIONS, apply_global_option)
+    run(command, debug=lambda: OPTS.debug)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,20 @@
 """Launch orchestration, the same for every platform: choose an option (re-plan, a saved plan, or an
 exact layout), prepare (reads only), show, confirm, submit exactly what was shown, fail over to the
-next-ranked option when capacity is refused, and record every attempt in the state database."""
+next-ranked option when capacity is refused, and record every attempt in the job store. Works on the typed
+plan (`trainctl.plans`) throughout: no stage reads an option as a dict."""
 from __future__ import annotations
 
 import json
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
-from trainctl import state
+from pydantic import BaseModel
+
 from trainctl.errors import TrainctlError, UsageError
+from trainctl.plans import Option, Plan, load_saved_plan
+from trainctl.store import JobStore
 
 CAPACITY_WORDS = ("CapacityError", "InsufficientInstanceCapacity", "Insufficient capacity", "InsufficientCapacity")
 STARTED_STATUSES = ("Downloading", "Training", "Uploading", "Completed")
@@ -47,98 +51,50 @@ def new_job_id(spec_name: str) -> str:
     return f"{spec_name[:36].strip('-')}-{stamp}-{secrets.token_hex(2)}"
 
 
-def choose_options(args: LaunchArgs) -> tuple[Any, dict, list[dict], int]:
-    """(spec, plan document, options that have a backend in rank order, index of the chosen one)."""
+def choose_options(args: LaunchArgs, store: JobStore | None) -> tuple[Any, Plan, list[Option], int]:
+    """(spec, plan, its options on the asked platform in rank order, index of the chosen one). A re-plan uses
+    the store's measured throughput; a saved plan is validated by the plan model."""
     from trainctl.backends import BACKENDS
     from trainctl.spec import load_spec
 
     if args.plan_path and args.layouts:
         raise UsageError("give --plan or --layout, not both")
     if args.plan_path:
-        from pathlib import Path
-
-        try:  # a FIFO or a device would block the read: only regular files are plans
-            if not Path(args.plan_path).is_file():
-                raise UsageError(f"--plan {args.plan_path}: no such file (save a plan with `trainctl plan SPEC -o json "
-                                 "> plan.json`)")
-            with open(args.plan_path) as f:
-                plan_doc = json.load(f)
-        except (OSError, ValueError, RecursionError) as e:
-            raise UsageError(f"--plan {args.plan_path}: not a JSON plan ({e.__class__.__name__}: "
-                             f"{' '.join(str(e).split())[:160]})") from None
-        if not isinstance(plan_doc, dict) or not isinstance(plan_doc.get("options"), list):
-            raise UsageError(f"--plan {args.plan_path}: not a plan (save one with `trainctl plan SPEC -o json`)")
+        plan = load_saved_plan(args.plan_path)
+        _check_known_types(plan, args.plan_path)
         spec = load_spec(args.spec_path)
-        options = list(plan_doc["options"])
-        for i, o in enumerate(options):
-            problem = plan_option_problem(o)
-            if problem:
-                raise UsageError(f"--plan {args.plan_path}: options[{i}]: {problem}; save the plan again with "
-                                 "`trainctl plan SPEC -o json`")
     else:
         from trainctl.planning import PlanInputs, make_plan
 
         spec, plan = make_plan(PlanInputs(spec_path=args.spec_path, objective=args.objective, layouts=args.layouts,
-                                          platform=args.platform, offline=args.offline))
-        plan_doc = plan.model_dump(mode="json")
-        options = plan_doc["options"]
-    if args.platform:
-        options = [o for o in options if o.get("platform") == args.platform]
+                                          platform=args.platform, offline=args.offline), store)
+    options = [o for o in plan.options if args.platform in (None, o.platform)]
     if not options:
         raise TrainctlError("the plan has no option to launch (`trainctl plan SPEC --show-excluded` says why)",
                             exit_code=3)
     if args.option_rank is not None:
-        idx = next((i for i, o in enumerate(options) if o.get("rank") == args.option_rank), None)
+        idx = next((i for i, o in enumerate(options) if o.rank == args.option_rank), None)
         if idx is None:
             raise UsageError(f"--option {args.option_rank}: the plan's ranks are "
-                             f"{', '.join(str(o.get('rank')) for o in options[:20])}")
+                             f"{', '.join(str(o.rank) for o in options[:20])}")
     else:
-        idx = next((i for i, o in enumerate(options) if o.get("platform") in BACKENDS), None)
+        idx = next((i for i, o in enumerate(options) if o.platform in BACKENDS), None)
         if idx is None:
             raise UsageError(f"no option of the plan is on a platform trainctl can launch yet "
                              f"({', '.join(sorted(BACKENDS))}); try --platform sagemaker")
-    return spec, plan_doc, options, idx
+    return spec, plan, options, idx
 
 
-def plan_option_problem(o: Any) -> str | None:
-    """What makes a saved plan's option unusable by launch (a hand-edited or foreign file), or None."""
-    import math
-    import re
-
+def _check_known_types(plan: Plan, path: str) -> None:
+    """A saved plan may come from another trainctl or a hand edit: every type must be one the catalog knows."""
     from trainctl.catalog import load_catalog
-    from trainctl.spec import MAX_NODES
 
-    if not isinstance(o, dict):
-        return f"an option is a JSON object, not {type(o).__name__}"
-    checks = (("platform", lambda v: v in ("sagemaker", "ec2"), "sagemaker or ec2"),
-              ("instance_type", lambda v: isinstance(v, str) and v in load_catalog().instances,
-               "an instance type of `trainctl catalog`"),
-              ("count", lambda v: type(v) is int and 1 <= v <= MAX_NODES, f"a whole number from 1 to {MAX_NODES}"),
-              ("market", lambda v: v in ("spot", "on-demand"), "spot or on-demand"),
-              ("region", lambda v: isinstance(v, str) and re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-\d", v) is not None,
-               "an AWS region name such as us-east-1"))
-    for key, ok, what in checks:
-        if not ok(o.get(key)):
-            return f"'{key}' must be {what}"
-    for key in ("rank", "accelerators"):
-        if o.get(key) is not None and type(o[key]) is not int:
-            return f"'{key}' must be a whole number"
-    for key in ("hours", "expected_cost_usd", "hourly_usd", "throughput_samples_per_s"):
-        v = o.get(key)
-        if v is not None and (type(v) not in (int, float) or not math.isfinite(v) or v < 0):
-            return f"'{key}' must be a number >= 0"
-    az = o.get("availability_zone")
-    if az is not None and not (isinstance(az, str) and re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-\d[a-z]", az)):
-        return "'availability_zone' must be an AZ name such as us-east-1a, or null"
-    return None
-
-
-def describe_option(o: dict) -> str:
-    where = o.get("availability_zone") or o.get("region")
-    return (f"option {o.get('rank')}: {o['count']} x {o['instance_type']} {o['market']} on {o['platform']} in {where}: "
-            f"expected {o.get('hours') or 0:.2f} h, ${o.get('expected_cost_usd') or 0:,.2f} "
-            f"(${o.get('hourly_usd') or 0:,.2f}/h, {o.get('throughput_samples_per_s') or 0:,.0f} samples/s "
-            f"{o.get('throughput_source') or ''})")
+    known = load_catalog().instances
+    for i, o in enumerate(plan.options):
+        if o.instance_type not in known:
+            raise UsageError(f"--plan {path}: options.{i}.instance_type {o.instance_type[:40]!r} is not in the "
+                             "catalog (`trainctl catalog` lists the known types); save the plan again with "
+                             "`trainctl plan SPEC -o json > plan.json`")
 
 
 def capacity_problem(view) -> str | None:
@@ -178,116 +134,163 @@ def wait_for_capacity(backend, job_id: str, region: str, poll_seconds: float,
         delay = min(delay * 1.5, max(poll_seconds, 60.0))
 
 
-def set_status(job_id: str, status: str) -> None:
-    from contextlib import closing
+class Attempt(BaseModel):
+    """One option tried by a launch, and what came of it."""
 
-    with closing(state.connect()) as conn, conn:
-        conn.execute("UPDATE jobs SET status=?, updated_at=? WHERE job_id=?", (status, time.time(), job_id))
+    job_id: str
+    rank: int
+    layout: str
+    region: str
+    outcome: str                  # submitted | running | no capacity: <why>
 
 
-def launch(args: LaunchArgs, say: Callable[[str], None], show: Callable[[Any], None],
-           confirm: Callable[[str], bool]) -> dict:
-    """Returns the --dry-run document (dry run) or {"job_id", ..., "attempts"}."""
+class LaunchResult(BaseModel):
+    """What `trainctl launch -o json` prints: the job that runs, its option, and every attempt before it."""
+
+    job_id: str
+    platform: str
+    region: str
+    option: Option
+    attempts: list[Attempt]
+
+
+@dataclass
+class _Run:
+    """What every attempt of one launch shares."""
+
+    args: LaunchArgs
+    spec: Any
+    plan: Plan
+    store: JobStore
+    say: Callable[[str], None]
+    account: str | None = None
+
+
+def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: Callable[[Option, Any], None],
+           confirm: Callable[[str], bool]) -> dict | LaunchResult:
+    """The --dry-run document (dry run), or the LaunchResult of a submitted launch."""
     from trainctl.backends import BACKENDS, get_backend
-    from trainctl.backends.base import CapacityError, LaunchSettings
+    from trainctl.backends.base import LaunchSettings
 
-    spec, plan_doc, options, idx = choose_options(args)
+    spec, plan, options, idx = choose_options(args, store)
     sequence = [options[idx]]
     if args.failover:
-        sequence += [o for o in options[idx + 1:] if o.get("platform") in BACKENDS]
+        sequence += [o for o in options[idx + 1:] if o.platform in BACKENDS]
+    run = _Run(args, spec, plan, store, say)
     base_id = new_job_id(spec.name)
-    attempts: list[dict] = []
-    previous: str | None = None
+    attempts: list[Attempt] = []
     for n, option in enumerate(sequence):
         job_id = base_id if n == 0 else f"{base_id}-f{n}"
-        backend = get_backend(option["platform"])
+        backend = get_backend(option.platform)
         settings = LaunchSettings(job_id=job_id, spec_path=args.spec_path, role=args.role, image=args.image,
                                   ami=args.ami, ssh_cidr=args.ssh_cidr, bucket=args.bucket,
                                   max_runtime_hours=args.max_runtime_hours,
                                   extra={k: v for k, v in {"subnet": args.subnet,
                                                            "security_group": args.security_group,
                                                            **args.extra}.items() if v})
-        request = backend.prepare(option, spec, settings)
+        # the backends read the option's JSON form until they take the typed Option (branch `backends`)
+        request = backend.prepare(option.model_dump(mode="json"), spec, settings)
         if args.dry_run:
             return request.to_json()
-        show(request)
+        show(option, request)
         if n == 0 and not args.yes and not confirm(f"Launch {job_id} ({len(request.calls)} AWS calls)?"):
             raise TrainctlError("not launched", exit_code=1)
-        recorded = {**option, "failover_from": previous} if previous else option
-        state.record_job(job_id, request.platform, request.region, args.spec_path, spec.name, spec.model.name,
-                         spec.workload.batch_size_per_accelerator, recorded, plan_doc, "Submitting")
-        state.add_event(job_id, "launch", describe_option(option))
-        try:
-            outputs = backend.submit(request, progress=lambda m: say(f"  calling {m}"))
-        except KeyboardInterrupt:
-            # Ctrl-C mid-submit: what was created carries the job's tag; say how to remove it, and stop
-            # (a second Ctrl-C must not land in a half-run cleanup).
-            set_status(job_id, "Interrupted")
-            state.add_event(job_id, "interrupted", "Ctrl-C during submit")
-            say(f"interrupted: `trainctl down {job_id}` removes what the launch created (tagged trainctl:job={job_id})"
-                + ("; if CreateTrainingJob reached SageMaker, `trainctl stop` the job first"
-                   if request.platform == "sagemaker" else ""))
-            raise
-        except CapacityError as e:
-            # Refused at submit (EC2: no AZ gave all N instances). The backend already removed what it made.
-            problem = str(e)
-            attempt = {"job_id": job_id, "rank": option.get("rank"), "layout": _layout(option),
-                       "region": request.region, "outcome": f"no capacity: {problem}"}
-            attempts.append(attempt)
-            set_status(job_id, "NoCapacity")
-            state.add_event(job_id, "no-capacity", problem)
-            if not args.failover:
-                raise TrainctlError(f"launch of {job_id} got no capacity: {problem}; try another option "
-                                    "(--option N) or let trainctl move on by itself (--failover)",
-                                    exit_code=EXIT_NO_CAPACITY) from e
-        except Exception as e:  # noqa: BLE001 - recorded, resources removed by tag, then reported in one line
-            from trainctl.aws import error_summary
-
-            set_status(job_id, "SubmitFailed")
-            state.add_event(job_id, "submit-failed", error_summary(e))
-            try:
-                removed = backend.cleanup(job_id, request.region)
-                if removed:
-                    say(f"removed after the failed launch: {', '.join(removed)}")
-            except Exception as ce:  # noqa: BLE001 - the launch error matters more; cleanup can be re-run
-                say(f"cleanup after the failed launch did not finish ({error_summary(ce)})")
-            raise TrainctlError(f"launch of {job_id} failed: {error_summary(e)}") from e
-        else:
-            set_status(job_id, "InProgress")
-            state.add_event(job_id, "submitted",
-                            json.dumps({k: v for k, v in outputs.items() if isinstance(v, str)}))
-            attempt = {"job_id": job_id, "rank": option.get("rank"), "layout": _layout(option),
-                       "region": request.region, "outcome": "submitted"}
-            attempts.append(attempt)
-            say(f"submitted {job_id} ({describe_option(option)})")
-            if not args.failover:
-                break
-            problem = None if getattr(backend, "capacity_at_submit", False) else \
-                wait_for_capacity(backend, job_id, request.region, args.poll_seconds, say)
-            if problem is None:
-                attempt["outcome"] = "running"
-                state.add_event(job_id, "capacity", "instances obtained; training started")
-                break
-            attempt["outcome"] = f"no capacity: {problem}"
-            set_status(job_id, "NoCapacity")
-            state.add_event(job_id, "no-capacity", problem)
-            try:
-                backend.cleanup(job_id, request.region)
-            except Exception as e:  # noqa: BLE001 - a leftover security group is tagged; `cleanup` can retry
-                from trainctl.aws import error_summary
-
-                say(f"cleanup of {job_id} did not finish ({error_summary(e)})")
+        attempt, problem = _attempt(run, backend, request, option,
+                                    previous=attempts[-1].job_id if attempts else None)
+        attempts.append(attempt)
+        if problem is None:
+            return LaunchResult(job_id=job_id, platform=option.platform, region=attempt.region, option=option,
+                                attempts=attempts)
         nxt = sequence[n + 1] if n + 1 < len(sequence) else None
         if nxt is None:
-            raise TrainctlError(f"no capacity for any option tried ({', '.join(a['layout'] for a in attempts)}); "
+            raise TrainctlError(f"no capacity for any option tried ({', '.join(a.layout for a in attempts)}); "
                                 f"last: {problem}", exit_code=EXIT_NO_CAPACITY)
-        say(f"failover: {job_id} got no capacity ({problem}); moving to {describe_option(nxt)}")
-        state.add_event(job_id, "failover", f"to option {nxt.get('rank')} {_layout(nxt)}")
-        previous = job_id
-    final = attempts[-1]
-    return {"job_id": final["job_id"], "platform": sequence[len(attempts) - 1]["platform"],
-            "region": final["region"], "option": sequence[len(attempts) - 1], "attempts": attempts}
+        say(f"failover: {job_id} got no capacity ({problem}); moving to {nxt.describe()}")
+        store.add_event(job_id, "failover", f"to option {nxt.rank} {nxt.layout}")
+    raise AssertionError("unreachable: the loop returns or raises")
 
 
-def _layout(o: dict) -> str:
-    return f"{o['instance_type']}:{o['count']}:{o['market']}"
+def _attempt(run: _Run, backend, request, option: Option, previous: str | None) -> tuple[Attempt, str | None]:
+    """Record, submit and (with --failover) wait for capacity: the attempt, and why it got no capacity (None:
+    it got it, or was not asked to wait). Raises what ends the launch."""
+    from trainctl.backends.base import CapacityError
+
+    job_id, store, say = request.job_id, run.store, run.say
+    if run.account is None:
+        run.account = _account(request.region)
+    store.record_job(job_id=job_id, account=run.account, platform=request.platform, region=request.region,
+                     spec_path=run.args.spec_path, spec_name=run.spec.name, model=run.spec.model.name,
+                     batch_size=run.spec.workload.batch_size_per_accelerator, option=option,
+                     plan_json=run.plan.model_dump_json(), status="Submitting", failover_from=previous)
+    store.add_event(job_id, "launch", option.describe())
+    attempt = Attempt(job_id=job_id, rank=option.rank, layout=option.layout, region=request.region,
+                      outcome="submitted")
+    try:
+        outputs = backend.submit(request, progress=lambda m: say(f"  calling {m}"))
+    except KeyboardInterrupt:
+        # Ctrl-C mid-submit: what was created carries the job's tag; say how to remove it, and stop
+        # (a second Ctrl-C must not land in a half-run cleanup).
+        store.set_status(job_id, "Interrupted")
+        store.add_event(job_id, "interrupted", "Ctrl-C during submit")
+        say(f"interrupted: `trainctl down {job_id}` removes what the launch created (tagged trainctl:job={job_id})"
+            + ("; if CreateTrainingJob reached SageMaker, `trainctl stop` the job first"
+               if request.platform == "sagemaker" else ""))
+        raise
+    except CapacityError as e:
+        # Refused at submit (EC2: no AZ gave all N instances). The backend already removed what it made.
+        _no_capacity(store, job_id, str(e))
+        if not run.args.failover:
+            raise TrainctlError(f"launch of {job_id} got no capacity: {e}; try another option "
+                                "(--option N) or let trainctl move on by itself (--failover)",
+                                exit_code=EXIT_NO_CAPACITY) from e
+        return attempt.model_copy(update={"outcome": f"no capacity: {e}"}), str(e)
+    except Exception as e:  # noqa: BLE001 - recorded, resources removed by tag, then reported in one line
+        _submit_failed(store, backend, job_id, request.region, e, say)
+    store.set_status(job_id, "InProgress")
+    store.add_event(job_id, "submitted", json.dumps({k: v for k, v in outputs.items() if isinstance(v, str)}))
+    say(f"submitted {job_id} ({option.describe()})")
+    if not run.args.failover:
+        return attempt, None
+    problem = None if getattr(backend, "capacity_at_submit", False) else \
+        wait_for_capacity(backend, job_id, request.region, run.args.poll_seconds, say)
+    if problem is None:
+        store.add_event(job_id, "capacity", "instances obtained; training started")
+        return attempt.model_copy(update={"outcome": "running"}), None
+    _no_capacity(store, job_id, problem)
+    try:
+        backend.cleanup(job_id, request.region)
+    except Exception as e:  # noqa: BLE001 - a leftover security group is tagged; `down` can retry
+        from trainctl.aws import error_summary
+
+        say(f"cleanup of {job_id} did not finish ({error_summary(e)})")
+    return attempt.model_copy(update={"outcome": f"no capacity: {problem}"}), problem
+
+
+def _no_capacity(store: JobStore, job_id: str, problem: str) -> None:
+    store.set_status(job_id, "NoCapacity")
+    store.add_event(job_id, "no-capacity", problem)
+
+
+def _submit_failed(store: JobStore, backend, job_id: str, region: str, e: Exception,
+                   say: Callable[[str], None]) -> NoReturn:
+    from trainctl.aws import error_summary
+
+    store.set_status(job_id, "SubmitFailed")
+    store.add_event(job_id, "submit-failed", error_summary(e))
+    try:
+        removed = backend.cleanup(job_id, region)
+        if removed:
+            say(f"removed after the failed launch: {', '.join(removed)}")
+    except Exception as ce:  # noqa: BLE001 - the launch error matters more; cleanup can be re-run
+        say(f"cleanup after the failed launch did not finish ({error_summary(ce)})")
+    raise TrainctlError(f"launch of {job_id} failed: {error_summary(e)}") from e
+
+
+def _account(region: str) -> str:
+    """The account the job is launched in, recorded with it ('' when AWS does not say)."""
+    from trainctl import aws
+
+    try:
+        return aws.client("sts", region).get_caller_identity()["Account"]
+    except Exception:  # noqa: BLE001 - the record is still useful without it; submit reports real problems
+        return ""

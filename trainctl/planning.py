@@ -1,5 +1,5 @@
 """The I/O shell around the pure planner: load the spec, gather quotes (live or offline), measured
-throughput from the state database, and return the plan. The CLI calls this and renders the result."""
+throughput from the job store, and return the plan. The CLI calls this and renders the result."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,6 +9,7 @@ from trainctl.errors import UsageError
 from trainctl.planner import Plan, PlanRequest, candidates, plan
 from trainctl.quotes import Quotes
 from trainctl.spec import JobSpec, Layout, load_spec
+from trainctl.store import JobStore
 
 
 @dataclass
@@ -35,7 +36,8 @@ def parse_layouts(texts: tuple[str, ...] | list[str], known: set[str]) -> tuple[
     return tuple(out)
 
 
-def make_plan(inputs: PlanInputs) -> tuple[JobSpec, Plan]:
+def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpec, Plan]:
+    """The spec and its plan; `store` (if any) gives the throughput measured by earlier jobs of this endpoint."""
     catalog = load_catalog()
     spec = load_spec(inputs.spec_path, catalog=catalog)
     if inputs.objective not in ("cost", "time"):
@@ -47,9 +49,7 @@ def make_plan(inputs: PlanInputs) -> tuple[JobSpec, Plan]:
                           layouts=parse_layouts(inputs.layouts, set(catalog.instances)),
                           spec_path=inputs.spec_path)
     quotes = gather_quotes(spec, catalog, request, inputs)
-    from trainctl import state
-
-    measured = state.measured_rates(spec.model.name, spec.workload.batch_size_per_accelerator)
+    measured = store.measured_rates(spec.model.name, spec.workload.batch_size_per_accelerator) if store else {}
     return spec, plan(spec, catalog, quotes, request, measured)
 
 

@@ -1,33 +1,11 @@
-"""Rendering: rich tables for people, JSON for scripts (one document on stdout, nothing else)."""
+"""Tables for people: the plan (ranked options, why, what was excluded) and the catalog."""
 from __future__ import annotations
 
-import json
-import sys
-
-
-def print_json(doc) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    sys.stdout.flush()
-
-
-def stderr_console():
-    from rich.console import Console
-
-    return Console(stderr=True, highlight=False)
+from trainctl.render import table_console
 
 
 def _money(x: float) -> str:
     return f"${x:,.2f}" if x < 1000 else f"${x:,.0f}"
-
-
-def table_console(min_width: int = 120):
-    """A console for tables: real terminals keep their width; pipes get room for the table."""
-    from rich.console import Console
-
-    con = Console(highlight=False)
-    if not con.is_terminal:
-        con = Console(highlight=False, width=max(min_width, con.width))  # pipes: wide enough, never 80
-    return con
 
 
 def _live_source() -> str:
@@ -88,6 +66,30 @@ def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int
             con.print(t)
         else:
             con.print(f"{len(plan.excluded)} layouts excluded (--show-excluded says why).")
+
+
+def catalog_rows(cat, filter: str | None, region: str) -> list[dict]:
+    """`trainctl catalog`'s rows (its JSON document's "instances"): specs, prices and Spot data, with sources."""
+    rows = []
+    for name, inst in sorted(cat.instances.items(), key=lambda kv: (kv[1].family, kv[1].vcpus)):
+        if filter and filter not in name:
+            continue
+        ec2 = cat.on_demand_price("ec2", region, name)
+        sm = cat.on_demand_price("sagemaker", region, name)
+        spot = cat.spot_advice(region, name)
+        rows.append({"instance_type": name, "family": inst.family, "accelerator": inst.accelerator.key,
+                     "accelerator_count": inst.accelerator_count,
+                     "accelerator_memory_gib": inst.accelerator_memory_gib, "vcpus": inst.vcpus,
+                     "ram_gib": inst.ram_gib, "network_gbps_baseline": inst.network_gbps_baseline,
+                     "network_gbps_burst": inst.network_gbps_burst, "network_up_to": inst.network_up_to,
+                     "efa_interfaces": inst.efa_interfaces, "sagemaker_training": inst.sagemaker_training,
+                     "peak_tflops": inst.accelerator.peak_tflops, "region": region,
+                     "ec2_usd_per_hour": ec2.usd_per_hour if ec2 else None,
+                     "sagemaker_usd_per_hour": sm.usd_per_hour if sm else None,
+                     "price_sources": {"ec2": ec2.source if ec2 else None, "sagemaker": sm.source if sm else None},
+                     "spot_savings_pct": spot.savings_pct if spot else None,
+                     "interruption_band": spot.interruption_band if spot else None, "sources": inst.sources})
+    return rows
 
 
 def catalog_table(catalog, rows, region: str) -> None:

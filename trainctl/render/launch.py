@@ -1,0 +1,44 @@
+"""What a launch shows people before it submits (the option, the decisions, every AWS call), the question
+it asks, and what it prints at the end."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from trainctl.errors import UsageError
+from trainctl.render import print_json, stderr_console
+
+
+def show(option, request) -> None:
+    """The chosen option, what prepare decided and why, and the numbered AWS calls submit will make."""
+    err = stderr_console()
+    err.print(f"{request.job_id}: {option.describe()}", markup=False, soft_wrap=True)
+    for note in request.notes:
+        err.print(f"  - {note}", markup=False, soft_wrap=True)
+    for i, call in enumerate(request.calls, 1):
+        err.print(f"  {i}. {call.service}:{call.operation}" + (f"  ({call.why})" if call.why else ""),
+                  markup=False, soft_wrap=True)
+
+
+def say(message: str) -> None:
+    stderr_console().print(message, markup=False, soft_wrap=True)
+
+
+def confirm(question: str) -> bool:
+    import typer
+
+    if not sys.stdin.isatty():
+        raise UsageError("no terminal to confirm the launch on: add --yes (or --dry-run to only look)")
+    return typer.confirm(question, default=False, err=True)
+
+
+def result(doc: Any, output: str) -> None:
+    """The dry-run document (JSON in both modes: it is the list of requests) or the launched job."""
+    data = doc if isinstance(doc, dict) else doc.model_dump(mode="json")
+    if output == "json":
+        print_json(data)
+    elif isinstance(doc, dict):
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        sys.stdout.write(data["job_id"] + "\n")

@@ -1,0 +1,316 @@
+"""`JobStore`: trainctl's local state (SQLite at $TRAINCTL_HOME/state.db, default ~/.trainctl) and ALL its SQL.
+
+- One connection per command: the CLI opens the store once, passes it to the use case and closes it.
+- Nothing is created by reading: a command that only reads (a plan, `ls`, `watch` of an unknown job) on a
+  machine with no database creates none. The file appears with the first write (a launch).
+- A versioned schema (`PRAGMA user_version`); an older database is migrated in place when opened.
+- Every job and every measurement is keyed by the AWS endpoint it belongs to ('' is AWS itself, otherwise
+  AWS_ENDPOINT_URL, e.g. the local sandbox) and records the account that launched it. A command sees the
+  jobs and measured throughput of its own endpoint only, so the sandbox's CPU figures never enter a plan
+  for AWS, and `ls` against AWS never lists sandbox jobs (issue 11, item 13).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainctl.plans import Option
+
+SCHEMA_VERSION = 2
+AWS_ITSELF = ""  # the endpoint key of AWS's own (default) endpoints
+
+# Version 1 (trainctl before the store) had no user_version and no endpoint or account: its tables are
+# recognised by name and rebuilt by `_migrate_v1`.
+SCHEMA_V2 = """
+CREATE TABLE jobs (
+    endpoint TEXT,                 -- '' = AWS, NULL = recorded before trainctl kept the endpoint (v1)
+    job_id TEXT NOT NULL,
+    account TEXT NOT NULL DEFAULT '',
+    platform TEXT NOT NULL,
+    region TEXT,
+    spec_path TEXT,
+    spec_name TEXT,
+    model TEXT,
+    batch_size INTEGER,
+    option_json TEXT,              -- Option.model_dump_json(), NULL when a v1 option no longer validates
+    failover_from TEXT,            -- the attempt this one replaced (launch --failover)
+    plan_json TEXT,                -- the plan the option was chosen from, for the record
+    status TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    UNIQUE (endpoint, job_id)
+);
+CREATE TABLE events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    endpoint TEXT,
+    job_id TEXT NOT NULL,
+    at REAL NOT NULL,
+    kind TEXT NOT NULL,
+    detail TEXT
+);
+CREATE INDEX events_by_job ON events (endpoint, job_id);
+CREATE TABLE measured_throughput (
+    endpoint TEXT,
+    account TEXT NOT NULL DEFAULT '',
+    model TEXT NOT NULL,
+    batch_size INTEGER NOT NULL,
+    instance_type TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    samples_per_s REAL NOT NULL,
+    job_id TEXT NOT NULL,
+    measured_at REAL NOT NULL,
+    UNIQUE (endpoint, account, model, batch_size, instance_type, count)
+);
+"""
+
+
+def home() -> Path:
+    return Path(os.environ.get("TRAINCTL_HOME") or Path.home() / ".trainctl")
+
+
+def current_endpoint() -> str:
+    """The endpoint this process talks to, as the store keys it ('' for AWS itself)."""
+    return (os.environ.get("AWS_ENDPOINT_URL") or AWS_ITSELF).strip().rstrip("/").lower()
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A job as trainctl recorded it at launch (and updated since)."""
+
+    job_id: str
+    endpoint: str | None
+    account: str
+    platform: str
+    region: str | None
+    spec_path: str | None
+    spec_name: str | None
+    model: str | None
+    batch_size: int | None
+    option: Option | None
+    failover_from: str | None
+    status: str | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Measurement:
+    model: str
+    batch_size: int
+    instance_type: str
+    count: int
+    samples_per_s: float
+    job_id: str
+    endpoint: str | None
+    account: str
+    measured_at: float
+
+
+class JobStore:
+    """The state database of one command, for one endpoint. Use as a context manager, or call close()."""
+
+    def __init__(self, path: Path | None = None, endpoint: str | None = None):
+        self.path = path or home() / "state.db"
+        self.endpoint = current_endpoint() if endpoint is None else endpoint
+        self._conn: sqlite3.Connection | None = None
+
+    # ------------------------------------------------------------------ connection and schema
+    def __enter__(self) -> "JobStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _reader(self) -> sqlite3.Connection | None:
+        """The connection for reads, or None when there is no database yet (reading creates nothing)."""
+        if self._conn is None and not self.path.exists():
+            return None
+        return self._connection()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=10)
+            conn.row_factory = sqlite3.Row
+            try:
+                _upgrade(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    @property
+    def schema_version(self) -> int | None:
+        conn = self._reader()
+        return None if conn is None else conn.execute("PRAGMA user_version").fetchone()[0]
+
+    # ------------------------------------------------------------------ jobs
+    def record_job(self, *, job_id: str, account: str, platform: str, region: str | None, spec_path: str,
+                   spec_name: str, model: str, batch_size: int, option: Option, plan_json: str | None,
+                   status: str, failover_from: str | None = None) -> None:
+        now = time.time()
+        with self._connection() as conn:
+            conn.execute("INSERT OR REPLACE INTO jobs (endpoint, job_id, account, platform, region, spec_path, "
+                         "spec_name, model, batch_size, option_json, failover_from, plan_json, status, created_at, "
+                         "updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                         (self.endpoint, job_id, account, platform, region, spec_path, spec_name, model, batch_size,
+                          option.model_dump_json(), failover_from, plan_json, status, now, now))
+
+    def job(self, job_id: str) -> JobRecord | None:
+        """The job of this endpoint with this id (or one recorded before endpoints were kept), or None."""
+        conn = self._reader()
+        if conn is None:
+            return None
+        row = conn.execute("SELECT * FROM jobs WHERE job_id=? AND (endpoint=? OR endpoint IS NULL) "
+                           "ORDER BY endpoint IS NULL LIMIT 1", (job_id, self.endpoint)).fetchone()
+        return _job(row) if row else None
+
+    def jobs(self, limit: int) -> list[JobRecord]:
+        """The newest jobs of this endpoint (and those recorded before endpoints were kept)."""
+        conn = self._reader()
+        if conn is None:
+            return []
+        rows = conn.execute("SELECT * FROM jobs WHERE endpoint=? OR endpoint IS NULL ORDER BY created_at DESC "
+                            "LIMIT ?", (self.endpoint, limit))
+        return [_job(r) for r in rows]
+
+    def set_status(self, job_id: str, status: str) -> None:
+        with self._connection() as conn:
+            conn.execute("UPDATE jobs SET status=?, updated_at=? WHERE job_id=? AND (endpoint=? OR endpoint IS "
+                         "NULL)", (status, time.time(), job_id, self.endpoint))
+
+    # ------------------------------------------------------------------ events
+    def add_event(self, job_id: str, kind: str, detail: str = "") -> None:
+        with self._connection() as conn:
+            conn.execute("INSERT INTO events (endpoint, job_id, at, kind, detail) VALUES (?,?,?,?,?)",
+                         (self.endpoint, job_id, time.time(), kind, detail))
+
+    def events(self, job_id: str, kind: str | None = None) -> list[tuple[str, str]]:
+        """(kind, detail) of a job's events, oldest first; only `kind` when given."""
+        conn = self._reader()
+        if conn is None:
+            return []
+        rows = conn.execute("SELECT kind, detail FROM events WHERE job_id=? AND (endpoint=? OR endpoint IS NULL) "
+                            "AND (? IS NULL OR kind=?) ORDER BY id", (job_id, self.endpoint, kind, kind))
+        return [(r["kind"], r["detail"]) for r in rows]
+
+    # ------------------------------------------------------------------ measured throughput
+    def record_measured(self, *, model: str, batch_size: int, instance_type: str, count: int,
+                        samples_per_s: float, job_id: str, account: str = "") -> None:
+        with self._connection() as conn:
+            conn.execute("INSERT OR REPLACE INTO measured_throughput (endpoint, account, model, batch_size, "
+                         "instance_type, count, samples_per_s, job_id, measured_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                         (self.endpoint, account, model, batch_size, instance_type, count, samples_per_s, job_id,
+                          time.time()))
+
+    def measurements(self, model: str, batch_size: int, *, include_unknown_origin: bool = False
+                     ) -> list[Measurement]:
+        """This endpoint's measurements of a model at a batch size, oldest first. Measurements recorded before
+        trainctl kept the endpoint (v1) may come from the sandbox: they are left out of plans unless asked."""
+        conn = self._reader()
+        if conn is None:
+            return []
+        rows = conn.execute("SELECT * FROM measured_throughput WHERE model=? AND batch_size=? AND "
+                            "(endpoint=? OR (? AND endpoint IS NULL)) ORDER BY measured_at",
+                            (model, batch_size, self.endpoint, include_unknown_origin))
+        return [Measurement(r["model"], r["batch_size"], r["instance_type"], r["count"], r["samples_per_s"],
+                            r["job_id"], r["endpoint"], r["account"], r["measured_at"]) for r in rows]
+
+    def measured_rates(self, model: str, batch_size: int):
+        """(model, batch, instance type) -> the newest MeasuredRate per instance type, for the planner.
+        Throughput is a property of the hardware, not of the account, so any account of this endpoint counts."""
+        from trainctl.planner import MeasuredRate
+
+        return {(m.model, m.batch_size, m.instance_type): MeasuredRate(m.samples_per_s, m.count, m.job_id)
+                for m in self.measurements(model, batch_size)}
+
+
+def _job(row: sqlite3.Row) -> JobRecord:
+    option = Option.model_validate_json(row["option_json"]) if row["option_json"] else None
+    return JobRecord(row["job_id"], row["endpoint"], row["account"], row["platform"], row["region"],
+                     row["spec_path"], row["spec_name"], row["model"], row["batch_size"], option,
+                     row["failover_from"], row["status"], row["created_at"], row["updated_at"])
+
+
+# ---------------------------------------------------------------------- versions
+def _upgrade(conn: sqlite3.Connection) -> None:
+    if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+        return
+    with conn:  # one transaction (DDL included): a migration that fails leaves the old database as it was
+        conn.execute("BEGIN IMMEDIATE")  # and a second process opening it meanwhile waits, then finds it done
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            from trainctl.errors import TrainctlError
+
+            raise TrainctlError(f"{_path(conn)} has schema version {version}, newer than this trainctl knows "
+                                f"({SCHEMA_VERSION}): upgrade trainctl, or point TRAINCTL_HOME elsewhere")
+        if version == SCHEMA_VERSION:
+            return
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "jobs" in tables:  # version 0 with tables: trainctl's first schema, which set no user_version
+            _migrate_v1(conn)
+        else:
+            _create(conn)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _create(conn: sqlite3.Connection) -> None:
+    # statement by statement: executescript() would COMMIT the open transaction first (no ';' in comments)
+    for statement in SCHEMA_V2.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _path(conn: sqlite3.Connection) -> str:
+    return conn.execute("PRAGMA database_list").fetchone()[2]
+
+
+def _migrate_v1(conn: sqlite3.Connection) -> None:
+    """v1 -> v2: rename the old tables, create the new ones, copy every row. v1 kept no endpoint (NULL: origin
+    unknown), no account, and a launch's `failover_from` inside the option JSON."""
+    for table in ("jobs", "events", "measured_throughput"):
+        conn.execute(f"ALTER TABLE {table} RENAME TO v1_{table}")
+    _create(conn)
+    for row in conn.execute("SELECT * FROM v1_jobs").fetchall():
+        option_json, failover_from = _v1_option(row["option_json"])
+        conn.execute("INSERT INTO jobs (endpoint, job_id, account, platform, region, spec_path, spec_name, model, "
+                     "batch_size, option_json, failover_from, plan_json, status, created_at, updated_at) "
+                     "VALUES (NULL,?,'',?,?,?,?,?,?,?,?,?,?,?,?)",
+                     (row["job_id"], row["platform"], row["region"], row["spec_path"], row["spec_name"],
+                      row["model"], row["batch_size"], option_json, failover_from, row["plan_json"], row["status"],
+                      row["created_at"], row["updated_at"]))
+    conn.execute("INSERT INTO events (endpoint, job_id, at, kind, detail) "
+                 "SELECT NULL, job_id, at, kind, detail FROM v1_events ORDER BY id")
+    conn.execute("INSERT INTO measured_throughput (endpoint, account, model, batch_size, instance_type, count, "
+                 "samples_per_s, job_id, measured_at) SELECT NULL, '', model, batch_size, instance_type, count, "
+                 "samples_per_s, job_id, measured_at FROM v1_measured_throughput")
+    for table in ("jobs", "events", "measured_throughput"):
+        conn.execute(f"DROP TABLE v1_{table}")
+
+
+def _v1_option(text: str | None) -> tuple[str | None, str | None]:
+    """(the option as the model writes it, or None when it no longer validates; failover_from)."""
+    from pydantic import ValidationError
+
+    try:
+        doc = json.loads(text or "null")
+    except ValueError:
+        return None, None
+    if not isinstance(doc, dict):
+        return None, None
+    failover_from = doc.pop("failover_from", None)
+    try:
+        option = Option.model_validate({k: v for k, v in doc.items() if k in Option.model_fields})
+    except ValidationError:
+        return None, failover_from
+    return option.model_dump_json(), failover_from
