@@ -29,16 +29,9 @@ class LaunchArgs:
     dry_run: bool = False
     yes: bool = False
     failover: bool = False
-    role: str | None = None
-    image: str | None = None
-    bucket: str | None = None
-    subnet: str | None = None
-    security_group: str | None = None
-    ami: str | None = None            # EC2: AMI override (default: the Deep Learning AMI's public SSM parameter)
-    ssh_cidr: str | None = None       # EC2: allow SSH from this CIDR only (never opened by default)
-    max_runtime_hours: float | None = None
     poll_seconds: float = 10.0        # how often a --failover launch checks that the job got capacity
-    extra: dict = field(default_factory=dict)
+    # the platform flags given (backends/options.py declares them); each backend resolves its own, typed
+    platform_options: dict = field(default_factory=dict)
 
 
 def new_job_id(spec_name: str) -> str:
@@ -190,6 +183,7 @@ def launch(args: LaunchArgs, say: Callable[[str], None], show: Callable[[Any], N
     """Returns the --dry-run document (dry run) or {"job_id", ..., "attempts"}."""
     from trainctl.backends import BACKENDS, get_backend
     from trainctl.backends.base import CapacityError, LaunchSettings
+    from trainctl.plans import Option
 
     spec, plan_doc, options, idx = choose_options(args)
     sequence = [options[idx]]
@@ -201,13 +195,9 @@ def launch(args: LaunchArgs, say: Callable[[str], None], show: Callable[[Any], N
     for n, option in enumerate(sequence):
         job_id = base_id if n == 0 else f"{base_id}-f{n}"
         backend = get_backend(option["platform"])
-        settings = LaunchSettings(job_id=job_id, spec_path=args.spec_path, role=args.role, image=args.image,
-                                  ami=args.ami, ssh_cidr=args.ssh_cidr, bucket=args.bucket,
-                                  max_runtime_hours=args.max_runtime_hours,
-                                  extra={k: v for k, v in {"subnet": args.subnet,
-                                                           "security_group": args.security_group,
-                                                           **args.extra}.items() if v})
-        request = backend.prepare(option, spec, settings)
+        settings = LaunchSettings(job_id=job_id, spec_path=args.spec_path, options=backend.options(
+            args.platform_options, f"option {option.get('rank')}"))
+        request = backend.prepare(Option.model_validate(option), spec, settings)
         if args.dry_run:
             return request.to_json()
         show(request)
@@ -262,7 +252,7 @@ def launch(args: LaunchArgs, say: Callable[[str], None], show: Callable[[Any], N
             say(f"submitted {job_id} ({describe_option(option)})")
             if not args.failover:
                 break
-            problem = None if getattr(backend, "capacity_at_submit", False) else \
+            problem = None if backend.capabilities.capacity_at_submit else \
                 wait_for_capacity(backend, job_id, request.region, args.poll_seconds, say)
             if problem is None:
                 attempt["outcome"] = "running"

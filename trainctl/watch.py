@@ -243,7 +243,7 @@ def recoverer(backend, job_id: str, region: str, say: Callable[[str], None]) -> 
     from the last checkpoint by themselves) and record each interruption, with its cost, once."""
     import json
 
-    if not hasattr(backend, "recover"):
+    if not backend.capabilities.recover:
         raise TrainctlError(f"--recover: {backend.platform} restarts interrupted jobs by itself (managed Spot); "
                             "drop --recover", exit_code=2)
     from trainctl.backends.base import CapacityError

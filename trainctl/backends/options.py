@@ -86,8 +86,7 @@ def launch_flags() -> list[Flag]:
 
 
 def flag_help(flag: Flag) -> str:
-    return f"{' and '.join(flag.platforms)}: {flag.help}" if len(flag.platforms) < len(OPTIONS) else \
-        f"{flag.help} (every platform)"
+    return f"{'/'.join(flag.platforms)}: {flag.help}"
 
 
 def resolve(platform: str, given: dict[str, Any], context: str = "") -> Any:
