@@ -13,6 +13,7 @@ from typing import Optional
 import typer
 
 from trainctl import __version__
+from trainctl.backends.options import with_launch_flags
 from trainctl.errors import TrainctlError, UsageError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -138,25 +139,8 @@ def schema(
         render.print_json(json_schema())
 
 
-def _with_platform_flags(fn):
-    """One option per declared platform option (backends/options.py), appended to the command's signature:
-    the flags and their --help come from the backends' declarations, never from a second list here."""
-    import inspect
-
-    from trainctl.backends.options import flag_help, launch_flags
-
-    sig = inspect.signature(fn, eval_str=True)
-    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    for f in launch_flags():
-        limits = {"min": f.minimum} if f.minimum is not None else {}
-        params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[f.type_],
-                                        default=typer.Option(None, f.flag, help=flag_help(f), **limits)))
-    fn.__signature__ = sig.replace(parameters=params)
-    return fn
-
-
 @app.command()
-@_with_platform_flags
+@with_launch_flags
 def launch(
     spec: str = typer.Argument(..., help="Job spec YAML."),
     option: Optional[int] = typer.Option(None, "--option", min=1, help="Launch the plan's option with this rank."),

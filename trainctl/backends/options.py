@@ -114,3 +114,21 @@ def resolve(platform: str, given: dict[str, Any], context: str = "") -> Any:
             raise UsageError(f"{flag.flag} {value}: must be at least {flag.minimum}")
         values[name] = value
     return cls(**values)
+
+
+def with_launch_flags(fn):
+    """Appends one typer option per declared platform option to a command's signature (cli.py `launch`):
+    the flags and their --help come from the declarations above, never from a second list in the CLI."""
+    import inspect
+    from typing import Optional
+
+    import typer
+
+    sig = inspect.signature(fn, eval_str=True)
+    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    for f in launch_flags():
+        limits = {"min": f.minimum} if f.minimum is not None else {}
+        params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[f.type_],
+                                        default=typer.Option(None, f.flag, help=flag_help(f), **limits)))
+    fn.__signature__ = sig.replace(parameters=params)
+    return fn
