@@ -42,9 +42,16 @@ def ec2_log_group(job_id: str) -> str:
 
 def partition(region: str) -> str:
     """aws, aws-cn or aws-us-gov, from botocore's endpoint data: ARNs must carry it."""
+    from botocore.exceptions import UnknownRegionError
+
     from trainctl import aws
 
-    return aws.session().get_partition_for_region(region) or "aws"
+    try:
+        return aws.session().get_partition_for_region(region)
+    except UnknownRegionError:
+        # a placeholder (`trainctl iam-policy` prints the node policy for REGION) or a region newer than
+        # this botocore: the commercial partition, where new regions open
+        return "aws"
 
 
 def arn(region: str, service: str, account: str, resource: str, *, regional: bool = True) -> str:
