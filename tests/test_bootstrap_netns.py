@@ -246,10 +246,11 @@ def test_two_hosts_train_get_interrupted_and_resume_on_a_replacement(sandbox_env
     spec_path.write_text(SPEC)
     backend = Ec2Backend()
     job = "netns-1"
-    option = {"platform": "ec2", "instance_type": "g5.xlarge", "count": 2, "market": "spot", "region": "us-east-1",
-              "availability_zone": "us-east-1a"}
-    request = backend.prepare(option, load_spec(spec_path),
-                              LaunchSettings(job_id=job, spec_path=str(spec_path), extra={"subnet": subnet}))
+    from tests.test_ec2_backend import option
+    from trainctl.backends.options import Ec2Options
+
+    request = backend.prepare(option("g5.xlarge", 2, "spot", "us-east-1a"), load_spec(spec_path),
+                              LaunchSettings(job_id=job, spec_path=str(spec_path), options=Ec2Options(subnet=subnet)))
     net = network
     forwarder = Forwarder(("127.0.0.1", int(sb.endpoint_url.rsplit(":", 1)[1])))
     threading.Thread(target=forwarder.serve_forever, daemon=True).start()

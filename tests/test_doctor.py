@@ -85,3 +85,23 @@ def test_bad_input_is_one_line_exit_2(sandbox, tmp_path):
     for args in (["no-such.yaml"], ["--platform", "k8s"]):
         proc = run_cli(["doctor", *args], tmp_path, env=sandbox.env, timeout=60)
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_the_subnet_checked_is_the_one_launch_uses(sm, tmp_path):
+    dry = run_cli(["--output", "json", "launch", SPEC, "--dry-run"], tmp_path, env=sm.env, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    job = next(r for r in json.loads(dry.stdout)["requests"] if r["operation"] == "CreateTrainingJob")
+    subnet = job["params"]["VpcConfig"]["Subnets"][0]
+    code, checks, _ = doctor(sm, tmp_path, SPEC)
+    route = checks["subnet reaches S3"]
+    assert route["status"] == "fail" and f"subnet {subnet} " in route["detail"]
+    # A route to S3 for that subnet alone (its own route table with a gateway endpoint) is what doctor sees.
+    ec2 = sm.client("ec2")
+    vpc = ec2.describe_subnets(SubnetIds=[subnet])["Subnets"][0]["VpcId"]
+    rtb = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+    ec2.associate_route_table(RouteTableId=rtb, SubnetId=subnet)
+    ec2.create_vpc_endpoint(VpcId=vpc, ServiceName="com.amazonaws.us-east-1.s3", VpcEndpointType="Gateway",
+                            RouteTableIds=[rtb])
+    code, checks, _ = doctor(sm, tmp_path, SPEC)
+    route = checks["subnet reaches S3"]
+    assert route["status"] == "pass" and f"subnet {subnet} " in route["detail"] and rtb in route["detail"]

@@ -12,6 +12,8 @@ from botocore.validate import validate_parameters
 from trainctl import aws
 from trainctl.backends.base import JOB_TAG, CapacityError, LaunchSettings
 from trainctl.backends.ec2 import Ec2Backend, name_for
+from trainctl.backends.options import Ec2Options
+from trainctl.plans import Option
 from trainctl.sandbox import seed
 from trainctl.spec import load_spec
 
@@ -23,9 +25,11 @@ workload: {samples: 1000, batch_size_per_accelerator: 8}
 """
 
 
-def option(instance_type="p4d.24xlarge", count=2, market="spot", az="us-east-1a"):
-    return {"rank": 1, "platform": "ec2", "instance_type": instance_type, "count": count, "market": market,
-            "region": "us-east-1", "availability_zone": az}
+def option(instance_type="p4d.24xlarge", count=2, market="spot", az="us-east-1a", platform="ec2"):
+    """A plan option as `trainctl plan` makes it (the figures do not matter to the backend)."""
+    return Option(rank=1, platform=platform, instance_type=instance_type, count=count, market=market,
+                  region="us-east-1", availability_zone=az, accelerators=count, hourly_usd=1.0,
+                  throughput_samples_per_s=100.0, throughput_source="model", hours=1.0, expected_cost_usd=1.0)
 
 
 @pytest.fixture
@@ -38,7 +42,7 @@ def env(sandbox_env, tmp_path):
 
 
 def settings(spec_path, job="job-1", **kw):
-    return LaunchSettings(job_id=job, spec_path=spec_path, **kw)
+    return LaunchSettings(job_id=job, spec_path=spec_path, options=Ec2Options(**kw))
 
 
 def leftovers(sb, job="job-1") -> list[str]:
@@ -247,7 +251,7 @@ def test_a_given_security_group_is_used_as_it_is_and_never_deleted(env):
     vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
     own = ec2.create_security_group(GroupName="mine", Description="mine", VpcId=vpc)["GroupId"]
     backend = Ec2Backend()
-    request = backend.prepare(option("g5.xlarge"), spec, settings(path, extra={"security_group": own}))
+    request = backend.prepare(option("g5.xlarge"), spec, settings(path, security_group=own))
     assert not [c for c in request.calls if c.operation in ("CreateSecurityGroup", "AuthorizeSecurityGroupIngress")]
     data = next(c for c in request.calls if c.operation == "CreateLaunchTemplate").params["LaunchTemplateData"]
     assert data["SecurityGroupIds"] == [own]
@@ -259,7 +263,7 @@ def test_a_given_security_group_is_used_as_it_is_and_never_deleted(env):
 
 def test_a_fleet_refused_for_a_not_yet_visible_instance_profile_is_asked_again(env, monkeypatch):
     sb, spec, path = env
-    monkeypatch.setattr("trainctl.backends.ec2.PROFILE_RETRY_S", 0.01)
+    monkeypatch.setattr("trainctl.backends.ec2.fleet.PROFILE_RETRY_S", 0.01)
     backend = Ec2Backend()
     request = backend.prepare(option("g5.xlarge"), spec, settings(path))
     tokens = []
@@ -279,7 +283,7 @@ def test_a_fleet_refused_for_a_not_yet_visible_instance_profile_is_asked_again(e
 
 
 def test_spot_dollars_follow_the_prices_in_force():
-    from trainctl.backends.ec2 import _integrate
+    from trainctl.backends.ec2.status import integrate as _integrate
 
     points = [(0.0, 1.0), (3600.0, 2.0), (7200.0, 4.0)]  # $/h changes at t=0, 1 h, 2 h
     assert _integrate(points, 1800.0, 5400.0) == pytest.approx(0.5 * 1.0 + 0.5 * 2.0)

@@ -11,6 +11,7 @@ from tests.test_ec2_backend import SPEC, leftovers, live, option
 from trainctl import aws
 from trainctl.backends.base import LaunchSettings
 from trainctl.backends.ec2 import Ec2Backend, log_group
+from trainctl.backends.options import Ec2Options
 from trainctl.spec import load_spec
 
 
@@ -21,7 +22,7 @@ def launched(sandbox_env, tmp_path):
     path.write_text(SPEC)
     backend = Ec2Backend()
     request = backend.prepare(option("g5.12xlarge", 2, "spot", "us-east-1a"), load_spec(path),
-                              LaunchSettings(job_id="job-1", spec_path=str(path)))
+                              LaunchSettings(job_id="job-1", spec_path=str(path), options=Ec2Options()))
     out = backend.submit(request)
     yield sandbox_env, backend, out
     aws.reset_session()

@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 
 from trainctl import __version__
+from trainctl.backends.options import with_launch_flags
 from trainctl.commandline import attach_global_options, run
 from trainctl.errors import UsageError
 
@@ -156,32 +157,23 @@ def schema(
 
 
 @app.command()
+@with_launch_flags
 def launch(
     spec: str = typer.Argument(..., help="Job spec YAML."),
     option: Optional[int] = typer.Option(None, "--option", min=1, help="Launch the plan's option with this rank."),
     plan_file: Optional[str] = typer.Option(None, "--plan", help="A saved `trainctl plan -o json` document."),
     layout: list[str] = typer.Option([], "--layout", help="Plan exactly TYPE:COUNT[:MARKET] (repeatable: "
                                                           "the others are failover options)."),
-    platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker (ec2 when its backend exists)."),
+    platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2: launch only options of "
+                                                                     "this platform."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the AWS calls a launch makes; create nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     failover: bool = typer.Option(False, "--failover", help="When capacity is refused, move to the next option."),
-    role: Optional[str] = typer.Option(None, "--role", help="SageMaker execution role name or ARN."),
-    image: Optional[str] = typer.Option(None, "--image", help="Training image URI (default: trainctl's table)."),
-    bucket: Optional[str] = typer.Option(None, "--bucket", help="Job bucket (default trainctl-ACCOUNT-REGION)."),
-    subnet: Optional[str] = typer.Option(None, "--subnet", help="Subnet id (default: the default VPC's subnet "
-                                                                 "in the best-scored AZ)."),
-    security_group: Optional[str] = typer.Option(None, "--security-group", help="Security group id (default: "
-                                                                                 "a new one open only to itself)."),
-    ami: Optional[str] = typer.Option(None, "--ami", help="EC2: AMI id (default: the AWS Deep Learning AMI from "
-                                                          "its public SSM parameter)."),
-    ssh_cidr: Optional[str] = typer.Option(None, "--ssh-cidr", help="EC2: allow SSH from this CIDR only (no SSH "
-                                                                    "by default; 0.0.0.0/0 is refused)."),
-    max_runtime_hours: Optional[float] = typer.Option(None, "--max-runtime-hours", min=0.02),
     objective: str = typer.Option("cost", "--objective", help="cost or time (when re-planning)."),
     offline: bool = typer.Option(False, "--offline", help="Plan from the bundled catalog."),
     poll_seconds: float = typer.Option(10.0, "--poll-seconds", min=0.05,
                                        help="--failover: how often to check that the job got capacity."),
+    **platform_flags: Optional[str],
 ) -> None:
     """Plan (or take a saved plan or layout), show the chosen option and its calls, confirm, submit."""
     from trainctl.launch import LaunchArgs
@@ -190,9 +182,7 @@ def launch(
 
     args = LaunchArgs(spec_path=spec, option_rank=option, plan_path=plan_file, layouts=tuple(layout),
                       platform=platform, objective=objective, offline=offline, dry_run=dry_run, yes=yes,
-                      failover=failover, role=role, image=image, bucket=bucket, subnet=subnet,
-                      security_group=security_group, ami=ami, ssh_cidr=ssh_cidr, max_runtime_hours=max_runtime_hours,
-                      poll_seconds=poll_seconds)
+                      failover=failover, poll_seconds=poll_seconds, platform_options=platform_flags)
     with _store() as store:
         result = do_launch(args, store, say=shown.say, show=shown.show, confirm=shown.confirm)
     shown.result(result, OPTS.output)
@@ -330,8 +320,8 @@ def doctor(
     platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2 only."),
     role: Optional[str] = typer.Option(None, "--role", help="SageMaker execution role name or ARN to check."),
     bucket: Optional[str] = typer.Option(None, "--bucket", help="Job bucket (default trainctl-ACCOUNT-REGION)."),
-    subnet: Optional[str] = typer.Option(None, "--subnet", help="Subnet a SageMaker job would use (default: the "
-                                                               "default VPC's first)."),
+    subnet: Optional[str] = typer.Option(None, "--subnet", help="Subnet id(s) as given to launch (default: the "
+                                                               "subnet launch would choose for the plan's AZ)."),
 ) -> None:
     """Check credentials, quotas, the execution role, the subnet's route to S3, the job bucket and placement
     scores: one pass/fail line each, with the fix. Exit code 1 when a check fails."""

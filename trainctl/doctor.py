@@ -54,10 +54,7 @@ def check_credentials(region: str) -> tuple[Check, str | None]:
     return _ok(name, f"{ident['Arn']} (account {ident['Account']}) in {region}"), ident["Account"]
 
 
-def check_quotas(spec_path: str, platforms: tuple[str, ...]) -> list[Check]:
-    from trainctl.planning import PlanInputs, make_plan
-
-    _, plan = make_plan(PlanInputs(spec_path=spec_path))
+def check_quotas(plan, spec_path: str, platforms: tuple[str, ...]) -> list[Check]:
     out = []
     for platform in platforms:
         name = f"quotas ({platform})"
@@ -82,7 +79,7 @@ def check_quotas(spec_path: str, platforms: tuple[str, ...]) -> list[Check]:
 
 
 def check_execution_role(region: str, role: str) -> Check:
-    from trainctl.backends.sagemaker import _trusts_sagemaker
+    from trainctl.backends.sagemaker_request import trusts_sagemaker
 
     name = "SageMaker execution role"
     role_name = role.rsplit("/", 1)[-1]
@@ -96,56 +93,31 @@ def check_execution_role(region: str, role: str) -> Check:
         if _denied(e):
             return _fail(name, f"cannot read role {role_name}: {aws.error_summary(e)}", POLICY_FIX)
         raise
-    if not _trusts_sagemaker(found.get("AssumeRolePolicyDocument", {})):
+    if not trusts_sagemaker(found.get("AssumeRolePolicyDocument", {})):
         return _fail(name, f"role {role_name} does not trust sagemaker.amazonaws.com",
                      "add a trust statement allowing sts:AssumeRole for Service sagemaker.amazonaws.com")
     return _ok(name, f"{found['Arn']} trusts sagemaker.amazonaws.com")
 
 
-def _subnet(ec2, subnet: str | None) -> dict | None:
-    if subnet:
-        return ec2.describe_subnets(SubnetIds=[subnet])["Subnets"][0]
-    vpcs = ec2.describe_vpcs(Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"]
-    if not vpcs:
-        return None
-    subnets = ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpcs[0]["VpcId"]]}])["Subnets"]
-    return sorted(subnets, key=lambda s: (s["AvailabilityZone"], s["SubnetId"]))[0] if subnets else None
+def check_s3_route(region: str, subnet_flag: str | None, az: str | None) -> Check:
+    """A SageMaker job in a VPC has no public IP: its subnet reaches S3 only through a gateway endpoint or a NAT.
+    The subnet checked is the one `launch` would use: the same rule (awsinfra.network), the plan's AZ."""
+    from trainctl.awsinfra import network
+    from trainctl.errors import UsageError
 
-
-def check_s3_route(region: str, subnet_id: str | None) -> Check:
-    """A SageMaker job in a VPC has no public IP: its subnet reaches S3 only through a gateway endpoint or a NAT."""
     name = "subnet reaches S3"
     ec2 = aws.client("ec2", region)
     try:
-        sn = _subnet(ec2, subnet_id)
-    except Exception as e:  # noqa: BLE001
-        if aws.error_code(e).startswith("InvalidSubnet"):
-            return _fail(name, f"subnet {subnet_id} not found in {region}", "pass a subnet id of this region")
-        raise
-    if sn is None:
-        return _fail(name, f"no default VPC subnet in {region}", "pass --subnet SUBNET_ID")
-    vpc, sid = sn["VpcId"], sn["SubnetId"]
-    tables = ec2.describe_route_tables(Filters=[{"Name": "association.subnet-id", "Values": [sid]}])["RouteTables"]
-    if not tables:  # the subnet uses its VPC's main route table
-        tables = [t for t in ec2.describe_route_tables(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["RouteTables"]
-                  if any(a.get("Main") for a in t.get("Associations", []))]
-    if not tables:
-        return _fail(name, f"subnet {sid} has no route table", "associate a route table with the subnet")
-    rtb = tables[0]["RouteTableId"]
-    endpoints = ec2.describe_vpc_endpoints(Filters=[
-        {"Name": "vpc-id", "Values": [vpc]}, {"Name": "service-name", "Values": [f"com.amazonaws.{region}.s3"]}])
-    for ep in endpoints.get("VpcEndpoints", []):
-        if ep.get("VpcEndpointType", "Gateway") == "Gateway" and rtb in ep.get("RouteTableIds", []):
-            return _ok(name, f"subnet {sid} ({sn['AvailabilityZone']}): S3 gateway endpoint {ep['VpcEndpointId']} "
-                             f"on route table {rtb}")
-    for route in tables[0].get("Routes", []):
-        if route.get("DestinationCidrBlock") == "0.0.0.0/0" and route.get("NatGatewayId"):
-            return _ok(name, f"subnet {sid} ({sn['AvailabilityZone']}): default route through NAT gateway "
-                             f"{route['NatGatewayId']}")
-    return _fail(name, f"subnet {sid} (VPC {vpc}, route table {rtb}) has neither an S3 gateway endpoint nor a NAT "
-                       "route: a SageMaker job there cannot fetch its code",
-                 f"aws ec2 create-vpc-endpoint --vpc-id {vpc} --service-name com.amazonaws.{region}.s3 "
-                 f"--route-table-ids {rtb}  (gateway endpoints cost nothing)")
+        net = network.job_network(ec2, region, subnet_flag)
+    except UsageError as e:
+        return _fail(name, str(e).split(":")[0], str(e).split(": ", 1)[-1])
+    sid, sn_az, _ = net.subnet_for(az)
+    route = network.s3_route(ec2, region, sid, net.vpc_id)
+    where = f"subnet {sid} ({sn_az}, the one launch would use)"
+    if route.ok:
+        return _ok(name, f"{where}: {route.detail}")
+    return _fail(name, f"{where} in VPC {net.vpc_id}: {route.detail}: a SageMaker job there cannot fetch its code",
+                 route.fix)
 
 
 def check_bucket(region: str, bucket: str) -> Check:
@@ -193,16 +165,17 @@ def check_bucket(region: str, bucket: str) -> Check:
     return _ok(name, f"{bucket}: encrypted ({', '.join(algos)}), public access blocked")
 
 
-def check_placement_scores(region: str, instance_type: str) -> Check:
+def check_placement_scores(region: str, instance_type: str, count: int) -> Check:
+    from trainctl.awsinfra import zones
+
     name = "Spot placement scores"
     try:
-        resp = aws.client("ec2", region).get_spot_placement_scores(
-            InstanceTypes=[instance_type], TargetCapacity=1, SingleAvailabilityZone=True, RegionNames=[region])
+        scores = zones.placement_scores(aws.client("ec2", region), region, [instance_type], count)
     except Exception as e:  # noqa: BLE001
         return _fail(name, f"GetSpotPlacementScores in {region}: {aws.error_summary(e)}",
                      POLICY_FIX if _denied(e) else "plans go on without scores (capacity odds unknown)")
-    n = len(resp.get("SpotPlacementScores", []))
-    return _ok(name, f"{n} AZ score{'s' if n != 1 else ''} for {instance_type} in {region}")
+    n = len(scores)
+    return _ok(name, f"{n} AZ score{'s' if n != 1 else ''} for {count} x {instance_type} in {region}")
 
 
 def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = None, subnet: str | None = None,
@@ -232,29 +205,45 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
         for n in ("quotas", "SageMaker execution role", "subnet reaches S3", "job bucket", "Spot placement scores"):
             add(_skip(n, "needs working credentials"))
         return checks
+    plan = None
     if spec is not None:
-        for c in check_quotas(spec_path, platforms):
+        from trainctl.planning import PlanInputs, make_plan
+
+        _, plan = make_plan(PlanInputs(spec_path=spec_path))
+        for c in check_quotas(plan, spec_path, platforms):
             add(c)
     else:
         add(_skip("quotas", "give a job spec to check the quotas its layouts need"))
     if "sagemaker" in platforms:
+        best = next((o for o in plan.options if o.platform == "sagemaker"), None) if plan else None
         add(check_execution_role(region, role or (spec.role if spec else None) or "trainctl-sagemaker-execution"))
-        add(check_s3_route(region, subnet))
+        add(check_s3_route(region, subnet, best.availability_zone if best else None))
     else:
         add(_skip("SageMaker execution role", "the spec does not use SageMaker"))
         add(_skip("subnet reaches S3", "only SageMaker VPC jobs need it (EC2 nodes use their public address)"))
-    from trainctl.backends.sagemaker import job_bucket
+    from trainctl.awsinfra.bucket import job_bucket
 
     add(check_bucket(region, bucket or job_bucket(account, region)))
-    itype = next((lay.instance_type for lay in spec.candidates.layouts), None) if spec else None
+    add(_scores_check(region, spec, plan))
+    return checks
+
+
+def _scores_check(region: str, spec, plan) -> Check:
+    """The plan's scores when it read them (placement-score configurations are limited per account and day:
+    doctor asks no extra one); else one query for the spec's first layout."""
+    scored = [o for o in plan.options if o.spot_placement_score is not None] if plan else []
+    if scored:
+        best = max(scored, key=lambda o: o.spot_placement_score)
+        return _ok("Spot placement scores", f"the plan read them: best {best.spot_placement_score} for "
+                                            f"{best.count} x {best.instance_type} in {best.where}")
+    layout = next(iter(spec.candidates.layouts), None) if spec else None
+    itype, count = (layout.instance_type, layout.count) if layout else (None, 1)
     if itype is None and spec is not None and spec.candidates.families:
         from trainctl.catalog import load_catalog
 
-        cat = load_catalog()
-        itype = min((i for i in cat.instances.values() if i.family == spec.candidates.families[0]),
+        itype = min((i for i in load_catalog().instances.values() if i.family == spec.candidates.families[0]),
                     key=lambda i: i.vcpus).name
-    add(check_placement_scores(region, itype or "g5.xlarge"))
-    return checks
+    return check_placement_scores(region, itype or "g5.xlarge", count)
 
 
 def render(checks: list[Check]) -> str:

@@ -33,16 +33,9 @@ class LaunchArgs:
     dry_run: bool = False
     yes: bool = False
     failover: bool = False
-    role: str | None = None
-    image: str | None = None
-    bucket: str | None = None
-    subnet: str | None = None
-    security_group: str | None = None
-    ami: str | None = None            # EC2: AMI override (default: the Deep Learning AMI's public SSM parameter)
-    ssh_cidr: str | None = None       # EC2: allow SSH from this CIDR only (never opened by default)
-    max_runtime_hours: float | None = None
     poll_seconds: float = 10.0        # how often a --failover launch checks that the job got capacity
-    extra: dict = field(default_factory=dict)
+    # the platform flags given (backends/options.py declares them); each backend resolves its own, typed
+    platform_options: dict = field(default_factory=dict)
 
 
 def new_job_id(spec_name: str) -> str:
@@ -182,14 +175,9 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
     for n, option in enumerate(sequence):
         job_id = base_id if n == 0 else f"{base_id}-f{n}"
         backend = get_backend(option.platform)
-        settings = LaunchSettings(job_id=job_id, spec_path=args.spec_path, role=args.role, image=args.image,
-                                  ami=args.ami, ssh_cidr=args.ssh_cidr, bucket=args.bucket,
-                                  max_runtime_hours=args.max_runtime_hours,
-                                  extra={k: v for k, v in {"subnet": args.subnet,
-                                                           "security_group": args.security_group,
-                                                           **args.extra}.items() if v})
-        # the backends read the option's JSON form until they take the typed Option (branch `backends`)
-        request = backend.prepare(option.model_dump(mode="json"), spec, settings)
+        settings = LaunchSettings(job_id=job_id, spec_path=args.spec_path,
+                                  options=backend.options(args.platform_options, f"option {option.rank}"))
+        request = backend.prepare(option, spec, settings)
         if args.dry_run:
             return request.to_json()
         show(option, request)
@@ -251,7 +239,7 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
     say(f"submitted {job_id} ({option.describe()})")
     if not run.args.failover:
         return attempt, None
-    problem = None if getattr(backend, "capacity_at_submit", False) else \
+    problem = None if backend.capabilities.capacity_at_submit else \
         wait_for_capacity(backend, job_id, request.region, run.args.poll_seconds, say)
     if problem is None:
         store.add_event(job_id, "capacity", "instances obtained; training started")

@@ -86,9 +86,9 @@ def _cached(cache: DiskCache, key: dict, fetch):
 # ----------------------------------------------------------------------------- per-call fetchers
 def _availability_zones(region: str) -> dict[str, str]:
     """AZ id (use1-az4) -> AZ name (us-east-1a) for this account: the mapping differs per account."""
-    resp = aws.client("ec2", region).describe_availability_zones(
-        Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}])
-    return {z["ZoneId"]: z["ZoneName"] for z in resp["AvailabilityZones"]}
+    from trainctl.awsinfra import zones
+
+    return zones.az_ids_to_names(aws.client("ec2", region))
 
 
 def _score_groups(catalog: Catalog, types: list[str]) -> list[list[str]]:
@@ -112,22 +112,10 @@ def _score_groups(catalog: Catalog, types: list[str]) -> list[list[str]]:
 
 
 def _placement_scores(region: str, types: list[str], count: int) -> dict[str, int]:
-    """AZ id -> score for a single-AZ request of `count` instances of any of `types`."""
-    ec2 = aws.client("ec2", region)
-    scores: dict[str, int] = {}
-    token = None
-    while True:
-        kwargs = dict(InstanceTypes=types, TargetCapacity=count, TargetCapacityUnitType="units",
-                      SingleAvailabilityZone=True, RegionNames=[region], MaxResults=10)
-        if token:
-            kwargs["NextToken"] = token
-        resp = ec2.get_spot_placement_scores(**kwargs)
-        for s in resp.get("SpotPlacementScores", []):
-            if s.get("AvailabilityZoneId"):
-                scores[s["AvailabilityZoneId"]] = int(s["Score"])
-        token = resp.get("NextToken")
-        if not token:
-            return scores
+    """AZ id -> score: the one query shared with the EC2 backend and doctor (awsinfra.zones)."""
+    from trainctl.awsinfra import zones
+
+    return zones.placement_scores(aws.client("ec2", region), region, types, count)
 
 
 def _spot_price_history(region: str, types: list[str], window_hours: float) -> dict[str, dict[str, dict]]:

@@ -1,20 +1,21 @@
-"""The job's code as `sourcedir.tar.gz`, byte-for-byte deterministic so its sha256 names it.
+"""The job's code as `sourcedir.tar.gz`, byte-for-byte deterministic so its sha256 names it; one packager
+for both platforms (and the bundled entrypoints), so the same spec ships the same bytes everywhere.
 
 Same files -> same bytes -> same S3 key, so unchanged code is never uploaded twice: names sorted,
 mtimes/uids/gids/owner names fixed, modes normalised, gzip header without a timestamp or file name.
-Excludes follow a useful subset of .gitignore (and .trainctlignore): `name`, `*.glob`, `dir/`,
-`/anchored`, `a/b*`. `!negation` is not supported (a negated file stays excluded); the launch
-notes list what was packed.
+Excluded: ALWAYS_EXCLUDE (never overridable: caches, VCS data, local environments, .env), then the source
+folder's .gitignore and .trainctlignore with git's own semantics (pathspec's GitIgnoreSpec: negation,
+anchoring, `**`). A spec's `source_dir` is relative to the spec file's folder, wherever trainctl runs.
 """
 from __future__ import annotations
 
-import fnmatch
 import gzip
 import hashlib
 import io
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from trainctl.errors import UsageError
 
@@ -22,6 +23,10 @@ from trainctl.errors import UsageError
 ALWAYS_EXCLUDE = (".git/", "__pycache__/", "*.pyc", "*.pyo", ".venv/", "venv/", ".mypy_cache/", ".pytest_cache/",
                   ".ipynb_checkpoints/", ".DS_Store", ".env", "*.egg-info/")
 MAX_BYTES = 200 * 1024 * 1024  # the container downloads this before every start; data belongs in channels
+ENTRYPOINTS_DIR = Path(__file__).resolve().parent / "entrypoints"
+BUNDLED_PROGRAMS = {"ddp": "train_ddp.py", "neuron": "train_neuron.py"}
+# The bundled folder is a package here (for tests and imports); on the hosts its scripts run as scripts.
+BUNDLED_SKIP = ("__init__.py",)
 
 
 @dataclass(frozen=True)
@@ -35,37 +40,23 @@ class Package:
         return self.sha256[:20]
 
 
-def _patterns(root: Path) -> list[str]:
-    pats = list(ALWAYS_EXCLUDE)
+def _ignore_spec(root: Path, skip: tuple[str, ...]):
+    import pathspec
+
+    lines: list[str] = list(skip)
     for name in (".gitignore", ".trainctlignore"):
         f = root / name
         if f.is_file():
-            pats += [ln.strip() for ln in f.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
-    return pats
-
-
-def _excluded(rel: str, is_dir: bool, patterns: list[str]) -> bool:
-    name = rel.rsplit("/", 1)[-1]
-    for pat in patterns:
-        if pat.startswith("!"):
-            continue
-        dir_only = pat.endswith("/")
-        p = pat.rstrip("/")
-        if dir_only and not is_dir:
-            continue
-        if p.startswith("/"):
-            if fnmatch.fnmatchcase(rel, p[1:]):
-                return True
-        elif "/" in p:
-            if fnmatch.fnmatchcase(rel, p):
-                return True
-        elif fnmatch.fnmatchcase(name, p):
-            return True
-    return False
+            lines += f.read_text().splitlines()
+    return pathspec.GitIgnoreSpec.from_lines(ALWAYS_EXCLUDE), pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 def list_files(root: Path, skip: tuple[str, ...] = ()) -> list[str]:
-    patterns = _patterns(root) + list(skip)
+    always, ignored = _ignore_spec(root, skip)
+
+    def excluded(rel: str) -> bool:
+        return always.match_file(rel) or ignored.match_file(rel)
+
     out: list[str] = []
 
     def walk(d: Path, prefix: str) -> None:
@@ -74,13 +65,26 @@ def list_files(root: Path, skip: tuple[str, ...] = ()) -> list[str]:
             if child.is_symlink():
                 continue  # a link may point outside the source dir; never follow it into the tarball
             if child.is_dir():
-                if not _excluded(rel, True, patterns):
+                if not excluded(rel + "/"):  # git does not look inside an excluded folder
                     walk(child, rel + "/")
-            elif child.is_file() and not _excluded(rel, False, patterns):
+            elif child.is_file() and not excluded(rel):
                 out.append(rel)
 
     walk(root, "")
     return out
+
+
+def job_code(spec: Any, spec_path: str) -> tuple[Package, str]:
+    """(the job's code package, the script to run): the bundled entrypoints, or the spec's source_dir
+    resolved from the spec file's folder (never from the current directory)."""
+    ep = spec.entrypoint
+    if ep.bundled:
+        return pack(ENTRYPOINTS_DIR, BUNDLED_SKIP), BUNDLED_PROGRAMS[ep.bundled]
+    root = (Path(spec_path).resolve().parent / Path(ep.source_dir).expanduser()).resolve()
+    if not (root / ep.script).is_file():
+        raise UsageError(f"entrypoint script {ep.script} not found in source_dir {root} (source_dir is relative "
+                         f"to the spec's folder)")
+    return pack(root), ep.script
 
 
 def pack(root: str | Path, skip: tuple[str, ...] = ()) -> Package:

@@ -209,7 +209,7 @@ def recoverer(backend, job: JobRef, store: JobStore, say: Callable[[str], None])
     from the last checkpoint by themselves) and record each interruption, with its cost, once."""
     import json
 
-    if not hasattr(backend, "recover"):
+    if not backend.capabilities.recover:
         raise TrainctlError(f"--recover: {backend.platform} restarts interrupted jobs by itself (managed Spot); "
                             "drop --recover", exit_code=2)
     from trainctl.backends.base import CapacityError

@@ -1,0 +1,37 @@
+"""Availability zones by name and id, and Spot placement scores: one query for the planner, the EC2
+backend and `doctor`.
+
+AZ names (us-east-1a) map to different physical zones in different accounts; AZ ids (use1-az4) do not.
+GetSpotPlacementScores answers by AZ id, so every score is turned into this account's AZ names here.
+"""
+from __future__ import annotations
+
+
+def az_ids_to_names(ec2) -> dict[str, str]:
+    """AZ id -> AZ name for this account (availability zones only: no Local or Wavelength Zones)."""
+    resp = ec2.describe_availability_zones(Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}])
+    return {z["ZoneId"]: z["ZoneName"] for z in resp["AvailabilityZones"]}
+
+
+def placement_scores(ec2, region: str, types: list[str], count: int) -> dict[str, int]:
+    """AZ id -> score (1-10) for a single-AZ request of `count` instances of any of `types` in `region`."""
+    scores: dict[str, int] = {}
+    token = None
+    while True:
+        kwargs = dict(InstanceTypes=types, TargetCapacity=count, TargetCapacityUnitType="units",
+                      SingleAvailabilityZone=True, RegionNames=[region], MaxResults=10)
+        if token:
+            kwargs["NextToken"] = token
+        resp = ec2.get_spot_placement_scores(**kwargs)
+        for s in resp.get("SpotPlacementScores", []):
+            if s.get("AvailabilityZoneId"):
+                scores[s["AvailabilityZoneId"]] = int(s["Score"])
+        token = resp.get("NextToken")
+        if not token:
+            return scores
+
+
+def placement_scores_by_name(ec2, region: str, types: list[str], count: int) -> dict[str, int]:
+    names = az_ids_to_names(ec2)
+    return {names[az_id]: score for az_id, score in placement_scores(ec2, region, types, count).items()
+            if az_id in names}

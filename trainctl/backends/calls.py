@@ -1,0 +1,204 @@
+"""A launch as data: the exact AWS write calls `prepare` returns, and the one executor that runs them.
+
+What `--dry-run` prints is what `submit` runs, because both read the same `LaunchRequest`:
+- plain calls run in order; a later call may use an earlier call's result through a `${name}` placeholder
+  (the earlier call declares `outputs={"name": "Json.Path"}`);
+- `ok_errors` are AWS error codes that mean "already done" (a re-run); a `fallback` read then supplies the
+  outputs the call would have given (e.g. the id of the security group made by the first run);
+- consecutive calls that name the same `alternative_of` group are alternatives (EC2: one fleet per AZ):
+  the first is made; the backend's declared acceptance check judges the answer; a rejected answer is
+  compensated (what it got is given back) and the next alternative is made. When none is accepted the
+  launch fails with `CapacityError`. The group's declaration (check and compensation, in words) is part
+  of the request, so `--dry-run` shows it.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from trainctl.plans import Option
+
+PLACEHOLDER = re.compile(r"\$\{([a-zA-Z0-9_]+)\}")
+
+
+class CapacityError(Exception):
+    """The layout could not get capacity (insufficient capacity, Spot wait exceeded): failover may move on."""
+
+
+@dataclass(frozen=True)
+class AwsCall:
+    service: str                  # boto3 client name: "sagemaker", "ec2", "s3", "iam", "logs", ...
+    operation: str                # API operation name, e.g. "CreateTrainingJob"
+    params: dict[str, Any]        # exactly what is passed to boto3 (after ${placeholders} are filled in)
+    region: str
+    # name -> dotted path into the response (e.g. {"security_group_id": "GroupId"}) for later ${name} use
+    outputs: dict[str, str] = field(default_factory=dict)
+    # AWS error codes that mean "already done" (idempotent re-run), not failure
+    ok_errors: tuple[str, ...] = ()
+    # a read that supplies this call's outputs when it ended in one of ok_errors
+    fallback: "AwsCall | None" = None
+    why: str = ""                 # one line for people: what this call is for
+    alternative_of: str | None = None   # the Alternatives group this call belongs to
+    about: dict[str, str] = field(default_factory=dict)  # facts for the acceptance check and people (AZ)
+
+    def method_name(self) -> str:
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", self.operation).lower()
+
+    def to_json(self) -> dict:
+        """As printed by --dry-run: bytes params (the code tarball) are summarised by size and sha256;
+        the S3 key beside them names the blob."""
+        doc: dict[str, Any] = {"service": self.service, "operation": self.operation, "region": self.region,
+                               "params": _summarise(self.params)}
+        if self.why:
+            doc["why"] = self.why
+        if self.ok_errors:
+            doc["ok_errors"] = list(self.ok_errors)
+        if self.fallback:
+            doc["fallback"] = self.fallback.to_json()
+        if self.alternative_of:
+            doc["alternative_of"] = self.alternative_of
+        if self.about:
+            doc["about"] = dict(self.about)
+        return doc
+
+
+@dataclass(frozen=True)
+class Alternatives:
+    """A group of calls of which exactly one must be accepted, tried in order."""
+
+    name: str
+    accept: str        # in words: what makes an answer acceptable
+    otherwise: str     # in words: what is done with a rejected answer before the next alternative
+    exhausted: str     # the start of the CapacityError message when no alternative is accepted
+
+    def to_json(self) -> dict:
+        return {"group": self.name, "accept": self.accept, "otherwise": self.otherwise}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The acceptance check's judgement of one alternative's answer."""
+
+    accepted: bool
+    outputs: dict[str, Any] = field(default_factory=dict)
+    message: str = ""                    # for people, as it happened
+    shortfall: str = ""                  # for the CapacityError when every alternative is rejected
+    retry_with: dict | None = None       # ask the same alternative again with these params (transient refusal)
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    platform: str                 # "sagemaker" | "ec2"
+    job_id: str
+    region: str
+    option: "Option"              # the plan option this request launches
+    calls: tuple[AwsCall, ...]
+    notes: tuple[str, ...] = ()   # what prepare decided and why (AZ, subnet, image, role, ...)
+    alternatives: tuple[Alternatives, ...] = ()
+
+    def to_json(self) -> dict:
+        doc = {"platform": self.platform, "job_id": self.job_id, "option": self.option.model_dump(mode="json"),
+               "requests": [c.to_json() for c in self.calls], "notes": list(self.notes)}
+        if self.alternatives:
+            doc["alternatives"] = [a.to_json() for a in self.alternatives]
+        return doc
+
+    def group(self, name: str) -> Alternatives:
+        return next(a for a in self.alternatives if a.name == name)
+
+
+def _summarise(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"bytes": len(value), "sha256": hashlib.sha256(value).hexdigest()}
+    if isinstance(value, dict):
+        return {k: _summarise(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_summarise(v) for v in value]
+    return value
+
+
+def fill_placeholders(value: Any, outputs: dict[str, Any]) -> Any:
+    """Replace ${name} strings with values produced by earlier calls."""
+    if isinstance(value, str):
+        m = PLACEHOLDER.fullmatch(value)
+        if m and m.group(1) in outputs:
+            return outputs[m.group(1)]
+        return PLACEHOLDER.sub(lambda mm: str(outputs.get(mm.group(1), mm.group(0))), value)
+    if isinstance(value, dict):
+        return {k: fill_placeholders(v, outputs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill_placeholders(v, outputs) for v in value]
+    return value
+
+
+def extract(response: Any, path: str) -> Any:
+    value = response
+    for part in path.split("."):
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return value
+
+
+def _error_code(exc: BaseException) -> str | None:
+    resp = getattr(exc, "response", None)
+    return resp.get("Error", {}).get("Code") if isinstance(resp, dict) else None
+
+
+class Executor:
+    """Runs a request's calls as declared. `judge` and `compensate` are the backend's acceptance check and
+    compensation for alternatives (the request names the group; the backend knows what it means)."""
+
+    def __init__(self, client_for: Callable[[str, str], Any], judge, compensate, say: Callable[[str], None]):
+        self.client_for, self.judge, self.compensate, self.say = client_for, judge, compensate, say
+
+    def invoke(self, call: AwsCall, params: dict) -> Any:
+        return getattr(self.client_for(call.service, call.region), call.method_name())(**params)
+
+    def run(self, request: LaunchRequest) -> dict[str, Any]:
+        outputs: dict[str, Any] = {}
+        calls, i = request.calls, 0
+        while i < len(calls):
+            group = calls[i].alternative_of
+            j = i + 1
+            while group and j < len(calls) and calls[j].alternative_of == group:
+                j += 1
+            if group:
+                outputs.update(self.run_alternatives(request.group(group), calls[i:j], outputs))
+            else:
+                outputs.update(self.run_one(calls[i], outputs))
+            i = j
+        return outputs
+
+    def _announce(self, call: AwsCall) -> None:
+        self.say(f"{call.service}:{call.operation}" + (f" ({call.why})" if call.why else ""))
+
+    def run_one(self, call: AwsCall, outputs: dict[str, Any]) -> dict[str, Any]:
+        self._announce(call)
+        try:
+            response = self.invoke(call, fill_placeholders(call.params, outputs))
+        except Exception as e:  # noqa: BLE001 - only the declared "already done" codes are swallowed
+            if _error_code(e) not in call.ok_errors:
+                raise
+            return self.run_one(call.fallback, outputs) if call.fallback else {}
+        return {name: extract(response, path) for name, path in call.outputs.items()}
+
+    def run_alternatives(self, group: Alternatives, calls: tuple[AwsCall, ...], outputs: dict) -> dict[str, Any]:
+        shortfalls = []
+        for n, call in enumerate(calls):
+            self._announce(call)
+            params, attempt = fill_placeholders(call.params, outputs), 0
+            while True:
+                verdict = self.judge(group, call, params, self.invoke(call, params), attempt)
+                if verdict.retry_with is None:
+                    break
+                params, attempt = verdict.retry_with, attempt + 1
+            if verdict.accepted:
+                self.say(verdict.message)
+                return verdict.outputs
+            last = n == len(calls) - 1
+            self.say(verdict.message + ("" if last else "; trying the next"))
+            self.compensate(group, call, verdict, self.say)
+            shortfalls.append(verdict.shortfall or verdict.message)
+        raise CapacityError(f"{group.exhausted}: " + "; ".join(shortfalls))

@@ -1,0 +1,90 @@
+"""`trainctl down` of an EC2 job: delete everything tagged for it, in dependency order; safe to repeat.
+The job's S3 code, checkpoints and logs stay: they are its output."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from trainctl import aws
+from trainctl.awsinfra.naming import IAM_PATH
+from trainctl.backends.base import JOB_TAG
+from trainctl.backends.ec2.common import instances, job_filter, name_for, tag_map
+from trainctl.backends.ec2.fleet import terminate
+
+
+def retry_in_use(fn: Callable[[], Any], codes: tuple[str, ...], attempts: int = 30) -> None:
+    for attempt in range(attempts):
+        try:
+            fn()
+            return
+        except Exception as e:  # noqa: BLE001
+            if aws.error_code(e) not in codes or attempt == attempts - 1:
+                raise
+            time.sleep(min(10.0, 0.5 * 2 ** attempt))
+
+
+def cleanup(client_for, job_id: str, region: str) -> list[str]:
+    """Delete everything tagged for the job, in dependency order; returns what went."""
+    ec2 = client_for("ec2", region)
+    removed: list[str] = []
+    live = [i["InstanceId"] for i in instances(ec2, job_id, ("pending", "running", "stopping", "stopped"))]
+    if live:
+        terminate(ec2, live)
+        removed += [f"instance {i}" for i in live]
+        ec2.get_waiter("instance_terminated").wait(InstanceIds=live, WaiterConfig={"Delay": 5, "MaxAttempts": 120})
+    for fleet in ec2.describe_fleets().get("Fleets", []):
+        if tag_map(fleet).get(JOB_TAG) == job_id and not fleet.get("FleetState", "").startswith("deleted"):
+            terminate(ec2, [], fleet["FleetId"])
+            removed.append(f"fleet {fleet['FleetId']}")
+    for lt in ec2.describe_launch_templates(Filters=job_filter(job_id))["LaunchTemplates"]:
+        ec2.delete_launch_template(LaunchTemplateId=lt["LaunchTemplateId"])
+        removed.append(f"launch template {lt['LaunchTemplateName']} ({lt['LaunchTemplateId']})")
+    for pg in ec2.describe_placement_groups(Filters=job_filter(job_id))["PlacementGroups"]:
+        retry_in_use(lambda: ec2.delete_placement_group(GroupName=pg["GroupName"]), ("InvalidPlacementGroup.InUse",))
+        removed.append(f"placement group {pg['GroupName']}")
+    for sg in ec2.describe_security_groups(Filters=job_filter(job_id))["SecurityGroups"]:
+        # Network interfaces of just-terminated instances release the group a little later on AWS.
+        retry_in_use(lambda: ec2.delete_security_group(GroupId=sg["GroupId"]), ("DependencyViolation",))
+        removed.append(f"security group {sg['GroupId']}")
+    iam = client_for("iam", region)
+    return removed + _instance_profiles(iam, job_id) + _roles(iam, job_id)
+
+
+def _role_is_ours(iam, name: str, job_id: str) -> bool:
+    return any(t["Key"] == JOB_TAG and t["Value"] == job_id for t in iam.list_role_tags(RoleName=name)["Tags"])
+
+
+def _instance_profiles(iam, job_id: str) -> list[str]:
+    removed = []
+    for page in iam.get_paginator("list_instance_profiles").paginate(PathPrefix=IAM_PATH):
+        for profile in page["InstanceProfiles"]:
+            name = profile["InstanceProfileName"]
+            roles = [r["RoleName"] for r in profile.get("Roles", [])]
+            # Decided through the role's tags; a profile without a role is what a launch that failed right
+            # after creating it leaves, and it carries the job's name.
+            if not (any(_role_is_ours(iam, r, job_id) for r in roles) or (not roles and name == name_for(job_id))):
+                continue
+            for role in roles:
+                iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=role)
+            iam.delete_instance_profile(InstanceProfileName=name)
+            removed.append(f"instance profile {name}")
+    return removed
+
+
+def _roles(iam, job_id: str) -> list[str]:
+    removed = []
+    for page in iam.get_paginator("list_roles").paginate(PathPrefix=IAM_PATH):
+        for role in page["Roles"]:
+            name = role["RoleName"]
+            if not _role_is_ours(iam, name, job_id):
+                continue
+            for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]:
+                iam.delete_role_policy(RoleName=name, PolicyName=policy)
+            for policy in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]:
+                iam.detach_role_policy(RoleName=name, PolicyArn=policy["PolicyArn"])
+            for profile in iam.list_instance_profiles_for_role(RoleName=name)["InstanceProfiles"]:
+                iam.remove_role_from_instance_profile(InstanceProfileName=profile["InstanceProfileName"],
+                                                      RoleName=name)
+            iam.delete_role(RoleName=name)
+            removed.append(f"role {name}")
+    return removed

@@ -1,0 +1,72 @@
+"""What the EC2 backend's parts share: its tags, its constants, and the reads that find a job's resources
+again by its tag (never by remembered ids)."""
+from __future__ import annotations
+
+import base64
+import json
+
+from trainctl.awsinfra import bucket as job_bucket_layout
+from trainctl.awsinfra.naming import ec2_log_group, job_resource_name
+from trainctl.backends.base import JOB_TAG
+
+PLATFORM = "ec2"
+STATE_TAG = "trainctl:state"            # set to "interrupted" by a node's agent on a Spot notice
+TERMINATED_BY_TAG = "trainctl:terminated-by"  # set before trainctl terminates an instance itself
+NODES_TAG = "trainctl:nodes"
+MARKET_TAG = "trainctl:market"
+LIVE_STATES = ("pending", "running")
+MAX_AZ_ATTEMPTS = 3
+# The user data carries the node config between these markers (bootstrap/userdata.sh).
+CONFIG_START, CONFIG_END = "<<'TRAINCTL_CONFIG'\n", "\nTRAINCTL_CONFIG\n"
+
+name_for = job_resource_name
+log_group = ec2_log_group
+
+
+def tag_map(resource: dict) -> dict[str, str]:
+    return {t["Key"]: t.get("Value", "") for t in resource.get("Tags") or []}
+
+
+def job_filter(job_id: str) -> list[dict]:
+    return [{"Name": f"tag:{JOB_TAG}", "Values": [job_id]}]
+
+
+def security_group(ec2, job: str, vpc: str | None = None) -> str | None:
+    filters = job_filter(job) + ([{"Name": "vpc-id", "Values": [vpc]}] if vpc else [])
+    groups = ec2.describe_security_groups(Filters=filters)["SecurityGroups"]
+    return groups[0]["GroupId"] if groups else None
+
+
+def launch_template(ec2, job: str) -> str | None:
+    found = ec2.describe_launch_templates(Filters=job_filter(job))["LaunchTemplates"]
+    return found[0]["LaunchTemplateId"] if found else None
+
+
+def instances(ec2, job: str, states: tuple[str, ...] | None = None) -> list[dict]:
+    filters = job_filter(job) + ([{"Name": "instance-state-name", "Values": list(states)}] if states else [])
+    out = []
+    for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
+        out += [i for r in page["Reservations"] for i in r["Instances"]]
+    return out
+
+
+def job_config(ec2, job_id: str) -> dict:
+    """The node config inside the job's launch template user data (bucket, nnodes, args), if it still exists."""
+    lt = launch_template(ec2, job_id)
+    if not lt:
+        return {}
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=lt, Versions=["$Latest"])[
+        "LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    text = base64.b64decode(data.get("UserData", "")).decode(errors="replace")
+    start, end = text.find(CONFIG_START), text.find(CONFIG_END)
+    if start < 0 or end < 0:
+        return {}
+    market = tag_map(ec2.describe_launch_templates(LaunchTemplateIds=[lt])["LaunchTemplates"][0]).get(MARKET_TAG)
+    return {**json.loads(text[start + len(CONFIG_START):end]), "launch_template_id": lt, "market": market}
+
+
+def bucket_of(client_for, region: str, config: dict) -> str:
+    if config.get("bucket"):
+        return config["bucket"]
+    account = client_for("sts", region).get_caller_identity()["Account"]
+    return job_bucket_layout.job_bucket(account, region)

@@ -1,0 +1,165 @@
+"""EC2 fleets, all or nothing: the acceptance check of the request's fleet alternatives, giving back a
+short fleet, and `watch --recover` relaunching lost nodes (same AZ first, else the whole job elsewhere)."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from trainctl.backends.base import AwsCall, CapacityError, Verdict
+from trainctl.backends.ec2.common import (LIVE_STATES, MAX_AZ_ATTEMPTS, STATE_TAG, TERMINATED_BY_TAG,
+                                          instances, job_config, name_for, security_group, tag_map)
+from trainctl.backends.ec2.requests import az_order, fleet_params, token
+from trainctl.errors import TrainctlError
+
+PROFILE_RETRIES, PROFILE_RETRY_S = 5, 2.0
+# CreateFleet's per-pool errors that mean "no capacity here" (EC2 API reference, error codes): another AZ
+# or another option may have it. Any other error with no instance fails the launch with AWS's message.
+CAPACITY_CODES = ("InsufficientInstanceCapacity", "InsufficientCapacity", "UnfulfillableCapacity",
+                  "MaxSpotInstanceCountExceeded", "SpotMaxPriceTooLow", "Unsupported",
+                  "InsufficientFreeAddressesInSubnet", "VcpuLimitExceeded", "InstanceLimitExceeded")
+
+
+def _profile_not_visible(response: dict) -> bool:
+    # IAM is eventually consistent: a profile made seconds ago may not be visible to EC2 yet.
+    return not _ids(response) and any("iamInstanceProfile" in e.get("ErrorMessage", "")
+                                      for e in response.get("Errors", []))
+
+
+def _ids(response: dict) -> list[str]:
+    return [i for group in response.get("Instances", []) for i in group.get("InstanceIds", [])]
+
+
+def _live(ec2, ids: list[str]) -> list[str]:
+    """Only instances alive now count: a replayed ClientToken answers with the first call's instances,
+    which may be gone since."""
+    if not ids:
+        return []
+    described = ec2.describe_instances(InstanceIds=ids)["Reservations"]
+    return [i["InstanceId"] for r in described for i in r["Instances"] if i["State"]["Name"] in LIVE_STATES]
+
+
+def _refuse_other_errors(response: dict, where: str) -> None:
+    hard = [e for e in response.get("Errors", []) if e.get("ErrorCode") not in CAPACITY_CODES]
+    if hard and not _ids(response):
+        e = hard[0]
+        raise TrainctlError(f"CreateFleet in {where}: {e.get('ErrorCode')}: {e.get('ErrorMessage', '')[:200]}")
+
+
+def judge(ec2, call: AwsCall, params: dict, response: dict, attempt: int) -> Verdict:
+    """Accept a fleet that holds every instance asked for; ask again (new token) while the new instance
+    profile is not visible to EC2; reject a short fleet (capacity); fail at once on any other error."""
+    if _profile_not_visible(response) and attempt < PROFILE_RETRIES:
+        time.sleep(PROFILE_RETRY_S * (attempt + 1))
+        return Verdict(False, retry_with={**params, "ClientToken": f"{params['ClientToken'][:60]}-p{attempt + 1}"})
+    az = call.about.get("availability_zone", "?")
+    _refuse_other_errors(response, az)
+    want = int(params["TargetCapacitySpecification"]["TotalTargetCapacity"])
+    got, fleet_id = _live(ec2, _ids(response)), response.get("FleetId")
+    outputs = {"fleet_id": fleet_id, "instance_ids": got, "availability_zone": az}
+    if len(got) >= want:
+        return Verdict(True, outputs, f"fleet {fleet_id}: {len(got)} of {want} instances in {az}")
+    why = "; ".join(sorted({e.get("ErrorCode", "?") for e in response.get("Errors", [])})) or "no error given"
+    return Verdict(False, outputs, f"fleet in {az} got {len(got)} of {want} ({why})",
+                   shortfall=f"{az}: {len(got)} of {want} ({why})")
+
+
+def compensate(ec2, verdict: Verdict, say: Callable[[str], None]) -> None:
+    got = verdict.outputs.get("instance_ids") or []
+    if got:
+        say(f"terminating {', '.join(got)}")
+    terminate(ec2, got, verdict.outputs.get("fleet_id"))
+
+
+def create_fleet(ec2, params: dict, where: str) -> tuple[list[str], list[str], str | None]:
+    """For recovery (outside a launch request): (live instance ids, error codes, fleet id)."""
+    call = AwsCall("ec2", "CreateFleet", params, "", about={"availability_zone": where})
+    for attempt in range(PROFILE_RETRIES + 1):
+        response = ec2.create_fleet(**params)
+        verdict = judge(ec2, call, params, response, attempt)
+        if verdict.retry_with is None:
+            break
+        params = verdict.retry_with
+    return (verdict.outputs["instance_ids"], [e.get("ErrorCode", "?") for e in response.get("Errors", [])],
+            verdict.outputs["fleet_id"])
+
+
+def terminate(ec2, instance_ids: list[str], fleet_id: str | None = None) -> None:
+    """Terminate instances trainctl itself gives up on, tagged first so they never count as interruptions."""
+    if instance_ids:
+        ec2.create_tags(Resources=instance_ids, Tags=[{"Key": TERMINATED_BY_TAG, "Value": "trainctl"}])
+        ec2.terminate_instances(InstanceIds=instance_ids)
+    if fleet_id:
+        try:
+            ec2.delete_fleets(FleetIds=[fleet_id], TerminateInstances=True)
+        except Exception as e:  # noqa: BLE001
+            from trainctl import aws
+
+            # The instances are terminated above; an instant fleet left is only a record. EC2 answers
+            # InvalidParameterCombination when the fleet has no instance left to end.
+            if aws.error_code(e) not in ("InvalidFleetId.NotFound", "InvalidParameterCombination"):
+                raise
+
+
+# ----------------------------------------------------------------------------- recovery
+def recover(backend, job_id: str, region: str, progress: Callable[[str], None] | None = None) -> dict:
+    """Relaunch the capacity a job lost (reclaimed Spot nodes): the missing count in the same AZ first (same
+    placement group and launch template); when that AZ has no room, the whole job moves to the next AZ that
+    can hold all N. The nodes resume from the last checkpoint in S3 by themselves.
+
+    Returns {"launched": [ids], "availability_zone", "moved": bool, "interruptions": [{instance_id,
+    cost_usd}] (every interruption of the job so far), "missing": n before, "messages": [..]}.
+    A job that is finished, stopped or whole launches nothing."""
+    messages: list[str] = []
+
+    def say(m: str) -> None:
+        messages.append(m)
+        if progress:
+            progress(m)
+
+    ec2 = backend.client_for("ec2", region)
+    view = backend.describe(job_id, region)
+    result: dict[str, Any] = {"launched": [], "availability_zone": None, "moved": False, "missing": 0,
+                              "interruptions": view.raw.get("interruptions", []), "messages": messages}
+    if view.finished or view.status == "Stopping" or not view.count:
+        return result
+    alive = [i for i in instances(ec2, job_id, LIVE_STATES) if tag_map(i).get(STATE_TAG) != "interrupted"]
+    result["missing"] = missing = view.count - len(alive)
+    if missing <= 0:
+        return result
+    market = job_config(ec2, job_id).get("market") or view.market or "spot"
+    vpc = ec2.describe_security_groups(GroupIds=[security_group(ec2, job_id)])["SecurityGroups"][0]["VpcId"]
+    by_az: dict[str, list[str]] = {}
+    for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]:
+        by_az.setdefault(s["AvailabilityZone"], []).append(s["SubnetId"])
+    home = alive[0]["Placement"]["AvailabilityZone"] if alive else (
+        view.raw["instances"][-1]["availability_zone"] if view.raw.get("instances") else None)
+    if alive:
+        got = _launch(ec2, job_id, view.instance_type, missing, market, home, sorted(by_az.get(home, [])),
+                      f"r-{home}", say)
+        if got is not None:
+            return {**result, "launched": got, "availability_zone": home}
+        say(f"{home} has no room for the {missing} missing; moving the whole job to another AZ")
+        # The survivors' agents get SIGTERM at shutdown: they checkpoint and sync before going.
+        terminate(ec2, [i["InstanceId"] for i in alive])
+    azs = az_order(ec2, region, view.instance_type, view.count, market, None,
+                   [az for az in by_az if az != home or not alive], [])
+    for az in azs[:MAX_AZ_ATTEMPTS]:
+        got = _launch(ec2, job_id, view.instance_type, view.count, market, az, sorted(by_az[az]), f"m-{az}", say)
+        if got is not None:
+            return {**result, "launched": got, "availability_zone": az, "moved": True}
+    raise CapacityError(f"no capacity to recover {job_id}: " + "; ".join(messages[-3:]))
+
+
+def _launch(ec2, job_id: str, itype: str, count: int, market: str, az: str, subnets: list[str], what: str,
+            say: Callable[[str], None]) -> list[str] | None:
+    """One all-or-nothing fleet for recovery: the instance ids, or None (what it got was given back)."""
+    client_token = token(job_id, what, [i["InstanceId"] for i in instances(ec2, job_id)])
+    params = fleet_params(job_id, name_for(job_id), itype, count, market, subnets, client_token)
+    say(f"launching {count} x {itype} {market} in {az}")
+    got, errors, fleet_id = create_fleet(ec2, params, az)
+    if len(got) >= count:
+        say(f"fleet {fleet_id}: {', '.join(got)} in {az}; the nodes resume from the last checkpoint")
+        return got
+    say(f"{az} gave {len(got)} of {count} ({'; '.join(sorted(set(errors)))})")
+    terminate(ec2, got, fleet_id)
+    return None

@@ -1,0 +1,134 @@
+"""Each backend's launch options, declared once with their help (in the style of TorchX's `runopts`).
+
+The declaration is a frozen dataclass per platform; every field carries its help text in its metadata.
+From it come:
+- the flags of `trainctl launch` (cli.py builds the command's signature from `launch_flags()`), each flag's
+  help naming the platform(s) it applies to;
+- `resolve(platform, given)`: the backend's typed options, or one line refusing a flag of the other platform.
+
+Light on purpose (stdlib only): the CLI reads these declarations at start-up, before any AWS import.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainctl.errors import UsageError
+
+
+def opt(help: str, default: Any = None, *, minimum: float | None = None):
+    """A declared option: its help, its default and (for numbers) its smallest accepted value."""
+    return field(default=default, metadata={"help": help, "min": minimum})
+
+
+# Declared once, shared by both platforms: the same meaning on each.
+_BUCKET = "Job bucket (default trainctl-ACCOUNT-REGION, created encrypted with public access blocked)."
+_SUBNET = ("Subnet id(s), comma-separated, all in one VPC (default: the default VPC's subnet in the AZ with "
+           "the best placement score).")
+_SECURITY_GROUP = ("Security group id, used as it is: it must let the job's hosts reach each other "
+                   "(default: a new group open only to itself).")
+
+
+@dataclass(frozen=True)
+class SageMakerOptions:
+    role: str | None = opt("SageMaker execution role name or ARN (default: the spec's role, or "
+                           "trainctl-sagemaker-execution).")
+    image: str | None = opt("Training image URI (default: trainctl's image table).")
+    bucket: str | None = opt(_BUCKET)
+    subnet: str | None = opt(_SUBNET)
+    security_group: str | None = opt(_SECURITY_GROUP)
+    max_runtime_hours: float | None = opt("Stop the training job after this many hours (default: twice the "
+                                          "expected hours plus 30 minutes; at most 28 days).", minimum=0.02)
+
+
+@dataclass(frozen=True)
+class Ec2Options:
+    ami: str | None = opt("AMI id (default: the AWS Deep Learning AMI from its public SSM parameter).")
+    bucket: str | None = opt(_BUCKET)
+    subnet: str | None = opt(_SUBNET)
+    security_group: str | None = opt(_SECURITY_GROUP)
+    ssh_cidr: str | None = opt("Allow SSH from this CIDR only (no SSH by default; 0.0.0.0/0 is refused).")
+
+
+OPTIONS: dict[str, type] = {"sagemaker": SageMakerOptions, "ec2": Ec2Options}
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One `trainctl launch` flag: where its value goes, its type, its help and the platforms it applies to."""
+
+    name: str
+    type_: type
+    help: str
+    platforms: tuple[str, ...]
+    minimum: float | None = None
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def _base_type(annotation: Any) -> type:
+    text = str(annotation)  # "str | None", "float | None" under `from __future__ import annotations`
+    return float if text.startswith("float") else str
+
+
+def launch_flags() -> list[Flag]:
+    """Every platform option as one flag, in declaration order; a flag shared by platforms appears once."""
+    found: dict[str, Flag] = {}
+    for platform, cls in OPTIONS.items():
+        for f in dataclasses.fields(cls):
+            prev = found.get(f.name)
+            platforms = (prev.platforms if prev else ()) + (platform,)
+            found[f.name] = Flag(f.name, _base_type(f.type), f.metadata["help"], platforms, f.metadata["min"])
+    return list(found.values())
+
+
+def flag_help(flag: Flag) -> str:
+    return f"{'/'.join(flag.platforms)}: {flag.help}"
+
+
+def resolve(platform: str, given: dict[str, Any], context: str = "") -> Any:
+    """The typed options of `platform` from the flags given (None = not given). A flag of another platform
+    or a value out of range is refused in one line that says what to do."""
+    cls = OPTIONS[platform]
+    names = {f.name: f for f in dataclasses.fields(cls)}
+    flags = {f.name: f for f in launch_flags()}
+    values: dict[str, Any] = {}
+    for name, value in given.items():
+        if value is None:
+            continue
+        flag = flags.get(name)
+        if flag is None:
+            raise UsageError(f"unknown launch option {name!r}")
+        if name not in names:
+            raise UsageError(f"{flag.flag} applies to {' and '.join(flag.platforms)} only, and "
+                             f"{context or 'the option to launch'} is on {platform}: drop {flag.flag} or "
+                             f"choose {'/'.join(flag.platforms)} (--platform)")
+        try:
+            value = flag.type_(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"{flag.flag} {value!r}: must be a {flag.type_.__name__}") from None
+        if flag.minimum is not None and value < flag.minimum:
+            raise UsageError(f"{flag.flag} {value}: must be at least {flag.minimum}")
+        values[name] = value
+    return cls(**values)
+
+
+def with_launch_flags(fn):
+    """Appends one typer option per declared platform option to a command's signature (cli.py `launch`):
+    the flags and their --help come from the declarations above, never from a second list in the CLI."""
+    import inspect
+    from typing import Optional
+
+    import typer
+
+    sig = inspect.signature(fn, eval_str=True)
+    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    for f in launch_flags():
+        limits = {"min": f.minimum} if f.minimum is not None else {}
+        params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[f.type_],
+                                        default=typer.Option(None, f.flag, help=flag_help(f), **limits)))
+    fn.__signature__ = sig.replace(parameters=params)
+    return fn

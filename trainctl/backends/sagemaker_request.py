@@ -1,0 +1,188 @@
+"""What a SageMaker launch asks AWS for: `prepare` reads (account, role, bucket, code object, subnets) and
+returns the exact write calls: the job bucket's set-up when trainctl owns it, the code archive when its
+content hash is new, a self-referencing security group, and CreateTrainingJob per the SageMaker PyTorch
+container contract (plain boto3: no sagemaker SDK at run time, it costs 1-2 s and 300 MB+)."""
+from __future__ import annotations
+
+import json
+import math
+import urllib.parse
+from typing import Any
+
+from trainctl import aws
+from trainctl.awsinfra import bucket as layout
+from trainctl.awsinfra import naming, network
+from trainctl.backends.base import JOB_TAG, AwsCall, LaunchRequest, LaunchSettings, tags
+from trainctl.backends.security_group import self_only_security_group
+from trainctl.errors import TrainctlError, UsageError
+
+CHECKPOINT_LOCAL = "/opt/ml/checkpoints"
+MAX_SECONDS = 2419200  # SageMaker's limit on MaxRuntime and MaxWait (28 days)
+METRICS = [{"Name": "train:loss", "Regex": r"trainctl step=\d+ loss=([0-9.eE+-]+)"},
+           {"Name": "train:samples_per_s", "Regex": r"samples_per_s=([0-9.eE+-]+)"}]
+
+
+def _hp(value: Any) -> str:
+    # The SDK's contract: every hyperparameter JSON-encoded (strings keep their quotes).
+    return json.dumps(value)
+
+
+def trusts_sagemaker(doc: Any) -> bool:
+    if isinstance(doc, str):
+        doc = json.loads(urllib.parse.unquote(doc))
+    for st in doc.get("Statement", []):
+        if st.get("Effect") != "Allow":
+            continue
+        actions = st.get("Action", [])
+        actions = [actions] if isinstance(actions, str) else actions
+        services = (st.get("Principal") or {}).get("Service", [])
+        services = [services] if isinstance(services, str) else services
+        if "sagemaker.amazonaws.com" in services and any(a in ("sts:AssumeRole", "sts:*", "*") for a in actions):
+            return True
+    return False
+
+
+def role_arn(iam, account: str, region: str, wanted: str | None) -> tuple[str, str]:
+    name = wanted or naming.SAGEMAKER_EXECUTION_ROLE
+    arn = name if name.startswith("arn:") else None
+    if arn:
+        name = arn.rsplit("/", 1)[-1]
+        if f":{account}:" not in arn:  # another account's role: we cannot read it, SageMaker will check
+            return arn, f"execution role {arn} (another account: not checked)"
+    fix = (f"create an IAM role named {naming.SAGEMAKER_EXECUTION_ROLE} that trusts sagemaker.amazonaws.com with "
+           "S3 access to the job bucket, or pass --role NAME|ARN (or set role: in the spec)")
+    try:
+        role = iam.get_role(RoleName=name)["Role"]
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) == "NoSuchEntity":
+            raise TrainctlError(f"SageMaker execution role {name!r} not found in account {account}: {fix}") from None
+        if aws.error_code(e) in ("AccessDenied", "AccessDeniedException"):
+            return arn or naming.arn(region, "iam", account, f"role/{name}", regional=False), \
+                f"execution role {name} (no iam:GetRole permission: trust not checked)"
+        raise
+    if not trusts_sagemaker(role.get("AssumeRolePolicyDocument", {})):
+        raise TrainctlError(f"IAM role {name!r} does not trust sagemaker.amazonaws.com: add a trust policy "
+                            f"statement allowing sts:AssumeRole for Service sagemaker.amazonaws.com, or {fix}")
+    return role["Arn"], f"execution role {role['Arn']}"
+
+
+def _code_calls(s3, spec, settings: LaunchSettings, bucket: str, region: str, notes: list[str]) -> tuple[str, str,
+                                                                                                           list]:
+    """(the program, the code's S3 URI, the upload call if the content is new)."""
+    from trainctl.packaging import job_code
+
+    pkg, program = job_code(spec, settings.spec_path)
+    key = layout.sagemaker_code_key(pkg.key_hash)
+    uri = f"s3://{bucket}/{key}"
+    try:
+        s3.head_object(Bucket=bucket, Key=key)
+        notes.append(f"code {len(pkg.files)} files, sha256 {pkg.sha256[:12]}: already at {uri}")
+        return program, uri, []
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) not in ("404", "NoSuchKey", "NotFound", "NoSuchBucket"):
+            raise TrainctlError(f"{uri}: {aws.error_summary(e)}") from None
+    notes.append(f"code {len(pkg.files)} files ({', '.join(pkg.files)}), {len(pkg.data)} bytes, "
+                 f"sha256 {pkg.sha256[:12]}")
+    if "requirements.txt" in pkg.files:
+        notes.append("requirements.txt shipped: the container pip-installs it before the script starts")
+    return program, uri, [AwsCall("s3", "PutObject", {
+        "Bucket": bucket, "Key": key, "Body": pkg.data, "ServerSideEncryption": "AES256",
+        "ContentType": "application/gzip", "Tagging": urllib.parse.urlencode({JOB_TAG: settings.job_id}),
+        "Metadata": {"sha256": pkg.sha256}}, region, why=f"code: {', '.join(pkg.files)}")]
+
+
+def hyperparameters(spec, inst, option, program: str, source_uri: str, job_id: str) -> dict[str, str]:
+    ep, batch = spec.entrypoint, spec.workload.batch_size_per_accelerator
+    user_args = dict(ep.args)
+    if ep.bundled:  # the bundled entrypoint counts steps; the spec counts samples
+        if "batch-size" not in user_args and "batch_size" not in user_args:
+            user_args["batch-size"] = batch
+        if "steps" not in user_args:
+            accelerators = option.accelerators or option.count * inst.accelerator_count
+            user_args["steps"] = max(1, math.ceil(spec.workload.total_samples / (batch * max(1, accelerators))))
+        user_args.setdefault("checkpoint-seconds", int(spec.constraints.checkpoint_interval_minutes * 60))
+    hps = {str(k): _hp(v) for k, v in user_args.items()}
+    hps.update({"sagemaker_program": _hp(program), "sagemaker_submit_directory": _hp(source_uri),
+                "sagemaker_container_log_level": "20", "sagemaker_job_name": _hp(job_id),
+                "sagemaker_region": _hp(option.region), "sagemaker_instance_type": _hp(f"ml.{option.instance_type}")})
+    if option.count > 1 or inst.accelerator_count > 1:
+        hps["sagemaker_torch_distributed_enabled"] = "true"
+    return hps
+
+
+def max_runtime_s(option, max_runtime_hours: float | None) -> int:
+    if max_runtime_hours:
+        seconds = int(max_runtime_hours * 3600)
+    else:  # twice the expected billed hours and half an hour: room for a slow start, not for a hung job
+        seconds = int((option.hours or 1.0) * 2 * 3600) + 1800
+    return max(60, min(MAX_SECONDS, seconds))
+
+
+def _network(client_for, job_id: str, option, opts, calls: list, notes: list[str]) -> dict:
+    """VpcConfig: one subnet in the plan's AZ (the same rule as EC2 and doctor); a group that only talks to
+    itself unless one is given."""
+    net = network.job_network(client_for("ec2", option.region), option.region, opts.subnet)
+    subnet, _, note = net.subnet_for(option.availability_zone)
+    notes.append(note)
+    if opts.security_group:
+        notes.append(f"security group {opts.security_group} (given)")
+        group = opts.security_group
+    else:
+        group = "${security_group_id}"
+        calls.extend(self_only_security_group(job_id, naming.job_resource_name(job_id), net.vpc_id, option.region,
+                                              tags(job_id), "hosts"))
+    return {"SecurityGroupIds": [group], "Subnets": [subnet]}
+
+
+def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
+    from trainctl.backends.bucket_calls import job_bucket_calls
+    from trainctl.catalog import load_catalog
+    from trainctl.images import training_image
+
+    if option.platform != "sagemaker":
+        raise UsageError(f"option {option.rank} is for {option.platform}, not sagemaker")
+    region, job_id, opts = option.region, naming.training_job_name(settings.job_id), settings.options
+    inst = load_catalog().instances.get(option.instance_type)
+    if inst is None or not inst.sagemaker_training:
+        raise UsageError(f"{option.instance_type} is not a SageMaker training instance type")
+    notes: list[str] = []
+    account = client_for("sts", region).get_caller_identity()["Account"]
+    arn, note = role_arn(client_for("iam", region), account, region, opts.role or spec.role)
+    notes.append(note)
+    s3 = client_for("s3", region)
+    bucket, calls = job_bucket_calls(s3, job_id, region, account, opts.bucket, notes)
+    program, source_uri, upload = _code_calls(s3, spec, settings, bucket, region, notes)
+    calls += upload
+    vpc_config = _network(client_for, job_id, option, opts, calls, notes)
+    image = opts.image or training_image(region, inst.accelerator.kind)
+    notes.append(f"image {image}" + (" (--image)" if opts.image else f" (trainctl's {inst.accelerator.kind} "
+                                                                      "image table)"))
+    stopping = {"MaxRuntimeInSeconds": max_runtime_s(option, opts.max_runtime_hours)}
+    params: dict[str, Any] = {
+        "TrainingJobName": job_id, "RoleArn": arn,
+        "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File",
+                                   "EnableSageMakerMetricsTimeSeries": True, "MetricDefinitions": METRICS},
+        "HyperParameters": hyperparameters(spec, inst, option, program, source_uri, job_id),
+        "OutputDataConfig": {"S3OutputPath": layout.sagemaker_output(bucket)},
+        "ResourceConfig": {"InstanceType": f"ml.{option.instance_type}", "InstanceCount": option.count,
+                           "VolumeSizeInGB": 50},
+        "VpcConfig": vpc_config, "StoppingCondition": stopping,
+        "Environment": {"TRAINCTL_JOB_ID": job_id, "PYTHONUNBUFFERED": "1"},
+        "RetryStrategy": {"MaximumRetryAttempts": 2},
+        "Tags": tags(job_id, **{"trainctl:spec": spec.name}),
+    }
+    if option.market == "spot":
+        wait = int(spec.constraints.max_spot_wait_hours * 3600)
+        stopping["MaxWaitTimeInSeconds"] = min(MAX_SECONDS, stopping["MaxRuntimeInSeconds"] + wait)
+        params["EnableManagedSpotTraining"] = True
+        params["CheckpointConfig"] = {"S3Uri": layout.sagemaker_checkpoints(bucket, job_id),
+                                      "LocalPath": CHECKPOINT_LOCAL}
+        notes.append(f"managed Spot: MaxWait {stopping['MaxWaitTimeInSeconds']} s (runtime "
+                     f"{stopping['MaxRuntimeInSeconds']} s + max_spot_wait_hours "
+                     f"{spec.constraints.max_spot_wait_hours:g}); checkpoints synced to "
+                     f"{params['CheckpointConfig']['S3Uri']}")
+    calls.append(AwsCall("sagemaker", "CreateTrainingJob", params, region,
+                         outputs={"training_job_arn": "TrainingJobArn"},
+                         why=f"{option.count} x ml.{option.instance_type} {option.market}"))
+    return LaunchRequest(platform="sagemaker", job_id=job_id, region=region, option=option, calls=tuple(calls),
+                         notes=tuple(notes))
