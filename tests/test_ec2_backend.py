@@ -12,7 +12,7 @@ from botocore.validate import validate_parameters
 from trainctl import aws
 from trainctl.backends.base import JOB_TAG, CapacityError, LaunchSettings
 from trainctl.backends.ec2 import Ec2Backend, name_for
-from trainctl.sandbox import seed
+from trainctl_sandbox import seed
 from trainctl.spec import load_spec
 
 SPEC = """\

@@ -14,6 +14,7 @@ import typer
 
 from trainctl import __version__
 from trainctl.errors import TrainctlError, UsageError
+from trainctl.plugins import SANDBOX, SandboxGroup, sandbox_environment
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None,
@@ -50,10 +51,8 @@ def main_options(
     from trainctl import aws
 
     aws.SETTINGS.profile, aws.SETTINGS.region = profile, region
-    if sandbox:
-        from trainctl.sandbox.cli import ensure_sandbox_env
-
-        os.environ.update(ensure_sandbox_env())
+    if sandbox:  # through the sandbox plugin (trainctl/plugins.py); one line when it is not installed
+        os.environ.update(sandbox_environment())
         aws.reset_session()
 
 
@@ -376,16 +375,9 @@ def iam_policy(
                                           + _json.dumps(doc["trust_policy"]), markup=False, soft_wrap=True)
 
 
-def _mount_subcommands() -> None:
-    # The sandbox's own module keeps moto and boto3 out of start-up (imports happen inside its commands).
-    try:
-        from trainctl.sandbox.cli import app as sandbox_app
-    except ImportError:
-        return
-    app.add_typer(sandbox_app, name="sandbox", help="A local AWS (moto plus what moto lacks) for demos and tests.")
-
-
-_mount_subcommands()
+# `trainctl sandbox`: the trainctl-sandbox distribution's commands, found through its entry point only
+# when used (trainctl/plugins.py), so start-up reads no distribution metadata and imports no sandbox code.
+app.add_typer(typer.Typer(), name=SANDBOX.name, cls=SandboxGroup, help=SANDBOX.help, no_args_is_help=True)
 
 
 def main() -> None:

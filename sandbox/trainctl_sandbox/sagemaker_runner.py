@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import psutil
 from moto.core.utils import utcnow
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -83,54 +84,29 @@ class Aborted(Exception):
 
 # ----------------------------------------------------------------------------- process helpers
 
-def _proc_state(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    # the command name may contain spaces and parentheses: the state follows the last ')'
-    return data[data.rfind(b")") + 2:][:1].decode()
+_ENDED = (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
 
 
 def marked_pids(prefix: str) -> list[int]:
     """Live (non-zombie) processes whose MARKER_ENV value starts with `prefix`."""
-    needle = f"{MARKER_ENV}={prefix}".encode()
-    found = []
     me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read()
-        except OSError:  # gone, or not ours
-            continue
-        if any(item.startswith(needle) for item in env.split(b"\0")):
-            if _proc_state(int(entry)) not in (None, "Z", "X"):
-                found.append(int(entry))
+    found = []
+    # environ is None where it cannot be read (another user's process); a zombie's is empty
+    for proc in psutil.process_iter(["environ", "status"]):
+        env = proc.info["environ"] or {}
+        if (proc.pid != me and env.get(MARKER_ENV, "").startswith(prefix)
+                and proc.info["status"] not in (None, *_ENDED)):
+            found.append(proc.pid)
     return sorted(found)
 
 
 def _descendants(root: int) -> list[int]:
-    """root's live descendants by parent pid (catches children that dropped MARKER_ENV)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                data = f.read()
-        except OSError:
-            continue
-        fields = data[data.rfind(b")") + 2:].split()
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
+    """root's live descendants (catches children that dropped MARKER_ENV)."""
+    try:
+        children = psutil.Process(root).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return [child.pid for child in children]
 
 
 def signal_pids(pids: list[int], sig: int) -> None:

@@ -1,6 +1,6 @@
 """SageMaker training jobs in the sandbox, end to end through boto3 over HTTP.
 
-The shared session sandbox (tests/conftest.py: the real server in a subprocess, reset before each
+The shared session sandbox (trainctl_sandbox/testing.py: the real server in a subprocess, reset before each
 test) runs the jobs; admin actions go through its admin endpoint. Waits poll DescribeTrainingJob
 until the job ends; pytest-timeout bounds them, and no assertion depends on how long anything took.
 """
@@ -29,7 +29,7 @@ GROUP = "/aws/sagemaker/TrainingJobs"
 
 @dataclass
 class Sandbox:
-    shared: Any  # conftest's Sandbox
+    shared: Any  # trainctl_sandbox.testing.Sandbox
     sm: Any
     s3: Any
     logs: Any

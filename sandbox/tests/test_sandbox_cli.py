@@ -1,4 +1,5 @@
-"""`sandbox up --detach` / `status` / `down` as a user runs them (subprocesses), and process clean-up."""
+"""`trainctl sandbox up --detach` / `status` / `down` as a user runs them (subprocesses, through the
+plugin's entry point), and process clean-up."""
 from __future__ import annotations
 
 import json
@@ -10,14 +11,14 @@ from pathlib import Path
 
 import boto3
 
-from trainctl.sandbox import cli, process
+from trainctl_sandbox import cli, process
 
 ENV_NAMES = {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "TRAINCTL_SANDBOX"}
 
 
 def _cli(*args: str, home: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "TRAINCTL_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "trainctl.sandbox.cli", *args], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "trainctl.cli", "sandbox", *args], env=env, capture_output=True,
                           text=True, timeout=120)
 
 
@@ -90,6 +91,6 @@ def test_stop_kills_every_process_the_server_started(tmp_path):
 
 
 def test_importing_the_cli_imports_neither_moto_nor_boto3():
-    code = "import sys, trainctl.sandbox.cli; print(sorted(m for m in sys.modules if m.split('.')[0] in ('moto', 'boto3', 'botocore')))"
+    code = "import sys, trainctl_sandbox.cli; print(sorted(m for m in sys.modules if m.split('.')[0] in ('moto', 'boto3', 'botocore')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

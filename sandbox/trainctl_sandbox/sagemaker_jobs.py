@@ -46,8 +46,8 @@ from moto.sagemaker.exceptions import ResourceInUseException, ResourceNotFound, 
 from moto.sagemaker.models import FakeTrainingJob, sagemaker_backends
 from moto.sagemaker.responses import SageMakerResponse
 
-from trainctl.sandbox.context import SandboxContext
-from trainctl.sandbox.sagemaker_runner import JobRunner, JobState, Settings, kill_marked, marked_pids
+from trainctl_sandbox.context import SandboxContext
+from trainctl_sandbox.sagemaker_runner import JobRunner, JobState, Settings, kill_marked, marked_pids
 
 TIME_SCALE_ENV = "TRAINCTL_SANDBOX_TIME_SCALE"
 DEFAULT_MAX_RUNTIME = 86400  # what SageMaker fills in when StoppingCondition omits it
@@ -429,7 +429,7 @@ def shutdown(ctx: SandboxContext) -> None:
 
 def _not_found(message: str) -> Exception:
     try:  # the server answers AdminError with its status; a KeyError would be a 400
-        from trainctl.sandbox.middleware import AdminError
+        from trainctl_sandbox.middleware import AdminError
 
         return AdminError(message, 404)
     except ImportError:
