@@ -102,8 +102,8 @@ class SandboxGroup(PluginGroup):
 
 def sandbox_environment() -> dict[str, str]:
     """The environment behind the global `--sandbox` (a running sandbox's, or a fresh one's)."""
-    plugin = load(SANDBOX, "--sandbox")
+    plugin = load(SANDBOX, "`trainctl --sandbox`")
     if plugin.environment is None:
-        raise UsageError(f"--sandbox: the installed {SANDBOX.distribution} provides no environment; "
+        raise UsageError(f"`trainctl --sandbox`: the installed {SANDBOX.distribution} provides no environment; "
                          f"reinstall it with {SANDBOX.install}")
     return plugin.environment()
