@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import psutil
 import pytest
 from botocore.exceptions import ClientError
 
@@ -144,10 +145,10 @@ def model_members(sb: Sandbox, name: str) -> dict[str, bytes]:
 
 
 def no_zombie_or_gone(pid: int) -> bool:
+    """Gone, or exited and waiting to be reaped (pid 1 here may never reap it)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except OSError:
+        return psutil.Process(pid).status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:
         return True
 
 
