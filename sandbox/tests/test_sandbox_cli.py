@@ -58,8 +58,13 @@ def test_up_detach_status_down(tmp_path, monkeypatch):
         assert not (state_dir / "sandbox.pid").exists() and not (state_dir / "state.json").exists()
         assert _cli("status", home=tmp_path).returncode == 1
 
-        started = cli.ensure_sandbox_env()  # none runs: `--sandbox` starts one
-        assert set(started) == ENV_NAMES and process.running(state_dir) is not None
+        # none runs: the global `--sandbox` (through the plugin's entry point) starts one
+        listed = subprocess.run([sys.executable, "-m", "trainctl.cli", "--sandbox", "catalog", "g5.xlarge"],
+                                env={**os.environ, "TRAINCTL_HOME": str(tmp_path)}, capture_output=True, text=True,
+                                timeout=120)
+        assert listed.returncode == 0 and "g5.xlarge" in listed.stdout, listed.stderr
+        assert "started a sandbox at" in listed.stderr
+        assert process.running(state_dir) is not None
     finally:
         process.stop(state_dir)
     assert process.running(state_dir) is None
