@@ -12,8 +12,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[sandbox,test]' $(TORCH) 'timm>=1.0'
+# Both distributions, editable: the product (.) and the local sandbox AWS (./sandbox, trainctl-sandbox),
+# which the tests, the demo and `trainctl sandbox` need; the product wheel holds none of the sandbox.
+$(VENV)/.installed: pyproject.toml sandbox/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]' -e ./sandbox $(TORCH) 'timm>=1.0'
 	touch $@
 
 install: $(VENV)/.installed
@@ -26,7 +28,7 @@ test: install
 
 bench: install
 	$(BIN)/python scripts/bench_cli.py
-	$(BIN)/python -m trainctl.sandbox.bench_start --runs 5
+	$(BIN)/python -m trainctl_sandbox.bench_start --runs 5
 
 # Opt-in: the Neuron entrypoint through torch_xla on the CPU, in its own environment (.xla-venv/,
 # torch 2.9.0 + torch-xla 2.9.0, a multi-GB download). Not part of `make test`.
@@ -37,4 +39,4 @@ catalog:
 	$(PYTHON) scripts/build_catalog.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build *.egg-info sandbox/build sandbox/*.egg-info

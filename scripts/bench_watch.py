@@ -53,8 +53,8 @@ def main() -> int:
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
 
-    from trainctl.sandbox import process
-    from trainctl.sandbox.admin import SandboxAdmin
+    from trainctl_sandbox import process
+    from trainctl_sandbox.admin import SandboxAdmin
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-watch-"))
     os.environ["TRAINCTL_HOME"] = str(tmp / "home")

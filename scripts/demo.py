@@ -17,7 +17,7 @@ SPEC = "configs/vit-base-g5.yaml"
 
 
 def main() -> int:
-    from trainctl.sandbox import process
+    from trainctl_sandbox import process
 
     trainctl = [sys.executable, "-m", "trainctl.cli"]
     with tempfile.TemporaryDirectory(prefix="trainctl-demo-") as home:

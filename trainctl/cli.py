@@ -15,6 +15,7 @@ from trainctl import __version__
 from trainctl.backends.options import with_launch_flags
 from trainctl.commandline import attach_global_options, run
 from trainctl.errors import UsageError
+from trainctl.plugins import SANDBOX, SandboxGroup, sandbox_environment
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None,
@@ -76,9 +77,9 @@ def apply_global_option(name: str, value) -> None:
 
 def _use_sandbox() -> None:
     from trainctl import aws
-    from trainctl.sandbox.cli import ensure_sandbox_env
 
-    os.environ.update(ensure_sandbox_env())
+    # through the sandbox plugin (trainctl/plugins.py); one line when it is not installed
+    os.environ.update(sandbox_environment())
     aws.reset_session()
 
 
@@ -362,16 +363,9 @@ def iam_policy(
                                           + _json.dumps(doc["trust_policy"]), markup=False, soft_wrap=True)
 
 
-def _mount_subcommands() -> None:
-    # The sandbox's own module keeps moto and boto3 out of start-up (imports happen inside its commands).
-    try:
-        from trainctl.sandbox.cli import app as sandbox_app
-    except ImportError:
-        return
-    app.add_typer(sandbox_app, name="sandbox", help="A local AWS (moto plus what moto lacks) for demos and tests.")
-
-
-_mount_subcommands()
+# `trainctl sandbox`: the trainctl-sandbox distribution's commands, found through its entry point only
+# when used (trainctl/plugins.py), so start-up reads no distribution metadata and imports no sandbox code.
+app.add_typer(typer.Typer(), name=SANDBOX.name, cls=SandboxGroup, help=SANDBOX.help, no_args_is_help=True)
 
 
 def main() -> None:

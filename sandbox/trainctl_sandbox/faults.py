@@ -6,7 +6,7 @@ Operation names are plain ("RunInstances") or qualified by service ("ec2:RunInst
 """
 from __future__ import annotations
 
-from trainctl.sandbox.context import SandboxContext
+from trainctl_sandbox.context import SandboxContext
 
 
 def _require(payload: dict, *names: str) -> None:

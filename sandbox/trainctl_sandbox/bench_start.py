@@ -1,8 +1,8 @@
 """Measure how long the sandbox takes to start, as a user starts it, and how long a reset takes.
 
-    python -m trainctl.sandbox.bench_start [--runs 5]
+    python -m trainctl_sandbox.bench_start [--runs 5]
 
-Per run, from launching `python -m trainctl.sandbox.cli up --detach --port 0` (a fresh interpreter,
+Per run, from launching `python -m trainctl_sandbox.cli up --detach --port 0` (a fresh interpreter,
 as the shell would): (1) until that command has printed the environment and exited, (2) until the
 first S3 call is answered, (3) until the first EC2 call is answered (EC2 warms up in the background).
 Then the admin reset. Medians and ranges are printed as a Markdown table.
@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from trainctl.sandbox import process
-from trainctl.sandbox.admin import SandboxAdmin
+from trainctl_sandbox import process
+from trainctl_sandbox.admin import SandboxAdmin
 
 
 def _first_answer(client_call, deadline: float) -> None:
@@ -40,7 +40,7 @@ def one_run() -> dict[str, float]:
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "TRAINCTL_HOME": home}
         t0 = time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "trainctl.sandbox.cli", "up", "--detach", "--port", "0"],
+        out = subprocess.run([sys.executable, "-m", "trainctl_sandbox.cli", "up", "--detach", "--port", "0"],
                              env=env, capture_output=True, text=True, check=True).stdout
         t_up = time.perf_counter() - t0
         url = dict(line.removeprefix("export ").split("=", 1) for line in out.splitlines())["AWS_ENDPOINT_URL"]

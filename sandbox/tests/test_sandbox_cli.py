@@ -1,4 +1,5 @@
-"""`sandbox up --detach` / `status` / `down` as a user runs them (subprocesses), and process clean-up."""
+"""`trainctl sandbox up --detach` / `status` / `down` as a user runs them (subprocesses, through the
+plugin's entry point), and process clean-up."""
 from __future__ import annotations
 
 import json
@@ -10,14 +11,14 @@ from pathlib import Path
 
 import boto3
 
-from trainctl.sandbox import cli, process
+from trainctl_sandbox import cli, process
 
 ENV_NAMES = {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "TRAINCTL_SANDBOX"}
 
 
 def _cli(*args: str, home: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "TRAINCTL_HOME": str(home)}
-    return subprocess.run([sys.executable, "-m", "trainctl.sandbox.cli", *args], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "trainctl.cli", "sandbox", *args], env=env, capture_output=True,
                           text=True, timeout=120)
 
 
@@ -57,8 +58,13 @@ def test_up_detach_status_down(tmp_path, monkeypatch):
         assert not (state_dir / "sandbox.pid").exists() and not (state_dir / "state.json").exists()
         assert _cli("status", home=tmp_path).returncode == 1
 
-        started = cli.ensure_sandbox_env()  # none runs: `--sandbox` starts one
-        assert set(started) == ENV_NAMES and process.running(state_dir) is not None
+        # none runs: the global `--sandbox` (through the plugin's entry point) starts one
+        listed = subprocess.run([sys.executable, "-m", "trainctl.cli", "--sandbox", "catalog", "g5.xlarge"],
+                                env={**os.environ, "TRAINCTL_HOME": str(tmp_path)}, capture_output=True, text=True,
+                                timeout=120)
+        assert listed.returncode == 0 and "g5.xlarge" in listed.stdout, listed.stderr
+        assert "started a sandbox at" in listed.stderr
+        assert process.running(state_dir) is not None
     finally:
         process.stop(state_dir)
     assert process.running(state_dir) is None
@@ -90,6 +96,6 @@ def test_stop_kills_every_process_the_server_started(tmp_path):
 
 
 def test_importing_the_cli_imports_neither_moto_nor_boto3():
-    code = "import sys, trainctl.sandbox.cli; print(sorted(m for m in sys.modules if m.split('.')[0] in ('moto', 'boto3', 'botocore')))"
+    code = "import sys, trainctl_sandbox.cli; print(sorted(m for m in sys.modules if m.split('.')[0] in ('moto', 'boto3', 'botocore')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -13,9 +13,9 @@ from typing import Any
 
 from moto.core.responses import ActionResult
 
-from trainctl.sandbox import client_tokens, ec2_actions, ec2_data, placement_groups
-from trainctl.sandbox.context import SandboxContext
-from trainctl.sandbox.protocol import AwsError
+from trainctl_sandbox import client_tokens, ec2_actions, ec2_data, placement_groups
+from trainctl_sandbox.context import SandboxContext
+from trainctl_sandbox.protocol import AwsError
 
 DEFAULT_INSTANCE_TYPE = "m1.small"  # moto's default when neither request nor template names one
 

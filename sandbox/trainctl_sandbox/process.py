@@ -1,6 +1,7 @@
 """The sandbox as an operating-system process: start it detached, find it, stop it and all it started.
 
-Stdlib only (no moto, no boto3): the CLI and the test fixtures use this without paying for moto.
+No moto, no boto3 (the CLI and the test fixtures use this without paying for them); psutil walks and
+signals process trees.
 A running sandbox is described by two files under `$TRAINCTL_HOME/sandbox/` (default ~/.trainctl):
 `sandbox.pid` and `state.json` ({"port", "pid", "started", "endpoint_url", "seed", "workdir", "log"}).
 The server writes both once it is listening and removes them when it stops.
@@ -16,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 5123
@@ -87,22 +89,28 @@ def remove_state(directory: Path, pid: int | None = None) -> None:
 
 # ----------------------------------------------------------------------------- probing
 def is_alive(pid: int) -> bool:
+    """Whether `pid` runs (see _running)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return _running(psutil.Process(pid))
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
-        return True
-    try:  # a zombie (exited, not yet reaped by its parent) is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
+
+
+def _running(proc: psutil.Process) -> bool:
+    """Whether the process runs. is_running() is False once its pid names a newer process; a zombie
+    (exited, not yet reaped by its parent) does not run: where pid 1 reaps nothing (some containers),
+    the orphans of a killed job stay zombies for good."""
+    try:
+        return proc.is_running() and proc.status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:  # another user's process: it exists
         return True
 
 
 def running(directory: Path | None = None) -> dict | None:
     """The state of the sandbox running from `directory`, if its process lives and answers."""
-    from trainctl.sandbox.admin import SandboxAdmin, SandboxAdminError  # urllib: only when talking to it
+    from trainctl_sandbox.admin import SandboxAdmin, SandboxAdminError  # urllib: only when talking to it
 
     directory = directory or state_dir()
     state = read_state(directory)
@@ -131,12 +139,12 @@ def start_detached(port: int = DEFAULT_PORT, seed: int = 0, directory: Path | No
 
     parent_pid: the server stops by itself when that process ends (test sessions use it, so that
     no server outlives a crashed pytest). wait_ec2: also wait for the EC2 warm-up."""
-    from trainctl.sandbox.admin import SandboxAdmin
+    from trainctl_sandbox.admin import SandboxAdmin
 
     directory = directory or state_dir()
     directory.mkdir(parents=True, exist_ok=True)
     log_path = directory / LOG_FILE
-    cmd = [sys.executable, "-m", "trainctl.sandbox.server", "--port", str(port), "--seed", str(seed),
+    cmd = [sys.executable, "-m", "trainctl_sandbox.server", "--port", str(port), "--seed", str(seed),
            "--state-dir", str(directory)]
     if parent_pid:
         cmd += ["--parent-pid", str(parent_pid)]
@@ -160,45 +168,51 @@ def start_detached(port: int = DEFAULT_PORT, seed: int = 0, directory: Path | No
     raise SandboxProcessError(f"the sandbox server did not answer within {timeout:.0f}s; see {log_path}")
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (children, grandchildren, ...), found through `ps` (Linux and macOS)."""
+def descendants(pid: int) -> list[psutil.Process]:
+    """Every process below `pid` (children, grandchildren, ...); none when `pid` is gone."""
     try:
-        out = subprocess.run(["ps", "-A", "-o", "pid=,ppid="], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
         return []
-    children: dict[int, list[int]] = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
-            children.setdefault(int(parts[1]), []).append(int(parts[0]))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
-def _wait_gone(pids: list[int], timeout: float) -> list[int]:
+def _tree(pid: int) -> list[psutil.Process]:
+    """`pid` and its descendants, listed before anything is signalled (orphans would escape)."""
+    try:
+        root = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return []
+    return [root, *descendants(pid)]
+
+
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    # not psutil.wait_procs: it waits for a zombie that is not our child until the timeout
     deadline = time.monotonic() + timeout
-    alive = [p for p in pids if is_alive(p)]
+    alive = [p for p in procs if _running(p)]
     while alive and time.monotonic() < deadline:
         time.sleep(0.05)
-        alive = [p for p in alive if is_alive(p)]
+        alive = [p for p in alive if _running(p)]
     return alive
 
 
+def _signal_all(procs: list[psutil.Process], sig: int) -> None:
+    for proc in procs:
+        try:
+            proc.send_signal(sig)  # psutil checks first that the pid still names the same process
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+
+
 def kill_tree(pid: int, grace: float = 3.0) -> None:
-    """SIGTERM a process and all its descendants (listed first: orphans would escape), then SIGKILL."""
-    tree = [pid, *descendants(pid)]
+    """SIGTERM a process and all its descendants, then SIGKILL what is left after `grace`."""
+    _kill(_tree(pid), grace)
+
+
+def _kill(procs: list[psutil.Process], grace: float) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        for p in tree:
-            try:
-                os.kill(p, sig)
-            except ProcessLookupError:
-                pass
-        tree = _wait_gone(tree, grace)
-        if not tree:
+        _signal_all(procs, sig)
+        procs = _wait_gone(procs, grace)
+        if not procs:
             return
 
 
@@ -207,7 +221,7 @@ def stop(directory: Path | None = None, timeout: float = 10.0, grace: float = 3.
 
     timeout: how long the server may take to stop by itself; grace: then how long each leftover
     process gets between SIGTERM and SIGKILL."""
-    from trainctl.sandbox.admin import SandboxAdmin, SandboxAdminError  # urllib: only when talking to it
+    from trainctl_sandbox.admin import SandboxAdmin, SandboxAdminError  # urllib: only when talking to it
 
     directory = directory or state_dir()
     pid = read_pid(directory)
@@ -215,15 +229,15 @@ def stop(directory: Path | None = None, timeout: float = 10.0, grace: float = 3.
     if pid is None or not is_alive(pid):
         remove_state(directory)
         return None
-    tree = [pid, *descendants(pid)]  # before it exits: its children would be re-parented and lost
+    tree = _tree(pid)  # before it exits: its children would be re-parented and lost
     try:
         # A graceful stop lets the server stop its jobs itself (SageMaker job processes).
         SandboxAdmin(state.get("endpoint_url", ""), timeout=2.0).shutdown()
     except (OSError, ValueError, SandboxAdminError):
         pass
-    _wait_gone([pid], timeout)
-    for p in tree:  # the server if it did not stop, and whatever it started that outlived it
-        if is_alive(p):
-            kill_tree(p, grace)
+    _wait_gone(tree[:1], timeout)
+    # the server if it did not stop, whatever it started that outlived it, and what those started since
+    leftovers = {p.pid: p for proc in tree if _running(proc) for p in [proc, *descendants(proc.pid)]}
+    _kill(list(leftovers.values()), grace)
     remove_state(directory, pid)
     return pid

@@ -1,6 +1,6 @@
 """SageMaker training jobs in the sandbox, end to end through boto3 over HTTP.
 
-The shared session sandbox (tests/conftest.py: the real server in a subprocess, reset before each
+The shared session sandbox (trainctl_sandbox/testing.py: the real server in a subprocess, reset before each
 test) runs the jobs; admin actions go through its admin endpoint. Waits poll DescribeTrainingJob
 until the job ends; pytest-timeout bounds them, and no assertion depends on how long anything took.
 """
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import psutil
 import pytest
 from botocore.exceptions import ClientError
 
@@ -29,7 +30,7 @@ GROUP = "/aws/sagemaker/TrainingJobs"
 
 @dataclass
 class Sandbox:
-    shared: Any  # conftest's Sandbox
+    shared: Any  # trainctl_sandbox.testing.Sandbox
     sm: Any
     s3: Any
     logs: Any
@@ -144,10 +145,10 @@ def model_members(sb: Sandbox, name: str) -> dict[str, bytes]:
 
 
 def no_zombie_or_gone(pid: int) -> bool:
+    """Gone, or exited and waiting to be reaped (pid 1 here may never reap it)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except OSError:
+        return psutil.Process(pid).status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.NoSuchProcess:
         return True
 
 

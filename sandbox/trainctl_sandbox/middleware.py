@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
-from trainctl.sandbox.call_log import ACTION as CALL_LOG_ACTION
-from trainctl.sandbox.call_log import CallLog
-from trainctl.sandbox.context import SandboxContext
-from trainctl.sandbox.protocol import (
+from trainctl_sandbox.call_log import ACTION as CALL_LOG_ACTION
+from trainctl_sandbox.call_log import CallLog
+from trainctl_sandbox.context import SandboxContext
+from trainctl_sandbox.protocol import (
     NOT_HANDLED,
     AwsCall,
     AwsError,

@@ -1,5 +1,8 @@
 """`trainctl sandbox up|status|down`, and `ensure_sandbox_env()` behind the global `--sandbox` flag.
 
+trainctl finds both through `plugin`, which the entry point `trainctl.plugins:sandbox` names
+(sandbox/pyproject.toml); `python -m trainctl_sandbox.cli` runs the same commands on their own.
+
 stdout carries only the `export ...` lines, so `eval "$(trainctl sandbox up --detach)"` works;
 everything said to a person goes to stderr. Nothing heavy is imported at module level: moto is
 imported only by the server itself (`up` in the foreground, or the detached server process).
@@ -11,10 +14,12 @@ import time
 
 import typer
 
-from trainctl.sandbox import process
+from trainctl.plugins import Plugin
+from trainctl_sandbox import process
 
+# rich_markup_mode=None: plain help text, like the rest of trainctl's commands
 app = typer.Typer(help="A local AWS for demos and tests: moto's server plus what moto lacks.",
-                  no_args_is_help=True, add_completion=False)
+                  no_args_is_help=True, add_completion=False, rich_markup_mode=None)
 
 
 def _say(message: str) -> None:
@@ -52,7 +57,7 @@ def up(port: int = typer.Option(process.DEFAULT_PORT, "--port", "-p", help="Port
              f"{time.perf_counter() - t0:.1f}s, log {state.get('log')}); stop it with `trainctl sandbox down`")
         _print_env(state["endpoint_url"])
         return
-    from trainctl.sandbox.server import serve
+    from trainctl_sandbox.server import serve
 
     def ready(server) -> None:
         _print_env(server.ctx.endpoint_url)
@@ -92,6 +97,8 @@ def ensure_sandbox_env() -> dict[str, str]:
              "stop it with `trainctl sandbox down`")
     return process.sandbox_env(state["endpoint_url"])
 
+
+plugin = Plugin(app=app, environment=ensure_sandbox_env)
 
 if __name__ == "__main__":
     app()

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 import shutil
 import threading
 import uuid
@@ -46,11 +45,13 @@ from moto.sagemaker.exceptions import ResourceInUseException, ResourceNotFound, 
 from moto.sagemaker.models import FakeTrainingJob, sagemaker_backends
 from moto.sagemaker.responses import SageMakerResponse
 
-from trainctl.sandbox.context import SandboxContext
-from trainctl.sandbox.sagemaker_runner import JobRunner, JobState, Settings, kill_marked, marked_pids
+from trainctl_sandbox.context import SandboxContext
+from trainctl_sandbox.sagemaker_processes import kill_marked, marked_pids
+from trainctl_sandbox.sagemaker_runner import JobRunner
+from trainctl_sandbox.sagemaker_state import JobState, Settings
+from trainctl_sandbox.sagemaker_validation import DEFAULT_MAX_RUNTIME, constraint as _constraint, validate
 
 TIME_SCALE_ENV = "TRAINCTL_SANDBOX_TIME_SCALE"
-DEFAULT_MAX_RUNTIME = 86400  # what SageMaker fills in when StoppingCondition omits it
 
 _lock = threading.RLock()
 _server_nonce = uuid.uuid4().hex[:12]  # marks this server process's jobs (several servers may share a machine)
@@ -166,119 +167,12 @@ def _registered(job: SandboxTrainingJob) -> bool:
     return backend.training_jobs.get(job.training_job_name) is job
 
 
-# ----------------------------------------------------------------------------- validation
-
-_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-_ROLE_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+$")
-_S3_RE = re.compile(r"^(https|s3)://([^/]+)/?(.*)$")
-_ENV_KEY_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-
-
-def _constraint(value: Any, path: str, rule: str) -> str:
-    return f"Value '{value}' at '{path}' failed to satisfy constraint: Member must {rule}"
-
-
-def _validate(request: dict[str, Any], account_id: str, region: str) -> list[str | None]:
-    """Raise ValidationError like AWS; return the AZs of the job's subnets ([None] outside a VPC)."""
-    errors: list[str] = []
-    name = request.get("TrainingJobName", "")
-    if not _NAME_RE.match(name):
-        errors.append(_constraint(name, "trainingJobName",
-                                  "satisfy regular expression pattern: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}"))
-    role = request.get("RoleArn", "")
-    if len(role) < 20 or len(role) > 2048 or not _ROLE_RE.match(role):
-        errors.append(_constraint(role, "roleArn", "satisfy regular expression pattern: "
-                                  "^arn:aws[a-z\\-]*:iam::\\d{12}:role/?[a-zA-Z_0-9+=,.@\\-_/]+$"))
-    out = (request.get("OutputDataConfig") or {}).get("S3OutputPath", "")
-    if not _S3_RE.match(out):
-        errors.append(_constraint(out, "outputDataConfig.s3OutputPath",
-                                  "satisfy regular expression pattern: ^(https|s3)://([^/]+)/?(.*)$"))
-    resource = request.get("ResourceConfig") or {}
-    count = resource.get("InstanceCount")
-    if count is not None and count < 1:
-        errors.append(_constraint(count, "resourceConfig.instanceCount", "have value greater than or equal to 1"))
-    itype = resource.get("InstanceType")
-    if itype is not None and not itype.startswith("ml."):
-        errors.append(_constraint(itype, "resourceConfig.instanceType",
-                                  "satisfy enum value set: [ml.* training instance types]"))
-    volume = resource.get("VolumeSizeInGB")
-    if volume is not None and volume < 1:
-        errors.append(_constraint(volume, "resourceConfig.volumeSizeInGB", "have value greater than or equal to 1"))
-    stopping = request.get("StoppingCondition") or {}
-    for key in ("MaxRuntimeInSeconds", "MaxWaitTimeInSeconds"):
-        value = stopping.get(key)
-        if value is not None and value > 2419200:
-            errors.append(_constraint(value, f"stoppingCondition.{key[0].lower()}{key[1:]}",
-                                      "have value less than or equal to 2419200"))
-    ckpt = request.get("CheckpointConfig")
-    if ckpt is not None and not _S3_RE.match(ckpt.get("S3Uri", "")):
-        errors.append(_constraint(ckpt.get("S3Uri", ""), "checkpointConfig.s3Uri",
-                                  "satisfy regular expression pattern: ^(https|s3)://([^/]+)/?(.*)$"))
-    for key, value in (request.get("HyperParameters") or {}).items():
-        if len(key) > 256:
-            errors.append(_constraint(key, "hyperParameters", "have length less than or equal to 256"))
-        if len(value) > 2500:
-            errors.append(_constraint(value[:40] + "...", f"hyperParameters.{key}",
-                                      "have length less than or equal to 2500"))
-    env = request.get("Environment") or {}
-    if len(env) > 100:
-        errors.append(_constraint(len(env), "environment", "have length less than or equal to 100"))
-    for key, value in env.items():
-        if not _ENV_KEY_RE.match(key) or len(key) > 512:
-            errors.append(_constraint(key, "environment", "satisfy regular expression pattern: [a-zA-Z_][a-zA-Z0-9_]*"))
-        if len(value) > 512:
-            errors.append(_constraint(value[:40] + "...", f"environment.{key}", "have length less than or equal to 512"))
-    if len(request.get("Tags") or []) > 50:
-        errors.append(_constraint(len(request["Tags"]), "tags", "have length less than or equal to 50"))
-    retry = (request.get("RetryStrategy") or {}).get("MaximumRetryAttempts")
-    if retry is not None and not 1 <= retry <= 30:
-        errors.append(_constraint(retry, "retryStrategy.maximumRetryAttempts",
-                                  "have value between 1 and 30"))
-    if errors:
-        n = len(errors)
-        raise ValidationError(f"{n} validation error{'s' if n > 1 else ''} detected: {'; '.join(errors)}")
-
-    algo = request.get("AlgorithmSpecification") or {}
-    if not algo.get("TrainingImage") and not algo.get("AlgorithmName"):
-        raise ValidationError("Either TrainingImage or AlgorithmName must be specified in AlgorithmSpecification.")
-    if not resource.get("InstanceType") or not resource.get("InstanceCount") or not resource.get("VolumeSizeInGB"):
-        raise ValidationError("ResourceConfig must specify InstanceType, InstanceCount and VolumeSizeInGB.")
-    max_runtime = stopping.get("MaxRuntimeInSeconds", DEFAULT_MAX_RUNTIME)
-    max_wait = stopping.get("MaxWaitTimeInSeconds")
-    if request.get("EnableManagedSpotTraining"):
-        if max_wait is None or max_wait < max_runtime:
-            raise ValidationError("Invalid MaxWaitTimeInSeconds. It must be present and be greater than or "
-                                  "equal to MaxRuntimeInSeconds")
-    elif max_wait is not None:
-        raise ValidationError("Invalid MaxWaitTimeInSeconds. It is only supported when "
-                              "EnableManagedSpotTraining is set to true")
-    if ckpt is not None and ckpt.get("LocalPath") and not ckpt["LocalPath"].startswith("/"):
-        raise ValidationError("CheckpointConfig.LocalPath must be an absolute path.")
-
-    vpc = request.get("VpcConfig")
-    if not vpc:
-        return [None]
-    from moto.ec2.models import ec2_backends
-
-    ec2 = ec2_backends[account_id][region]
-    azs: list[str | None] = []
-    for subnet_id in vpc.get("Subnets") or []:
-        try:
-            azs.append(ec2.get_subnet(subnet_id).availability_zone)
-        except Exception:
-            raise ValidationError(f"The subnet ID '{subnet_id}' does not exist") from None
-    for sg_id in vpc.get("SecurityGroupIds") or []:
-        if ec2.get_security_group_from_id(sg_id) is None:
-            raise ValidationError(f"The security group '{sg_id}' does not exist")
-    return azs or [None]
-
-
 # ----------------------------------------------------------------------------- moto handlers
 
 def _create_training_job(self: SageMakerResponse) -> ActionResult:
     request = copy.deepcopy(dict(self.params))
     account_id, region = self.current_account, self.region
-    azs = _validate(request, account_id, region)
+    azs = validate(request, account_id, region)
     backend = self.sagemaker_backend
     with _lock:
         name = request["TrainingJobName"]
@@ -429,7 +323,7 @@ def shutdown(ctx: SandboxContext) -> None:
 
 def _not_found(message: str) -> Exception:
     try:  # the server answers AdminError with its status; a KeyError would be a 400
-        from trainctl.sandbox.middleware import AdminError
+        from trainctl_sandbox.middleware import AdminError
 
         return AdminError(message, 404)
     except ImportError:

@@ -18,8 +18,8 @@ import hashlib
 from functools import lru_cache
 
 from trainctl.catalog import load_catalog
-from trainctl.sandbox.context import SandboxContext
-from trainctl.sandbox.protocol import NOT_HANDLED, AwsCall, AwsError
+from trainctl_sandbox.context import SandboxContext
+from trainctl_sandbox.protocol import NOT_HANDLED, AwsCall, AwsError
 
 SERVICE = "service-quotas"
 EC2_VCPU_DEFAULTS = {"g": 128.0, "p": 96.0, "trn": 256.0}

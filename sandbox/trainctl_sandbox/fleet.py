@@ -18,10 +18,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from trainctl.catalog import load_catalog
-from trainctl.sandbox import client_tokens, ec2_actions, ec2_data, launch, market_model, placement_groups, spot_prices
-from trainctl.sandbox import spot_scores
-from trainctl.sandbox.context import SandboxContext
-from trainctl.sandbox.protocol import AwsError
+from trainctl_sandbox import client_tokens, ec2_actions, ec2_data, launch, market_model, placement_groups, spot_prices
+from trainctl_sandbox import spot_scores
+from trainctl_sandbox.context import SandboxContext
+from trainctl_sandbox.protocol import AwsError
 
 UNLIMITED = 1 << 30
 

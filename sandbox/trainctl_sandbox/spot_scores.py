@@ -12,9 +12,9 @@ import base64
 import json
 
 from trainctl.catalog import load_catalog
-from trainctl.sandbox import ec2_actions, ec2_data, market_model
-from trainctl.sandbox.context import SandboxContext
-from trainctl.sandbox.protocol import AwsError
+from trainctl_sandbox import ec2_actions, ec2_data, market_model
+from trainctl_sandbox.context import SandboxContext
+from trainctl_sandbox.protocol import AwsError
 
 DEFAULT_PAGE = 10  # AWS lists the top 10 locations unless asked for more
 

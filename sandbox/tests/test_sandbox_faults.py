@@ -6,7 +6,7 @@ import urllib.request
 import pytest
 from botocore.exceptions import ClientError
 
-from trainctl.sandbox.admin import SandboxAdminError
+from trainctl_sandbox.admin import SandboxAdminError
 
 ONE_TRY = {"total_max_attempts": 1, "mode": "standard"}  # botocore: max_attempts counts retries only
 
@@ -93,7 +93,7 @@ def test_admin_errors_say_what_is_wrong(sandbox):
 def test_info_lists_extensions_and_admin_actions(sandbox):
     info = sandbox.admin.info()
     assert info["ec2_ready"] and info["endpoint_url"] == sandbox.endpoint_url
-    assert {"trainctl.sandbox.fleet", "trainctl.sandbox.pricing"} <= set(info["extensions"])
+    assert {"trainctl_sandbox.fleet", "trainctl_sandbox.pricing"} <= set(info["extensions"])
     assert {"set_capacity", "throttle", "set_latency", "set_quota"} <= set(info["admin_actions"])
 
 

@@ -9,10 +9,10 @@ Structure (one server per process):
 - Start-up is split for speed: importing moto's EC2 takes about a second (its data files), so the
   server listens as soon as the core is ready and a warm-up thread imports EC2, installs the EC2
   extensions and seeds EC2/SSM; only EC2-dependent calls wait for it.
-- `trainctl.sandbox.sagemaker_jobs` (another module's job), when importable, is installed with the
+- `trainctl_sandbox.sagemaker_jobs` (another module's job), when importable, is installed with the
   core extensions, reset after moto's reset and shut down at stop; its ADMIN_ACTIONS are routed.
 
-`python -m trainctl.sandbox.server --port N --seed S --state-dir DIR` runs it in the foreground
+`python -m trainctl_sandbox.server --port N --seed S --state-dir DIR` runs it in the foreground
 and writes the state files of process.py once it listens.
 """
 from __future__ import annotations
@@ -33,17 +33,17 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from trainctl.sandbox import process, speedups
-from trainctl.sandbox.context import SandboxContext
-from trainctl.sandbox.middleware import AdminError, SandboxApp
-from trainctl.sandbox.protocol import AwsCall, AwsError
+from trainctl_sandbox import process, speedups
+from trainctl_sandbox.context import SandboxContext
+from trainctl_sandbox.middleware import AdminError, SandboxApp
+from trainctl_sandbox.protocol import AwsCall, AwsError
 
 # Installed before serving. sagemaker_jobs is optional (installed only when the module exists).
-CORE_EXTENSIONS = ("trainctl.sandbox.faults", "trainctl.sandbox.pricing", "trainctl.sandbox.quotas")
-OPTIONAL_EXTENSIONS = ("trainctl.sandbox.sagemaker_jobs",)
+CORE_EXTENSIONS = ("trainctl_sandbox.faults", "trainctl_sandbox.pricing", "trainctl_sandbox.quotas")
+OPTIONAL_EXTENSIONS = ("trainctl_sandbox.sagemaker_jobs",)
 # Installed by the warm-up thread, after moto's EC2 is imported.
-EC2_EXTENSIONS = ("trainctl.sandbox.placement_groups", "trainctl.sandbox.spot_scores",
-                  "trainctl.sandbox.spot_prices", "trainctl.sandbox.launch", "trainctl.sandbox.fleet")
+EC2_EXTENSIONS = ("trainctl_sandbox.placement_groups", "trainctl_sandbox.spot_scores",
+                  "trainctl_sandbox.spot_prices", "trainctl_sandbox.launch", "trainctl_sandbox.fleet")
 # Services whose moto backends do not import moto's EC2: their calls need not wait for the warm-up.
 NO_EC2_NEEDED = frozenset({"s3", "iam", "sts", "sagemaker", "logs", "pricing", "service-quotas"})
 WARMUP_TIMEOUT_S = 120.0
@@ -85,7 +85,7 @@ class SandboxServer:
                                   workdir=Path(tempfile.mkdtemp(prefix="trainctl-sandbox-")), seed=self.seed)
         self.app = SandboxApp(self.ctx, DomainDispatcherApplication(create_backend_app), self.admin,
                               self.json_operations, self._wait_ready)
-        from trainctl.sandbox import seed
+        from trainctl_sandbox import seed
 
         names = list(CORE_EXTENSIONS) + [n for n in OPTIONAL_EXTENSIONS if importlib.util.find_spec(n) is not None]
         self._install(names)
@@ -115,7 +115,7 @@ class SandboxServer:
         try:
             import moto.ec2.responses  # noqa: F401 - the slow import, done off the serving path
 
-            from trainctl.sandbox import seed
+            from trainctl_sandbox import seed
 
             self._install(list(EC2_EXTENSIONS))
             seed.seed_ec2(self.ctx)
@@ -173,7 +173,7 @@ class SandboxServer:
         self._wait_ready()
         from moto.moto_api._internal.models import moto_api_backend
 
-        from trainctl.sandbox import seed
+        from trainctl_sandbox import seed
 
         t0 = time.perf_counter()
         with self.reset_lock:
@@ -246,7 +246,7 @@ def serve(port: int = 0, seed: int = 0, state_dir: Path | None = None, parent_pi
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainctl.sandbox.server", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m trainctl_sandbox.server", description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the market model")
     parser.add_argument("--state-dir", type=Path, help="write sandbox.pid and state.json here once listening")

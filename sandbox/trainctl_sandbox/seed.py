@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from trainctl.sandbox.context import SandboxContext
+from trainctl_sandbox.context import SandboxContext
 
 EXECUTION_ROLE = "trainctl-sagemaker-execution"
 DLAMI_OWNER = "898082745236"  # the account AWS publishes its Deep Learning AMIs from

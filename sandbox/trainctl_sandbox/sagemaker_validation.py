@@ -1,0 +1,137 @@
+"""CreateTrainingJob's validation in the sandbox, as AWS answers it: ValidationException with the
+API model's constraint messages, then the rules across members, then the VPC's subnets and groups."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from moto.sagemaker.exceptions import ValidationError
+
+DEFAULT_MAX_RUNTIME = 86400  # what SageMaker fills in when StoppingCondition omits it
+
+_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_ROLE_RE = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+$")
+_S3_RE = re.compile(r"^(https|s3)://([^/]+)/?(.*)$")
+_ENV_KEY_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+def constraint(value: Any, path: str, rule: str) -> str:
+    return f"Value '{value}' at '{path}' failed to satisfy constraint: Member must {rule}"
+
+
+def validate(request: dict[str, Any], account_id: str, region: str) -> list[str | None]:
+    """Raise ValidationError like AWS; return the AZs of the job's subnets ([None] outside a VPC)."""
+    errors = _constraint_errors(request) + _parameter_errors(request)
+    if errors:
+        n = len(errors)
+        raise ValidationError(f"{n} validation error{'s' if n > 1 else ''} detected: {'; '.join(errors)}")
+    _check_rules(request)
+    return _subnet_azs(request, account_id, region)
+
+
+def _constraint_errors(request: dict[str, Any]) -> list[str]:
+    """The members' constraints of the API model (patterns, ranges), as AWS lists them."""
+    errors: list[str] = []
+    name = request.get("TrainingJobName", "")
+    if not _NAME_RE.match(name):
+        errors.append(constraint(name, "trainingJobName",
+                                 "satisfy regular expression pattern: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}"))
+    role = request.get("RoleArn", "")
+    if len(role) < 20 or len(role) > 2048 or not _ROLE_RE.match(role):
+        errors.append(constraint(role, "roleArn", "satisfy regular expression pattern: "
+                                 "^arn:aws[a-z\\-]*:iam::\\d{12}:role/?[a-zA-Z_0-9+=,.@\\-_/]+$"))
+    out = (request.get("OutputDataConfig") or {}).get("S3OutputPath", "")
+    if not _S3_RE.match(out):
+        errors.append(constraint(out, "outputDataConfig.s3OutputPath",
+                                 "satisfy regular expression pattern: ^(https|s3)://([^/]+)/?(.*)$"))
+    resource = request.get("ResourceConfig") or {}
+    count = resource.get("InstanceCount")
+    if count is not None and count < 1:
+        errors.append(constraint(count, "resourceConfig.instanceCount", "have value greater than or equal to 1"))
+    itype = resource.get("InstanceType")
+    if itype is not None and not itype.startswith("ml."):
+        errors.append(constraint(itype, "resourceConfig.instanceType",
+                                 "satisfy enum value set: [ml.* training instance types]"))
+    volume = resource.get("VolumeSizeInGB")
+    if volume is not None and volume < 1:
+        errors.append(constraint(volume, "resourceConfig.volumeSizeInGB", "have value greater than or equal to 1"))
+    stopping = request.get("StoppingCondition") or {}
+    for key in ("MaxRuntimeInSeconds", "MaxWaitTimeInSeconds"):
+        value = stopping.get(key)
+        if value is not None and value > 2419200:
+            errors.append(constraint(value, f"stoppingCondition.{key[0].lower()}{key[1:]}",
+                                      "have value less than or equal to 2419200"))
+    ckpt = request.get("CheckpointConfig")
+    if ckpt is not None and not _S3_RE.match(ckpt.get("S3Uri", "")):
+        errors.append(constraint(ckpt.get("S3Uri", ""), "checkpointConfig.s3Uri",
+                                 "satisfy regular expression pattern: ^(https|s3)://([^/]+)/?(.*)$"))
+    return errors
+
+
+def _parameter_errors(request: dict[str, Any]) -> list[str]:
+    """Constraints on HyperParameters, Environment, Tags and RetryStrategy."""
+    errors: list[str] = []
+    for key, value in (request.get("HyperParameters") or {}).items():
+        if len(key) > 256:
+            errors.append(constraint(key, "hyperParameters", "have length less than or equal to 256"))
+        if len(value) > 2500:
+            errors.append(constraint(value[:40] + "...", f"hyperParameters.{key}",
+                                      "have length less than or equal to 2500"))
+    env = request.get("Environment") or {}
+    if len(env) > 100:
+        errors.append(constraint(len(env), "environment", "have length less than or equal to 100"))
+    for key, value in env.items():
+        if not _ENV_KEY_RE.match(key) or len(key) > 512:
+            errors.append(constraint(key, "environment", "satisfy regular expression pattern: [a-zA-Z_][a-zA-Z0-9_]*"))
+        if len(value) > 512:
+            errors.append(constraint(value[:40] + "...", f"environment.{key}", "have length less than or equal to 512"))
+    if len(request.get("Tags") or []) > 50:
+        errors.append(constraint(len(request["Tags"]), "tags", "have length less than or equal to 50"))
+    retry = (request.get("RetryStrategy") or {}).get("MaximumRetryAttempts")
+    if retry is not None and not 1 <= retry <= 30:
+        errors.append(constraint(retry, "retryStrategy.maximumRetryAttempts",
+                                 "have value between 1 and 30"))
+    return errors
+
+
+def _check_rules(request: dict[str, Any]) -> None:
+    """The rules across members that CreateTrainingJob enforces, one ValidationError each."""
+    resource = request.get("ResourceConfig") or {}
+    stopping = request.get("StoppingCondition") or {}
+    ckpt = request.get("CheckpointConfig")
+    algo = request.get("AlgorithmSpecification") or {}
+    if not algo.get("TrainingImage") and not algo.get("AlgorithmName"):
+        raise ValidationError("Either TrainingImage or AlgorithmName must be specified in AlgorithmSpecification.")
+    if not resource.get("InstanceType") or not resource.get("InstanceCount") or not resource.get("VolumeSizeInGB"):
+        raise ValidationError("ResourceConfig must specify InstanceType, InstanceCount and VolumeSizeInGB.")
+    max_runtime = stopping.get("MaxRuntimeInSeconds", DEFAULT_MAX_RUNTIME)
+    max_wait = stopping.get("MaxWaitTimeInSeconds")
+    if request.get("EnableManagedSpotTraining"):
+        if max_wait is None or max_wait < max_runtime:
+            raise ValidationError("Invalid MaxWaitTimeInSeconds. It must be present and be greater than or "
+                                  "equal to MaxRuntimeInSeconds")
+    elif max_wait is not None:
+        raise ValidationError("Invalid MaxWaitTimeInSeconds. It is only supported when "
+                              "EnableManagedSpotTraining is set to true")
+    if ckpt is not None and ckpt.get("LocalPath") and not ckpt["LocalPath"].startswith("/"):
+        raise ValidationError("CheckpointConfig.LocalPath must be an absolute path.")
+
+
+def _subnet_azs(request: dict[str, Any], account_id: str, region: str) -> list[str | None]:
+    """The AZs of VpcConfig's subnets ([None] outside a VPC); a subnet or group that does not exist fails."""
+    vpc = request.get("VpcConfig")
+    if not vpc:
+        return [None]
+    from moto.ec2.models import ec2_backends
+
+    ec2 = ec2_backends[account_id][region]
+    azs: list[str | None] = []
+    for subnet_id in vpc.get("Subnets") or []:
+        try:
+            azs.append(ec2.get_subnet(subnet_id).availability_zone)
+        except Exception:
+            raise ValidationError(f"The subnet ID '{subnet_id}' does not exist") from None
+    for sg_id in vpc.get("SecurityGroupIds") or []:
+        if ec2.get_security_group_from_id(sg_id) is None:
+            raise ValidationError(f"The security group '{sg_id}' does not exist")
+    return azs or [None]
