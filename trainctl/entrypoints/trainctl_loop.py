@@ -87,7 +87,7 @@ class Trainer:
             achieved = work.model_flops * steps / elapsed
             # Model FLOPs utilisation (PaLM's definition): the model's own FLOPs, activation
             # recomputation not counted, over the accelerators' dense peak.
-            emit(f"mfu={achieved / work.peak_flops:.4f} model_tflops_per_s={achieved / 1e12:.2f} "
+            emit(f"mfu={achieved / work.peak_flops:.4f} model_tflops_per_s={achieved / 1e12:.4g} "
                  f"peak_tflops={work.peak_flops / 1e12:.1f}")
 
     def train(self, step_fn: Callable[[], torch.Tensor]) -> str:
