@@ -79,7 +79,9 @@ class FsdpDeviceOps(TorchDeviceOps):
 def build_model(args, config, ops: FsdpDeviceOps, ctx: DistContext) -> DecoderLM:
     # Same initial weights on every rank and in every run: seeded before the model is built.
     seed_host_rngs(mix_seed(args.seed, "init"))
-    if param_count(config) < META_INIT_PARAMS:
+    meta = args.meta_init == "true" or (args.meta_init == "auto"
+                                          and param_count(config) >= META_INIT_PARAMS)
+    if not meta:
         model = DecoderLM(config, args.activation_checkpointing).to(ops.device)
         if args.compile:
             for block in model.blocks:

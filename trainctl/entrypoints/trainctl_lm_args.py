@@ -36,6 +36,9 @@ def build_lm_parser() -> argparse.ArgumentParser:
         help="full: shard over every rank; hybrid: shard within a node, replicate across nodes")
     add("--activation-checkpointing", type=str2bool, default=True,
         help="recompute each block in the backward pass instead of keeping its activations")
+    add("--meta-init", choices=("auto", "true", "false"), default="auto",
+        help="build on the meta device and initialise the shards in place (auto: above 1B "
+             "parameters)")
     add("--compile", type=str2bool, default=False, help="torch.compile each block")
     add("--weight-decay", type=non_negative_float, default=0.1)
     add("--grad-clip", type=non_negative_float, default=1.0, help="max gradient norm; 0 = off")
