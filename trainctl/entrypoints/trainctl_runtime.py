@@ -25,13 +25,18 @@ import torch.distributed as dist
 # --------------------------------------------------------------------------------------------
 
 def emit(message: str) -> None:
-    """A machine-readable line on stdout (flushed: logs are tailed live from CloudWatch)."""
-    print(f"trainctl {message}", flush=True)
+    """A machine-readable line on stdout (flushed: logs are tailed live from CloudWatch).
+
+    One write per line: print() writes the text and the newline separately, and ranks that
+    share a log file (torchrun's stdout) could then interleave their lines."""
+    sys.stdout.write(f"trainctl {message}\n")
+    sys.stdout.flush()
 
 
 def warn(message: str, rank: int | None = None) -> None:
     where = "" if rank is None else f" rank={rank}"
-    print(f"trainctl warning{where}: {message}", file=sys.stderr, flush=True)
+    sys.stderr.write(f"trainctl warning{where}: {message}\n")
+    sys.stderr.flush()
 
 
 # --------------------------------------------------------------------------------------------
