@@ -134,6 +134,28 @@ def final_state(model, optimizer, ctx: DistContext, args, config) -> None:
         emit(f"final_state_sha256={state_sha256(model_state, optim_state)}")
 
 
+def lm_step(args, ops, ctx: DistContext, trainer: Trainer, model, optimizer, scheduler, data,
+            accum: int):
+    """Optimizer step number trainer.step over ``accum`` micro-batches; returns the loss."""
+    def step_fn() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=ops.device)
+        # FSDP reduce-scatters each micro-batch's gradients into the sharded ones (no
+        # no_sync): unsharded gradients of a whole model would not fit where FSDP is needed.
+        for micro in range(accum):
+            tokens = data.batch(trainer.step, ctx.rank, micro, args.batch_size)
+            logits = model(tokens[:, :-1])
+            loss = F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten()) / accum
+            loss.backward()
+            total += loss.detach()
+        if args.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        return total
+    return step_fn
+
+
 def run(args, config, ops: FsdpDeviceOps, stop: StopSignal) -> int:
     ctx = DistContext.from_env()
     ops.setup(ctx)
@@ -168,26 +190,9 @@ def run(args, config, ops: FsdpDeviceOps, stop: StopSignal) -> int:
                       work=work)
     trainer.resume()
     data = make_data(args, config, ops)
-
-    def step_fn() -> torch.Tensor:
-        optimizer.zero_grad(set_to_none=True)
-        total = torch.zeros((), device=ops.device)
-        # FSDP reduce-scatters each micro-batch's gradients into the sharded ones (no
-        # no_sync): unsharded gradients of a whole model would not fit where FSDP is needed.
-        for micro in range(accum):
-            tokens = data.batch(trainer.step, ctx.rank, micro, args.batch_size)
-            logits = model(tokens[:, :-1])
-            loss = F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten()) / accum
-            loss.backward()
-            total += loss.detach()
-        if args.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-        optimizer.step()
-        scheduler.step()
-        return total
-
     model.train()
-    outcome = trainer.train(step_fn)
+    outcome = trainer.train(lm_step(args, ops, ctx, trainer, model, optimizer, scheduler, data,
+                                    accum))
     trainer.save()  # where a stop resumes from; makes a rerun of a finished job a no-op
     if outcome != "done":
         emit(f"stopped rank={ctx.rank} step={trainer.step} signal={outcome} exit=0")

@@ -74,6 +74,26 @@ def _num_classes(args: argparse.Namespace) -> int:
     return num_classes or default_num_classes(args.model)
 
 
+def _vision_step(args: argparse.Namespace, ops: DeviceOps, model: torch.nn.Module,
+                 optimizer: torch.optim.Optimizer, scheduler: Any,
+                 stream: Iterator[tuple[torch.Tensor, torch.Tensor]]):
+    """One optimizer step on the next batch; returns its loss, still on the device."""
+    def step_fn() -> torch.Tensor:
+        images, labels = next(stream)
+        images = images.to(ops.device, non_blocking=True)
+        labels = labels.to(ops.device, non_blocking=True)
+        with ops.autocast(args.bf16):
+            logits = model(images)
+        loss = F.cross_entropy(logits.float(), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        ops.optimizer_step(optimizer)
+        scheduler.step()
+        ops.step_end()
+        return loss.detach()
+    return step_fn
+
+
 def run(args: argparse.Namespace, ops: DeviceOps, stop: StopSignal) -> int:
     """The whole job: set up, resume, train, checkpoint, write the model, print the hash."""
     ctx = DistContext.from_env()
@@ -108,23 +128,8 @@ def run(args: argparse.Namespace, ops: DeviceOps, stop: StopSignal) -> int:
                       work=StepWork(samples=args.batch_size * ctx.world_size))
     trainer.resume()
     stream = _batches(args, ctx, ops, args.num_classes, image_size, trainer.step)
-
-    def step_fn() -> torch.Tensor:
-        images, labels = next(stream)
-        images = images.to(ops.device, non_blocking=True)
-        labels = labels.to(ops.device, non_blocking=True)
-        with ops.autocast(args.bf16):
-            logits = model(images)
-        loss = F.cross_entropy(logits.float(), labels)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        ops.optimizer_step(optimizer)
-        scheduler.step()
-        ops.step_end()
-        return loss.detach()
-
     model.train()
-    outcome = trainer.train(step_fn)
+    outcome = trainer.train(_vision_step(args, ops, model, optimizer, scheduler, stream))
     # Always leave a checkpoint of where we are: after a stop it is what the platform resumes
     # from; after the last step it makes a rerun of a finished job a no-op.
     trainer.save()
