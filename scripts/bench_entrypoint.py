@@ -17,6 +17,15 @@ share of training time at the chosen interval.
     .venv/bin/python scripts/bench_entrypoint.py                       # ViT-B/16, CPU-sized
     .venv/bin/python scripts/bench_entrypoint.py --batch-size 128 --warmup-steps 10 \
         --measure-steps 50                                             # the GPU-sized run
+
+With --lm-preset it measures train_lm.py instead (FSDP, synthetic tokens): tokens/s, MFU
+against --peak-tflops (per accelerator, dense, at the training precision), and the seconds of
+a sharded checkpoint (a second run with --checkpoint-every):
+
+    .venv/bin/python scripts/bench_entrypoint.py --lm-preset tiny --batch-size 8 \
+        --warmup-steps 5 --measure-steps 20                            # CPU
+    .venv/bin/python scripts/bench_entrypoint.py --lm-preset 125m --nproc 1 --batch-size 8 \
+        --peak-tflops 989 --warmup-steps 10 --measure-steps 40         # one H100
 """
 
 from __future__ import annotations
@@ -36,7 +45,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN_DDP = REPO / "trainctl" / "entrypoints" / "train_ddp.py"
-METRIC_RE = re.compile(r"^trainctl step=(\d+) loss=(\S+) samples_per_s=([0-9.]+)$", re.M)
+TRAIN_LM = REPO / "trainctl" / "entrypoints" / "train_lm.py"
+METRIC_RE = re.compile(r"^trainctl step=(\d+) loss=(\S+) samples_per_s=([0-9.]+)", re.M)
+LM_METRIC_RE = re.compile(r"^trainctl step=(\d+) loss=(\S+) samples_per_s=([0-9.]+) "
+                          r"tokens_per_s=([0-9.]+)\ntrainctl mfu=([0-9.]+) ", re.M)
 CHECKPOINT_RE = re.compile(r"^trainctl checkpoint step=(\d+) seconds=([0-9.]+) ", re.M)
 
 
@@ -154,6 +166,12 @@ def main() -> int:
     parser.add_argument("--measure-steps", type=int, default=4)
     parser.add_argument("--checkpoint-every", type=int, default=2,
                         help="steps between checkpoints in the checkpoint-overhead run")
+    parser.add_argument("--lm-preset", choices=("tiny", "125m", "7b"), default=None,
+                        help="measure train_lm.py with this preset instead of the ViT loops")
+    parser.add_argument("--peak-tflops", type=float, default=0.0,
+                        help="LM: the accelerator's dense peak at the training precision")
+    parser.add_argument("--lm-args", default="",
+                        help="LM: more train_lm.py flags, e.g. '--activation-checkpointing false'")
     # Used by the worker only.
     parser.add_argument("--steps", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--log-every", type=int, default=None, help=argparse.SUPPRESS)
@@ -170,6 +188,9 @@ def main() -> int:
     if args.reference_worker:
         args.bf16 = args.bf16 == "true"
         return reference_worker(args)
+    if args.lm_preset:
+        print(json.dumps(bench_lm(args), indent=2))
+        return 0
 
     # Windows of warmup-steps length: the first is the warm-up, the rest are measured.
     window = args.warmup_steps
@@ -229,6 +250,65 @@ def main() -> int:
     }
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def bench_lm(args: argparse.Namespace) -> dict:
+    """train_lm.py: steady tokens/s and MFU, then a run with sharded checkpoints."""
+    window = args.warmup_steps
+    if args.measure_steps % window:
+        raise SystemExit("--measure-steps must be a multiple of --warmup-steps")
+    steps = window + args.measure_steps
+    common = ["--preset", args.lm_preset, "--batch-size", str(args.batch_size), "--steps",
+              str(steps), "--log-every", str(window), "--device", args.device, "--bf16",
+              args.bf16, "--peak-tflops", str(args.peak_tflops), *args.lm_args.split()]
+    load_before = os.getloadavg()
+    text, wall = torchrun(args.nproc, TRAIN_LM, [*common, "--checkpoint-dir", "none"])
+    windows = [(int(step), float(loss), float(tokens), float(mfu))
+               for step, loss, _, tokens, mfu in LM_METRIC_RE.findall(text)]
+    measured = [w for w in windows if w[0] > window]
+    if not measured:
+        raise SystemExit(f"no metric lines after step {window}:\n{text[-2000:]}")
+    with tempfile.TemporaryDirectory(prefix="bench-lm-ckpt-") as folder:
+        ckpt_text, _ = torchrun(args.nproc, TRAIN_LM, [
+            *common, "--checkpoint-dir", folder, "--checkpoint-every", str(args.checkpoint_every),
+            "--checkpoint-seconds", "0", "--keep", "2"])
+        checkpoint_bytes = sum(p.stat().st_size for p in Path(folder).glob("step-*/*"))
+    ckpt_seconds = [float(s) for step, s in CHECKPOINT_RE.findall(ckpt_text) if int(step) < steps]
+    start = re.search(r"^trainctl start .*$", text, re.M)
+    tokens_per_s = statistics.mean(w[2] for w in measured)
+    return {
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+        "cpu_model": _cpu_model(),
+        "gpu": _gpu_name() if args.device == "cuda" else None,
+        "torch": _torch_version(),
+        "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        "start_line": start.group(0) if start else None,
+        "nproc": args.nproc,
+        "extra_args": args.lm_args,
+        "warmup_steps": window,
+        "measured_steps": args.measure_steps,
+        "tokens_per_s": round(tokens_per_s, 1),
+        "mfu": round(statistics.mean(w[3] for w in measured), 4) if args.peak_tflops else None,
+        "peak_tflops_per_accelerator": args.peak_tflops or None,
+        "window_tokens_per_s": [w[2] for w in measured],
+        "loss_first_last": [windows[0][1], windows[-1][1]],
+        "checkpoint_bytes": checkpoint_bytes,
+        "checkpoint_seconds_all": ckpt_seconds,
+        "wall_seconds": round(wall, 1),
+    }
+
+
+def _gpu_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0)
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__
 
 
 def _cpu_model() -> str:

@@ -19,9 +19,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 ENTRYPOINTS = REPO / "trainctl" / "entrypoints"
 TRAIN_DDP = ENTRYPOINTS / "train_ddp.py"
+TRAIN_LM = ENTRYPOINTS / "train_lm.py"
 
 METRIC_RE = re.compile(r"^trainctl step=(\d+) loss=([0-9.eE+-]+|nan|inf) samples_per_s=([0-9.]+)$",
                        re.M)
+LM_METRIC_RE = re.compile(r"^trainctl step=(\d+) loss=([0-9.eE+-]+|nan|inf) "
+                          r"samples_per_s=([0-9.]+) tokens_per_s=([0-9.]+)$", re.M)
+MFU_RE = re.compile(r"^trainctl mfu=([0-9.]+) model_tflops_per_s=\S+ peak_tflops=([0-9.]+)$", re.M)
 HASH_RE = re.compile(r"^trainctl final_state_sha256=([0-9a-f]{64})$", re.M)
 STOPPED_RE = re.compile(r"^trainctl stopped rank=(\d+) step=(\d+) signal=(\S+) exit=0$", re.M)
 RESUME_RE = re.compile(r"^trainctl resume step=(\d+) ", re.M)
@@ -160,6 +164,17 @@ def checkpoint_steps(directory: Path) -> list[int]:
         for name in os.listdir(directory):
             match = re.match(r"^ckpt-(\d{10})-[0-9a-f]{16}\.pt$", name)
             if match:
+                steps.append(int(match.group(1)))
+    return sorted(steps)
+
+
+def sharded_checkpoint_steps(directory: Path) -> list[int]:
+    """Steps of complete sharded (train_lm.py) checkpoints: step-<10 digits> folders."""
+    steps = []
+    if directory.is_dir():
+        for entry in directory.iterdir():
+            match = re.match(r"^step-(\d{10})$", entry.name)
+            if match and entry.is_dir():
                 steps.append(int(match.group(1)))
     return sorted(steps)
 

@@ -208,8 +208,10 @@ def test_sagemaker_layout_with_an_image_folder_and_string_hyperparameters(tmp_pa
     # path, so only the sibling trainctl_common.py is importable (no trainctl package).
     code = tmp_path / "code"
     code.mkdir()
-    for name in ("train_ddp.py", "trainctl_common.py", "requirements.txt"):
-        shutil.copy(ENTRYPOINTS / name, code / name)
+    # The whole folder but __init__.py, as the SageMaker packer ships it.
+    for path in ENTRYPOINTS.iterdir():
+        if path.is_file() and path.name != "__init__.py" and path.suffix in (".py", ".txt"):
+            shutil.copy(path, code / path.name)
     data = tmp_path / "train"
     generator = torch.Generator().manual_seed(0)
     for label, shade in (("cats", 40), ("dogs", 200)):

@@ -70,7 +70,9 @@ ARCHITECTURES: dict[str, Architecture] = {
 
 # ---------------------------------------------------------------- sections
 class Entrypoint(Strict):
-    bundled: Literal["ddp", "neuron"] | None = None
+    # ddp: train_ddp.py (timm ViT, GPUs); neuron: train_neuron.py (Trainium); lm: train_lm.py
+    # (decoder-only LM with FSDP, GPUs)
+    bundled: Literal["ddp", "neuron", "lm"] | None = None
     script: str | None = Field(None, description="the user's training script, relative to source_dir")
     source_dir: str | None = Field(None, description="directory shipped as the job's code")
     args: dict[str, str | int | float | bool] = Field(default_factory=dict)
@@ -78,7 +80,7 @@ class Entrypoint(Strict):
     @model_validator(mode="after")
     def one_kind(self) -> Entrypoint:
         if (self.bundled is None) == (self.script is None):
-            raise ValueError("give either 'bundled: ddp|neuron' or 'script:' (with 'source_dir:'), not both")
+            raise ValueError("give either 'bundled: ddp|neuron|lm' or 'script:' (with 'source_dir:'), not both")
         if self.script is not None and self.source_dir is None:
             raise ValueError("'script:' needs 'source_dir:', the directory shipped with the job")
         return self

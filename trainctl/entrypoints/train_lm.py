@@ -1,0 +1,223 @@
+"""A decoder-only transformer language model trained with PyTorch FSDP, preemption-proof.
+
+Run it under torchrun, unchanged on SageMaker, on EC2 and locally:
+
+    torchrun --standalone --nproc_per_node=8 train_lm.py --preset 7b --batch-size 1 \
+        --global-batch-size 512 --steps 10000 --checkpoint-dir /mnt/ckpt --peak-tflops 989
+
+- FSDP (fully_shard) over all ranks, or hybrid: sharded within a node, replicated across nodes.
+- bf16 compute with fp32 master weights and fp32 gradient reduction (fp32 on a CPU without
+  native bf16), activation checkpointing per block, gradient accumulation up to the planned
+  global batch.
+- Sharded, atomic, self-verifying checkpoints with torch.distributed.checkpoint
+  (trainctl_sharded.py); the rest (arguments, signals, the loop, metric lines) is the
+  trainctl_*.py modules shared with train_ddp.py and train_neuron.py.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+# A Spot notice can arrive while torch is still importing (seconds on a busy host): note it from
+# the first line on instead of dying by the default SIGTERM action, and hand it over below.
+_EARLY_SIGNALS: list = []
+signal.signal(signal.SIGTERM, lambda signum, frame: _EARLY_SIGNALS.append(signum))
+
+import torch  # noqa: E402  (after the early handler on purpose)
+import torch.distributed as dist  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import trainctl_args as targs  # noqa: E402
+from trainctl_lm_args import build_lm_parser, resolve_lm_args  # noqa: E402
+from trainctl_lm_data import SyntheticTokens, TokenFile, find_token_file  # noqa: E402
+from trainctl_lm_model import (DecoderLM, config_from_args, param_count,  # noqa: E402
+                               rotary_tables, training_flops_per_token)
+from trainctl_loop import StepWork, Trainer, warmup_cosine  # noqa: E402
+from trainctl_runtime import (DistContext, StopSignal, emit, mix_seed,  # noqa: E402
+                              seed_host_rngs, warn)
+from trainctl_sharded import ShardedCheckpointer, ShardedCheckpointStore  # noqa: E402
+from trainctl_torchdev import TorchDeviceOps, pick_device  # noqa: E402
+
+STOP = StopSignal().install((signal.SIGTERM,), early=_EARLY_SIGNALS)
+
+# Built on the meta device and initialised shard by shard above this size: a full fp32 copy
+# of a 7B model per rank (27 GB x 8 ranks) would not fit a host's memory.
+META_INIT_PARAMS = 1e9
+
+
+class FsdpDeviceOps(TorchDeviceOps):
+    """CUDA (NCCL) or CPU (gloo), the model sharded with FSDP's fully_shard."""
+
+    def setup(self, ctx: DistContext) -> None:
+        super().setup(ctx)
+        if not dist.is_initialized():
+            # FSDP needs a process group even alone (one GPU): a one-rank group in memory.
+            dist.init_process_group("nccl" if self.name == "cuda" else "gloo",
+                                    store=dist.HashStore(), rank=0, world_size=1)
+
+    def shard(self, model: DecoderLM, ctx: DistContext, args) -> DecoderLM:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        nodes = ctx.world_size // ctx.local_world_size
+        if args.sharding == "hybrid" and nodes > 1:
+            # HSDP: state sharded over a node's ranks (fast NVLink), replicated across nodes,
+            # so only gradient all-reduces cross the slower network.
+            mesh = init_device_mesh(self.device.type, (nodes, ctx.local_world_size),
+                                    mesh_dim_names=("replicate", "shard"))
+        else:
+            mesh = init_device_mesh(self.device.type, (ctx.world_size,),
+                                    mesh_dim_names=("shard",))
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if args.bf16 else None,
+                                      reduce_dtype=torch.float32)
+        for block in model.blocks:
+            fully_shard(block, mesh=mesh, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
+        return model
+
+
+def build_model(args, config, ops: FsdpDeviceOps, ctx: DistContext) -> DecoderLM:
+    # Same initial weights on every rank and in every run: seeded before the model is built.
+    seed_host_rngs(mix_seed(args.seed, "init"))
+    meta = args.meta_init == "true" or (args.meta_init == "auto"
+                                          and param_count(config) >= META_INIT_PARAMS)
+    if not meta:
+        model = DecoderLM(config, args.activation_checkpointing).to(ops.device)
+        if args.compile:
+            for block in model.blocks:
+                block.compile()
+        return ops.shard(model, ctx, args)
+    with torch.device("meta"):
+        model = DecoderLM(config, args.activation_checkpointing)
+    if args.compile:
+        for block in model.blocks:
+            block.compile()
+    model = ops.shard(model, ctx, args)
+    model.to_empty(device=ops.device)
+    with torch.no_grad():
+        model.rotary = rotary_tables(config.seq_len, config.hidden // config.heads).to(ops.device)
+        model.init_weights()  # on the shards (DTensor random ops), seeded above
+    return model
+
+
+def make_optimizer(model: torch.nn.Module, args) -> torch.optim.Optimizer:
+    # No weight decay on norms (1-D): the usual practice for transformer LMs.
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    other = [p for p in model.parameters() if p.ndim < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                              {"params": other, "weight_decay": 0.0}],
+                             lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+
+
+def make_data(args, config, ops):
+    if args.data_dir:
+        path = find_token_file(args.data_dir, args.data_file)
+        return TokenFile(path, args.token_dtype, args.seed, config.vocab_size, config.seq_len,
+                         ops.device)
+    return SyntheticTokens(args.seed, config.vocab_size, config.seq_len, ops)
+
+
+def final_state(model, optimizer, ctx: DistContext, args, config) -> None:
+    """The full, gathered state: its hash (and the model file) from the main rank."""
+    from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                         get_optimizer_state_dict)
+    from trainctl_checkpoint import state_sha256
+    from trainctl_common import write_model
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    model_state = get_model_state_dict(model, options=options)
+    optim_state = get_optimizer_state_dict(model, optimizer, options=options)
+    if ctx.is_main:
+        if args.model_dir:
+            write_model(args.model_dir, model_state, args,
+                        extra={"model": f"lm-{args.preset}", "config": config.as_dict()})
+        emit(f"final_state_sha256={state_sha256(model_state, optim_state)}")
+
+
+def lm_step(args, ops, ctx: DistContext, trainer: Trainer, model, optimizer, scheduler, data,
+            accum: int):
+    """Optimizer step number trainer.step over ``accum`` micro-batches; returns the loss."""
+    def step_fn() -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=ops.device)
+        # FSDP reduce-scatters each micro-batch's gradients into the sharded ones (no
+        # no_sync): unsharded gradients of a whole model would not fit where FSDP is needed.
+        for micro in range(accum):
+            tokens = data.batch(trainer.step, ctx.rank, micro, args.batch_size)
+            logits = model(tokens[:, :-1])
+            loss = F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten()) / accum
+            loss.backward()
+            total += loss.detach()
+        if args.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        return total
+    return step_fn
+
+
+def run(args, config, ops: FsdpDeviceOps, stop: StopSignal) -> int:
+    ctx = DistContext.from_env()
+    ops.setup(ctx)
+    accum = resolve_lm_args(args, ctx.world_size)
+    if ctx.is_main:
+        summary = " ".join(f"{k}={v}" for k, v in targs.platform_summary().items())
+        emit(f"start device={ops.name} world_size={ctx.world_size} model=lm-{args.preset} "
+             f"params={param_count(config)} seq_len={config.seq_len} "
+             f"batch_size={args.batch_size} grad_accum={accum} "
+             f"global_batch={args.batch_size * accum * ctx.world_size} sharding={args.sharding} "
+             f"precision={'bf16' if args.bf16 else 'fp32'} steps={args.steps} {summary}")
+        if args.checkpoint_dir is None:
+            warn("no --checkpoint-dir: this run cannot be resumed after an interruption")
+    model = build_model(args, config, ops, ctx)
+    seed_host_rngs(mix_seed(args.seed, "host", 0, ctx.rank))
+    optimizer = make_optimizer(model, args)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, warmup_cosine(args.warmup_steps, args.steps))
+    checkpointer = None
+    if args.checkpoint_dir:
+        identity = {**config.as_dict(), **{key: getattr(args, key) for key in (
+            "preset", "batch_size", "steps", "lr", "warmup_steps", "seed", "bf16", "data_dir",
+            "data_file", "weight_decay", "grad_clip")}, "grad_accum": accum}
+        checkpointer = ShardedCheckpointer(
+            ShardedCheckpointStore(args.checkpoint_dir, args.keep), ops, ctx, model, optimizer,
+            scheduler, identity=identity, seed=args.seed)
+    sequences = args.batch_size * accum * ctx.world_size
+    work = StepWork(samples=sequences, tokens=sequences * config.seq_len,
+                    model_flops=training_flops_per_token(config) * sequences * config.seq_len,
+                    peak_flops=args.peak_tflops * 1e12 * ctx.world_size)
+    trainer = Trainer(args=args, ops=ops, ctx=ctx, stop=stop, checkpointer=checkpointer,
+                      work=work)
+    trainer.resume()
+    data = make_data(args, config, ops)
+    model.train()
+    outcome = trainer.train(lm_step(args, ops, ctx, trainer, model, optimizer, scheduler, data,
+                                    accum))
+    trainer.save()  # where a stop resumes from; makes a rerun of a finished job a no-op
+    if outcome != "done":
+        emit(f"stopped rank={ctx.rank} step={trainer.step} signal={outcome} exit=0")
+    else:
+        final_state(model, optimizer, ctx, args, config)
+    ops.shutdown(ctx)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = build_lm_parser()
+    args = targs.parse_args(parser, argv)
+    device_kind = pick_device(parser, args.device)
+    if (device_kind == "cpu" and args.bf16
+            and not torch.ops.mkldnn._is_mkldnn_bf16_supported()):
+        # Emulated bf16 is many times slower than fp32 on such CPUs (see train_ddp.py).
+        args.bf16 = False
+        if DistContext.from_env().is_main:
+            warn("this CPU has no native bf16: training in fp32")
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        parser.error(str(exc))
+    return run(args, config, FsdpDeviceOps(device_kind), STOP)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""The ViT side of the bundled scripts: the timm model factory and its data (synthetic images
+generated on the device, or an image folder with exact mid-epoch resume).
+
+Plain module beside the scripts (``import trainctl_vision``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+from trainctl_runtime import DeviceOps, DistContext, mix_seed
+
+DEFAULT_MODEL = "vit_base_patch16_224"
+
+
+def create_model(name: str, num_classes: int | None) -> torch.nn.Module:
+    import timm
+    from timm.models.vision_transformer import VisionTransformer
+
+    if name == "vit_micro":
+        # Small enough to train on a laptop CPU in seconds: for tests and demos.
+        return VisionTransformer(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4,
+                                 num_classes=num_classes or 10)
+    return timm.create_model(name, pretrained=False, num_classes=num_classes or 1000)
+
+
+def default_num_classes(name: str) -> int:
+    return 10 if name == "vit_micro" else 1000
+
+
+def model_image_size(model: torch.nn.Module) -> int:
+    patch_embed = getattr(model, "patch_embed", None)
+    size = getattr(patch_embed, "img_size", None)
+    if size is None:
+        cfg = getattr(model, "pretrained_cfg", None) or {}
+        size = cfg.get("input_size", (3, 224, 224))[1:]
+    if isinstance(size, (tuple, list)):
+        if size[0] != size[1]:
+            raise ValueError(f"square images expected, the model wants {tuple(size)}")
+        size = size[0]
+    return int(size)
+
+
+# --------------------------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------------------------
+
+class SyntheticTask:
+    """Batches generated on the device, so data loading can never be the bottleneck.
+
+    Each batch comes from a random stream seeded by (seed, step, rank): any step of any rank can
+    be regenerated exactly, which is what makes a resumed run identical to an uninterrupted one.
+
+    The task is learnable: every image is noise plus a coarse 8x8 prototype pattern of a random
+    class, and its label is a deterministic function of the image alone: the prototype with the
+    largest inner product with the image's 8x8 average-pooled version. (With the signal
+    strength used, that is the class whose pattern was added, so a model can learn it.)
+    """
+
+    GRID = 8
+    SIGNAL = 1.0
+
+    def __init__(self, seed: int, num_classes: int, image_size: int, ops: DeviceOps) -> None:
+        self.seed = seed
+        self.num_classes = num_classes
+        self.image_size = image_size
+        self.ops = ops
+        generator = torch.Generator().manual_seed(mix_seed(seed, "prototypes"))
+        # Made on the CPU with a CPU generator so the task is the same on every device kind.
+        prototypes = torch.randn(num_classes, 3, self.GRID, self.GRID, generator=generator)
+        self.prototypes = prototypes.to(ops.device)
+        self.flat_prototypes = self.prototypes.reshape(num_classes, -1)
+
+    def labels_for(self, images: torch.Tensor) -> torch.Tensor:
+        pooled = F.adaptive_avg_pool2d(images.float(), self.GRID).reshape(images.shape[0], -1)
+        return (pooled @ self.flat_prototypes.t()).argmax(dim=1)
+
+    def batch(self, step: int, rank: int, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        draw = self.ops.random_stream(mix_seed(self.seed, "data", step, rank))
+        classes = draw((batch_size, self.num_classes)).argmax(dim=1)
+        pattern = F.interpolate(self.prototypes[classes], size=(self.image_size, self.image_size),
+                                mode="nearest")
+        images = draw((batch_size, 3, self.image_size, self.image_size)) + self.SIGNAL * pattern
+        return images, self.labels_for(images)
+
+
+class ShardedEpochSampler(torch.utils.data.Sampler):
+    """This rank's indices of one epoch, starting at a given batch, for exact mid-epoch resume.
+
+    The epoch's permutation depends only on (seed, epoch), so every rank and every restart sees
+    the same order; ranks take interleaved slices of whole batches.
+    """
+
+    def __init__(self, size: int, seed: int, epoch: int, rank: int, world_size: int,
+                 batch_size: int, start_batch: int) -> None:
+        self.size, self.seed, self.epoch = size, seed, epoch
+        self.rank, self.world_size = rank, world_size
+        self.batch_size, self.start_batch = batch_size, start_batch
+
+    def batches_per_epoch(self) -> int:
+        return self.size // (self.batch_size * self.world_size)
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed(mix_seed(self.seed, "epoch", self.epoch))
+        order = torch.randperm(self.size, generator=generator)
+        per_rank = self.batches_per_epoch() * self.batch_size
+        mine = order[self.rank::self.world_size][:per_rank]
+        return iter(mine[self.start_batch * self.batch_size:].tolist())
+
+    def __len__(self) -> int:
+        return (self.batches_per_epoch() - self.start_batch) * self.batch_size
+
+
+class ImageFolderData:
+    """The real-data path: an ImageFolder (one sub-folder per class), e.g. SM_CHANNEL_TRAIN.
+
+    Transforms are deterministic (resize, centre crop, normalise) so that a resumed run sees
+    exactly the batches the interrupted one would have seen.
+    """
+
+    def __init__(self, root: str, image_size: int, seed: int, ctx: DistContext,
+                 batch_size: int, workers: int | None, pin_memory: bool) -> None:
+        from torchvision import datasets, transforms
+
+        transform = transforms.Compose([
+            transforms.Resize(image_size),
+            transforms.CenterCrop(image_size),
+            transforms.ToTensor(),
+            transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
+        ])
+        self.dataset = datasets.ImageFolder(root, transform=transform)
+        self.num_classes = len(self.dataset.classes)
+        self.seed, self.ctx, self.batch_size = seed, ctx, batch_size
+        cpus = os.cpu_count() or 1
+        self.workers = workers if workers is not None else max(0, cpus // ctx.local_world_size)
+        self.pin_memory = pin_memory
+        self.batches_per_epoch = len(self.dataset) // (batch_size * ctx.world_size)
+        if self.batches_per_epoch < 1:
+            raise SystemExit(
+                f"trainctl: {root} has {len(self.dataset)} images, fewer than one global batch "
+                f"({batch_size} x {ctx.world_size} ranks); lower --batch-size")
+
+    def batches(self, start_step: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        epoch, start_batch = divmod(start_step, self.batches_per_epoch)
+        while True:
+            sampler = ShardedEpochSampler(len(self.dataset), self.seed, epoch, self.ctx.rank,
+                                          self.ctx.world_size, self.batch_size, start_batch)
+            loader = torch.utils.data.DataLoader(
+                self.dataset, batch_size=self.batch_size, sampler=sampler, drop_last=True,
+                num_workers=self.workers, pin_memory=self.pin_memory,
+                persistent_workers=False)
+            yield from loader
+            epoch, start_batch = epoch + 1, 0
+
+
+
+
+def add_vision_options(parser) -> None:
+    """The ViT scripts' own flags, on top of trainctl_args.build_parser's."""
+    from trainctl_args import add_option, non_negative_int, positive_int
+
+    add_option(parser, "--model", default=DEFAULT_MODEL,
+               help=f"timm model name, or vit_micro (32x32, 2 blocks, width 64). "
+                    f"Default {DEFAULT_MODEL}")
+    add_option(parser, "--num-classes", type=positive_int, default=None,
+               help="classes of the head (default: 10 for vit_micro, 1000 otherwise, or the "
+                    "folder count)")
+    add_option(parser, "--data-workers", type=non_negative_int, default=None,
+               help="DataLoader workers per rank for --data-dir (default: cpus / local ranks)")
