@@ -46,7 +46,7 @@ class Option(_Frozen):
     region: str = Field(pattern=REGION_PATTERN)
     availability_zone: str | None = Field(None, pattern=AZ_PATTERN,
                                           description="the AZ with the best placement score (Spot, live plans)")
-    accelerators: int = Field(ge=1, description="accelerators in the whole layout")
+    accelerators: int = Field(ge=1, description="ranks in the whole layout: GPUs, or NeuronCores on Trainium")
     hourly_usd: Annotated[NonNegative, _rounded(4)] = Field(description="the whole layout, per hour")
     throughput_samples_per_s: Annotated[NonNegative, _rounded(2)]
     throughput_source: Literal["measured", "given", "model"]
@@ -62,6 +62,11 @@ class Option(_Frozen):
     wall_hours: Annotated[NonNegative, _rounded(3)] = Field(0.0, description="hours + expected wait for capacity")
     quota_ok: bool | None = None
     price_source: str = ""
+    throughput_band: tuple[Annotated[NonNegative, _rounded(2)], Annotated[NonNegative, _rounded(2)]] | None = Field(
+        None, description="samples/s, about the 10th and 90th percentile of the calibrated model's error (model only)")
+    network_assumed: str | None = Field(
+        None, description="the inter-node bandwidth the estimate assumed: burst | burst, then baseline | sustained | "
+                          "as measured | none")
 
     @property
     def layout(self) -> str:
