@@ -54,7 +54,9 @@ def estimate(job: Job, inst: InstanceType, count: int, platform: str, measured: 
     burst_fab = fabric(inst, rk.per_node, count, platform, "burst")
     base = perf.layout_throughput(job.shape, base_fab, count, job.batch, rate, job.strategy)
     burst = perf.layout_throughput(job.shape, burst_fab, count, job.batch, rate, job.strategy)
-    samples_per_s, network, net_words = _blend(job.samples, burst, base, count > 1 and inst.network_up_to)
+    samples_per_s, network, net_words = _blend(job.samples, burst, base, inst.network_up_to)
+    if count == 1:
+        network = "none"
     if measured is not None and measured.count == count:
         samples_per_s, network, net_words = measured.samples_per_s, "as measured", ""
     lines = [words]
@@ -74,7 +76,7 @@ def estimate(job: Job, inst: InstanceType, count: int, platform: str, measured: 
 def _blend(samples: int, burst: perf.Throughput, base: perf.Throughput, up_to: bool) -> tuple[float, str, str]:
     """Samples/s over the run: burst credits last BURST_MINUTES on a fresh instance, then the baseline."""
     if not up_to or burst.samples_per_s <= base.samples_per_s:
-        return base.samples_per_s, ("none" if base.bottleneck_link is None else "sustained"), ""
+        return base.samples_per_s, "sustained", ""
     window = BURST_MINUTES * 60.0
     if samples / burst.samples_per_s <= window:
         return burst.samples_per_s, "burst", (f"network: a run this short ({samples / burst.samples_per_s / 60:.1f} "
