@@ -111,15 +111,18 @@ def _compute_rate(job: Job, inst: InstanceType, count: int, platform: str, measu
     eff, basis = fit.group_efficiency(device.group, job.shape.family)
     seconds = perf_fit.seconds_per_sample(job.shape, device, eff, fit.size_knee, fit.attention_factor, eager=False)
     rate = 1.0 / seconds
-    own_rows = any(r.device == inst.accelerator.key for r in calibration.rows)
-    residuals = load_calibration_residuals()
-    kind = "row_loo" if own_rows else "group_out"
-    res = residuals.get(kind)
+    # The leave-one-out band holds where rows of this device and this model family were in the fit; anywhere
+    # else (A10G: only its die's RTX 3090 rows; H100 for a vision model: only language rows) the model leans
+    # on rows it has not seen the like of, and the band is that of a whole die group left out.
+    seen = basis == f"{device.group}/{job.shape.family}" and any(
+        r.device == inst.accelerator.key and calibration.shapes[r.model].family == job.shape.family
+        for r in calibration.rows)
+    res = load_calibration_residuals().get("row_loo" if seen else "group_out")
     band = None
     if res:
         band = (res["ratio_p10"], res["ratio_p90"],
-                "" if own_rows else f"; no published {inst.accelerator.key} row: the band is that of devices "
-                                    "left out with their whole group")
+                "" if seen else f"; no published {inst.accelerator.key} {job.shape.family or 'custom'}-model row: "
+                                "the band of a device group left out of the fit")
     h = perf_fit.width(job.shape)
     peak = device.peak_tflops[job.shape.precision]
     basis_words = f"efficiency of {basis} rows" if basis != "none" else "no rows of this die: mean of the others"
