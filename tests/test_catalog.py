@@ -88,3 +88,38 @@ def test_catalog_command(tmp_path):
     assert table.returncode == 0 and "trn1.32xlarge" in table.stdout and "Sources:" in table.stdout
     bad = run_cli(["catalog", "zz"], tmp_path)
     assert bad.returncode == 2 and "no instance type matches" in bad.stderr
+
+
+# ----------------------------------------------------------------------------- calibration table (issue 12)
+def test_every_calibration_row_names_its_source_and_conditions():
+    from trainctl.catalog import load_calibration
+
+    cal = load_calibration()
+    assert len(cal.rows) >= 40
+    cat = load_catalog()
+    for row in cal.rows:
+        assert row.source in cal.sources and "http" in cal.sources[row.source], row.id
+        assert row.conditions and row.samples_per_s > 0 and row.micro_batch > 0, row.id
+        assert row.model in cal.shapes, row.id
+        spec = cal.device(row.device)
+        assert spec is not None and (spec.peak_tflops or row.device in cat.accelerators), row.id
+        assert spec.source in cal.sources, row.id
+        assert row.scaling_base is None or any(r.id == row.scaling_base for r in cal.rows), row.id
+    assert len({r.id for r in cal.rows}) == len(cal.rows)
+    # every catalog accelerator has a memory bandwidth and a die group for the throughput model
+    assert set(cat.accelerators) <= set(cal.devices)
+
+
+def test_model_accuracy_report_is_up_to_date():
+    """docs/model-accuracy.md and the band in calibration_fit.json are what scripts/eval_model.py writes now."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("eval_model", ROOT / "scripts" / "eval_model.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["eval_model"] = module  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+        assert module.main(["--check"]) == 0
+    finally:
+        del sys.modules["eval_model"]

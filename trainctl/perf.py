@@ -1,27 +1,26 @@
-"""Pure arithmetic: throughput per layout, all-reduce time over its network, memory fit.
+"""Pure arithmetic: ranks and memory fit per layout, step time with communication overlapped, and its inverse.
 
 No I/O, no clock. Every figure comes with the words that explain it, because a plan that cannot
 say why it believes a number is not worth trusting with a GPU bill. The reasoning and the sources
-of the constants are written out in docs/cost-model.md.
+of the constants are written out in docs/cost-model.md. The links and collectives are in
+perf_network.py; the calibrated compute rate of one rank is in perf_fit.py.
+
+The unit of parallelism is the rank, as torchrun starts it: one per GPU, one per NeuronCore on Trainium
+(2 per chip: trn1.32xlarge runs 32 ranks of 16 GiB each). Batch, memory and throughput per accelerator
+are all per rank.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from trainctl.catalog import InstanceType
+from trainctl.catalog import Calibration, InstanceType
+from trainctl.perf_network import Fabric, fsdp_sync_seconds, gradient_sync_seconds
 
 GIB = 1024**3
 
 # Share of accelerator memory left for the training process (CUDA/Neuron runtime, allocator slack).
 USABLE_MEMORY_FRACTION = 0.90
-# NCCL over plain TCP sockets rarely sustains more than ~70% of the line rate; EFA (libfabric) ~90%.
-TCP_LINK_EFFICIENCY = 0.70
-EFA_LINK_EFFICIENCY = 0.90
-# Per-hop latency of one ring step.
-TCP_HOP_LATENCY_S = 50e-6
-EFA_HOP_LATENCY_S = 15e-6
-INTRA_HOP_LATENCY_S = 5e-6
 # PyTorch DDP's default gradient bucket: the last bucket's all-reduce cannot hide behind backward.
 DDP_BUCKET_BYTES = 25 * 1024**2
 
@@ -35,6 +34,30 @@ class ModelShape:
     precision: str               # bf16 | fp16 | fp32
     optimizer: str               # adam | adamw | sgd | sgd-momentum
     activation_bytes_per_sample: float | None  # None: unknown
+    hidden: int | None = None    # transformer width; None: estimated from params (perf_fit.py)
+    tokens: int | None = None    # sequence length (patches + class token for ViT)
+    layers: int | None = None
+    heads: int | None = None
+    family: str | None = None    # vision | language
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """What one rank (a GPU, or a NeuronCore) of an instance type is."""
+
+    per_node: int
+    memory_gib: float
+    unit: str                    # GPU | NeuronCore
+    per_accelerator: int         # ranks per chip: 1 on GPUs, 2 on Trainium1
+
+
+def ranks(instance: InstanceType, calibration: Calibration) -> Ranks:
+    """torchrun's processes per node: one per GPU, one per NeuronCore (backends/ec2.py nproc_per_node,
+    the SageMaker toolkit's process count), with the accelerator's memory split between its cores."""
+    spec = calibration.device(instance.accelerator.key)
+    per_acc = spec.ranks_per_accelerator if spec else 1
+    unit = "NeuronCore" if instance.accelerator.kind == "neuron" else "GPU"
+    return Ranks(instance.accelerator_count * per_acc, instance.accelerator_memory_gib / per_acc, unit, per_acc)
 
 
 # ----------------------------------------------------------------------------- memory
@@ -69,10 +92,10 @@ class MemoryFit:
         return self.state_gib + (self.activation_gib or 0.0)
 
 
-def memory_fit(model: ModelShape, instance: InstanceType, total_accelerators: int, batch_per_accelerator: int,
+def memory_fit(model: ModelShape, rank_memory_gib: float, total_accelerators: int, batch_per_accelerator: int,
                strategy: str) -> MemoryFit:
-    """Memory per accelerator under `strategy` ('ddp', 'fsdp' or 'auto': ddp when it fits, else fsdp)."""
-    usable = instance.accelerator_memory_gib * USABLE_MEMORY_FRACTION
+    """Memory per rank under `strategy` ('ddp', 'fsdp' or 'auto': ddp when it fits, else fsdp)."""
+    usable = rank_memory_gib * USABLE_MEMORY_FRACTION
     full_state = model.params * state_bytes_per_param(model.optimizer) / GIB
     act = None if model.activation_bytes_per_sample is None else \
         model.activation_bytes_per_sample * batch_per_accelerator / GIB
@@ -91,72 +114,7 @@ def memory_fit(model: ModelShape, instance: InstanceType, total_accelerators: in
     return fit(strategy)
 
 
-# ----------------------------------------------------------------------------- network
-@dataclass(frozen=True)
-class Link:
-    gbytes_per_s: float   # effective payload bandwidth
-    hop_latency_s: float
-    describe: str
-
-
-def inter_node_link(instance: InstanceType) -> Link:
-    """The node's network as NCCL sees it over many hours of training.
-
-    'Up to' links only sustain their baseline: the burst lasts minutes, a training run lasts hours.
-    """
-    if instance.efa:
-        gbps, eff, lat = instance.network_gbps_burst, EFA_LINK_EFFICIENCY, EFA_HOP_LATENCY_S
-        words = f"{gbps:g} Gbps EFA"
-    else:
-        gbps, eff, lat = instance.network_gbps_baseline, TCP_LINK_EFFICIENCY, TCP_HOP_LATENCY_S
-        words = f"{gbps:g} Gbps TCP" + (f" baseline ({instance.network_gbps_burst:g} burst lasts minutes)"
-                                        if instance.network_up_to else "")
-    return Link(gbps * eff / 8.0, lat, words)
-
-
-def intra_node_link(instance: InstanceType) -> Link:
-    return Link(instance.accelerator.intra_node_gbytes_s, INTRA_HOP_LATENCY_S,
-                f"{instance.accelerator.intra_node_gbytes_s:g} GB/s between {instance.accelerator.key}s")
-
-
-def ring_allreduce_seconds(size_bytes: float, ranks: int, link: Link) -> float:
-    """Ring all-reduce: each rank sends and receives 2(n-1)/n of the buffer in 2(n-1) hops."""
-    if ranks <= 1:
-        return 0.0
-    return 2 * (ranks - 1) / ranks * size_bytes / (link.gbytes_per_s * 1e9) + 2 * (ranks - 1) * link.hop_latency_s
-
-
-def gradient_sync_seconds(size_bytes: float, nodes: int, per_node: int, instance: InstanceType) -> float:
-    """Hierarchical all-reduce (as NCCL does across nodes): reduce-scatter inside the node, all-reduce of the
-    node's shards across nodes (the node's NIC carries the whole buffer's 2(n-1)/n), all-gather inside."""
-    intra = ring_allreduce_seconds(size_bytes, per_node, intra_node_link(instance))
-    inter = ring_allreduce_seconds(size_bytes, nodes, inter_node_link(instance))
-    return intra + inter
-
-
-def fsdp_sync_seconds(params: float, nodes: int, per_node: int, instance: InstanceType) -> float:
-    """Full sharding moves 16-bit parameters twice (all-gather for forward and backward) and reduce-scatters
-    16-bit gradients: 3 x 2 bytes x params x (N-1)/N per rank. Across nodes the NIC is shared by the node's
-    ranks, so the slowest link's bandwidth per rank is the NIC's divided by the ranks on the node."""
-    n = nodes * per_node
-    if n <= 1:
-        return 0.0
-    volume = 3 * 2 * params * (n - 1) / n
-    if nodes > 1:
-        link = inter_node_link(instance)
-        per_rank_bw = link.gbytes_per_s * 1e9 / per_node
-        return volume / per_rank_bw + 3 * (n - 1) * link.hop_latency_s
-    link = intra_node_link(instance)
-    return volume / (link.gbytes_per_s * 1e9) + 3 * (n - 1) * link.hop_latency_s
-
-
 # ----------------------------------------------------------------------------- throughput
-def modelled_compute_rate(model: ModelShape, instance: InstanceType) -> float:
-    """Samples/s of one accelerator with no communication: peak x efficiency / FLOPs per sample."""
-    acc = instance.accelerator
-    return acc.peak_tflops[model.precision] * 1e12 * acc.efficiency / model.training_flops_per_sample
-
-
 @dataclass(frozen=True)
 class Throughput:
     samples_per_s: float          # the whole layout
@@ -172,32 +130,76 @@ class Throughput:
         return self.compute_seconds / self.step_seconds
 
 
-def layout_throughput(model: ModelShape, instance: InstanceType, nodes: int, batch_per_accelerator: int,
-                      per_accelerator_compute: float, strategy: str) -> Throughput:
+def _comm_and_tail(model: ModelShape, fab: Fabric, nodes: int, strategy: str) -> tuple[float, float]:
+    """(communication seconds per optimizer step, the part that cannot overlap with compute)."""
+    if strategy == "fsdp":
+        comm = fsdp_sync_seconds(model.params, nodes, fab)
+        return comm, comm * min(1.0, DDP_BUCKET_BYTES / (2 * model.params))
+    grad_bytes = 4.0 * model.params  # fp32 gradients of fp32 master weights
+    comm = gradient_sync_seconds(grad_bytes, nodes, fab)
+    return comm, comm * min(1.0, DDP_BUCKET_BYTES / grad_bytes)
+
+
+def _step_seconds(compute: float, comm: float, tail: float, strategy: str) -> float:
+    if strategy == "fsdp":
+        return max(compute, comm) + tail
+    return compute / 3.0 + max(compute * 2.0 / 3.0, comm) + (tail if comm > 0 else 0.0)
+
+
+def layout_throughput(model: ModelShape, fab: Fabric, nodes: int, batch_per_accelerator: int,
+                      per_accelerator_compute: float, strategy: str, accumulation: int = 1) -> Throughput:
     """Step time of data-parallel training with communication overlapped as PyTorch does it.
 
     DDP all-reduces gradient buckets while backward (2/3 of compute) still runs: the step is
     forward + max(backward, all-reduce) + the last bucket. FSDP prefetches parameters during the
     whole step: max(compute, communication) + one layer's worth, approximated by the same tail.
+    With gradient accumulation DDP synchronises once per `accumulation` micro-batches; FSDP gathers its
+    parameters for every micro-batch (its default), so its communication repeats with each one.
     """
-    per_node = instance.accelerator_count
-    compute = batch_per_accelerator / per_accelerator_compute
+    batch = batch_per_accelerator * accumulation
+    comm, tail = _comm_and_tail(model, fab, nodes, strategy)
+    compute = batch / per_accelerator_compute
     if strategy == "fsdp":
-        comm = fsdp_sync_seconds(model.params, nodes, per_node, instance)
-        tail = comm * min(1.0, DDP_BUCKET_BYTES / (2 * model.params))
-        step = max(compute, comm) + tail
+        step = accumulation * _step_seconds(compute / accumulation, comm, tail, strategy)
+        comm *= accumulation
     else:
-        grad_bytes = 4.0 * model.params  # fp32 gradients of fp32 master weights
-        comm = gradient_sync_seconds(grad_bytes, nodes, per_node, instance)
-        tail = comm * min(1.0, DDP_BUCKET_BYTES / grad_bytes)
-        forward, backward = compute / 3.0, compute * 2.0 / 3.0
-        step = forward + max(backward, comm) + (tail if comm > 0 else 0.0)
-    total_acc = nodes * per_node
+        step = _step_seconds(compute, comm, tail, strategy)
     link = None
-    if nodes > 1:
-        link = inter_node_link(instance).describe
-    elif per_node > 1:
-        link = intra_node_link(instance).describe
-    return Throughput(samples_per_s=total_acc * batch_per_accelerator / step,
-                      per_accelerator_compute=per_accelerator_compute, step_seconds=step, compute_seconds=compute,
-                      comm_seconds=comm, exposed_comm_seconds=step - compute, bottleneck_link=link)
+    if nodes > 1 and fab.inter is not None:
+        link = fab.inter.describe
+    elif fab.ranks_per_node > 1:
+        link = fab.intra.describe
+    total = nodes * fab.ranks_per_node
+    return Throughput(samples_per_s=total * batch / step, per_accelerator_compute=per_accelerator_compute,
+                      step_seconds=step, compute_seconds=compute, comm_seconds=comm,
+                      exposed_comm_seconds=step - compute, bottleneck_link=link)
+
+
+def invert_compute_rate(model: ModelShape, fab: Fabric, nodes: int, batch_per_accelerator: int,
+                        layout_samples_per_s: float, strategy: str, accumulation: int = 1,
+                        max_rate: float = math.inf) -> float:
+    """The per-rank compute rate that `layout_throughput` turns into the measured layout throughput.
+
+    A measured step is compute plus whatever communication the overlap leaves exposed; the compute rate is
+    what remains after taking out the modelled communication of the layout it was measured on. The step is
+    a strictly increasing function of compute time, so the inverse is unique; where the measurement is faster
+    than the modelled communication alone allows, the model's network is too pessimistic for it and the whole
+    step is taken as compute (the measurement wins). A step that is almost all exposed communication leaves
+    little compute, and a rate that no accelerator reaches: `max_rate` (the rank's peak) caps it."""
+    batch = batch_per_accelerator * accumulation
+    total = nodes * fab.ranks_per_node
+    step = total * batch / layout_samples_per_s
+    comm, tail = _comm_and_tail(model, fab, nodes, strategy)
+    if strategy == "fsdp":
+        micro_step = step / accumulation
+        compute = micro_step - tail if micro_step - tail >= comm else micro_step
+        compute *= accumulation
+    elif comm == 0:
+        compute = step
+    elif step - tail >= comm * 1.5:          # backward (2/3 of compute) hides the all-reduce
+        compute = step - tail
+    elif step - comm - tail > 0:             # exposed: step = compute/3 + comm + tail
+        compute = 3.0 * (step - comm - tail)
+    else:
+        compute = step
+    return min(batch / compute, max_rate)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainctl import perf
-from trainctl.catalog import Catalog, InstanceType, SpotAdvice
+from trainctl import perf, perf_layout
+from trainctl.catalog import Catalog, InstanceType, SpotAdvice, load_calibration
 from trainctl.plans import Excluded, Option, Plan
 from trainctl.quotes import Quotes
 from trainctl.spec import JobSpec, Layout
@@ -22,11 +22,8 @@ UNKNOWN_BAND = ">20%"
 CHECKPOINT_WRITE_BYTES_PER_S = 500e6
 
 
-@dataclass(frozen=True)
-class MeasuredRate:
-    samples_per_s: float   # whole layout
-    count: int             # nodes it was measured on
-    job_id: str
+# A finished job's throughput (whole layout, node count, job id[, platform]): see perf_layout.
+MeasuredRate = perf_layout.Measured
 
 
 @dataclass
@@ -57,8 +54,12 @@ def model_shape(spec: JobSpec) -> perf.ModelShape:
         a = m.arch
         act = perf.transformer_activation_bytes(a.tokens_per_sample, a.hidden, a.heads, a.layers, m.precision,
                                                 m.activation_checkpointing)
+    a = m.arch
     return perf.ModelShape(params=m.param_count, training_flops_per_sample=m.training_flops_per_sample,
-                           precision=m.precision, optimizer=m.optimizer, activation_bytes_per_sample=act)
+                           precision=m.precision, optimizer=m.optimizer, activation_bytes_per_sample=act,
+                           hidden=a.hidden if a else None, tokens=a.tokens_per_sample if a else None,
+                           layers=a.layers if a else None, heads=a.heads if a else None,
+                           family=a.family if a else None)
 
 
 def candidates(spec: JobSpec, catalog: Catalog, request: PlanRequest) -> list[_Candidate]:
@@ -98,28 +99,15 @@ def _validity(inst: InstanceType, count: int) -> str | None:
     return None
 
 
-def _per_accelerator_rate(spec: JobSpec, shape: perf.ModelShape, inst: InstanceType, count: int,
-                          measured: dict[tuple[str, int, str], MeasuredRate], strategy: str
-                          ) -> tuple[float, str, str, float | None]:
-    """(per-accelerator compute rate, source, words, exact layout throughput if measured on this very layout)."""
+def _throughput(spec: JobSpec, shape: perf.ModelShape, inst: InstanceType, count: int, platform: str,
+                measured: dict[tuple[str, int, str], MeasuredRate], strategy: str,
+                catalog: Catalog) -> perf_layout.Estimate:
+    """Samples/s of the layout on this platform (SageMaker turns EFA on for some types only), with its source."""
     batch = spec.workload.batch_size_per_accelerator
-    m = measured.get((spec.model.name, batch, inst.name))
-    if m is not None:
-        accs = m.count * inst.accelerator_count
-        if m.count == count:
-            return m.samples_per_s / accs, "measured", \
-                f"throughput measured by job {m.job_id} on this layout: {m.samples_per_s:,.0f} samples/s", \
-                m.samples_per_s
-        return m.samples_per_s / accs, "measured", \
-            (f"throughput from job {m.job_id} ({m.samples_per_s:,.0f} samples/s on {m.count} node"
-             f"{'s' if m.count > 1 else ''}), rescaled by the network model"), None
     given = spec.throughput.get(inst.name) or spec.throughput.get(inst.accelerator.key)
-    if given is not None:
-        return given, "given", f"throughput given in the spec: {given:g} samples/s per {inst.accelerator.key}", None
-    rate = perf.modelled_compute_rate(shape, inst)
-    acc = inst.accelerator
-    return rate, "model", (f"throughput modelled: {acc.key} {acc.peak_tflops[shape.precision]:g} TFLOPS "
-                           f"{shape.precision} x {acc.efficiency:.0%} utilisation = {rate:,.1f} samples/s each"), None
+    job = perf_layout.Job(shape, spec.model.name, batch, spec.workload.total_samples, strategy, given)
+    return perf_layout.estimate(job, inst, count, platform, measured.get((spec.model.name, batch, inst.name)),
+                                catalog, load_calibration())
 
 
 def _pareto(options: list[Option]) -> set[int]:
@@ -170,20 +158,19 @@ def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest |
             exclude(inst.name, count, f"{inst.accelerator.key} has no {shape.precision} support; set model.precision "
                                       f"to one of {', '.join(sorted(inst.accelerator.peak_tflops))} to consider it")
             continue
-        n_acc = count * inst.accelerator_count
-        fit = perf.memory_fit(shape, inst, n_acc, batch, spec.model.strategy)
+        ranks = perf.ranks(inst, load_calibration())  # GPUs, or NeuronCores: the entrypoint's unit
+        n_acc = count * ranks.per_node
+        fit = perf.memory_fit(shape, ranks.memory_gib, n_acc, batch, spec.model.strategy)
         if not fit.fits:
-            need = (f"with full sharding (fsdp) it needs at least {fit.min_accelerators_sharded} accelerators"
+            unit = "NeuronCore" if ranks.unit == "NeuronCore" else inst.accelerator.key
+            need = (f"with full sharding (fsdp) it needs at least {fit.min_accelerators_sharded} "
+                    f"{'NeuronCores' if ranks.unit == 'NeuronCore' else 'accelerators'}"
                     if fit.min_accelerators_sharded else
                     "even fully sharded it does not fit: the batch's activations alone exceed memory; lower "
                     "workload.batch_size_per_accelerator or set model.activation_checkpointing")
-            exclude(inst.name, count, f"out of memory: {fit.total_gib:.1f} GiB per {inst.accelerator.key} "
+            exclude(inst.name, count, f"out of memory: {fit.total_gib:.1f} GiB per {unit} "
                                       f"({fit.strategy}) > {fit.usable_gib:.1f} GiB usable; {need}")
             continue
-        rate, tp_source, tp_words, exact = _per_accelerator_rate(spec, shape, inst, count, measured, fit.strategy)
-        tp = perf.layout_throughput(shape, inst, count, batch, rate, fit.strategy)
-        samples_per_s = exact if exact is not None else tp.samples_per_s
-        base_hours = samples / samples_per_s / 3600.0
         # DDP: rank 0 writes the whole state; FSDP: every node writes its shard in parallel.
         ckpt_bytes = shape.params * perf.state_bytes_per_param(shape.optimizer)
         ckpt_s = ckpt_bytes / (count if fit.strategy == "fsdp" else 1) / CHECKPOINT_WRITE_BYTES_PER_S
@@ -193,6 +180,8 @@ def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest |
             if platform == "sagemaker" and not inst.sagemaker_training:
                 exclude(inst.name, count, "SageMaker training does not offer this type", platform=platform)
                 continue
+            tp = _throughput(spec, shape, inst, count, platform, measured, fit.strategy, catalog)
+            base_hours = samples / tp.samples_per_s / 3600.0
             for region in regions:
                 od_live = quotes.on_demand.get((platform, region, inst.name))
                 od_cat = catalog.on_demand_price(platform, region, inst.name)
@@ -205,8 +194,7 @@ def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest |
                     continue
                 for market in cand.markets:
                     opt = _price_option(spec, catalog, quotes, inst, count, platform, region, market, od, od_src,
-                                        base_hours, ckpt_share, fit, tp, samples_per_s, tp_source, tp_words,
-                                        exclude)
+                                        base_hours, ckpt_share, fit, tp, n_acc, exclude)
                     if opt is not None:
                         options.append(opt)
 
@@ -248,7 +236,7 @@ def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest |
 
 
 def _price_option(spec, catalog, quotes, inst, count, platform, region, market, od, od_src, base_hours,
-                  ckpt_share, fit, tp, samples_per_s, tp_source, tp_words, exclude) -> Option | None:
+                  ckpt_share, fit, tp, n_ranks, exclude) -> Option | None:
     cons = spec.constraints
     why: list[str] = []
     az = None
@@ -325,18 +313,15 @@ def _price_option(spec, catalog, quotes, inst, count, platform, region, market, 
             return None
 
     quota_ok = _quota_check(catalog, quotes, inst, count, platform, region, market, why)
-    tp_line = tp_words
-    if tp.bottleneck_link:
-        tp_line += (f"; {fit.strategy} sync {tp.comm_seconds:.3f} s/step over {tp.bottleneck_link} vs "
-                    f"{tp.compute_seconds:.3f} s compute ({tp.scaling_efficiency:.0%} scaling)")
-    why.append(tp_line)
+    why.extend(tp.words)
     if fit.strategy == "fsdp":
         why.append(f"model sharded (fsdp): {fit.total_gib:.1f} of {fit.usable_gib:.1f} GiB per accelerator")
     why.append(f"price: {price_src}")
     hourly = hourly_node * count
     return Option(rank=0, platform=platform, instance_type=inst.name, count=count, market=market, region=region,
-                  availability_zone=az, accelerators=count * inst.accelerator_count, hourly_usd=hourly,
-                  throughput_samples_per_s=samples_per_s, throughput_source=tp_source, hours=hours,
+                  availability_zone=az, accelerators=n_ranks, hourly_usd=hourly,
+                  throughput_samples_per_s=tp.samples_per_s, throughput_source=tp.source,
+                  throughput_band=tp.band, network_assumed=tp.network, hours=hours,
                   expected_cost_usd=hourly * hours, spot_placement_score=score, interruptions_expected=interruptions,
                   fits_memory=True, pareto=False, why=tuple(why), strategy=fit.strategy, capacity_odds=odds,
                   wall_hours=hours + wait_h, quota_ok=quota_ok, price_source=price_src)

@@ -31,6 +31,11 @@ REGION_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$"
 AZ_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d[a-z]$"
 
 
+# One end of a throughput band: samples/s, rounded like the throughput itself.
+_BandEnd = Annotated[float, Field(ge=0, allow_inf_nan=False),
+                     PlainSerializer(lambda v: round(v, 2), return_type=float, when_used="json")]
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -46,7 +51,7 @@ class Option(_Frozen):
     region: str = Field(pattern=REGION_PATTERN)
     availability_zone: str | None = Field(None, pattern=AZ_PATTERN,
                                           description="the AZ with the best placement score (Spot, live plans)")
-    accelerators: int = Field(ge=1, description="accelerators in the whole layout")
+    accelerators: int = Field(ge=1, description="ranks in the whole layout: GPUs, or NeuronCores on Trainium")
     hourly_usd: Annotated[NonNegative, _rounded(4)] = Field(description="the whole layout, per hour")
     throughput_samples_per_s: Annotated[NonNegative, _rounded(2)]
     throughput_source: Literal["measured", "given", "model"]
@@ -62,6 +67,11 @@ class Option(_Frozen):
     wall_hours: Annotated[NonNegative, _rounded(3)] = Field(0.0, description="hours + expected wait for capacity")
     quota_ok: bool | None = None
     price_source: str = ""
+    throughput_band: tuple[_BandEnd, _BandEnd] | None = Field(
+        None, description="samples/s, about the 10th and 90th percentile of the calibrated model's error (model only)")
+    network_assumed: Literal["burst", "burst, then baseline", "sustained", "as measured", "none"] | None = Field(
+        None, description="the inter-node bandwidth the throughput assumed: burst credits, burst then baseline, a "
+                          "link without burst, the measured layout, or no inter-node link")
 
     @property
     def layout(self) -> str:

@@ -121,3 +121,90 @@ class Catalog:
 @lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
     return Catalog(json.loads(CATALOG_PATH.read_text()))
+
+
+# ----------------------------------------------------------------------------- calibration (published measurements)
+CALIBRATION_PATH = Path(__file__).with_name("calibration.json")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """What the throughput model needs of one device beyond the catalog: memory bandwidth, the group whose
+    calibrated efficiency it shares (the same die), and how many ranks the entrypoint runs per accelerator."""
+
+    key: str
+    group: str
+    memory_gbytes_s: float
+    peak_tflops: dict[str, float] | None   # None: the catalog's accelerator has it
+    ranks_per_accelerator: int
+    source: str
+
+
+@dataclass(frozen=True)
+class ModelDims:
+    family: str            # vision | language
+    params: float
+    layers: int
+    hidden: int
+    heads: int
+    tokens: int
+    forward_flops: float
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    id: str
+    model: str
+    device: str
+    precision: str
+    micro_batch: int
+    accumulation: int
+    nodes: int
+    ranks_per_node: int
+    strategy: str             # ddp | fsdp
+    checkpointing: bool
+    attention: str            # eager (scores materialised) | fused (flash / SDPA / compiler)
+    samples_per_s: float      # the whole layout, as published
+    source: str
+    conditions: str
+    intra_gbytes_s: float = 0.0
+    inter_gbps: float = 0.0
+    transport: str = "efa"
+    scaling_base: str | None = None   # the row whose layout is this one's scaling reference
+
+
+@dataclass(frozen=True)
+class Calibration:
+    date: str
+    sources: dict[str, str]
+    devices: dict[str, DeviceSpec]
+    shapes: dict[str, ModelDims]
+    rows: tuple[CalibrationRow, ...]
+
+    def device(self, key: str) -> DeviceSpec | None:
+        return self.devices.get(key)
+
+
+def parse_calibration(data: dict) -> Calibration:
+    devices = {k: DeviceSpec(key=k, group=v["group"], memory_gbytes_s=v["memory_gbytes_s"],
+                             peak_tflops=v.get("peak_tflops"), ranks_per_accelerator=v.get("ranks_per_accelerator", 1),
+                             source=v["source"]) for k, v in data["devices"].items()}
+    shapes = {k: ModelDims(**v) for k, v in data["model_shapes"].items()}
+    rows = tuple(CalibrationRow(**r) for r in data["rows"])
+    return Calibration(data["date"], data["sources"], devices, shapes, rows)
+
+
+@lru_cache(maxsize=1)
+def load_calibration() -> Calibration:
+    return parse_calibration(json.loads(CALIBRATION_PATH.read_text()))
+
+
+RESIDUALS_PATH = Path(__file__).with_name("calibration_fit.json")
+
+
+@lru_cache(maxsize=1)
+def load_calibration_residuals() -> dict:
+    """The leave-one-out error quantiles scripts/eval_model.py wrote ({} before it ran): the throughput band."""
+    if not RESIDUALS_PATH.exists():
+        return {}
+    return json.loads(RESIDUALS_PATH.read_text())
