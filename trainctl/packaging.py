@@ -24,7 +24,7 @@ ALWAYS_EXCLUDE = (".git/", "__pycache__/", "*.pyc", "*.pyo", ".venv/", "venv/", 
                   ".ipynb_checkpoints/", ".DS_Store", ".env", "*.egg-info/")
 MAX_BYTES = 200 * 1024 * 1024  # the container downloads this before every start; data belongs in channels
 ENTRYPOINTS_DIR = Path(__file__).resolve().parent / "entrypoints"
-BUNDLED_PROGRAMS = {"ddp": "train_ddp.py", "neuron": "train_neuron.py"}
+BUNDLED_PROGRAMS = {"ddp": "train_ddp.py", "neuron": "train_neuron.py", "lm": "train_lm.py"}
 # The bundled folder is a package here (for tests and imports); on the hosts its scripts run as scripts.
 BUNDLED_SKIP = ("__init__.py",)
 

@@ -89,6 +89,8 @@ def _entrypoint_mismatch(spec: JobSpec, inst: InstanceType) -> str | None:
         return "the bundled ddp entrypoint runs on GPUs; use 'bundled: neuron' for Trainium"
     if bundled == "neuron" and inst.accelerator.kind != "neuron":
         return "the bundled neuron entrypoint runs on Trainium; use 'bundled: ddp' for GPUs"
+    if bundled == "lm" and inst.accelerator.kind == "neuron":
+        return "the bundled lm entrypoint (PyTorch FSDP) runs on GPUs, not Trainium"
     return None
 
 
