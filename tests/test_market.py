@@ -82,12 +82,18 @@ def test_live_plan_uses_scores_prices_and_quotas(live):
     assert not any("failed" in w for w in p.warnings)
 
 
-def test_region_throttled_past_retries_drops_out(live):
+def test_refused_placement_scores_keep_the_region_with_the_score_unknown(live):
+    # Issue 11: a refused score call (throttled past retries here; MaxConfigLimitExceeded or AccessDenied on
+    # AWS) must not take the region's On-Demand and Spot options with it.
     state = inject("ec2", "GetSpotPlacementScores", "RequestLimitExceeded", status=503, region="us-west-2")
     p = plan_reference()
     assert state["seen"] >= 3  # botocore retried before giving up
-    assert {o.region for o in p.options} == {"us-east-1"}
-    assert any(w.startswith("us-west-2: GetSpotPlacementScores failed (RequestLimitExceeded") for w in p.warnings)
+    assert {o.region for o in p.options} == {"us-east-1", "us-west-2"}
+    west_spot = [o for o in p.options if o.region == "us-west-2" and o.market == "spot"]
+    assert west_spot and all(o.spot_placement_score is None for o in west_spot)
+    assert any(o.region == "us-west-2" and o.market == "on-demand" for o in p.options)
+    assert any(w.startswith("us-west-2: GetSpotPlacementScores refused for") and "score unknown" in w
+               for w in p.warnings)
 
 
 def test_throttling_that_stops_is_absorbed_by_retries(live):

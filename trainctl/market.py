@@ -185,48 +185,14 @@ def _quotas(region: str, service_code: str, names: set[str]) -> dict[str, float]
 
 # ----------------------------------------------------------------------------- the whole fetch
 def fetch_quotes(catalog: Catalog, req: MarketRequest, cache: DiskCache | None = None) -> Quotes:
+    """Live quotes for every region of the request, asked concurrently. A failed call is a warning and never
+    costs more than what it was asked for: a refused placement-score call (no permission, or the account's
+    daily configuration budget spent: MaxConfigLimitExceeded) leaves that region's Spot options with an
+    unknown score, a failed price-history call leaves them priced from the Spot advisor; only a region whose
+    AZs cannot be listed is left out."""
     cache = cache or DiskCache()
-    warnings: list[str] = []
-    spot_types = sorted(t for t, counts in req.spot_counts.items() if counts)
-    counts = sorted({c for cs in req.spot_counts.values() for c in cs})
-    groups = _score_groups(catalog, spot_types) if spot_types else []
-
-    jobs: dict[tuple, object] = {}
     with ThreadPoolExecutor(max_workers=16) as pool:
-        for region in req.regions:
-            jobs[("azs", region)] = pool.submit(_cached, cache, {"op": "azs", "region": region},
-                                                lambda r=region: _availability_zones(r))
-            if spot_types:
-                jobs[("spot", region)] = pool.submit(
-                    _cached, cache, {"op": "spot", "region": region, "types": spot_types,
-                                     "window": req.window_hours, "hour": int(time.time() // 3600)},
-                    lambda r=region: _spot_price_history(r, spot_types, req.window_hours))
-                for group in groups:
-                    for c in counts:
-                        if any(c in req.spot_counts.get(t, ()) for t in group):
-                            jobs[("score", region, tuple(group), c)] = pool.submit(
-                                _cached, cache, {"op": "score", "region": region, "types": group, "count": c},
-                                lambda r=region, g=group, n=c: _placement_scores(r, g, n))
-            for platform in req.platforms:
-                service = "AmazonEC2" if platform == "ec2" else "AmazonSageMaker"
-                for t in req.instance_types:
-                    if platform == "sagemaker" and not catalog.instances[t].sagemaker_training:
-                        continue
-                    jobs[("price", platform, region, t)] = pool.submit(
-                        _cached, cache, {"op": "price", "service": service, "region": region, "type": t},
-                        lambda s=service, r=region, it=t: _on_demand_price(s, r, it))
-            for platform in req.platforms:
-                if platform == "ec2":
-                    names = {catalog.ec2_quota(t, m)[1] for t in req.instance_types for m in req.markets}
-                    code = "ec2"
-                else:
-                    names = {f"ml.{t} for {'spot ' if m == 'spot' else ''}training job usage"
-                             for t in req.instance_types for m in req.markets}
-                    code = "sagemaker"
-                jobs[("quota", region, code)] = pool.submit(
-                    _cached, cache, {"op": "quota", "region": region, "service": code, "names": sorted(names)},
-                    lambda r=region, c=code, n=names: _quotas(r, c, n))
-
+        jobs = _submit_all(pool, cache, catalog, req)
         results: dict[tuple, object] = {}
         errors: dict[tuple, BaseException] = {}
         for key, fut in jobs.items():
@@ -234,22 +200,63 @@ def fetch_quotes(catalog: Catalog, req: MarketRequest, cache: DiskCache | None =
                 results[key] = fut.result()
             except Exception as e:  # noqa: BLE001 - every failure becomes a warning, by design
                 errors[key] = e
+    return _assemble(catalog, req, results, errors)
 
+
+def _submit_all(pool, cache: DiskCache, catalog: Catalog, req: MarketRequest) -> dict[tuple, object]:
+    spot_types = sorted(t for t, counts in req.spot_counts.items() if counts)
+    counts = sorted({c for cs in req.spot_counts.values() for c in cs})
+    groups = _score_groups(catalog, spot_types) if spot_types else []
+    jobs: dict[tuple, object] = {}
+    for region in req.regions:
+        jobs[("azs", region)] = pool.submit(_cached, cache, {"op": "azs", "region": region},
+                                            lambda r=region: _availability_zones(r))
+        if spot_types:
+            jobs[("spot", region)] = pool.submit(
+                _cached, cache, {"op": "spot", "region": region, "types": spot_types,
+                                 "window": req.window_hours, "hour": int(time.time() // 3600)},
+                lambda r=region: _spot_price_history(r, spot_types, req.window_hours))
+        for group in groups:
+            for c in counts:
+                if any(c in req.spot_counts.get(t, ()) for t in group):
+                    jobs[("score", region, tuple(group), c)] = pool.submit(
+                        _cached, cache, {"op": "score", "region": region, "types": group, "count": c},
+                        lambda r=region, g=group, n=c: _placement_scores(r, g, n))
+        for platform in req.platforms:
+            service = "AmazonEC2" if platform == "ec2" else "AmazonSageMaker"
+            for t in req.instance_types:
+                if platform == "sagemaker" and not catalog.instances[t].sagemaker_training:
+                    continue
+                jobs[("price", platform, region, t)] = pool.submit(
+                    _cached, cache, {"op": "price", "service": service, "region": region, "type": t},
+                    lambda s=service, r=region, it=t: _on_demand_price(s, r, it))
+        for platform in req.platforms:
+            code, names = _quota_names(catalog, req, platform)
+            jobs[("quota", region, code)] = pool.submit(
+                _cached, cache, {"op": "quota", "region": region, "service": code, "names": sorted(names)},
+                lambda r=region, c=code, n=names: _quotas(r, c, n))
+    return jobs
+
+
+def _quota_names(catalog: Catalog, req: MarketRequest, platform: str) -> tuple[str, set[str]]:
+    if platform == "ec2":
+        return "ec2", {catalog.ec2_quota(t, m)[1] for t in req.instance_types for m in req.markets}
+    return "sagemaker", {f"ml.{t} for {'spot ' if m == 'spot' else ''}training job usage"
+                         for t in req.instance_types for m in req.markets}
+
+
+def _assemble(catalog: Catalog, req: MarketRequest, results: dict, errors: dict) -> Quotes:
+    warnings: list[str] = []
     live_regions = []
-    on_demand: dict[tuple[str, str, str], float] = {}
     spot_prices: dict[tuple[str, str], dict[str, SpotPrice]] = {}
     scores_out: dict[tuple[str, str, int], dict[str, int]] = {}
-    quotas: dict[tuple[str, str, str], float] = {}
-
     for region in req.regions:
-        ec2_failures = [(k, e) for k, e in errors.items() if k[0] in ("azs", "spot", "score") and region in k]
-        if ec2_failures:
-            k, e = ec2_failures[0]
-            op = {"azs": "DescribeAvailabilityZones", "spot": "DescribeSpotPriceHistory",
-                  "score": "GetSpotPlacementScores"}[k[0]]
-            warnings.append(f"{region}: {op} failed ({aws.error_summary(e)}); {region}'s options are left out")
+        if ("azs", region) in errors:
+            warnings.append(f"{region}: DescribeAvailabilityZones failed ({aws.error_summary(errors[('azs', region)])})"
+                            f"; {region}'s options are left out")
             continue
         live_regions.append(region)
+        warnings += _partial_failures(region, errors)
         az_names = results[("azs", region)]
         for itype, per_az in (results.get(("spot", region)) or {}).items():
             spot_prices[(region, itype)] = {az: SpotPrice(v["mean"], v["latest"], req.window_hours)
@@ -261,8 +268,27 @@ def fetch_quotes(catalog: Catalog, req: MarketRequest, cache: DiskCache | None =
                 for t in group:
                     if c in req.spot_counts.get(t, ()):
                         scores_out[(region, t, c)] = by_name
+    on_demand, quotas = _prices_and_quotas(catalog, results, errors, warnings)
+    return Quotes(source="live", regions=tuple(live_regions), on_demand=on_demand, spot_prices=spot_prices,
+                  placement_scores=scores_out, quotas=quotas, warnings=tuple(warnings))
 
-    price_failures: dict[str, str] = {}
+
+def _partial_failures(region: str, errors: dict) -> list[str]:
+    """One warning per failed Spot read of a region that stays in the plan."""
+    out = []
+    if ("spot", region) in errors:
+        out.append(f"{region}: DescribeSpotPriceHistory failed ({aws.error_summary(errors[('spot', region)])}); "
+                   "its Spot options are priced from the Spot advisor's savings")
+    for key, e in errors.items():
+        if key[0] == "score" and key[1] == region:
+            out.append(f"{region}: GetSpotPlacementScores refused for {', '.join(key[2])} x{key[3]} "
+                       f"({aws.error_summary(e)}); those Spot options keep their place with the score unknown")
+    return out
+
+
+def _prices_and_quotas(catalog: Catalog, results: dict, errors: dict, warnings: list[str]):
+    on_demand: dict[tuple[str, str, str], float] = {}
+    quotas: dict[tuple[str, str, str], float] = {}
     for key, val in results.items():
         if key[0] == "price" and val is not None:
             _, platform, region, t = key
@@ -271,6 +297,7 @@ def fetch_quotes(catalog: Catalog, req: MarketRequest, cache: DiskCache | None =
             _, region, code = key
             for name, v in val.items():
                 quotas[(region, code, name)] = v
+    price_failures: dict[str, str] = {}
     for key, e in errors.items():
         if key[0] == "price":
             price_failures.setdefault(key[1], aws.error_summary(e))
@@ -280,5 +307,4 @@ def fetch_quotes(catalog: Catalog, req: MarketRequest, cache: DiskCache | None =
     for platform, why in price_failures.items():
         warnings.append(f"Pricing API for {platform} failed ({why}); its On-Demand prices come from the catalog "
                         f"dated {catalog.date}")
-    return Quotes(source="live", regions=tuple(live_regions), on_demand=on_demand, spot_prices=spot_prices,
-                  placement_scores=scores_out, quotas=quotas, warnings=tuple(warnings))
+    return on_demand, quotas

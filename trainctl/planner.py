@@ -303,7 +303,7 @@ def _price_option(spec, catalog, quotes, inst, count, platform, region, market, 
             why.append(f"placement score {score}/10 for {count} node{'s' if count > 1 else ''} in {az}"
                        + (" (capacity unlikely)" if score <= 3 else ""))
         else:
-            why.append("placement score unknown (offline): capacity odds not checked")
+            why.append("placement score unknown (offline, or the score call was refused): capacity odds not checked")
 
     wait_h = 0.0
     if odds is not None and odds < 1.0:
