@@ -87,8 +87,7 @@ def with_spread(priced: Priced) -> Option:
     if m.hazard <= 0 and m.capacity_odds >= 1.0:
         return o.model_copy(update={"cost_p50_usd": o.expected_cost_usd, "cost_p90_usd": o.expected_cost_usd,
                                     "hours_p50": o.hours, "hours_p90": o.hours})
-    key = f"{o.platform}:{o.region}:{o.layout}"
-    s = simulate.simulate(m, simulate.seed_for(key))
+    s = simulate.simulate(m)  # seeded by the run itself: the same layout and billing gives the same spread
     return o.model_copy(update={"cost_p50_usd": s.cost_usd[1], "cost_p90_usd": s.cost_usd[2],
                                 "hours_p50": s.hours[1], "hours_p90": s.hours[2],
                                 "why": o.why + (f"risk: ${s.cost_usd[0]:,.2f} / ${s.cost_usd[1]:,.2f} / "
@@ -97,24 +96,28 @@ def with_spread(priced: Priced) -> Option:
 
 
 def sensitivity(ranked: list[Priced], objective: str) -> str | None:
-    """Perturb each key assumption; return one line naming the one whose change most changes the #1 choice."""
-    if len(ranked) < 2 or objective == "time":
+    """Perturb each key assumption and re-price every option (expected cost); return one line naming the
+    assumption whose change most changes the cheapest choice, by how much keeping today's choice would cost."""
+    pool = [p for p in ranked if p.option.quota_ok is not False]
+    if len(pool) < 2 or objective == "time":
         return None
-    top = ranked[0].option
-    worst: tuple[float, str, Option] | None = None
+    base = [simulate.expected(p.model).cost_usd for p in pool]
+    top = min(range(len(pool)), key=lambda i: (base[i], i))
+    worst: tuple[float, str, int] | None = None
     for pert in simulate.PERTURBATIONS:
-        costs = [simulate.expected(simulate.perturbed(p.model, pert, p.input_limit_ratio)).cost_usd for p in ranked]
-        best = min(range(len(ranked)), key=lambda i: (costs[i], i))
-        new = ranked[best].option
-        if (new.layout, new.platform, new.region) == (top.layout, top.platform, top.region):
+        costs = [simulate.expected(simulate.perturbed(p.model, pert, p.input_limit_ratio)).cost_usd for p in pool]
+        best = min(range(len(pool)), key=lambda i: (costs[i], i))
+        if best == top or costs[best] >= costs[top]:
             continue
-        regret = costs[0] / costs[best] - 1.0  # how much worse keeping the old #1 would be
+        regret = costs[top] / costs[best] - 1.0  # how much more today's choice would cost in that world
         if worst is None or regret > worst[0]:
-            worst = (regret, pert.name, new)
+            worst = (regret, pert.name, best)
+    now = pool[top].option
     if worst is None:
-        return (f"sensitivity: #1 ({top.layout} on {top.platform}) stays first under every perturbed assumption "
-                f"({len(simulate.PERTURBATIONS)} tried: Spot hazard x2 and x0.5, no notice checkpoint, correlation, "
-                "waits, start-up, Spot prices, input cost)")
-    regret, name, new = worst
+        return (f"sensitivity: the cheapest choice ({now.layout} on {now.platform}) stays cheapest under every "
+                f"perturbed assumption ({len(simulate.PERTURBATIONS)} tried: Spot hazard x2 and x0.5, no notice "
+                "checkpoint, correlation, waits, start-up, Spot prices, input cost)")
+    regret, name, best = worst
+    new = pool[best].option
     return (f"sensitivity: the assumption that most changes the top choice is '{name}': then {new.layout} on "
-            f"{new.platform} ({new.region}) is cheapest and today's #1 costs {regret:.0%} more than it")
+            f"{new.platform} ({new.region}) is cheapest and {now.layout} on {now.platform} costs {regret:.0%} more")
