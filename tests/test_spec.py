@@ -115,3 +115,66 @@ def test_layout_parse(text, ok):
     else:
         with pytest.raises(ValueError):
             Layout.parse(text)
+
+
+# ---------------------------------------------------------------- one batch size, bundled entrypoint args
+BATCHED = textwrap.dedent("""\
+    name: tiny
+    entrypoint:
+      bundled: ddp
+      args:
+        model: vit_micro
+        batch-size: {batch}
+    model:
+      architecture: vit_base_patch16_224
+    workload:
+      samples: 100000
+      batch_size_per_accelerator: 64
+""")
+
+
+def _spec_error(tmp_path, text: str) -> str:
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    proc = run_cli(["plan", str(path), "--offline"], tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def test_negative_batch_size_arg_is_one_line_with_file_line_field_and_fix(tmp_path):
+    line = _spec_error(tmp_path, BATCHED.format(batch=-8))
+    assert "job.yaml:6" in line and "entrypoint.args.batch-size" in line and "at least 1" in line
+
+
+def test_batch_size_arg_that_disagrees_with_the_workload_is_refused(tmp_path):
+    line = _spec_error(tmp_path, BATCHED.format(batch=128))
+    assert "job.yaml:6" in line and "disagrees with workload.batch_size_per_accelerator (64)" in line
+    assert "remove the arg" in line
+
+
+def test_unknown_bundled_arg_is_refused(tmp_path):
+    line = _spec_error(tmp_path, BATCHED.format(batch=64).replace("model: vit_micro", "modle: vit_micro"))
+    assert "entrypoint.args.modle" in line and "no --modle" in line
+
+
+def test_bundled_entrypoint_gets_the_workload_batch_size(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text(GOOD)
+    spec = load_spec(path)
+    assert spec.entrypoint.args["batch-size"] == 64  # the launch passes it as --batch-size
+    path.write_text(BATCHED.format(batch=64))
+    assert load_spec(path).entrypoint.args["batch-size"] == 64  # equal: accepted as is
+
+
+def test_data_source_defaults_follow_the_entrypoint(tmp_path):
+    path = tmp_path / "job.yaml"
+    path.write_text(GOOD)
+    assert load_spec(path).input_source == "device"
+    path.write_text(GOOD.replace("bundled: ddp", "bundled: ddp\n  args: {data-dir: /data}"))
+    assert load_spec(path).input_source == "jpeg"
+    path.write_text(GOOD.replace("batch_size_per_accelerator: 64", "batch_size_per_accelerator: 64\n  "
+                                                                    "data_source: cpu-synthetic"))
+    assert load_spec(path).input_source == "cpu-synthetic"

@@ -93,7 +93,9 @@ def _store():
 @app.command()
 def plan(
     spec: str = typer.Argument(..., help="Job spec YAML, e.g. configs/vit-base-g5.yaml."),
-    objective: str = typer.Option("cost", "--objective", help="cost (lowest expected $) or time (fewest hours)."),
+    objective: str = typer.Option("cost", "--objective",
+                                  help="cost (lowest expected $), p90-cost (lowest 90th-percentile $ over simulated "
+                                       "Spot runs) or time (fewest hours)."),
     layout: list[str] = typer.Option([], "--layout", help="Compare only TYPE:COUNT[:MARKET] (repeatable)."),
     platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2 only."),
     offline: bool = typer.Option(False, "--offline", help="Plan from the bundled catalog; ask AWS nothing."),

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from trainctl.catalog import load_catalog
 from trainctl.errors import UsageError
-from trainctl.planner import Plan, PlanRequest, candidates, plan
+from trainctl.planner import OBJECTIVES, Plan, PlanRequest, candidates, plan
 from trainctl.quotes import Quotes
 from trainctl.spec import JobSpec, Layout, load_spec
 from trainctl.store import JobStore
@@ -40,8 +40,8 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
     """The spec and its plan; `store` (if any) gives the throughput measured by earlier jobs of this endpoint."""
     catalog = load_catalog()
     spec = load_spec(inputs.spec_path, catalog=catalog)
-    if inputs.objective not in ("cost", "time"):
-        raise UsageError(f"--objective {inputs.objective!r}: use cost or time")
+    if inputs.objective not in OBJECTIVES:
+        raise UsageError(f"--objective {inputs.objective!r}: use {', '.join(OBJECTIVES[:-1])} or {OBJECTIVES[-1]}")
     if inputs.platform not in (None, "sagemaker", "ec2"):
         raise UsageError(f"--platform {inputs.platform!r}: use sagemaker or ec2")
     request = PlanRequest(objective=inputs.objective,

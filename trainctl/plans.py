@@ -72,6 +72,12 @@ class Option(_Frozen):
     network_assumed: Literal["burst", "burst, then baseline", "sustained", "as measured", "none"] | None = Field(
         None, description="the inter-node bandwidth the throughput assumed: burst credits, burst then baseline, a "
                           "link without burst, the measured layout, or no inter-node link")
+    # Risk (seeded Monte Carlo of the run, trainctl/simulate.py); 0 in plans saved before they existed.
+    cost_p50_usd: Annotated[NonNegative, _rounded(2)] = Field(0.0, description="median cost over simulated runs")
+    cost_p90_usd: Annotated[NonNegative, _rounded(2)] = Field(0.0, description="90th percentile cost")
+    hours_p50: Annotated[NonNegative, _rounded(3)] = Field(0.0, description="median billed hours")
+    hours_p90: Annotated[NonNegative, _rounded(3)] = Field(0.0, description="90th percentile billed hours")
+    input_bound: bool = Field(False, description="throughput capped by the CPUs feeding the accelerators")
 
     @property
     def layout(self) -> str:
@@ -107,7 +113,7 @@ class Plan(_Frozen):
     spec_name: str
     source: Literal["live", "offline"]
     catalog_date: str
-    objective: Literal["cost", "time"] = "cost"
+    objective: Literal["cost", "time", "p90-cost"] = "cost"
     options: tuple[Option, ...] = ()
     excluded: tuple[Excluded, ...] = ()
     warnings: tuple[str, ...] = ()

@@ -140,7 +140,12 @@ class Workload(Strict):
     samples: Annotated[int, Field(gt=0)] | None = None
     epochs: float | None = Field(None, gt=0)
     dataset_size: int | None = Field(None, gt=0)
-    batch_size_per_accelerator: int = Field(gt=0)
+    batch_size_per_accelerator: int = Field(gt=0, description="the one batch size: the launch passes it to the "
+                                                             "bundled entrypoints as --batch-size")
+    data_source: Literal["auto", "device", "cpu-synthetic", "jpeg"] = Field(
+        "auto", description="where samples come from, for the input-pipeline check: device (made on the "
+                            "accelerator), cpu-synthetic (made by CPU workers), jpeg (decoded and augmented on the "
+                            "CPU); auto: the bundled entrypoints' choice (jpeg with data-dir, else device)")
 
     @model_validator(mode="after")
     def amount(self) -> Workload:
@@ -229,6 +234,48 @@ class Constraints(Strict):
     restart_minutes: float = Field(10, ge=0, description="time to get back to training after an interruption")
 
 
+# The bundled entrypoints' arguments (trainctl/entrypoints/trainctl_common.py build_parser): kind and lower bound.
+# A value the entrypoint would refuse after minutes of start-up is refused here, in one line, before launch.
+BUNDLED_ARGS: dict[str, tuple[str, float | None]] = {
+    "model": ("str", None), "num-classes": ("int", 1), "batch-size": ("int", 1), "steps": ("int", 1),
+    "lr": ("float", 0), "warmup-steps": ("int", 0), "seed": ("int", 0), "device": ("str", None),
+    "bf16": ("bool", None), "checkpoint-dir": ("str", None), "checkpoint-every": ("int", 0),
+    "checkpoint-seconds": ("float", 0), "keep": ("int", 1), "log-every": ("int", 1), "data-dir": ("str", None),
+    "data-workers": ("int", 0), "model-dir": ("str", None), "peak-tflops": ("float", 0),
+}
+# train_lm.py's own arguments (trainctl/entrypoints/trainctl_lm_args.py), on top of the shared ones.
+LM_ARGS: dict[str, tuple[str, float | None]] = {
+    "preset": ("str", None), "vocab-size": ("int", 1), "seq-len": ("int", 1), "layers": ("int", 1),
+    "hidden": ("int", 1), "heads": ("int", 1), "ffn-hidden": ("int", 1), "grad-accum": ("int", 1),
+    "global-batch-size": ("int", 1), "sharding": ("str", None), "activation-checkpointing": ("bool", None),
+    "meta-init": ("str", None), "compile": ("bool", None), "weight-decay": ("float", 0), "grad-clip": ("float", 0),
+    "data-file": ("str", None), "token-dtype": ("str", None),
+}
+PATH_OFF = ("", "none", "null", "off", "false")
+
+
+def bundled_arg_problem(key: str, value: object, bundled: str = "ddp") -> str | None:
+    """Why the bundled entrypoint would refuse `--key value`, with the fix; None if it takes it."""
+    name = key.replace("_", "-")
+    known = {**BUNDLED_ARGS, **LM_ARGS} if bundled == "lm" else BUNDLED_ARGS
+    if name not in known:
+        return f"the bundled {bundled} entrypoint has no --{name}; known: {', '.join(sorted(known))}"
+    kind, low = known[name]
+    if kind == "bool":
+        ok = isinstance(value, bool) or str(value).strip().lower() in ("true", "false", "1", "0", "yes", "no")
+        return None if ok else f"--{name} takes true or false, got {_clip(value)}"
+    if kind in ("int", "float"):
+        try:
+            number = int(str(value)) if kind == "int" and not isinstance(value, bool) else float(str(value))
+        except ValueError:
+            number = None
+        if number is None or isinstance(value, bool) or not math.isfinite(number):
+            return f"--{name} takes {'a whole number' if kind == 'int' else 'a number'}, got {_clip(value)}"
+        if low is not None and number < low:
+            return f"--{name} must be at least {low:g}, got {_clip(value)}"
+    return None
+
+
 class JobSpec(Strict):
     name: str = Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,39}$",
                       description="letters, digits and hyphens, at most 40 characters")
@@ -243,6 +290,35 @@ class JobSpec(Strict):
     candidates: Candidates = Field(default_factory=Candidates)
     constraints: Constraints = Field(default_factory=Constraints)
     role: str | None = Field(None, description="SageMaker execution role ARN or name")
+
+    @model_validator(mode="before")
+    @classmethod
+    def one_batch_size(cls, data):
+        """workload.batch_size_per_accelerator is the one batch size: a bundled entrypoint gets it as --batch-size
+        (a differing entrypoint arg is refused by load_spec, with its line)."""
+        if not isinstance(data, dict):
+            return data
+        ep, work = data.get("entrypoint"), data.get("workload")
+        if not (isinstance(ep, dict) and ep.get("bundled") and isinstance(work, dict)):
+            return data
+        args = ep.get("args") if isinstance(ep.get("args"), dict) else {}
+        batch = work.get("batch_size_per_accelerator")
+        if isinstance(batch, int) and not isinstance(batch, bool) and not {"batch-size", "batch_size"} & set(args):
+            data = {**data, "entrypoint": {**ep, "args": {**args, "batch-size": batch}}}
+        return data
+
+    @property
+    def input_source(self) -> str | None:
+        """The data source the input-pipeline check uses (None: a user script of unknown input)."""
+        chosen = self.workload.data_source
+        if chosen != "auto":
+            return chosen
+        if self.entrypoint.bundled:
+            args = {k.replace("_", "-"): v for k, v in self.entrypoint.args.items()}
+            data_dir = args.get("data-dir")
+            return "jpeg" if data_dir is not None and str(data_dir).strip().lower() not in PATH_OFF else "device"
+        arch = self.model.arch
+        return "device" if arch is not None and arch.family == "language" else None
 
 
 # ---------------------------------------------------------------- loading
@@ -343,6 +419,7 @@ def _load_spec(path: str | Path, catalog) -> JobSpec:
         more = f" (and {e.error_count() - 1} more problem{'s' if e.error_count() > 2 else ''})" \
             if e.error_count() > 1 else ""
         raise UsageError(f"{where}: field '{field}': {_describe(err)}{more}") from e
+    _check_entrypoint_args(spec, text, p)
     if catalog is not None:
         known_instance_types = set(catalog.instances)
         for i, family in enumerate(spec.candidates.families):
@@ -360,6 +437,20 @@ def _load_spec(path: str | Path, catalog) -> JobSpec:
                 raise UsageError(f"{p}: field 'throughput.{key}': not an instance type or accelerator name; use e.g. "
                                  "g5.2xlarge or A10G")
     return spec
+
+
+def _check_entrypoint_args(spec: JobSpec, text: str, p: Path) -> None:
+    """One batch size, and bundled-entrypoint arguments the entrypoint will accept: one line with file:line."""
+    batch = spec.workload.batch_size_per_accelerator
+    for key, value in spec.entrypoint.args.items():
+        problem = bundled_arg_problem(key, value, spec.entrypoint.bundled) if spec.entrypoint.bundled else None
+        if problem is None and key.replace("_", "-") == "batch-size" and str(value).strip() != str(batch):
+            problem = (f"{_clip(value)} disagrees with workload.batch_size_per_accelerator ({batch}), the one batch "
+                       "size trainctl plans with and launches; remove the arg (the launch passes the workload's) or "
+                       "make them equal")
+        if problem is not None:
+            line = _yaml_line(text, ("entrypoint", "args", key))
+            raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'entrypoint.args.{key}': {problem}")
 
 
 def json_schema() -> dict:
