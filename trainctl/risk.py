@@ -17,7 +17,7 @@ from trainctl.plans import Option
 # spot_poll_s); SageMaker SIGTERMs the container itself (assumed to give the same 120 s as a stop).
 NOTICE_POLL_S = {"ec2": 5.0, "sagemaker": 0.0}
 # The checkpoint must also reach S3 before the instance goes (the agent's sync / SageMaker's checkpoint
-# upload); taken at the same 500 MB/s as the local write (planner.CHECKPOINT_WRITE_BYTES_PER_S).
+# upload); taken at the same 500 MB/s as the local write (option_pricing.CHECKPOINT_WRITE_BYTES_PER_S).
 CHECKPOINT_SYNC_FACTOR = 2.0
 
 

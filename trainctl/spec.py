@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
-from trainctl.errors import UsageError
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Precision = Literal["bf16", "fp16", "fp32"]
 Market = Literal["spot", "on-demand"]
@@ -321,137 +318,10 @@ class JobSpec(Strict):
         return "device" if arch is not None and arch.family == "language" else None
 
 
-# ---------------------------------------------------------------- loading
-def _yaml_line(text: str, loc: tuple) -> int | None:
-    """Best-effort line number of a field path in the YAML source (yaml's node marks)."""
-    import yaml
-
-    try:
-        node = yaml.compose(text)
-    except yaml.YAMLError:
-        return None
-    line = None
-    for key in loc:
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                if k.value == str(key):
-                    line, node = k.start_mark.line + 1, v
-                    break
-            else:
-                return line
-        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
-            node = node.value[key]
-            line = node.start_mark.line + 1
-        else:
-            return line
-    return line
-
-
-def _describe(err: dict) -> str:
-    kind, msg = err["type"], err["msg"]
-    if kind == "extra_forbidden":
-        return "unknown key; remove it or check its spelling (`trainctl schema` lists the keys)"
-    if kind == "missing":
-        return "required field is missing"
-    return msg.removeprefix("Value error, ")
-
-
-def _printable(message: str, limit: int = 400) -> str:
-    """One line of printable text: control characters (a YAML key may hold a newline) are escaped."""
-    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
-    return out if len(out) <= limit else out[:limit - 3] + "..."
-
-
-def load_spec(path: str | Path, *, catalog=None) -> JobSpec:
-    """Load and validate a job spec; with a catalog, also check instance types and families against it.
-
-    Every rejection is a UsageError of one printable line (exit code 2), whatever the file holds."""
-    try:
-        return _load_spec(path, catalog)
-    except UsageError as e:
-        raise UsageError(_printable(str(e))) from e
-    except RecursionError:
-        raise UsageError(_printable(f"{path}: the YAML is nested too deeply to be a job spec")) from None
-
-
-def _load_spec(path: str | Path, catalog) -> JobSpec:
-    import yaml
-
-    p = Path(path)
-    try:
-        is_file = p.is_file()
-    except (OSError, ValueError):  # a name too long for the file system, or one with a NUL byte
-        is_file = False
-    if not is_file:
-        raise UsageError(f"{p}: no such job spec file; give the path of a YAML file such as configs/vit-base-g5.yaml")
-    try:
-        if p.stat().st_size > MAX_SPEC_BYTES:
-            raise UsageError(f"{p}: {p.stat().st_size} bytes is too large for a job spec (at most "
-                             f"{MAX_SPEC_BYTES // 1024} KiB); is it the right file?")
-        text = p.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"{p}: cannot read the job spec ({e.__class__.__name__}: {e})") from e
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise UsageError(f"{p}{where}: YAML syntax error: {problem}; fix the YAML at that line") from e
-    except RecursionError:
-        raise
-    except Exception as e:  # noqa: BLE001
-        # PyYAML's constructors raise ValueError, KeyError, AttributeError... for scalars that match a type
-        # but do not parse: `0x_`, `0b`, `!!bool maybe`, `!!timestamp 2001-13-40`, `!!timestamp :`, `!!float .`
-        raise UsageError(f"{p}: YAML value that cannot be read ({e.__class__.__name__}: {e}); quote it "
-                         "if it is a string, or fix the number or date") from e
-    if not isinstance(raw, dict):
-        raise UsageError(f"{p}: a job spec is a YAML mapping (name:, entrypoint:, model:, workload:, ...), "
-                         f"not {type(raw).__name__}")
-    try:
-        spec = JobSpec.model_validate(raw)
-    except ValidationError as e:
-        err = e.errors()[0]
-        loc = tuple(err["loc"])
-        field = ".".join(str(x) for x in loc) or "(top level)"
-        line = _yaml_line(text, loc)
-        where = f"{p}:{line}" if line else str(p)
-        more = f" (and {e.error_count() - 1} more problem{'s' if e.error_count() > 2 else ''})" \
-            if e.error_count() > 1 else ""
-        raise UsageError(f"{where}: field '{field}': {_describe(err)}{more}") from e
-    _check_entrypoint_args(spec, text, p)
-    if catalog is not None:
-        known_instance_types = set(catalog.instances)
-        for i, family in enumerate(spec.candidates.families):
-            if family not in catalog.families:
-                line = _yaml_line(text, ("candidates", "families", i))
-                raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'candidates.families.{i}': unknown "
-                                 f"instance family {family!r}; known: {', '.join(catalog.families)}")
-        for i, layout in enumerate(spec.candidates.layouts):
-            if layout.instance_type not in known_instance_types:
-                line = _yaml_line(text, ("candidates", "layouts", i))
-                raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'candidates.layouts.{i}': unknown "
-                                 f"instance type {layout.instance_type!r}; `trainctl catalog` lists the known types")
-        for key in spec.throughput:
-            if key not in known_instance_types and key not in catalog.accelerators:
-                raise UsageError(f"{p}: field 'throughput.{key}': not an instance type or accelerator name; use e.g. "
-                                 "g5.2xlarge or A10G")
-    return spec
-
-
-def _check_entrypoint_args(spec: JobSpec, text: str, p: Path) -> None:
-    """One batch size, and bundled-entrypoint arguments the entrypoint will accept: one line with file:line."""
-    batch = spec.workload.batch_size_per_accelerator
-    for key, value in spec.entrypoint.args.items():
-        problem = bundled_arg_problem(key, value, spec.entrypoint.bundled) if spec.entrypoint.bundled else None
-        if problem is None and key.replace("_", "-") == "batch-size" and str(value).strip() != str(batch):
-            problem = (f"{_clip(value)} disagrees with workload.batch_size_per_accelerator ({batch}), the one batch "
-                       "size trainctl plans with and launches; remove the arg (the launch passes the workload's) or "
-                       "make them equal")
-        if problem is not None:
-            line = _yaml_line(text, ("entrypoint", "args", key))
-            raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'entrypoint.args.{key}': {problem}")
-
-
 def json_schema() -> dict:
     return JobSpec.model_json_schema()
+
+
+# The loader lives in its own module (reading YAML, one-line errors with file:line); imported last, as it
+# builds on the models above.
+from trainctl.spec_loader import load_spec  # noqa: E402,F401
