@@ -5,11 +5,11 @@ container contract (plain boto3: no sagemaker SDK at run time, it costs 1-2 s an
 from __future__ import annotations
 
 import json
-import math
 import urllib.parse
 from typing import Any
 
 from trainctl import aws
+from trainctl.job_args import entrypoint_args
 from trainctl.awsinfra import bucket as layout
 from trainctl.awsinfra import naming, network
 from trainctl.backends.base import JOB_TAG, AwsCall, LaunchRequest, LaunchSettings, tags
@@ -92,15 +92,7 @@ def _code_calls(s3, spec, settings: LaunchSettings, bucket: str, region: str, no
 
 
 def hyperparameters(spec, inst, option, program: str, source_uri: str, job_id: str) -> dict[str, str]:
-    ep, batch = spec.entrypoint, spec.workload.batch_size_per_accelerator
-    user_args = dict(ep.args)
-    if ep.bundled:  # the bundled entrypoint counts steps; the spec counts samples
-        if "batch-size" not in user_args and "batch_size" not in user_args:
-            user_args["batch-size"] = batch
-        if "steps" not in user_args:
-            accelerators = option.accelerators or option.count * inst.accelerator_count
-            user_args["steps"] = max(1, math.ceil(spec.workload.total_samples / (batch * max(1, accelerators))))
-        user_args.setdefault("checkpoint-seconds", int(spec.constraints.checkpoint_interval_minutes * 60))
+    user_args = entrypoint_args(spec, option, inst)
     hps = {str(k): _hp(v) for k, v in user_args.items()}
     hps.update({"sagemaker_program": _hp(program), "sagemaker_submit_directory": _hp(source_uri),
                 "sagemaker_container_log_level": "20", "sagemaker_job_name": _hp(job_id),

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from trainctl import aws
+from trainctl.job_args import as_command_line, entrypoint_args
 from trainctl.awsinfra import bucket as layout
 from trainctl.awsinfra import naming, network, zones
 from trainctl.backends.base import JOB_TAG, Alternatives, AwsCall, CapacityError, LaunchRequest, LaunchSettings, tags
@@ -71,15 +72,6 @@ def nproc_per_node(instance) -> int:
         # torchrun runs one process per NeuronCore: 2 per Trainium chip (trn1.32xlarge: 32).
         return 2 * instance.accelerator_count
     return max(1, instance.accelerator_count)
-
-
-def script_args(spec: Any) -> list[str]:
-    out = []
-    for key, value in spec.entrypoint.args.items():
-        if key.replace("_", "-") == "checkpoint-dir":
-            continue  # the agent owns the node's checkpoint folder (synced to S3)
-        out += [f"--{key}", str(value).lower() if isinstance(value, bool) else str(value)]
-    return out
 
 
 def token(job: str, what: str, content: Any) -> str:
@@ -215,7 +207,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     pkg, script = job_code(spec, settings.spec_path)
     code_key = layout.ec2_code_key(job)
     config = {"job_id": job, "region": region, "bucket": bucket, "code_key": code_key, "script": script,
-              "args": script_args(spec), "nnodes": option.count, "nproc_per_node": nproc_per_node(inst),
+              "args": as_command_line(entrypoint_args(spec, option, inst)), "nnodes": option.count, "nproc_per_node": nproc_per_node(inst),
               "accelerator": inst.accelerator.kind, "efa": inst.efa, "master_port": MASTER_PORT,
               "shutdown_when_done": True}
     calls += [AwsCall("s3", "PutObject", {"Bucket": bucket, "Key": code_key, "Body": pkg.data,

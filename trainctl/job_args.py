@@ -1,0 +1,50 @@
+"""The one place a job's entrypoint arguments come from, for both platforms (SageMaker hyperparameters and the
+EC2 agent's command line): what the plan assumed is what the job runs.
+
+For the bundled entrypoints the plan's settings become arguments: the per-rank batch (the spec's one batch
+size), the optimizer steps the workload needs on this layout's ranks, the checkpoint interval, the precision,
+and the accelerator's peak (for the MFU line). An argument the user set in `entrypoint.args` wins; the spec
+loader already refused the ones that contradict the plan (a different batch size). A user's own script gets
+its `entrypoint.args` only.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+# Set by the platform, never by the job's arguments: the agent (EC2) or SageMaker owns the checkpoint folder.
+PLATFORM_OWNED = ("checkpoint-dir",)
+
+
+def _given(args: dict[str, Any], name: str) -> bool:
+    return any(k.replace("_", "-") == name for k in args)
+
+
+def entrypoint_args(spec: Any, option: Any, inst: Any) -> dict[str, Any]:
+    """The arguments, in order: the user's, then what the plan adds for a bundled entrypoint."""
+    args = {k: v for k, v in spec.entrypoint.args.items() if k.replace("_", "-") not in PLATFORM_OWNED}
+    if not spec.entrypoint.bundled:
+        return args
+    batch = spec.workload.batch_size_per_accelerator
+    ranks = max(1, option.accelerators)
+    plan_args: dict[str, Any] = {
+        "batch-size": batch,
+        "steps": max(1, math.ceil(spec.workload.total_samples / (batch * ranks))),
+        "checkpoint-seconds": int(spec.constraints.checkpoint_interval_minutes * 60),
+        # The bundled entrypoints train in bf16 or fp32: an fp32 plan must not train bf16 (and vice versa).
+        "bf16": spec.model.precision == "bf16",
+    }
+    peak = inst.accelerator.peak_tflops.get(spec.model.precision)
+    if peak:  # per rank: a Trainium chip runs one rank per NeuronCore
+        plan_args["peak-tflops"] = round(peak * inst.accelerator_count / max(1, option.accelerators // option.count), 3)
+    for name, value in plan_args.items():
+        if not _given(args, name):
+            args[name] = value
+    return args
+
+
+def as_command_line(args: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for key, value in args.items():
+        out += [f"--{key}", str(value).lower() if isinstance(value, bool) else str(value)]
+    return out
