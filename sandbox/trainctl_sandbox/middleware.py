@@ -19,6 +19,7 @@ from typing import Any
 
 from trainctl_sandbox.call_log import ACTION as CALL_LOG_ACTION
 from trainctl_sandbox.call_log import CallLog
+from trainctl_sandbox import strict_requests
 from trainctl_sandbox.context import SandboxContext
 from trainctl_sandbox.protocol import (
     NOT_HANDLED,
@@ -44,6 +45,15 @@ class AdminError(Exception):
     def __init__(self, message: str, status: int = 400):
         super().__init__(message)
         self.status = status
+
+
+def _model_refusal(call: AwsCall, environ: dict) -> tuple[str, str] | None:
+    """AWS's error for a request that breaks its botocore model's server-side constraints, else None."""
+    headers = {k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")}
+    if environ.get("CONTENT_TYPE"):
+        headers["content-type"] = environ["CONTENT_TYPE"]
+    return strict_requests.check(call.service, call.operation, call.protocol, request_body(environ),
+                                 environ.get("QUERY_STRING", ""), environ.get("PATH_INFO", "/"), headers)
 
 
 def _respond(start_response: Callable, status: int, headers: list[tuple[str, str]], body: bytes) -> Iterable[bytes]:
@@ -89,6 +99,9 @@ class SandboxApp:
             self._delay(call)
             if self.ctx.faults.take_throttle(call.qualified) or self.ctx.faults.take_throttle(call.operation):
                 return _respond(start_response, *error_response(call, *throttle_error(call)))
+            refusal = _model_refusal(call, environ)
+            if refusal is not None:  # what AWS refuses on the server, whatever moto would accept
+                return _respond(start_response, *error_response(call, *refusal, 400))
             handler = self.json_operations.get((call.service, call.operation))
             if handler is not None and call.protocol == "json":
                 params = json.loads(request_body(environ) or b"{}")
