@@ -23,7 +23,9 @@ SOURCE_IGNORE = shutil.ignore_patterns(".git", ".venv*", ".xla-venv", "build", "
                                        ".pytest_cache", ".hypothesis", ".trainctl", ".whl")
 MOTO_IMPORT = re.compile(r"^\s*(?:import\s+moto\b|from\s+moto\b)", re.MULTILINE)
 REQUIRED_FILES = ("trainctl/bootstrap/userdata.sh", "trainctl/catalog/catalog.json",
-                  "trainctl/entrypoints/requirements.txt")
+                  "trainctl/catalog/calibration.json", "trainctl/catalog/calibration_fit.json",
+                  "trainctl/catalog/spot_hazard.json", "trainctl/entrypoints/requirements.txt",
+                  "trainctl/entrypoints/train_lm.py")
 
 
 def wheel_problems(wheel: Path) -> list[str]:
