@@ -88,8 +88,9 @@ def test_wheel_check_finds_sandbox_code_and_missing_data(tmp_path):
         archive.writestr("trainctl/sandbox/server.py", "")
         archive.writestr("trainctl_sandbox/cli.py", "")
         archive.writestr("trainctl/fake_aws.py", "import json\nfrom moto import mock_aws\n")
-        archive.writestr("trainctl/catalog/catalog.json", "{}")
-        archive.writestr("trainctl/entrypoints/requirements.txt", "")
+        for name in REQUIRED_FILES:
+            if name != "trainctl/bootstrap/userdata.sh":
+                archive.writestr(name, "")
     assert wheel_problems(bad) == ["trainctl/sandbox/server.py: sandbox code", "trainctl_sandbox/cli.py: sandbox code",
                                    "trainctl/fake_aws.py: imports moto", "trainctl/bootstrap/userdata.sh: missing"]
 
