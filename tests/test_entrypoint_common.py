@@ -138,7 +138,7 @@ def test_state_hash_is_order_independent_and_sensitive():
 
 
 def test_rng_state_round_trips_through_a_checkpoint(tmp_path):
-    ops = common.DeviceOps()
+    ops = CpuOps()
     common.seed_host_rngs(7)
     state = common.capture_rng(ops)
     expected = (__import__("random").random(), __import__("numpy").random.rand(), torch.rand(1))
@@ -153,6 +153,11 @@ def test_rng_state_round_trips_through_a_checkpoint(tmp_path):
 # ---- data -----------------------------------------------------------------------------------------
 
 class CpuOps(common.DeviceOps):
+    """One CPU process: no process group to start."""
+
+    def setup(self, ctx):
+        pass
+
     def random_stream(self, seed):
         generator = torch.Generator().manual_seed(seed)
         return lambda shape: torch.randn(shape, generator=generator)

@@ -142,8 +142,10 @@ class Backend(abc.ABC):
         """Called when a call failed (or every alternative was rejected); the error is raised afterwards."""
 
     def judge(self, group: Alternatives, call: AwsCall, params: dict, response: Any, attempt: int) -> Verdict:
-        """The acceptance check of the request's alternatives groups."""
-        raise NotImplementedError(f"{self.platform} declares no alternatives group {group.name!r}")
+        """The acceptance check of the request's alternatives groups. A backend whose requests declare groups
+        overrides it; reaching this one means a request names a group its backend does not judge."""
+        raise TypeError(f"{self.platform} requests declare the alternatives group {group.name!r}, which "
+                        f"{type(self).__name__} does not judge")
 
     def compensate(self, group: Alternatives, call: AwsCall, verdict: Verdict, say: Callable[[str], None]) -> None:
         """Give back what a rejected alternative got."""

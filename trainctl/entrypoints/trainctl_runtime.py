@@ -6,6 +6,7 @@ Plain module beside the scripts (``import trainctl_runtime``), like the rest of 
 
 from __future__ import annotations
 
+import abc
 import argparse
 import contextlib
 import hashlib
@@ -141,20 +142,20 @@ class DistContext:
 # Device-specific operations: the scripts subclass this
 # --------------------------------------------------------------------------------------------
 
-class DeviceOps:
-    """What differs between devices. ``train_ddp.py`` and ``train_neuron.py`` implement it."""
+class DeviceOps(abc.ABC):
+    """What differs between devices. ``train_ddp.py``, ``train_neuron.py`` and ``train_lm.py`` implement it."""
 
     name = "cpu"  # cpu | cuda | xla, as printed in the start line
     device: torch.device = torch.device("cpu")
     autocast_device_type = "cpu"  # what torch.autocast calls this device kind
 
+    @abc.abstractmethod
     def setup(self, ctx: DistContext) -> None:
         """Pick the device, start the process group, create ctx's control group."""
-        raise NotImplementedError
 
     def prepare_model(self, model: torch.nn.Module, args: argparse.Namespace) -> torch.nn.Module:
-        """Move to the device; returns the module to train (e.g. DDP-wrapped)."""
-        raise NotImplementedError
+        """Move to the device; returns the module to train (DDP and XLA wrap it; FSDP shards it itself)."""
+        return model.to(self.device)
 
     def unwrap(self, model: torch.nn.Module) -> torch.nn.Module:
         return getattr(model, "module", model)
@@ -168,9 +169,9 @@ class DeviceOps:
     def step_end(self) -> None:
         """Called after every optimizer step (XLA cuts and runs its graph here)."""
 
+    @abc.abstractmethod
     def random_stream(self, seed: int) -> Callable[[tuple[int, ...]], torch.Tensor]:
         """A function drawing standard normals on the device, reproducibly from ``seed``."""
-        raise NotImplementedError
 
     def rng_state(self) -> Any:
         """The device RNG state (None where the device has none of its own)."""
