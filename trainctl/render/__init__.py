@@ -23,7 +23,9 @@ def table_console(min_width: int = 120):
     """A console for tables: real terminals keep their width; pipes get room for the table."""
     from rich.console import Console
 
+    import os
+
     con = Console(highlight=False)
-    if not con.is_terminal:
+    if not con.is_terminal and not os.environ.get("COLUMNS"):
         con = Console(highlight=False, width=max(min_width, con.width))  # pipes: wide enough, never 80
     return con

@@ -20,10 +20,54 @@ def _live_source() -> str:
     return f"live market data from {endpoint}"
 
 
+# The plan table's columns, most important first: at a narrow terminal the last ones are left out whole,
+# never cut. (header, justify, the cell of an option)
+_COLUMNS = (
+    ("#", "right", lambda o: str(o.rank)),
+    ("layout", "left", lambda o: f"{o.count}x {o.instance_type}"),
+    ("market", "left", lambda o: o.market),
+    ("expected $", "right", lambda o: _money(o.expected_cost_usd)),
+    ("p90 $", "right", lambda o: _money(o.cost_p90_usd) if o.cost_p90_usd else "-"),
+    ("hours", "right", lambda o: f"{o.hours:,.1f}"),
+    ("platform", "left", lambda o: o.platform),
+    ("where", "left", lambda o: o.availability_zone or o.region),
+    ("$/h", "right", lambda o: _money(o.hourly_usd)),
+    ("samples/s", "right", lambda o: f"{o.throughput_samples_per_s:,.0f} {o.throughput_source}"),
+    ("score", "right", lambda o: "-" if o.spot_placement_score is None else f"{o.spot_placement_score}/10"),
+    ("interr.", "right", lambda o: "-" if o.market != "spot" else f"{o.interruptions_expected:.2f}"),
+    ("notes", "left", lambda o: " ".join(n for n, on in (("pareto", o.pareto), ("fsdp", o.strategy == "fsdp"),
+                                                          ("over-quota", o.quota_ok is False),
+                                                          ("input-bound", o.input_bound)) if on)),
+)
+
+
+def _options_table(options, width: int):
+    """The ranked options with as many columns as fit `width`, in the order of _COLUMNS' importance."""
+    from rich.table import Table
+
+    cells = [[cell(o) for _, _, cell in _COLUMNS] for o in options]
+    widths = [max(len(head), *(len(row[i]) for row in cells)) for i, (head, _, _) in enumerate(_COLUMNS)]
+    keep, used = [], 1
+    for i, w in enumerate(widths):
+        if used + w + 3 > width and i > 2:  # rank, layout and market always stay
+            break
+        keep.append(i)
+        used += w + 3
+    t = Table(header_style="bold", pad_edge=False)
+    for i in keep:
+        t.add_column(_COLUMNS[i][0], justify=_COLUMNS[i][1], no_wrap=True)
+    for row in cells:
+        t.add_row(*(row[i] for i in keep))
+    left_out = [_COLUMNS[i][0] for i in range(len(_COLUMNS)) if i not in keep]
+    if left_out:
+        t.caption = f"not shown at this width: {', '.join(left_out)} (-o json has every field)"
+    return t
+
+
 def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int = 3) -> None:
     from rich.table import Table
 
-    con = table_console(132)
+    con = table_console(160)
     src = (_live_source() if plan.source == "live"
            else f"the bundled catalog dated {plan.catalog_date} (offline)")
     con.print(f"[bold]{plan.spec_name}[/] ({spec_path}): planned from {src}; ranked by "
@@ -31,21 +75,7 @@ def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int
     for w in plan.warnings:
         con.print(f"[yellow]warning:[/] {w}")
     if plan.options:
-        t = Table(header_style="bold", pad_edge=False)
-        for col, just in (("#", "right"), ("layout", "left"), ("market", "left"), ("platform", "left"),
-                          ("where", "left"), ("$/h", "right"), ("samples/s", "right"), ("hours", "right"),
-                          ("expected $", "right"), ("score", "right"), ("interr.", "right"), ("notes", "left")):
-            t.add_column(col, justify=just, no_wrap=col != "notes", min_width=6 if col == "notes" else None)
-        for o in plan.options[:top]:
-            notes = [n for n, on in (("pareto", o.pareto), ("fsdp", o.strategy == "fsdp"),
-                                     ("[red]over quota[/]", o.quota_ok is False)) if on]
-            t.add_row(str(o.rank), f"{o.count}x {o.instance_type}", o.market, o.platform,
-                      o.availability_zone or o.region, _money(o.hourly_usd),
-                      f"{o.throughput_samples_per_s:,.0f} {o.throughput_source}", f"{o.hours:,.1f}",
-                      _money(o.expected_cost_usd),
-                      "-" if o.spot_placement_score is None else f"{o.spot_placement_score}/10",
-                      "-" if o.market != "spot" else f"{o.interruptions_expected:.2f}", " ".join(notes))
-        con.print(t)
+        con.print(_options_table(plan.options[:top], con.width))
         shown = min(top, len(plan.options))
         con.print(f"{len(plan.options)} options, top {shown} shown (--top N for more). $/h is the whole layout; "
                   "hours include expected interruption rework; pareto: no other option is both cheaper and faster.")
