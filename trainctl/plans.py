@@ -144,7 +144,7 @@ def load_saved_plan(path: str) -> Plan:
     p = Path(path)
     try:  # a FIFO or a device would block the read: only regular files are plans
         if not p.is_file():
-            raise UsageError(f"--plan {path}: no such file ({again})")
+            raise UsageError(f"--plan {path}: no such file; save a plan with `trainctl plan SPEC -o json > plan.json`")
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"--plan {path}: cannot read it ({e.__class__.__name__}); {again}") from None

@@ -228,23 +228,23 @@ def problems(shape, value: Any, at: str = "") -> list[str]:
         return out
     if kind in ("integer", "long", "float", "double") and isinstance(value, (int, float)) \
             and not isinstance(value, bool):
-        if "min" in meta and value < meta["min"]:
-            out.append(f"Value '{value}'{where} failed to satisfy constraint: Member must have value greater than "
-                       f"or equal to {meta['min']}")
-        if "max" in meta and value > meta["max"]:
-            out.append(f"Value '{value}'{where} failed to satisfy constraint: Member must have value less than or "
-                       f"equal to {meta['max']}")
+        out += _bounds(value, meta, f"Value '{value}'{where}", "value")
     return out
 
 
 def _size(value, meta: dict, where: str, word: str, shown: Any = None) -> list[str]:
-    n, out = len(value), []
     label = f"Value '{_shown(shown)}'" if shown is not None else "Value"
+    return _bounds(len(value), meta, f"{label}{where}", word)
+
+
+def _bounds(n: float, meta: dict, label: str, what: str) -> list[str]:
+    """AWS's words for a number (a value, or a length) outside the shape's min/max."""
+    out = []
     if "min" in meta and n < meta["min"]:
-        out.append(f"{label}{where} failed to satisfy constraint: Member must have {word} greater than or equal "
-                   f"to {meta['min']}")
+        out.append(f"{label} failed to satisfy constraint: Member must have {what} greater than or equal to "
+                   f"{meta['min']}")
     if "max" in meta and n > meta["max"]:
-        out.append(f"{label}{where} failed to satisfy constraint: Member must have {word} less than or equal to "
+        out.append(f"{label} failed to satisfy constraint: Member must have {what} less than or equal to "
                    f"{meta['max']}")
     return out
 

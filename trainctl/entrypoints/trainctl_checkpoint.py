@@ -156,6 +156,17 @@ def _mtime(path: str) -> float:
         return 0.0
 
 
+def resume_rng(ctx: DistContext, ops: DeviceOps, seed: int, step: int, rng: list, world_size: int | None) -> None:
+    """Each rank's RNG streams as the checkpoint saved them; with a different number of ranks the old per-rank
+    streams do not map onto the new ranks, so start fresh, still reproducible, streams for this step."""
+    if world_size == ctx.world_size and len(rng) == ctx.world_size:
+        restore_rng(rng[ctx.rank], ops)
+        return
+    seed_host_rngs(mix_seed(seed, "host", step, ctx.rank))
+    if ctx.is_main:
+        warn(f"checkpoint was written by {world_size} ranks, now {ctx.world_size}: RNG streams reseeded")
+
+
 def load_checkpoint_file(path: str) -> dict[str, Any]:
     match = CHECKPOINT_RE.match(os.path.basename(path))
     if not match:
@@ -295,16 +306,7 @@ class FullStateCheckpointer:
         self.optimizer.load_state_dict(payload["optimizer"])
         self.scheduler.load_state_dict(payload["scheduler"])
         step = int(payload["step"])
-        rng = payload["rng"]
-        if payload.get("world_size") == ctx.world_size and len(rng) == ctx.world_size:
-            restore_rng(rng[ctx.rank], self.ops)
-        else:
-            # A different number of ranks: the old per-rank streams do not map onto the new
-            # ranks, so start fresh, still reproducible, streams for this step.
-            seed_host_rngs(mix_seed(self.seed, "host", step, ctx.rank))
-            if ctx.is_main:
-                warn(f"checkpoint was written by {payload.get('world_size')} ranks, now "
-                     f"{ctx.world_size}: RNG streams reseeded")
+        resume_rng(ctx, self.ops, self.seed, step, payload["rng"], payload.get("world_size"))
         if ctx.is_main:
             emit(f"resume step={step} path={path}")
         return step

@@ -31,9 +31,8 @@ from typing import Any
 import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-from trainctl_checkpoint import _fsync_dir, file_sha256
-from trainctl_runtime import (DeviceOps, DistContext, capture_rng, emit, mix_seed, restore_rng,
-                              seed_host_rngs, warn)
+from trainctl_checkpoint import _fsync_dir, file_sha256, resume_rng
+from trainctl_runtime import DeviceOps, DistContext, capture_rng, emit, warn
 
 SHARDED_FORMAT = "trainctl-sharded-checkpoint-v1"
 STEP_DIR_RE = re.compile(r"^step-(\d{10})$")
@@ -238,14 +237,7 @@ class ShardedCheckpointer:
         set_state_dict(self.model, self.optimizer, model_state_dict=state["model"],
                        optim_state_dict=state["optimizer"])
         self.scheduler.load_state_dict(extra["scheduler"])
-        rng = extra["rng"]
-        if extra["world_size"] == ctx.world_size and len(rng) == ctx.world_size:
-            restore_rng(rng[ctx.rank], self.ops)
-        else:
-            seed_host_rngs(mix_seed(self.seed, "host", step, ctx.rank))
-            if ctx.is_main:
-                warn(f"checkpoint was written by {extra['world_size']} ranks, now "
-                     f"{ctx.world_size}: RNG streams reseeded")
+        resume_rng(ctx, self.ops, self.seed, step, extra["rng"], extra["world_size"])
         if ctx.is_main:
             emit(f"resume step={step} path={path}")
         return step
