@@ -24,12 +24,14 @@ sources = {
        "FULL_SHARD, bf16), commit 061f2c7ce64e655100286584a7629e2a09f827ba: "
        "https://github.com/mosaicml/llm-foundry/blob/main/scripts/train/benchmarking/README.md; model shapes from "
        "scripts/train/yamls/pretrain/mpt-*.yaml",
-  NEU_VIT: "AWS Neuron 'Trn1/Trn1n Training Performance', general/benchmarks/trn1/training_data_vision_transformers.csv "
-           "(Neuron 2.16.0), aws-neuron/aws-neuron-sdk commit 1351ee128a6f9e48407a2609f1b162d379ec0cac: "
+  NEU_VIT: "AWS Neuron 'Trn1/Trn1n Training Performance', about-neuron/benchmarks/trn1/training_data_vision_transformers.csv "
+           "(Neuron 2.25.0, torch-neuronx 2.7.0.2.9.0, Ubuntu 22), aws-neuron/aws-neuron-sdk commit "
+           "81ce03ae261e12925e53437a0f690478e6366155 (2026-08-21; the figure is unchanged since release 2.25.0, "
+           "56af36ca86ca52bae911e4c363ef4bcd1955df1a, 2025-07-31): "
            "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/benchmarks/trn1/trn1-training-performance.html",
-  NEU_ENC: "AWS Neuron 'Trn1/Trn1n Training Performance', general/benchmarks/trn1/training_data_encoder.csv "
-           "(Neuron 2.26.0), aws-neuron/aws-neuron-sdk commit 0521004ce0ba18aa5313a835aacaabb31543af37: "
-           "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/benchmarks/trn1/trn1-training-performance.html",
+  NEU_ENC: "AWS Neuron 'Trn1/Trn1n Training Performance', about-neuron/benchmarks/trn1/training_data_encoder.csv "
+           "(Neuron 2.28.0, torch-neuronx 2.9.0.2.12.21983, Ubuntu 22), aws-neuron/aws-neuron-sdk commit "
+           "81ce03ae261e12925e53437a0f690478e6366155 (2026-08-21): https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/benchmarks/trn1/trn1-training-performance.html",
   "NV_SPEC": "NVIDIA data sheets / architecture whitepapers: memory bandwidth RTX 3090 936 GB/s (GA102 whitepaper), "
              "A10G 600 GB/s, L4 300 GB/s, V100 SXM2 900 GB/s, A100 40GB 1,555 GB/s, A100 80GB SXM 2,039 GB/s, "
              "H100 SXM 3,350 GB/s; RTX 3090 dense FP16/BF16 tensor peak with FP32 accumulate 71 TFLOPS (GA102 whitepaper "
@@ -102,24 +104,25 @@ for m, sps, b in timm_rows:
                  "conditions": "timm train benchmark, AMP fp16, channels-first, synthetic input, PyTorch 1.12 eager attention"})
 rows.append({"id": "neuron-vit-base-trn1-1node", "model": "hf-vit-base-224", "device": "Trainium1", "precision": "bf16",
              "micro_batch": 64, "accumulation": 1, "nodes": 1, "ranks_per_node": 32, "strategy": "ddp",
-             "checkpointing": False, "attention": "fused", "samples_per_s": 5232.78, "source": NEU_VIT,
+             "checkpointing": False, "attention": "fused", "samples_per_s": 6587.25, "source": NEU_VIT,
              "intra_gbytes_s": 100.0, "inter_gbps": 800.0, "transport": "efa",
-             "conditions": "trn1.32xlarge, 32 NeuronCores data parallel, autocast bf16 + stochastic rounding, AdamW, "
-                           "global batch 2048, HF ViT-Base fine-tuning, Neuron 2.16"})
+             "conditions": "trn1.32xlarge, 32 NeuronCores data parallel, BF16, AdamW, global batch 2048, HF ViT-Base "
+                           "fine-tuning, Neuron 2.25 (the same page gave 5,232.78 with autocast bf16 + SR on Neuron "
+                           "2.16-2.17 and 5,907.61 on 2.21: the current figure is used, as for the BERT rows)"})
 rows.append({"id": "neuron-bert-large-ph1-trn1-1node", "model": "bert-large-seq128", "device": "Trainium1",
              "precision": "bf16", "micro_batch": 16, "accumulation": 32, "nodes": 1, "ranks_per_node": 32,
-             "strategy": "ddp", "checkpointing": False, "attention": "fused", "samples_per_s": 3697.71,
+             "strategy": "ddp", "checkpointing": False, "attention": "fused", "samples_per_s": 3826.6103,
              "source": NEU_ENC, "intra_gbytes_s": 100.0, "inter_gbps": 800.0, "transport": "efa",
              "conditions": "trn1.32xlarge, 32 NeuronCores DP, autocast bf16 + SR, AdamW, microbatch 16, global batch "
-                           "16384 (32 accumulation steps), sequence 128, Neuron 2.26"})
+                           "16384 (32 accumulation steps), sequence 128, Neuron 2.28"})
 rows.append({"id": "neuron-bert-large-ph1-trn1-16nodes", "model": "bert-large-seq128", "device": "Trainium1",
              "precision": "bf16", "micro_batch": 16, "accumulation": 128, "nodes": 16, "ranks_per_node": 32,
-             "strategy": "ddp", "checkpointing": False, "attention": "fused", "samples_per_s": 55617.28,
+             "strategy": "ddp", "checkpointing": False, "attention": "fused", "samples_per_s": 57407.9207,
              "source": NEU_ENC, "intra_gbytes_s": 100.0, "inter_gbps": 800.0, "transport": "efa",
              "scaling_base": "neuron-bert-large-ph1-trn1-1node",
              "conditions": "16 x trn1.32xlarge (the table says trn1.32xlarge/trn1n.32xlarge; trn1.32xlarge's 800 Gbps "
                            "EFA assumed), 512 NeuronCores DP, autocast bf16 + SR, LAMB, microbatch 16, global batch "
-                           "1,048,576 (128 accumulation steps), sequence 128, Neuron 2.26"})
+                           "1,048,576 (128 accumulation steps), sequence 128, Neuron 2.28"})
 def mos(model, device, gpus, mb, tps_per_gpu, ckpt, inter_gbps, net_words, base=None, ga=None):
     seq = 2048
     r = {"id": f"mosaic-{model}-{device.lower()}-{gpus}gpu", "model": model, "device": device, "precision": "bf16",
