@@ -176,6 +176,14 @@ def test_spot_job_interrupted_once_is_watched_to_completion_and_measured(sm, tmp
     assert opt["throughput_source"] == "measured"
     assert opt["throughput_samples_per_s"] == pytest.approx(doc["throughput_samples_per_s"], rel=0.01)
 
+    # the prediction stored at launch against what watch measured (the sandbox's store, not AWS's)
+    cal = cli_json(sm, tmp_path, "calibration")
+    row = next(r for r in cal["jobs"] if r["job_id"] == job)
+    assert row["predicted_samples_per_s"] == out["option"]["throughput_samples_per_s"]
+    assert row["measured_samples_per_s"] == doc["throughput_samples_per_s"]
+    assert row["error"] == pytest.approx(row["predicted_samples_per_s"] / row["measured_samples_per_s"] - 1, abs=1e-3)
+    assert cal["endpoint"] != "aws" and cal["summary"]["compared"] == 1
+
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)

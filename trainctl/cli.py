@@ -283,6 +283,23 @@ def list_jobs(
 
 
 @app.command()
+def calibration(
+    account: Optional[str] = typer.Option(None, "--account", help="Only the jobs this AWS account launched."),
+) -> None:
+    """How far off the plan's throughput has been: prediction at launch vs measured, per completed job."""
+    from trainctl import render
+    from trainctl.calibration_report import report
+    from trainctl.render.calibration import calibration_table
+
+    with _store() as store:
+        doc = report(store, account)
+    if OPTS.output == "json":
+        render.print_json(doc)
+    else:
+        calibration_table(doc)
+
+
+@app.command()
 def stop(job: str = typer.Argument(..., help="Job id."), platform: Optional[str] = PLATFORM_OF_UNKNOWN_JOB) -> None:
     """Stop a running job (SIGTERM: the entrypoint checkpoints; the model is still uploaded)."""
     from trainctl import watch as w

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from trainctl.calibration_report import record_comparison
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.plans import Option
 from trainctl.store import JobRecord, JobStore
@@ -147,6 +148,7 @@ def record_outcome(store: JobStore, view, progress: Progress, record: JobRecord 
         store.record_measured(model=record.model, batch_size=int(record.batch_size or 0),
                               instance_type=view.instance_type, count=int(view.count or 1),
                               samples_per_s=progress.samples_per_s, job_id=view.job_id, account=record.account)
+        record_comparison(store, record, progress.samples_per_s)  # `trainctl calibration` reads it back
         return (f"measured {progress.samples_per_s:,.2f} samples/s on {view.count} x {view.instance_type}: "
                 f"later plans for {record.model} at batch {record.batch_size} use it")
     return None

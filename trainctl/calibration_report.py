@@ -1,0 +1,107 @@
+"""How far off the plan's throughput has been: the prediction stored with each job against what it measured.
+
+At launch the chosen option, its `throughput_samples_per_s` and `throughput_source` (model, given, or an
+earlier measurement) included, is stored with the job (`JobStore.record_job`). When `watch` sees the job
+complete it records the comparison as a `calibration` event of that job (`record_comparison`): the measured
+table keeps only the newest job per layout, so the per-job figure must live with the job. `report` reads
+them back for `trainctl calibration`; a completed job without the event (watched before trainctl kept it)
+falls back to the measured table's row of that job, if it is still there.
+
+Error = predicted / measured - 1, as in docs/model-accuracy.md: +20% means the plan expected 20% more
+samples/s than the job delivered (its hours and dollars were 1/1.2 of what the run needed).
+The store is per endpoint: the sandbox's jobs (CPU throughput) never mix with AWS's.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+
+from trainctl.store import JobRecord, JobStore
+
+EVENT = "calibration"
+COMPLETED = "Completed"
+MAX_JOBS = 100_000  # every job of the endpoint: the store has no other listing
+
+
+def comparison(record: JobRecord, measured: float | None) -> dict:
+    """One job's row: what the plan predicted for its layout, what it measured, and the error."""
+    opt = record.option
+    predicted = opt.throughput_samples_per_s if opt is not None else None
+    error = None
+    if predicted is not None and measured:
+        error = round(predicted / measured - 1.0, 4)
+    return {"job_id": record.job_id, "account": record.account, "platform": record.platform,
+            "model": record.model, "batch_size": record.batch_size,
+            "layout": f"{opt.count} x {opt.instance_type}" if opt is not None else None,
+            "throughput_source": opt.throughput_source if opt is not None else None,
+            "predicted_samples_per_s": predicted,
+            "band": list(opt.throughput_band) if opt is not None and opt.throughput_band else None,
+            "measured_samples_per_s": measured, "error": error}
+
+
+def record_comparison(store: JobStore, record: JobRecord, measured: float) -> dict:
+    """Store the comparison with the job (called by `watch` when the job completes)."""
+    row = comparison(record, measured)
+    detail = json.dumps({k: row[k] for k in ("predicted_samples_per_s", "throughput_source",
+                                             "measured_samples_per_s", "error")})
+    if (EVENT, detail) not in store.events(record.job_id, EVENT):  # watching a finished job again adds nothing
+        store.add_event(record.job_id, EVENT, detail)
+    return row
+
+
+def _measured(store: JobStore, record: JobRecord) -> float | None:
+    for kind, detail in reversed(store.events(record.job_id, EVENT)):
+        try:
+            value = json.loads(detail).get("measured_samples_per_s")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(value, (int, float)) and value > 0:
+            return float(value)
+    if record.model is None or record.batch_size is None:
+        return None
+    for m in store.measurements(record.model, record.batch_size):
+        if m.job_id == record.job_id:
+            return m.samples_per_s
+    return None
+
+
+def summarise(rows: list[dict]) -> dict:
+    errors = [r["error"] for r in rows if r["error"] is not None]
+    out = {"completed_jobs": len(rows), "compared": len(errors), "median_abs_error": None,
+           "median_error": None, "worst_abs_error": None, "worst_job": None, "within_band": None}
+    if not errors:
+        return out
+    worst = max((r for r in rows if r["error"] is not None), key=lambda r: abs(r["error"]))
+    banded = [r for r in rows if r["error"] is not None and r["band"]]
+    out.update(median_abs_error=round(statistics.median(abs(e) for e in errors), 4),
+               median_error=round(statistics.median(errors), 4),
+               worst_abs_error=round(abs(worst["error"]), 4), worst_job=worst["job_id"])
+    if banded:
+        out["within_band"] = sum(r["band"][0] <= r["measured_samples_per_s"] <= r["band"][1] for r in banded)
+    return out
+
+
+def report(store: JobStore, account: str | None = None) -> dict:
+    """The `trainctl calibration --output json` document: every completed job of this endpoint (of one
+    account when asked), oldest first, and the summary."""
+    records = [r for r in reversed(store.jobs(MAX_JOBS))
+               if r.status == COMPLETED and (account is None or r.account == account)]
+    rows = [comparison(r, _measured(store, r)) for r in records]
+    return {"endpoint": store.endpoint or "aws", "account": account, "jobs": rows, "summary": summarise(rows)}
+
+
+def summary_line(doc: dict) -> str:
+    s = doc["summary"]
+    where = "AWS" if doc["endpoint"] == "aws" else doc["endpoint"]
+    head = f"{s['completed_jobs']} completed job{'s' if s['completed_jobs'] != 1 else ''} on {where}"
+    if doc["account"]:
+        head += f", account {doc['account']}"
+    if not s["compared"]:
+        return head + ": none with a measured throughput yet (`trainctl watch JOB` records it when a job completes)"
+    band = ""
+    if s["within_band"] is not None:
+        banded = sum(1 for j in doc["jobs"] if j["error"] is not None and j["band"])
+        band = f"; {s['within_band']} of {banded} inside the plan's throughput band"
+    return (f"{head}, {s['compared']} compared: median |error| {s['median_abs_error']:.0%}, median error "
+            f"{s['median_error']:+.0%} (+ = the plan expected more than was measured), worst "
+            f"{s['worst_abs_error']:.0%} ({s['worst_job']}){band}")
