@@ -160,3 +160,22 @@ def test_sensitivity_names_an_assumption_that_flips_the_top_choice():
     line = risk.sensitivity(ranked, "cost")
     assert line.startswith("sensitivity: the assumption that most changes the top choice is")
     assert "g5.12xlarge:1:on-demand" in line
+
+
+def test_sensitivity_names_the_closest_call_when_nothing_flips():
+    """Hand-checked: two On-Demand runs at $1/h. A: 10 h + 0.1 h billed start-up = $10.10; B: 10.5 h, no
+    start-up = $10.50. A leads by 10.5/10.1 - 1 = 3.96%. Only 'start-up x2' touches On-Demand runs: A then
+    costs $10.20 and leads by 10.5/10.2 - 1 = 2.94%; the Spot and input assumptions change nothing."""
+    from trainctl.plans import Option
+
+    def option(t, cost):
+        return Option(rank=0, platform="ec2", instance_type=t, count=1, market="on-demand", region="us-east-1",
+                      accelerators=1, hourly_usd=1, throughput_samples_per_s=1, throughput_source="model",
+                      hours=1, expected_cost_usd=cost)
+    a = simulate.RunModel(work_hours=10, nodes=1, node_usd_per_hour=1.0, start_billed_hours=0.1)
+    b = simulate.RunModel(work_hours=10.5, nodes=1, node_usd_per_hour=1.0)
+    ranked = [risk.Priced(option("g5.xlarge", 10.1), a, None), risk.Priced(option("g5.2xlarge", 10.5), b, None)]
+    line = risk.sensitivity(ranked, "cost")
+    assert "g5.xlarge:1:on-demand on ec2) stays cheapest" in line
+    assert line.endswith("the assumption that most changes it is 'start-up and restart times x2': its lead over "
+                         "the next layout falls from 4.0% to 2.9%")

@@ -19,6 +19,9 @@ NOTICE_POLL_S = {"ec2": 5.0, "sagemaker": 0.0}
 # The checkpoint must also reach S3 before the instance goes (the agent's sync / SageMaker's checkpoint
 # upload); taken at the same 500 MB/s as the local write (option_pricing.CHECKPOINT_WRITE_BYTES_PER_S).
 CHECKPOINT_SYNC_FACTOR = 2.0
+# The sensitivity line names a closest call only where an assumption moves the top option's lead by more
+# than this (a tenth of a percent): smaller moves are rounding, not a reason to doubt the choice.
+MARGIN_MOVE = 0.001
 
 
 @dataclass(frozen=True)
@@ -97,27 +100,46 @@ def with_spread(priced: Priced) -> Option:
 
 def sensitivity(ranked: list[Priced], objective: str) -> str | None:
     """Perturb each key assumption and re-price every option (expected cost); return one line naming the
-    assumption whose change most changes the cheapest choice, by how much keeping today's choice would cost."""
+    assumption that most changes the cheapest choice: the one that replaces it at the highest cost of keeping
+    it, or, when none replaces it, the one that brings the runner-up closest (the closest call)."""
     pool = [p for p in ranked if p.option.quota_ok is not False]
     if len(pool) < 2 or objective == "time":
         return None
     base = [simulate.expected(p.model).cost_usd for p in pool]
     top = min(range(len(pool)), key=lambda i: (base[i], i))
     worst: tuple[float, str, int] | None = None
+    # Rivals: other layouts. The same layout in another region moves with the top one under every assumption.
+    rivals = [i for i, p in enumerate(pool) if (p.option.layout, p.option.platform) !=
+              (pool[top].option.layout, pool[top].option.platform)]
+    closest: tuple[float, str] = (_margin(base, top, rivals), "")
     for pert in simulate.PERTURBATIONS:
         costs = [simulate.expected(simulate.perturbed(p.model, pert, p.input_limit_ratio)).cost_usd for p in pool]
         best = min(range(len(pool)), key=lambda i: (costs[i], i))
         if best == top or costs[best] >= costs[top]:
+            if rivals and _margin(costs, top, rivals) < closest[0] - MARGIN_MOVE:
+                closest = (_margin(costs, top, rivals), pert.name)
             continue
         regret = costs[top] / costs[best] - 1.0  # how much more today's choice would cost in that world
         if worst is None or regret > worst[0]:
             worst = (regret, pert.name, best)
     now = pool[top].option
     if worst is None:
-        return (f"sensitivity: the cheapest choice ({now.layout} on {now.platform}) stays cheapest under every "
+        line = (f"sensitivity: the cheapest choice ({now.layout} on {now.platform}) stays cheapest under every "
                 f"perturbed assumption ({len(simulate.PERTURBATIONS)} tried: Spot hazard x2 and x0.5, no notice "
                 "checkpoint, correlation, waits, start-up, Spot prices, input cost)")
+        if closest[1]:
+            line += (f"; the assumption that most changes it is '{closest[1]}': its lead over the next layout "
+                     f"falls from {_margin(base, top, rivals):.1%} to {closest[0]:.1%}")
+        elif rivals:
+            line += (f"; none moves its {_margin(base, top, rivals):.1%} lead over the next layout by more than "
+                     f"{MARGIN_MOVE:.1%}")
+        return line
     regret, name, best = worst
     new = pool[best].option
     return (f"sensitivity: the assumption that most changes the top choice is '{name}': then {new.layout} on "
             f"{new.platform} ({new.region}) is cheapest and {now.layout} on {now.platform} costs {regret:.0%} more")
+
+
+def _margin(costs: list[float], top: int, rivals: list[int]) -> float:
+    """How much more the cheapest rival costs than the top option (0.04: 4% more; inf without rivals)."""
+    return min(costs[i] for i in rivals) / costs[top] - 1.0 if rivals else math.inf
