@@ -78,7 +78,7 @@ def test_sandbox_before_and_after_the_subcommand(sandbox, tmp_path, position):
 
 def test_every_command_has_the_global_options(tmp_path):
     for command in ("plan", "launch", "watch", "logs", "ls", "stop", "down", "doctor", "catalog", "schema",
-                    "iam-policy"):
+                    "iam-policy", "calibration"):
         text = run_cli([command, "--help"], tmp_path).stdout
         for flag in ("--output", "--profile", "--region", "--debug", "--sandbox"):
             assert flag in text, (command, flag)
