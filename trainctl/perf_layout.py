@@ -112,7 +112,7 @@ def _compute_rate(job: Job, inst: InstanceType, count: int, platform: str, measu
     seconds = perf_fit.seconds_per_sample(job.shape, device, eff, fit.size_knee, fit.attention_factor, eager=False)
     rate = 1.0 / seconds
     # The leave-one-out band holds where rows of this device and this model family were in the fit; anywhere
-    # else (A10G: only its die's RTX 3090 rows; H100 for a vision model: only language rows) the model leans
+    # else (A10G: only its die's RTX 3090 rows; the 40 GB A100 for a vision model: only 80 GB rows) the model leans
     # on rows it has not seen the like of, and the band is that of a whole die group left out.
     seen = basis == f"{device.group}/{job.shape.family}" and any(
         r.device == inst.accelerator.key and calibration.shapes[r.model].family == job.shape.family

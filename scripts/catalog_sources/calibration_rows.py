@@ -15,6 +15,7 @@ TIMM = "timm_rtx3090"
 MOS = "llm_foundry_bench"
 NEU_VIT = "neuron_trn1_vision"
 NEU_ENC = "neuron_trn1_encoder"
+NEMO_VIT = "nemo_vit_perf"
 sources = {
   TIMM: "huggingface/pytorch-image-models results/benchmark-train-amp-nchw-pt112-cu113-rtx3090.csv (train samples/s, AMP fp16, "
         "NCHW, PyTorch 1.12, CUDA 11.3, one RTX 3090) and results/benchmark-infer-amp-nchw-pt112-cu113-rtx3090.csv (GMACs), "
@@ -32,6 +33,12 @@ sources = {
   NEU_ENC: "AWS Neuron 'Trn1/Trn1n Training Performance', about-neuron/benchmarks/trn1/training_data_encoder.csv "
            "(Neuron 2.28.0, torch-neuronx 2.9.0.2.12.21983, Ubuntu 22), aws-neuron/aws-neuron-sdk commit "
            "81ce03ae261e12925e53437a0f690478e6366155 (2026-08-21): https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/benchmarks/trn1/trn1-training-performance.html",
+  NEMO_VIT: "NVIDIA NeMo Framework user guide, Vision Transformer 'Performance' (DGX SuperPOD A100 80GB and H100 80GB, "
+            "ViT g/14 on 1-16 nodes of 8, samples/s; 'out-of-box performance ... with the same configuration' on both): "
+            "https://docs.nvidia.com/nemo-framework/user-guide/latest/MultimodalModels/VisionLanguageFoundation/Vit/Perf.html; "
+            "model shape and batch per GPU from the same guide's 'Vision Transformer Training' predefined configurations "
+            "(g/14: 1,011M parameters, hidden 1408, FFN 6144, 16 heads, 40 layers, 64 per GPU, BF16 O2): "
+            "https://docs.nvidia.com/nemo-framework/user-guide/24.12/multimodalmodels/visionlanguagefoundation/vit/trainingpredefined.html",
   "NV_SPEC": "NVIDIA data sheets / architecture whitepapers: memory bandwidth RTX 3090 936 GB/s (GA102 whitepaper), "
              "A10G 600 GB/s, L4 300 GB/s, V100 SXM2 900 GB/s, A100 40GB 1,555 GB/s, A100 80GB SXM 2,039 GB/s, "
              "H100 SXM 3,350 GB/s; RTX 3090 dense FP16/BF16 tensor peak with FP32 accumulate 71 TFLOPS (GA102 whitepaper "
@@ -81,6 +88,10 @@ shapes = dict([
   # BERT-Large phase 1 (sequence 128): 24 layers, 1024 hidden, 16 heads, 335M parameters (BERT paper)
   ("bert-large-seq128", {"family": "language", "params": 335e6, "layers": 24, "hidden": 1024, "heads": 16, "tokens": 128,
                          "forward_flops": 2 * 335e6 * 128 + 4 * 24 * 1024 * 128 ** 2}),
+  # NeMo ViT g/14 at 224 (patch 14: 256 patches + class token); forward FLOPs as for the LMs (2 x params x tokens +
+  # attention), family vision
+  ("nemo-vit-g14-224", {"family": "vision", "params": 1011e6, "layers": 40, "hidden": 1408, "heads": 16, "tokens": 257,
+                        "forward_flops": 2 * 1011e6 * 257 + 4 * 40 * 1408 * 257 ** 2}),
   lm("mpt-125m-2k", 12, 768, 12, 2048, 125311488),
   lm("mpt-350m-2k", 24, 1024, 16, 2048, 355985408),
   lm("mpt-760m-2k", 24, 1536, 12, 2048, 760470528),
@@ -152,6 +163,21 @@ for g, mb, t in [(8, 14, 45455), (16, 20, 46037), (32, 20, 45130), (64, 20, 4440
     mos("mpt-1b-2k", "H100", g, mb, t, False, 3200.0, H, None if g == 8 else "mosaic-mpt-1b-2k-h100-8gpu")
 for g, mb, ga, t in [(8, 24, 2, 63147), (16, 24, 1, 68551), (32, 24, 1, 67971)]:
     mos("mpt-760m-2k", "H100", g, mb, t, False, 3200.0, H, None if g <= 16 else "mosaic-mpt-760m-2k-h100-16gpu", ga)
+def nemo(device, nodes, sps, inter_gbps, intra, fabric_words):
+    r = {"id": f"nemo-vit-g14-{device.lower()}-{nodes}node{'s' if nodes > 1 else ''}", "model": "nemo-vit-g14-224",
+         "device": device, "precision": "bf16", "micro_batch": 64, "accumulation": 1, "nodes": nodes,
+         "ranks_per_node": 8, "strategy": "ddp", "checkpointing": False, "attention": "fused", "samples_per_s": sps,
+         "source": NEMO_VIT, "intra_gbytes_s": intra, "inter_gbps": inter_gbps, "transport": "efa",
+         "conditions": f"NeMo (Megatron) ViT g/14 pre-training, {nodes} x DGX {device} (8 GPUs each), BF16 O2, data "
+                       f"parallel; 64 per GPU from the predefined g/14 configuration; gradient accumulation and "
+                       f"activation checkpointing not stated on the page: none ASSUMED; {fabric_words}"}
+    if nodes > 1:
+        r["scaling_base"] = f"nemo-vit-g14-{device.lower()}-1node"
+    rows.append(r)
+for n, sps in [(1, 693), (2, 1347), (4, 2642), (8, 5454), (16, 10644)]:
+    nemo("A100-80GB", n, float(sps), 1600.0, 200.0, "DGX A100 SuperPOD: 8 x 200 Gbps HDR InfiniBand per node ASSUMED")
+for n, sps in [(1, 1428), (2, 2846), (4, 5737), (8, 11222), (16, 21561)]:
+    nemo("H100", n, float(sps), 3200.0, 200.0, "DGX H100 SuperPOD: 8 x 400 Gbps NDR InfiniBand per node ASSUMED")
 doc = {"scaling_rule": "A row's scaling_base is the smallest layout of the same series (model, device, source) with "
                         "the same gradient-accumulation regime: scaling efficiency compares one per-rank configuration "
                         "across node counts. (The 8-GPU MosaicML A100 runs used 4-16 accumulation steps with a smaller "
