@@ -41,12 +41,17 @@ def _home() -> Path:
 
 
 class DiskCache:
-    def __init__(self, ttl_s: float | None = None):
+    """Answers on disk, keyed by the endpoint and the account that gave them (issue 11/14): the sandbox's
+    answers never serve a plan for AWS, and after the sandbox is gone nothing of it is read back, because
+    the account is read live (GetCallerIdentity) before the cache is consulted."""
+
+    def __init__(self, account: str, ttl_s: float | None = None):
         self.ttl = float(os.environ.get("TRAINCTL_CACHE_TTL", "600")) if ttl_s is None else ttl_s
         self.dir = _home() / "cache"
+        self.account = account
 
     def _path(self, key: dict) -> Path:
-        ident = {"endpoint": aws.endpoint_url() or "aws", "profile": aws.SETTINGS.profile, **key}
+        ident = {"endpoint": aws.endpoint_url() or "aws", "account": self.account, **key}
         digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:32]
         return self.dir / f"{digest}.json"
 
@@ -72,6 +77,12 @@ class DiskCache:
             tmp.replace(p)
         except OSError:
             pass  # a cache that cannot be written is only slower
+
+
+def caller_account(region: str | None = None) -> str:
+    """The account the credentials belong to, asked live (never cached), with few attempts: an endpoint that
+    does not answer (a sandbox since stopped) fails fast instead of being retried with backoff."""
+    return aws.client("sts", region or aws.default_region(), max_attempts=2).get_caller_identity()["Account"]
 
 
 def _cached(cache: DiskCache, key: dict, fetch):
@@ -184,13 +195,12 @@ def _quotas(region: str, service_code: str, names: set[str]) -> dict[str, float]
 
 
 # ----------------------------------------------------------------------------- the whole fetch
-def fetch_quotes(catalog: Catalog, req: MarketRequest, cache: DiskCache | None = None) -> Quotes:
+def fetch_quotes(catalog: Catalog, req: MarketRequest, cache: DiskCache) -> Quotes:
     """Live quotes for every region of the request, asked concurrently. A failed call is a warning and never
     costs more than what it was asked for: a refused placement-score call (no permission, or the account's
     daily configuration budget spent: MaxConfigLimitExceeded) leaves that region's Spot options with an
     unknown score, a failed price-history call leaves them priced from the Spot advisor; only a region whose
     AZs cannot be listed is left out."""
-    cache = cache or DiskCache()
     with ThreadPoolExecutor(max_workers=16) as pool:
         jobs = _submit_all(pool, cache, catalog, req)
         results: dict[tuple, object] = {}
