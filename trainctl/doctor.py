@@ -165,6 +165,20 @@ def check_bucket(region: str, bucket: str) -> Check:
     return _ok(name, f"{bucket}: encrypted ({', '.join(algos)}), public access blocked")
 
 
+def check_spot_role(region: str) -> Check:
+    """EC2 needs the Spot service-linked role before the first Spot request (awsinfra.spot_role)."""
+    from trainctl.awsinfra import spot_role
+
+    name = "Spot service-linked role"
+    found = spot_role.exists(aws.client("iam", region))
+    if found:
+        return _ok(name, f"{spot_role.ROLE_NAME} exists")
+    if found is None:
+        return _skip(name, f"cannot read {spot_role.ROLE_NAME} (no iam:GetRole on it); {spot_role.FIX}")
+    return _fail(name, f"{spot_role.ROLE_NAME} does not exist: EC2 Spot launches need it (a launch with "
+                       "iam:CreateServiceLinkedRole creates it)", spot_role.FIX)
+
+
 def check_placement_scores(region: str, instance_type: str, count: int) -> Check:
     from trainctl.awsinfra import zones
 
@@ -202,7 +216,8 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
     cred, account = check_credentials(region)
     add(cred)
     if account is None:
-        for n in ("quotas", "SageMaker execution role", "subnet reaches S3", "job bucket", "Spot placement scores"):
+        for n in ("quotas", "SageMaker execution role", "subnet reaches S3", "job bucket", "Spot service-linked role",
+                  "Spot placement scores"):
             add(_skip(n, "needs working credentials"))
         return checks
     plan = None
@@ -224,6 +239,8 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
     from trainctl.awsinfra.bucket import job_bucket
 
     add(check_bucket(region, bucket or job_bucket(account, region)))
+    add(check_spot_role(region) if "ec2" in platforms else _skip("Spot service-linked role", "only EC2 Spot needs it "
+                                                                 "(SageMaker runs managed Spot itself)"))
     add(_scores_check(region, spec, plan))
     return checks
 
