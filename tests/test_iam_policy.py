@@ -84,6 +84,8 @@ def test_policy_matches_the_calls_of_every_command(sandbox, tmp_path, recorder, 
     sandbox.admin.action("remove_spot_service_linked_role")  # the account's first Spot launch creates it
     spec = str(CONFIGS / "vit-base-g5.yaml")
     cli("launch", spec, "--platform", "ec2", "--layout", "g5.xlarge:2:spot", "--dry-run")
+    # P5 Spot's quota has no applied value in the account: the plan reads its AWS default
+    cli("plan", spec, "--platform", "ec2", "--layout", "p5.48xlarge:1:spot")
     job2 = json.loads(cli("-o", "json", "launch", spec, "--platform", "ec2", "--layout", "g5.xlarge:2:spot",
                           "--yes"))["job_id"]
     cli("watch", job2, "--once", ok=(0, 1, 3, 4))

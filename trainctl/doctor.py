@@ -180,11 +180,11 @@ def check_spot_role(region: str) -> Check:
 
 
 def check_placement_scores(region: str, instance_type: str, count: int) -> Check:
-    from trainctl.awsinfra import zones
+    from trainctl.market import placement_scores_for
 
     name = "Spot placement scores"
-    try:
-        scores = zones.placement_scores(aws.client("ec2", region), region, [instance_type], count)
+    try:  # the configuration a plan asks (the type's family), not a new single-type one
+        scores, _ = placement_scores_for(aws.client("ec2", region), region, instance_type, count)
     except Exception as e:  # noqa: BLE001
         return _fail(name, f"GetSpotPlacementScores in {region}: {aws.error_summary(e)}",
                      POLICY_FIX if _denied(e) else "plans go on without scores (capacity odds unknown)")
@@ -216,8 +216,7 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
     cred, account = check_credentials(region)
     add(cred)
     if account is None:
-        for n in ("quotas", "SageMaker execution role", "subnet reaches S3", "job bucket", "Spot service-linked role",
-                  "Spot placement scores"):
+        for n in ("quotas", "SageMaker execution role", "subnet reaches S3", "job bucket", "Spot placement scores"):
             add(_skip(n, "needs working credentials"))
         return checks
     plan = None
@@ -239,8 +238,8 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
     from trainctl.awsinfra.bucket import job_bucket
 
     add(check_bucket(region, bucket or job_bucket(account, region)))
-    add(check_spot_role(region) if "ec2" in platforms else _skip("Spot service-linked role", "only EC2 Spot needs it "
-                                                                 "(SageMaker runs managed Spot itself)"))
+    if "ec2" in platforms:  # only EC2 Spot needs it: SageMaker runs managed Spot instances itself
+        add(check_spot_role(region))
     add(_scores_check(region, spec, plan))
     return checks
 

@@ -73,6 +73,9 @@ CALLS: tuple[Call, ...] = (
     Call("pricing:GetProducts", BOTH, (_g("pricing:GetProducts", why="the Price List API has no resources"),)),
     Call("service-quotas:ListServiceQuotas", BOTH, (_g("servicequotas:ListServiceQuotas",
                                                        why="Service Quotas reads have no resources"),)),
+    # a quota with no applied value is left out of ListServiceQuotas: its AWS default is read instead
+    Call("service-quotas:GetAWSDefaultServiceQuota", BOTH, (_g("servicequotas:GetAWSDefaultServiceQuota",
+                                                               why="Service Quotas reads have no resources"),)),
     Call("sts:GetCallerIdentity", BOTH, ()),  # needs no permission: every principal may ask who it is
     Call("s3:HeadBucket", BOTH, (_g("s3:ListBucket", resources=(S3_BUCKET,)),)),
     Call("s3:CreateBucket", BOTH, (_g("s3:CreateBucket", resources=(S3_BUCKET,)),)),
