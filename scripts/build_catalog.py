@@ -81,12 +81,15 @@ BASELINE_GBPS = {"g5.xlarge": 2.5, "g5.2xlarge": 5.0, "g5.4xlarge": 10.0, "g6.xl
 # SageMaker training offers these instance types as ml.<type> (all of the catalog's but p5's smaller sizes).
 SAGEMAKER_TRAINING = re.compile(r"^(g5|g6|p3|p3dn|p4d|p5|trn1|trn1n)\.")
 
-# EC2 vCPU quota groups (Service Quotas, service code ec2).
+# EC2 vCPU quota groups (Service Quotas, service code ec2), matched by QuotaCode: "Amazon EC2 instance type
+# quotas" (EC2 instance types guide). P5 Spot has its own quota; P5 On-Demand shares "Running On-Demand P".
 QUOTA_GROUPS = {
     "g": {"on-demand": ["L-DB2E81BA", "Running On-Demand G and VT instances"],
           "spot": ["L-3819A6DF", "All G and VT Spot Instance Requests"]},
     "p": {"on-demand": ["L-417A185B", "Running On-Demand P instances"],
-          "spot": ["L-7212CCBC", "All P Spot Instance Requests"]},
+          "spot": ["L-7212CCBC", "All P4, P3 and P2 Spot Instance Requests"]},
+    "p5": {"on-demand": ["L-417A185B", "Running On-Demand P instances"],
+           "spot": ["L-C4BD4855", "All P5 Spot Instance Requests"]},
     "trn": {"on-demand": ["L-2C3B7624", "Running On-Demand Trn instances"],
             "spot": ["L-6B0D517C", "All Trn Spot Instance Requests"]},
 }

@@ -167,7 +167,7 @@ def test_quota_marks_and_demotes():
     req = PlanRequest(layouts=(Layout.parse("g5.12xlarge:2:on-demand"), Layout.parse("g5.2xlarge:1:on-demand")),
                       platforms=("ec2",))
     quotes = Quotes(source="live", regions=("us-east-1",),
-                    quotas={("us-east-1", "ec2", "Running On-Demand G and VT instances"): 64.0})
+                    quotas={("us-east-1", "ec2", "L-DB2E81BA"): 64.0})
     p = plan(spec, CAT, quotes, req)
     big = next(o for o in p.options if o.instance_type == "g5.12xlarge")
     small = next(o for o in p.options if o.instance_type == "g5.2xlarge")

@@ -7,6 +7,8 @@ package of this environment except trainctl's own distributions.
 """
 from __future__ import annotations
 
+import base64
+import json
 import re
 import shutil
 import subprocess
@@ -126,3 +128,26 @@ def test_the_product_alone_plans_and_lists_the_sandbox_command(product_only_venv
     plan = _run(product_only_venv, ["-o", "json", "plan", str(CONFIGS / "vit-base-g5.yaml"), "--offline"], tmp_path)
     assert plan.returncode == 0, plan.stderr
     assert plan.stdout.lstrip().startswith("{")
+
+
+@pytest.mark.parametrize("args", [
+    [str(Path(__file__).parent / "launch_specs" / "tiny-vit-sagemaker.yaml")],
+    [str(CONFIGS / "vit-base-g5.yaml"), "--platform", "ec2", "--layout", "g5.xlarge:2:on-demand"],
+], ids=["sagemaker", "ec2"])
+def test_the_product_alone_dry_runs_a_launch_on_each_platform(product_only_venv, sandbox, tmp_path, args):
+    """Issue 11 item 10: a launch's dry-run from the installed wheel. It reads AWS (account, bucket, image,
+    subnets) and writes nothing; here the AWS it reads is the sandbox's server, over HTTP like AWS itself:
+    the wheel's environment holds no sandbox code. The EC2 dry-run renders the user data (userdata.sh)."""
+    env = {**_env(tmp_path), **sandbox.env}
+    proc = subprocess.run([str(product_only_venv / "bin" / "trainctl"), "-o", "json", "launch", *args, "--dry-run"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    operations = [r["operation"] for r in doc["requests"]]
+    if doc["platform"] == "ec2":
+        template = next(r for r in doc["requests"] if r["operation"] == "CreateLaunchTemplate")
+        user_data = base64.b64decode(template["params"]["LaunchTemplateData"]["UserData"]).decode()
+        assert user_data.startswith("#!") and "trainctl_node" in user_data
+        assert "CreateFleet" in operations
+    else:
+        assert doc["platform"] == "sagemaker" and "CreateTrainingJob" in operations

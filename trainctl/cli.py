@@ -370,9 +370,11 @@ def iam_policy(
     """Print least-privilege IAM policy documents for trainctl (docs/security.md explains them)."""
     import json as _json
 
-    from trainctl import iam, render
+    from trainctl import aws, iam, render
+    from trainctl.awsinfra.naming import partition
 
-    doc = iam.documents(platform, role, execution_role)
+    # ARNs carry the partition of the region asked (--region): aws, aws-cn or aws-us-gov
+    doc = iam.in_partition(iam.documents(platform, role, execution_role), partition(aws.default_region()))
     if OPTS.output == "json":
         render.print_json(doc)
     else:  # the policy itself, ready for `aws iam put-role-policy --policy-document file://...`

@@ -165,12 +165,26 @@ def check_bucket(region: str, bucket: str) -> Check:
     return _ok(name, f"{bucket}: encrypted ({', '.join(algos)}), public access blocked")
 
 
+def check_spot_role(region: str) -> Check:
+    """EC2 needs the Spot service-linked role before the first Spot request (awsinfra.spot_role)."""
+    from trainctl.awsinfra import spot_role
+
+    name = "Spot service-linked role"
+    found = spot_role.exists(aws.client("iam", region))
+    if found:
+        return _ok(name, f"{spot_role.ROLE_NAME} exists")
+    if found is None:
+        return _skip(name, f"cannot read {spot_role.ROLE_NAME} (no iam:GetRole on it); {spot_role.FIX}")
+    return _fail(name, f"{spot_role.ROLE_NAME} does not exist: EC2 Spot launches need it (a launch with "
+                       "iam:CreateServiceLinkedRole creates it)", spot_role.FIX)
+
+
 def check_placement_scores(region: str, instance_type: str, count: int) -> Check:
-    from trainctl.awsinfra import zones
+    from trainctl.market import placement_scores_for
 
     name = "Spot placement scores"
-    try:
-        scores = zones.placement_scores(aws.client("ec2", region), region, [instance_type], count)
+    try:  # the configuration a plan asks (the type's family), not a new single-type one
+        scores, _ = placement_scores_for(aws.client("ec2", region), region, instance_type, count)
     except Exception as e:  # noqa: BLE001
         return _fail(name, f"GetSpotPlacementScores in {region}: {aws.error_summary(e)}",
                      POLICY_FIX if _denied(e) else "plans go on without scores (capacity odds unknown)")
@@ -224,6 +238,8 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
     from trainctl.awsinfra.bucket import job_bucket
 
     add(check_bucket(region, bucket or job_bucket(account, region)))
+    if "ec2" in platforms:  # only EC2 Spot needs it: SageMaker runs managed Spot instances itself
+        add(check_spot_role(region))
     add(_scores_check(region, spec, plan))
     return checks
 

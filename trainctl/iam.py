@@ -59,6 +59,7 @@ def _g(*actions: str, resources: tuple[str, ...] = ("*",), condition: dict | Non
 EC2 = "arn:aws:ec2:*:*"
 S3_BUCKET = f"arn:aws:s3:::{BUCKET}"
 S3_OBJECTS = f"arn:aws:s3:::{BUCKET}/*"
+SPOT_ROLE = "arn:aws:iam::*:role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot"
 BOTH = PLATFORMS
 SM = ("sagemaker",)
 E2 = ("ec2",)
@@ -72,6 +73,9 @@ CALLS: tuple[Call, ...] = (
     Call("pricing:GetProducts", BOTH, (_g("pricing:GetProducts", why="the Price List API has no resources"),)),
     Call("service-quotas:ListServiceQuotas", BOTH, (_g("servicequotas:ListServiceQuotas",
                                                        why="Service Quotas reads have no resources"),)),
+    # a quota with no applied value is left out of ListServiceQuotas: its AWS default is read instead
+    Call("service-quotas:GetAWSDefaultServiceQuota", BOTH, (_g("servicequotas:GetAWSDefaultServiceQuota",
+                                                               why="Service Quotas reads have no resources"),)),
     Call("sts:GetCallerIdentity", BOTH, ()),  # needs no permission: every principal may ask who it is
     Call("s3:HeadBucket", BOTH, (_g("s3:ListBucket", resources=(S3_BUCKET,)),)),
     Call("s3:CreateBucket", BOTH, (_g("s3:CreateBucket", resources=(S3_BUCKET,)),)),
@@ -100,7 +104,7 @@ CALLS: tuple[Call, ...] = (
     Call("s3:GetPublicAccessBlock", BOTH, (_g("s3:GetBucketPublicAccessBlock", resources=(S3_BUCKET,)),)),
     Call("s3:GetBucketPolicyStatus", BOTH, (_g("s3:GetBucketPolicyStatus", resources=(S3_BUCKET,)),)),
     # ---- SageMaker
-    Call("iam:GetRole", SM, (_g("iam:GetRole", resources=("arn:aws:iam::*:role/{execution_role}",)),)),
+    Call("iam:GetRole", BOTH, (_g("iam:GetRole", resources=("arn:aws:iam::*:role/{execution_role}", SPOT_ROLE)),)),
     Call("s3:HeadObject", SM, (_g("s3:GetObject", resources=(S3_OBJECTS,)),)),
     Call("sagemaker:CreateTrainingJob", SM, (
         _g("sagemaker:CreateTrainingJob", "sagemaker:AddTags", resources=("arn:aws:sagemaker:*:*:training-job/*",),
@@ -165,6 +169,10 @@ CALLS: tuple[Call, ...] = (
     *(Call(f"iam:{op}", E2, (_g(f"iam:{op}", *extra, resources=("arn:aws:iam::*:instance-profile/trainctl/*",)),))
       for op, extra in (("CreateInstanceProfile", ("iam:TagInstanceProfile",)), ("DeleteInstanceProfile", ()),
                         ("RemoveRoleFromInstanceProfile", ()), ("AddRoleToInstanceProfile", ()))),
+    # EC2 needs the Spot service-linked role before the first Spot request (EC2 User Guide, "Service-linked role
+    # for Spot Instance requests"); a Spot launch creates it when missing, and may create nothing else.
+    Call("iam:CreateServiceLinkedRole", E2, (_g("iam:CreateServiceLinkedRole", resources=(SPOT_ROLE,),
+                                                condition={"StringLike": {"iam:AWSServiceName": "spot.amazonaws.com"}}),)),
     Call("iam:ListRoles", E2, (_g("iam:ListRoles", why="listing takes no resource; trainctl asks for /trainctl/ only"),)),
     Call("iam:ListInstanceProfiles", E2, (_g("iam:ListInstanceProfiles",
                                              why="listing takes no resource; trainctl asks for /trainctl/ only"),)),
@@ -244,6 +252,17 @@ def ec2_node_policy() -> dict:
     from trainctl.backends.ec2 import node_policy
 
     return node_policy("JOB_ID", "trainctl-ACCOUNT-REGION", "REGION", "ACCOUNT")
+
+
+def in_partition(document, partition: str):
+    """The documents with every ARN in `partition` (aws, aws-cn, aws-us-gov): ARNs are written for `aws` here."""
+    if isinstance(document, str):
+        return document.replace("arn:aws:", f"arn:{partition}:") if partition != "aws" else document
+    if isinstance(document, dict):
+        return {k: in_partition(v, partition) for k, v in document.items()}
+    if isinstance(document, list):
+        return [in_partition(v, partition) for v in document]
+    return document
 
 
 def documents(platform: str = "all", role: str = "cli", execution_role: str = EXECUTION_ROLE) -> dict:

@@ -12,6 +12,10 @@ DLC_ACCOUNTS = {
     "ap-southeast-3": "907027046896", "ap-southeast-4": "457447274322", "eu-central-2": "380420809688",
     "eu-south-1": "692866216735", "eu-south-2": "503227376785", "me-south-1": "217643126080",
     "me-central-1": "914824155844", "il-central-1": "780543022126", "ca-west-1": "204538143572",
+    "ap-northeast-3": "364406365360",
+    # other partitions publish from their own accounts (aws-cn, aws-us-gov)
+    "cn-north-1": "727897471807", "cn-northwest-1": "727897471807",
+    "us-gov-west-1": "442386744353", "us-gov-east-1": "446045086412",
 }
 # accelerator kind -> (repository, tag)
 IMAGES = {

@@ -271,7 +271,9 @@ def _submit_failed(store: JobStore, backend, job_id: str, region: str, e: Except
             say(f"removed after the failed launch: {', '.join(removed)}")
     except Exception as ce:  # noqa: BLE001 - the launch error matters more; cleanup can be re-run
         say(f"cleanup after the failed launch did not finish ({error_summary(ce)})")
-    raise TrainctlError(f"launch of {job_id} failed: {error_summary(e)}") from e
+    from trainctl.awsinfra.spot_role import hint
+
+    raise TrainctlError(f"launch of {job_id} failed: {error_summary(e)}{hint(e)}") from e
 
 
 def _account(region: str) -> str:

@@ -23,6 +23,9 @@ from trainctl.quotes import Quotes, SpotPrice
 # AWS recommends at least three instance types per placement-score request; fewer always scores low.
 MIN_TYPES_PER_SCORE_REQUEST = 3
 DEFAULT_WINDOW_HOURS = 7 * 24
+SCORES_NOTE = ("Spot placement scores compare only within one configuration (the same instance types and count; "
+               "EC2 User Guide); a score asked for one or two types is low by design and is not taken as capacity "
+               "odds")
 
 
 @dataclass(frozen=True)
@@ -41,12 +44,17 @@ def _home() -> Path:
 
 
 class DiskCache:
-    def __init__(self, ttl_s: float | None = None):
+    """Answers on disk, keyed by the endpoint and the account that gave them (issue 11/14): the sandbox's
+    answers never serve a plan for AWS, and after the sandbox is gone nothing of it is read back, because
+    the account is read live (GetCallerIdentity) before the cache is consulted."""
+
+    def __init__(self, account: str, ttl_s: float | None = None):
         self.ttl = float(os.environ.get("TRAINCTL_CACHE_TTL", "600")) if ttl_s is None else ttl_s
         self.dir = _home() / "cache"
+        self.account = account
 
     def _path(self, key: dict) -> Path:
-        ident = {"endpoint": aws.endpoint_url() or "aws", "profile": aws.SETTINGS.profile, **key}
+        ident = {"endpoint": aws.endpoint_url() or "aws", "account": self.account, **key}
         digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:32]
         return self.dir / f"{digest}.json"
 
@@ -74,6 +82,12 @@ class DiskCache:
             pass  # a cache that cannot be written is only slower
 
 
+def caller_account(region: str | None = None) -> str:
+    """The account the credentials belong to, asked live (never cached), with few attempts: an endpoint that
+    does not answer (a sandbox since stopped) fails fast instead of being retried with backoff."""
+    return aws.client("sts", region or aws.default_region(), max_attempts=2).get_caller_identity()["Account"]
+
+
 def _cached(cache: DiskCache, key: dict, fetch):
     hit = cache.get(key)
     if hit is not None:
@@ -91,24 +105,34 @@ def _availability_zones(region: str) -> dict[str, str]:
     return zones.az_ids_to_names(aws.client("ec2", region))
 
 
+def score_group(catalog: Catalog, instance_type: str) -> list[str]:
+    """The placement-score configuration asked for a type: every catalog type with its accelerator (the family's
+    sizes). One configuration per family and count, whoever asks (plan, launch, doctor): an account may ask only
+    a limited number of new configurations per 24 h (MaxConfigLimitExceeded), and a score compares only with
+    scores of the same configuration. Families with fewer than three types still score low by AWS's design."""
+    accelerator = catalog.instances[instance_type].accelerator.key
+    return sorted(i.name for i in catalog.instances.values() if i.accelerator.key == accelerator)
+
+
 def _score_groups(catalog: Catalog, types: list[str]) -> list[list[str]]:
-    """Groups of >= 3 types of one family for placement-score requests (padded with the family's other sizes)."""
-    by_family: dict[str, list[str]] = {}
-    for t in types:
-        by_family.setdefault(t.split(".")[0], []).append(t)
-    groups = []
-    for family, members in sorted(by_family.items()):
-        group = sorted(set(members))
-        if len(group) < MIN_TYPES_PER_SCORE_REQUEST:
-            siblings = sorted(i.name for i in catalog.instances.values()
-                              if i.accelerator.key == catalog.instances[group[0]].accelerator.key)
-            for s in siblings:
-                if len(group) >= MIN_TYPES_PER_SCORE_REQUEST:
-                    break
-                if s not in group:
-                    group.append(s)
-        groups.append(sorted(group))
-    return groups
+    return [list(g) for g in sorted({tuple(score_group(catalog, t)) for t in types})]
+
+
+def placement_scores_for(ec2, region: str, instance_type: str, count: int) -> tuple[dict[str, int], tuple[str, ...]]:
+    """(AZ name -> score, the configuration's types) for `count` x `instance_type`: the plan's configuration,
+    read from the plan's cache when it is fresh, so launch and doctor spend no new configuration."""
+    from trainctl.awsinfra import zones
+    from trainctl.catalog import load_catalog
+
+    group = score_group(load_catalog(), instance_type)
+    try:
+        cache = DiskCache(caller_account(region))
+    except Exception:  # noqa: BLE001 - without the account there is no cache to share, only the same question
+        cache = DiskCache("", ttl_s=0)
+    by_id = _cached(cache, {"op": "score", "region": region, "types": group, "count": count},
+                    lambda: zones.placement_scores(ec2, region, group, count))
+    names = _cached(cache, {"op": "azs", "region": region}, lambda: zones.az_ids_to_names(ec2))
+    return {names[z]: s for z, s in by_id.items() if z in names}, tuple(group)
 
 
 def _placement_scores(region: str, types: list[str], count: int) -> dict[str, int]:
@@ -173,24 +197,29 @@ def _on_demand_price(service: str, region: str, instance_type: str) -> float | N
     return None
 
 
-def _quotas(region: str, service_code: str, names: set[str]) -> dict[str, float]:
+def _quotas(region: str, service_code: str, wanted: set[str]) -> dict[str, float]:
+    """Quota values by QuotaCode (ec2) or QuotaName (sagemaker). ListServiceQuotas leaves out quotas that have
+    no applied value (botocore docstring); an EC2 code it leaves out is read with GetAWSDefaultServiceQuota."""
     sq = aws.client("service-quotas", region)
+    field = "QuotaCode" if service_code == "ec2" else "QuotaName"
     found: dict[str, float] = {}
     for page in sq.get_paginator("list_service_quotas").paginate(ServiceCode=service_code):
         for q in page.get("Quotas", []):
-            if q.get("QuotaName") in names:
-                found[q["QuotaName"]] = float(q["Value"])
+            if q.get(field) in wanted:
+                found[q[field]] = float(q["Value"])
+    if service_code == "ec2":
+        for code in sorted(wanted - set(found)):
+            found[code] = float(sq.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
     return found
 
 
 # ----------------------------------------------------------------------------- the whole fetch
-def fetch_quotes(catalog: Catalog, req: MarketRequest, cache: DiskCache | None = None) -> Quotes:
+def fetch_quotes(catalog: Catalog, req: MarketRequest, cache: DiskCache) -> Quotes:
     """Live quotes for every region of the request, asked concurrently. A failed call is a warning and never
     costs more than what it was asked for: a refused placement-score call (no permission, or the account's
     daily configuration budget spent: MaxConfigLimitExceeded) leaves that region's Spot options with an
     unknown score, a failed price-history call leaves them priced from the Spot advisor; only a region whose
     AZs cannot be listed is left out."""
-    cache = cache or DiskCache()
     with ThreadPoolExecutor(max_workers=16) as pool:
         jobs = _submit_all(pool, cache, catalog, req)
         results: dict[tuple, object] = {}
@@ -231,16 +260,17 @@ def _submit_all(pool, cache: DiskCache, catalog: Catalog, req: MarketRequest) ->
                     _cached, cache, {"op": "price", "service": service, "region": region, "type": t},
                     lambda s=service, r=region, it=t: _on_demand_price(s, r, it))
         for platform in req.platforms:
-            code, names = _quota_names(catalog, req, platform)
+            code, keys = _quota_keys(catalog, req, platform)
             jobs[("quota", region, code)] = pool.submit(
-                _cached, cache, {"op": "quota", "region": region, "service": code, "names": sorted(names)},
-                lambda r=region, c=code, n=names: _quotas(r, c, n))
+                _cached, cache, {"op": "quota", "region": region, "service": code, "keys": sorted(keys)},
+                lambda r=region, c=code, k=keys: _quotas(r, c, k))
     return jobs
 
 
-def _quota_names(catalog: Catalog, req: MarketRequest, platform: str) -> tuple[str, set[str]]:
+def _quota_keys(catalog: Catalog, req: MarketRequest, platform: str) -> tuple[str, set[str]]:
+    """(service code, what identifies each quota): EC2 by QuotaCode, SageMaker by QuotaName."""
     if platform == "ec2":
-        return "ec2", {catalog.ec2_quota(t, m)[1] for t in req.instance_types for m in req.markets}
+        return "ec2", {catalog.ec2_quota(t, m)[0] for t in req.instance_types for m in req.markets}
     return "sagemaker", {f"ml.{t} for {'spot ' if m == 'spot' else ''}training job usage"
                          for t in req.instance_types for m in req.markets}
 
@@ -250,6 +280,7 @@ def _assemble(catalog: Catalog, req: MarketRequest, results: dict, errors: dict)
     live_regions = []
     spot_prices: dict[tuple[str, str], dict[str, SpotPrice]] = {}
     scores_out: dict[tuple[str, str, int], dict[str, int]] = {}
+    configs: dict[tuple[str, str, int], tuple[str, ...]] = {}
     for region in req.regions:
         if ("azs", region) in errors:
             warnings.append(f"{region}: DescribeAvailabilityZones failed ({aws.error_summary(errors[('azs', region)])})"
@@ -268,9 +299,12 @@ def _assemble(catalog: Catalog, req: MarketRequest, results: dict, errors: dict)
                 for t in group:
                     if c in req.spot_counts.get(t, ()):
                         scores_out[(region, t, c)] = by_name
+                        configs[(region, t, c)] = tuple(group)
     on_demand, quotas = _prices_and_quotas(catalog, results, errors, warnings)
+    if scores_out:
+        warnings.append(SCORES_NOTE)
     return Quotes(source="live", regions=tuple(live_regions), on_demand=on_demand, spot_prices=spot_prices,
-                  placement_scores=scores_out, quotas=quotas, warnings=tuple(warnings))
+                  placement_scores=scores_out, score_configs=configs, quotas=quotas, warnings=tuple(warnings))
 
 
 def _partial_failures(region: str, errors: dict) -> list[str]:

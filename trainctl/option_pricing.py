@@ -17,6 +17,7 @@ from trainctl.spec import JobSpec
 CAPACITY_RETRY_HOURS = 0.5
 # Pessimistic band for a type the Spot advisor has no data for.
 UNKNOWN_BAND = ">20%"
+MIN_SCORE_TYPES = 3  # AWS: a placement-score request of fewer instance types always scores low
 # Checkpoints are written to local disk and synced in the background; ~500 MB/s sustained.
 CHECKPOINT_WRITE_BYTES_PER_S = 500e6
 
@@ -70,7 +71,9 @@ def spot_price(catalog, quotes, inst, count, platform, region, market, od, exclu
         # Best AZ: highest placement score, then lowest Spot price there.
         az = max(scores, key=lambda z: (scores[z], -(spot[z].mean_usd if z in spot else 1e9)))
         score = scores[az]
-        odds = score / 10.0
+        config = quotes.score_configs.get((region, inst.name, count), ())
+        # AWS: fewer than three instance types always score low, so such a score says nothing about the odds
+        odds = score / 10.0 if len(config) >= MIN_SCORE_TYPES or not config else None
     ec2_od = quotes.on_demand.get(("ec2", region, inst.name))
     if ec2_od is None and (cat_price := catalog.on_demand_price("ec2", region, inst.name)) is not None:
         ec2_od = cat_price.usd_per_hour
@@ -93,6 +96,17 @@ def spot_price(catalog, quotes, inst, count, platform, region, market, od, exclu
     exclude(inst.name, count, f"no Spot price or Spot advisor data for {region}", platform=platform,
             market=market, region=region)
     return None
+
+
+def _score_words(quotes, itype: str, count: int, region: str, az, score, odds) -> str:
+    if score is None:
+        return "placement score unknown (offline, or the score call was refused): capacity odds not checked"
+    where = f"placement score {score}/10 for {count} node{'s' if count > 1 else ''} in {az}"
+    if odds is None:
+        config = quotes.score_configs.get((region, itype, count), ())
+        return (f"{where}, asked for {len(config)} type{'s' if len(config) != 1 else ''} ({', '.join(config)}): "
+                "low by AWS's design below three types, so not taken as capacity odds")
+    return where + (" (capacity unlikely)" if score <= 3 else "")
 
 
 def price_option(catalog, quotes, inst, count, platform, region, market, od, od_src, times, fit, tp, feed,
@@ -122,9 +136,7 @@ def price_option(catalog, quotes, inst, count, platform, region, market, od, od_
     if market == "spot":
         assumed = "" if catalog.spot_advice(region, inst.name) else " (assumed: no advisor data)"
         why.append(f"Spot: interruption band {band}{assumed} -> {exp.interruptions:.2f} interruptions expected")
-        why.append(f"placement score {score}/10 for {count} node{'s' if count > 1 else ''} in {az}"
-                   + (" (capacity unlikely)" if score <= 3 else "") if score is not None else
-                   "placement score unknown (offline, or the score call was refused): capacity odds not checked")
+        why.append(_score_words(quotes, inst.name, count, region, az, score, odds))
     why.extend(risk_words)
     quota_ok = quota_check(catalog, quotes, inst, count, platform, region, market, why)
     why.extend(tp.words)
@@ -147,17 +159,18 @@ def price_option(catalog, quotes, inst, count, platform, region, market, od, od_
 def quota_check(catalog, quotes, inst, count, platform, region, market, why) -> bool | None:
     if platform == "ec2":
         code, name = catalog.ec2_quota(inst.name, market)
-        have = quotes.quotas.get((region, "ec2", name))
+        have = quotes.quotas.get((region, "ec2", code))  # by QuotaCode: names change (P became "P4, P3 and P2")
         need = inst.vcpus * count
         unit = "vCPUs"
     else:
-        name = f"ml.{inst.name} for {'spot ' if market == 'spot' else ''}training job usage"
+        code = name = f"ml.{inst.name} for {'spot ' if market == 'spot' else ''}training job usage"
         have = quotes.quotas.get((region, "sagemaker", name))
         need, unit = count, "instances"
     if have is None:
         return None
     if need > have:
-        why.append(f"over quota: needs {need} {unit}, '{name}' is {have:g} in {region}; request an increase in "
+        named = f"'{name}'" + (f" ({code})" if code != name else "")
+        why.append(f"over quota: needs {need} {unit}, {named} is {have:g} in {region}; request an increase in "
                    "Service Quotas")
         return False
     return True

@@ -64,7 +64,14 @@ def gather_quotes(spec: JobSpec, catalog, request: PlanRequest, inputs: PlanInpu
     if not aws.has_credentials():
         return Quotes.offline(regions, (f"no AWS credentials found: {dated}; configure credentials (or use "
                                         "`trainctl --sandbox`) for live prices, placement scores and quotas",))
-    from trainctl.market import MarketRequest, fetch_quotes
+    from trainctl.market import DiskCache, MarketRequest, caller_account, fetch_quotes
+
+    try:
+        account = caller_account()
+    except Exception as e:  # noqa: BLE001 - an endpoint that does not answer plans from the catalog, and says so
+        where = aws.endpoint_url() or "AWS"
+        return Quotes.offline(regions, (f"{where} did not answer GetCallerIdentity ({aws.error_summary(e)}): "
+                                        f"{dated}",))
 
     cands = candidates(spec, catalog, request)
     platforms = request.platforms or tuple(spec.candidates.platforms)
@@ -76,4 +83,4 @@ def gather_quotes(spec: JobSpec, catalog, request: PlanRequest, inputs: PlanInpu
     req = MarketRequest(regions=regions, instance_types=tuple(sorted({c.instance.name for c in cands})),
                         spot_counts={t: tuple(sorted(v)) for t, v in spot_counts.items()},
                         platforms=platforms, markets=markets, window_hours=inputs.window_hours)
-    return fetch_quotes(catalog, req)
+    return fetch_quotes(catalog, req, DiskCache(account))

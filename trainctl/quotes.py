@@ -24,7 +24,10 @@ class Quotes:
     spot_prices: dict[tuple[str, str], dict[str, SpotPrice]] = field(default_factory=dict)
     # Spot placement scores for a single-AZ request of `count` nodes: (region, instance_type, count) -> {az: 1..10}
     placement_scores: dict[tuple[str, str, int], dict[str, int]] = field(default_factory=dict)
-    # Quotas: (region, service_code, quota name) -> value. EC2: vCPUs; SageMaker: instances.
+    # the instance types of the configuration each score was asked for (same keys): fewer than three score low
+    score_configs: dict[tuple[str, str, int], tuple[str, ...]] = field(default_factory=dict)
+    # Quotas: (region, service_code, key) -> value. EC2: by QuotaCode, in vCPUs; SageMaker: by quota name
+    # ("ml.g5.xlarge for training job usage": its codes are per type and unpublished), in instances.
     quotas: dict[tuple[str, str, str], float] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
 

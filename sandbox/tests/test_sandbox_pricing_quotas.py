@@ -90,15 +90,35 @@ def _quotas(sq, code: str) -> list[dict]:
     return [q for page in sq.get_paginator("list_service_quotas").paginate(ServiceCode=code) for q in page["Quotas"]]
 
 
-def test_ec2_vcpu_quotas_have_the_catalogs_codes_and_names(sandbox):
+def test_ec2_vcpu_quotas_carry_aws_codes_and_names(sandbox):
     sq = sandbox.client("service-quotas")
-    got = {(q["QuotaCode"], q["QuotaName"]) for q in _quotas(sq, "ec2")}
-    want = {tuple(v) for markets in load_catalog().data["ec2_vcpu_quotas"].values() for v in markets.values()}
-    assert got == want
+    defaults = {q["QuotaCode"]: q for page in sq.get_paginator("list_aws_default_service_quotas").paginate(
+        ServiceCode="ec2") for q in page["Quotas"]}
+    # AWS's codes and names ("Amazon EC2 instance type quotas"), whatever trainctl's catalog says
+    assert defaults["L-C4BD4855"]["QuotaName"] == "All P5 Spot Instance Requests"
+    assert defaults["L-7212CCBC"]["QuotaName"] == "All P4, P3 and P2 Spot Instance Requests"
+    assert defaults["L-34B43A08"]["QuotaName"] == "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests"
+    assert defaults["L-B5D1601B"]["QuotaName"] == "All Inf Spot Instance Requests"
+    assert defaults["L-C4BD4855"]["Value"] == 0 and defaults["L-34B43A08"]["Value"] == 5
+    for markets in load_catalog().data["ec2_vcpu_quotas"].values():  # the catalog names AWS's quotas
+        for code, name in markets.values():
+            assert defaults[code]["QuotaName"] == name
     quota = sq.get_service_quota(ServiceCode="ec2", QuotaCode="L-DB2E81BA")["Quota"]
     assert quota["QuotaName"] == "Running On-Demand G and VT instances" and quota["Value"] == 128
     assert quota["QuotaArn"] == "arn:aws:servicequotas:us-east-1:123456789012:ec2/L-DB2E81BA"
     assert quota["UsageMetric"]["MetricDimensions"]["Class"] == "G/OnDemand"
+
+
+def test_a_quota_without_applied_value_is_listed_only_as_a_default(sandbox):
+    sq = sandbox.client("service-quotas")
+    listed = {q["QuotaCode"] for q in _quotas(sq, "ec2")}
+    assert "L-C4BD4855" not in listed and "L-3819A6DF" in listed  # P5 Spot: nobody raised it
+    with pytest.raises(ClientError) as e:
+        sq.get_service_quota(ServiceCode="ec2", QuotaCode="L-C4BD4855")
+    assert e.value.response["Error"]["Code"] == "NoSuchResourceException"
+    assert sq.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode="L-C4BD4855")["Quota"]["Value"] == 0
+    sandbox.admin.set_quota("ec2", "L-C4BD4855", 192)
+    assert {q["QuotaCode"]: q["Value"] for q in _quotas(sq, "ec2")}["L-C4BD4855"] == 192
 
 
 def test_sagemaker_training_quotas_for_every_training_type(sandbox):
@@ -117,11 +137,11 @@ def test_sagemaker_training_quotas_for_every_training_type(sandbox):
 def test_set_quota_by_name_in_one_region_and_reset(sandbox):
     east = sandbox.client("service-quotas", "us-east-1")
     west = sandbox.client("service-quotas", "us-west-2")
-    sandbox.admin.set_quota("ec2", "All P Spot Instance Requests", 384, region="us-west-2")
+    sandbox.admin.set_quota("ec2", "All P4, P3 and P2 Spot Instance Requests", 384, region="us-west-2")
     sandbox.admin.set_quota("sagemaker", "ml.g5.xlarge for spot training job usage", 0)
     assert west.get_service_quota(ServiceCode="ec2", QuotaCode="L-7212CCBC")["Quota"]["Value"] == 384
     assert east.get_service_quota(ServiceCode="ec2", QuotaCode="L-7212CCBC")["Quota"]["Value"] == 96
-    assert west.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode="L-7212CCBC")["Quota"]["Value"] == 96
+    assert west.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode="L-7212CCBC")["Quota"]["Value"] == 0
     spot = {q["QuotaName"]: q["Value"] for q in _quotas(east, "sagemaker")}
     assert spot["ml.g5.xlarge for spot training job usage"] == 0
     assert spot["ml.g5.xlarge for training job usage"] == 4

@@ -19,7 +19,7 @@ from typing import Any
 
 from trainctl.catalog import load_catalog
 from trainctl_sandbox import client_tokens, ec2_actions, ec2_data, launch, market_model, placement_groups, spot_prices
-from trainctl_sandbox import spot_scores
+from trainctl_sandbox import fleet_errors, spot_scores
 from trainctl_sandbox.context import SandboxContext
 from trainctl_sandbox.protocol import AwsError
 
@@ -231,6 +231,19 @@ def plan_market(ctx: SandboxContext, region: str, pools: list[Pool], market: str
     return plan
 
 
+def _plan_with_refusals(ctx: SandboxContext, r, pools: list[Pool], market: str, want: float, options: dict,
+                        capacity: Capacity) -> Plan:
+    """Pools that EC2 refuses for another reason than capacity (fleet_errors: a quota, a permission, the
+    missing Spot service-linked role) report that error; the others are planned as usual."""
+    refused = [(p, *err) for p in pools
+               if (err := fleet_errors.error_for(ctx, r.current_account, p.instance_type, p.az, market))]
+    gone = {p.index for p, _, _ in refused}
+    usable = [p for p in pools if p.index not in gone]
+    plan = plan_market(ctx, r.region, usable, market, want, options, capacity) if usable else Plan()
+    plan.errors = refused + plan.errors
+    return plan
+
+
 # ----------------------------------------------------------------------------- launching
 def _tags(tag_specs: list[dict], resource_type: str) -> dict[str, str]:
     return {t["Key"]: t.get("Value", "") for s in tag_specs or [] if s.get("ResourceType") == resource_type
@@ -320,8 +333,9 @@ def create_fleet(ctx: SandboxContext, r, call_moto) -> Any:
 
         fleet_id = random_fleet_id()
         capacity = Capacity(ctx)
-        plans = {m: plan_market(ctx, r.region, pools, m, w,
-                                params.get("SpotOptions" if m == "spot" else "OnDemandOptions") or {}, capacity)
+        plans = {m: _plan_with_refusals(ctx, r, pools, m, w,
+                                        params.get("SpotOptions" if m == "spot" else "OnDemandOptions") or {},
+                                        capacity)
                  for m, w in wants.items() if w > 0}
         instance_tags = _tags(params.get("TagSpecifications"), "instance")
         launched: list[tuple[Any, str]] = []

@@ -13,7 +13,7 @@ from typing import Any
 
 from moto.core.responses import ActionResult
 
-from trainctl_sandbox import client_tokens, ec2_actions, ec2_data, placement_groups
+from trainctl_sandbox import client_tokens, ec2_actions, ec2_data, placement_groups, service_linked_roles
 from trainctl_sandbox.context import SandboxContext
 from trainctl_sandbox.protocol import AwsError
 
@@ -113,8 +113,13 @@ def run_instances(ctx: SandboxContext, r, call_moto) -> Any:
     if group:
         placement_groups.require(ctx, r.current_account, r.region, group)
 
+    market = (r._get_param("InstanceMarketOptions.MarketType")
+              or (tmpl.get("InstanceMarketOptions") or {}).get("MarketType"))
+
     def launch() -> Any:
         r.error_on_dryrun()
+        if market == "spot":  # EC2 needs the Spot service-linked role first (service_linked_roles.py)
+            service_linked_roles.require(r.current_account)
         check_offered(instance_type, az)
         granted = ctx.faults.take_capacity(instance_type, az, max_count, minimum=min_count)
         if granted == 0:

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from trainctl_sandbox import service_linked_roles
 from trainctl_sandbox.context import SandboxContext
 
 EXECUTION_ROLE = "trainctl-sagemaker-execution"
@@ -88,6 +89,7 @@ def seed_core(ctx: SandboxContext) -> None:
                     permissions_boundary=None, description="SageMaker training jobs launched by trainctl",
                     tags=[], max_session_duration="3600")
     iam.put_role_policy(EXECUTION_ROLE, "trainctl-training-access", json.dumps(ROLE_POLICY))
+    service_linked_roles.seed(ctx)  # the Spot service-linked role, as most accounts have it
 
 
 def seed_ec2(ctx: SandboxContext) -> None:

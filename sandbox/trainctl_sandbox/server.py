@@ -39,7 +39,8 @@ from trainctl_sandbox.middleware import AdminError, SandboxApp
 from trainctl_sandbox.protocol import AwsCall, AwsError
 
 # Installed before serving. sagemaker_jobs is optional (installed only when the module exists).
-CORE_EXTENSIONS = ("trainctl_sandbox.faults", "trainctl_sandbox.pricing", "trainctl_sandbox.quotas")
+CORE_EXTENSIONS = ("trainctl_sandbox.faults", "trainctl_sandbox.pricing", "trainctl_sandbox.quotas",
+                   "trainctl_sandbox.service_linked_roles", "trainctl_sandbox.fleet_errors")
 OPTIONAL_EXTENSIONS = ("trainctl_sandbox.sagemaker_jobs",)
 # Installed by the warm-up thread, after moto's EC2 is imported.
 EC2_EXTENSIONS = ("trainctl_sandbox.placement_groups", "trainctl_sandbox.spot_scores",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 
 from trainctl.catalog import load_catalog
 from trainctl_sandbox import ec2_actions, ec2_data, market_model
@@ -17,10 +18,56 @@ from trainctl_sandbox.context import SandboxContext
 from trainctl_sandbox.protocol import AwsError
 
 DEFAULT_PAGE = 10  # AWS lists the top 10 locations unless asked for more
+# New request configurations an account may ask per 24 h. AWS publishes no number ("we can limit the number
+# of new request configurations within a 24-hour period", EC2 User Guide, Spot placement score, Limitations);
+# the sandbox's default is generous, and `set_score_config_limit` lowers it for a test.
+DEFAULT_CONFIG_LIMIT = 50
+DAY_S = 24 * 3600
+CONFIG_LIMIT_MESSAGE = ("You have exceeded your maximum allowed Spot placement configurations. You can retry "
+                        "configurations that you used within the last 24 hours, or wait for 24 hours before "
+                        "specifying a new configuration.")
 
 
 def install(ctx: SandboxContext) -> None:
     ec2_actions.define("GetSpotPlacementScores", ctx, get_spot_placement_scores)
+
+
+def _budget(ctx: SandboxContext) -> dict:
+    return ctx.state.setdefault(__name__, {"limit": DEFAULT_CONFIG_LIMIT, "seen": {}})
+
+
+def reset(ctx: SandboxContext) -> None:
+    ctx.state.pop(__name__, None)
+
+
+def spend_configuration(ctx: SandboxContext, account: str, configuration: str, now: float | None = None) -> None:
+    """A configuration (instance types or requirements, target capacity, unit, single AZ or not) asked in the
+    last 24 h may be asked again; a new one beyond the account's limit is refused with MaxConfigLimitExceeded.
+    The Region filter is not part of it: the guide names only capacity, unit and types or attributes."""
+    now = time.time() if now is None else now
+    budget = _budget(ctx)
+    seen = budget["seen"].setdefault(account, {})
+    for old in [c for c, t in seen.items() if now - t >= DAY_S]:
+        del seen[old]
+    if configuration in seen:
+        return
+    if len(seen) >= budget["limit"]:
+        raise AwsError("MaxConfigLimitExceeded", CONFIG_LIMIT_MESSAGE)
+    seen[configuration] = now
+
+
+def set_score_config_limit(ctx: SandboxContext, payload: dict) -> dict:
+    """Admin action: {"limit": N} new configurations per account per 24 h; the answer lists those spent."""
+    if "limit" in payload:
+        limit = int(payload["limit"])
+        if limit < 0:
+            raise ValueError("limit must be >= 0")
+        _budget(ctx)["limit"] = limit
+    budget = _budget(ctx)
+    return {"limit": budget["limit"], "configurations": {a: sorted(c) for a, c in budget["seen"].items()}}
+
+
+ADMIN_ACTIONS = {"set_score_config_limit": set_score_config_limit}
 
 
 def _types_matching(req: dict) -> list[str]:
@@ -130,6 +177,8 @@ def get_spot_placement_scores(ctx: SandboxContext, r) -> dict:
     max_results = int(r._get_param("MaxResults") or DEFAULT_PAGE)
     r.error_on_dryrun()
 
+    configuration = json.dumps([requirements or sorted(types), capacity, unit, single_az], sort_keys=True)
+    spend_configuration(ctx, r.current_account, configuration)
     fingerprint = json.dumps([sorted(types), capacity, unit, single_az, sorted(regions)])
     items, token = _page(scores(ctx, types, capacity, unit, single_az, regions), max_results,
                          r._get_param("NextToken"), fingerprint)

@@ -29,9 +29,3 @@ def placement_scores(ec2, region: str, types: list[str], count: int) -> dict[str
         token = resp.get("NextToken")
         if not token:
             return scores
-
-
-def placement_scores_by_name(ec2, region: str, types: list[str], count: int) -> dict[str, int]:
-    names = az_ids_to_names(ec2)
-    return {names[az_id]: score for az_id, score in placement_scores(ec2, region, types, count).items()
-            if az_id in names}

@@ -109,8 +109,11 @@ class Catalog:
         return SpotAdvice(v["savings_pct"], v["interruption_band"]) if v else None
 
     def quota_group(self, instance_type: str) -> str:
+        """The EC2 vCPU quota group: g, p, p5 (P5 Spot has its own quota: p5, p5e, p5en) or trn."""
         family = instance_type.removeprefix("ml.").split(".")[0]
-        return "trn" if family.startswith("trn") else family[0]
+        if family.startswith("trn"):
+            return "trn"
+        return "p5" if family.startswith("p5") else family[0]
 
     def ec2_quota(self, instance_type: str, market: str) -> tuple[str, str]:
         """(quota code, quota name) of the EC2 vCPU quota that a layout of this type draws on."""

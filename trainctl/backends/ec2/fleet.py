@@ -14,9 +14,10 @@ from trainctl.errors import TrainctlError
 PROFILE_RETRIES, PROFILE_RETRY_S = 5, 2.0
 # CreateFleet's per-pool errors that mean "no capacity here" (EC2 API reference, error codes): another AZ
 # or another option may have it. Any other error with no instance fails the launch with AWS's message.
+# Quota errors (VcpuLimitExceeded, MaxSpotInstanceCountExceeded, InstanceLimitExceeded) are not capacity: the
+# quota is the region's, so another AZ cannot help; the launch fails with AWS's message (issue 11 item 6).
 CAPACITY_CODES = ("InsufficientInstanceCapacity", "InsufficientCapacity", "UnfulfillableCapacity",
-                  "MaxSpotInstanceCountExceeded", "SpotMaxPriceTooLow", "Unsupported",
-                  "InsufficientFreeAddressesInSubnet", "VcpuLimitExceeded", "InstanceLimitExceeded")
+                  "SpotMaxPriceTooLow", "Unsupported", "InsufficientFreeAddressesInSubnet")
 
 
 def _profile_not_visible(response: dict) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 from trainctl import aws
 from trainctl.job_args import as_command_line, entrypoint_args
 from trainctl.awsinfra import bucket as layout
-from trainctl.awsinfra import naming, network, zones
+from trainctl.awsinfra import naming, network, spot_role
 from trainctl.backends.base import JOB_TAG, Alternatives, AwsCall, CapacityError, LaunchRequest, LaunchSettings, tags
 from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMPTS, NODES_TAG, PLATFORM, STATE_TAG,
                                           instances, launch_template, log_group, name_for, security_group)
@@ -164,7 +164,10 @@ def az_order(ec2, region: str, instance_type: str, count: int, market: str, firs
     scores: dict[str, int] = {}
     if market == "spot" and len(azs) > 1:
         try:
-            scores = zones.placement_scores_by_name(ec2, region, [instance_type], count)
+            # the plan's configuration (its family), from the plan's cache: never a new single-type one
+            from trainctl.market import placement_scores_for
+
+            scores, _ = placement_scores_for(ec2, region, instance_type, count)
         except Exception as e:  # noqa: BLE001 - without scores the AZs keep their name order
             notes.append(f"no Spot placement scores ({aws.error_summary(e)}); AZs in name order")
     azs.sort(key=lambda az: (az != first, -scores.get(az, 0), az))
@@ -198,6 +201,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     ec2, notes = client_for("ec2", region), []
     account = client_for("sts", region).get_caller_identity()["Account"]
     bucket, calls = job_bucket_calls(client_for("s3", region), job, region, account, opts.bucket, notes)
+    calls[:0] = spot_role.calls_if_missing(client_for("iam", region), region, option.market, notes)  # first
     ami = opts.ami or dlami(client_for, region, inst.accelerator.kind, notes)
     net = network.job_network(ec2, region, opts.subnet)
     azs = az_order(ec2, region, option.instance_type, option.count, option.market, option.availability_zone,
