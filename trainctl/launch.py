@@ -214,7 +214,7 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
     attempt = Attempt(job_id=job_id, rank=option.rank, layout=option.layout, region=request.region,
                       outcome="submitted")
     try:
-        outputs = backend.submit(request, progress=lambda m: say(f"  calling {m}"))
+        outputs = backend.submit(request, progress=lambda m: say(f"  {m}"))
     except KeyboardInterrupt:
         # Ctrl-C mid-submit: what was created carries the job's tag; say how to remove it, and stop
         # (a second Ctrl-C must not land in a half-run cleanup).

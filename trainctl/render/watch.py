@@ -6,6 +6,7 @@ import time
 from typing import Any, Callable
 
 from trainctl.render import table_console
+from trainctl.render.columns import Column, fitted_table
 from trainctl.watch import JobRef, Progress, follow, summary
 
 
@@ -89,21 +90,30 @@ def summary_table(doc: dict) -> None:
     con.print(t)
 
 
-def jobs_table(jobs: list[dict]) -> None:
-    from rich.table import Table
+def _status_of(j: dict) -> str:
+    return j["status"] + (f"/{j['secondary_status']}" if j.get("secondary_status") else "")
 
+
+# `ls`'s columns, most important first: the job id (which the user copies into watch, logs, stop, down) is
+# never cut; at a narrow width the last columns are left out whole.
+_JOB_COLUMNS = (
+    Column("job", lambda j: j["job_id"], keep=True),
+    Column("status", _status_of, wrap=True),
+    Column("layout", lambda j: j["layout"]),
+    Column("market", lambda j: j["market"] or "-"),
+    Column("expected $", lambda j: _money(j["expected_cost_usd"]), "right"),
+    Column("platform", lambda j: j["platform"]),
+    Column("region", lambda j: j["region"] or "-"),
+    Column("launched", lambda j: time.strftime("%Y-%m-%d %H:%M", time.localtime(j["created_at"]))),
+)
+
+
+def jobs_table(jobs: list[dict]) -> None:
     con = table_console(150)
     if not jobs:
         con.print("no jobs yet: `trainctl launch SPEC` starts one")
         return
-    t = Table(header_style="bold", pad_edge=False)
-    for col in ("job", "platform", "region", "layout", "market", "status", "expected $", "launched"):
-        t.add_column(col, no_wrap=True)
-    for j in jobs:
-        status = j["status"] + (f"/{j['secondary_status']}" if j.get("secondary_status") else "")
-        t.add_row(j["job_id"], j["platform"], j["region"] or "-", j["layout"], j["market"] or "-", status,
-                  _money(j["expected_cost_usd"]), time.strftime("%Y-%m-%d %H:%M", time.localtime(j["created_at"])))
-    con.print(t)
+    con.print(fitted_table(_JOB_COLUMNS, jobs, con.width))
 
 
 def say(message: str) -> None:
