@@ -179,7 +179,7 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
                                   options=backend.options(args.platform_options, f"option {option.rank}"))
         request = backend.prepare(option, spec, settings)
         if args.dry_run:
-            return request.to_json()
+            return _dry_run_document(request, spec, option)
         show(option, request)
         if n == 0 and not args.yes and not confirm(f"Launch {job_id} ({len(request.calls)} AWS calls)?"):
             raise TrainctlError("not launched", exit_code=1)
@@ -196,6 +196,15 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
         say(f"failover: {job_id} got no capacity ({problem}); moving to {nxt.describe()}")
         store.add_event(job_id, "failover", f"to option {nxt.rank} {nxt.layout}")
     raise AssertionError("unreachable: the loop returns or raises")
+
+
+def _dry_run_document(request, spec, option: Option) -> dict:
+    """The exact requests, and the settings that reach the job (what the summary of table mode shows)."""
+    from trainctl.catalog import load_catalog
+    from trainctl.job_args import job_settings
+
+    return {**request.to_json(),
+            "job_settings": job_settings(spec, option, load_catalog().instance(option.instance_type))}
 
 
 def _attempt(run: _Run, backend, request, option: Option, previous: str | None) -> tuple[Attempt, str | None]:

@@ -2,7 +2,6 @@
 it asks, and what it prints at the end."""
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -34,11 +33,14 @@ def confirm(question: str) -> bool:
 
 
 def result(doc: Any, output: str) -> None:
-    """The dry-run document (JSON in both modes: it is the list of requests) or the launched job."""
+    """The dry-run document (a summary that fits the terminal; -o json: the full requests) or the launched job."""
     data = doc if isinstance(doc, dict) else doc.model_dump(mode="json")
     if output == "json":
         print_json(data)
     elif isinstance(doc, dict):
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        from trainctl.render import table_console
+        from trainctl.render.dry_run import summary_lines, wrap
+
+        sys.stdout.write(wrap(summary_lines(data), table_console().width) + "\n")
     else:
         sys.stdout.write(data["job_id"] + "\n")
