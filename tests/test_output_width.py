@@ -104,3 +104,36 @@ def test_launch_help_explains_every_option(tmp_path):
     text = " ".join(proc.stdout.split())
     assert "--max-runtime-hours <float range> sagemaker: Stop the training job after" in text
     assert "--platform <str> sagemaker or ec2" in text
+
+
+def test_the_plan_groups_excluded_layouts_by_reason(tmp_path):
+    """llm-7b leaves out every layout too small for it: `excluded_summary` groups them (the full list stays)."""
+    from trainctl.plans import Plan
+
+    proc = run_cli(["-o", "json", "plan", str(CONFIGS / "llm-7b.yaml"), "--offline"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    doc = json.loads(proc.stdout)
+    groups = doc["excluded_summary"]
+    assert sum(g["count"] for g in groups) == len(doc["excluded"]) > 0
+    memory = next(g for g in groups if g["reason"] == "out of memory")
+    assert 1 <= len(memory["examples"]) <= 3 and memory["examples"][0] in doc["excluded"]
+    assert [g["count"] for g in groups] == sorted((g["count"] for g in groups), reverse=True)
+    # a plan saved before the key existed still loads, and gets the same summary
+    old = {k: v for k, v in doc.items() if k != "excluded_summary"}
+    assert Plan.model_validate(old).model_dump(mode="json")["excluded_summary"] == groups
+    table = run_cli(["plan", str(CONFIGS / "llm-7b.yaml"), "--offline", "--top", "1"], tmp_path, env=at(80))
+    assert f"{len(doc['excluded'])} layouts excluded: {memory['count']} out of memory" in " ".join(table.stdout.split())
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_with_no_layout_left_the_plan_says_why_grouped(tmp_path, columns):
+    proc = run_cli(["plan", str(CONFIGS / "llm-7b.yaml"), "--offline", "--layout", "g5.xlarge:1:spot",
+                    "--layout", "g6.xlarge:2", "--layout", "g5.2xlarge:1:spot"], tmp_path, env=at(columns))
+    assert proc.returncode == 3
+    fits(proc.stdout, columns)
+    flat = " ".join(proc.stdout.split())
+    assert "no layout is left; why, grouped" in flat
+    row = next(line for line in proc.stdout.splitlines() if "out of memory" in line and "│" in line)
+    assert row.split("│")[1].strip() == "3"

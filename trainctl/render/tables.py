@@ -43,7 +43,7 @@ _COLUMNS = (
 
 
 def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int = 3) -> None:
-    from rich.table import Table
+    from rich.text import Text
 
     con = table_console(160)
     src = (_live_source() if plan.source == "live"
@@ -51,7 +51,8 @@ def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int
     con.print(f"[bold]{plan.spec_name}[/] ({spec_path}): planned from {src}; ranked by "
               f"{'expected cost' if plan.objective == 'cost' else 'expected hours'}")
     for w in plan.warnings:
-        con.print(f"[yellow]warning:[/] {w}")
+        wrapped = _hanging(w, con.width, indent="warning: ")
+        con.print(Text("warning:", style="yellow") + Text(wrapped[len("warning:"):]))
     if plan.options:
         con.print(fitted_table(_COLUMNS, plan.options[:top], con.width))
         shown = min(top, len(plan.options))
@@ -65,14 +66,27 @@ def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int
     if plan.excluded:
         if show_excluded:
             con.print(fitted_table(_EXCLUDED_COLUMNS, plan.excluded, con.width, title="excluded layouts"))
+        elif not plan.options:  # nothing to launch: say why right away, grouped
+            con.print(fitted_table(_GROUP_COLUMNS, plan.excluded_summary, con.width,
+                                   title="no layout is left; why, grouped (--show-excluded lists each)"))
         else:
-            con.print(f"{len(plan.excluded)} layouts excluded (--show-excluded says why).")
+            groups = ", ".join(f"{g.count} {g.reason}" for g in plan.excluded_summary)
+            con.print(f"{len(plan.excluded)} layouts excluded: {groups} (--show-excluded lists them).",
+                      markup=False)
 
 
 _EXCLUDED_COLUMNS = (
     Column("layout", lambda e: f"{e.count}x {e.instance_type}", keep=True),
     Column("where", lambda e: " ".join(x for x in (e.platform, e.region, e.market) if x) or "all"),
     Column("reason", lambda e: e.reason, wrap=True, keep=True),
+)
+
+
+_GROUP_COLUMNS = (
+    Column("layouts", lambda g: str(g.count), "right", keep=True),
+    Column("reason", lambda g: g.reason, keep=True),
+    Column("for example", lambda g: "; ".join(f"{e.count}x {e.instance_type}: {e.reason}" for e in g.examples[:1]),
+           wrap=True),
 )
 
 
