@@ -103,6 +103,7 @@ def plan(
     top: int = typer.Option(10, "--top", min=1, help="How many options to show (table) or return (json: all)."),
     show_excluded: bool = typer.Option(False, "--show-excluded", help="List excluded layouts and why."),
     window_hours: float = typer.Option(168.0, "--window-hours", min=1, help="Spot price history window."),
+    plot: bool = typer.Option(False, "--plot", help="Draw expected cost against hours, the Pareto front marked."),
 ) -> None:
     """Rank training layouts by expected cost, p90 cost or time.
 
@@ -115,6 +116,10 @@ def plan(
                                          platform=platform, offline=offline, window_hours=window_hours), store)
     if OPTS.output == "json":
         render.print_json(result.model_dump(mode="json"))
+    elif plot and result.options:
+        from trainctl.render.plot import print_plot
+
+        print_plot(result, spec)
     else:
         from trainctl.render.tables import plan_table
 
