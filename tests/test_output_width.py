@@ -137,3 +137,28 @@ def test_with_no_layout_left_the_plan_says_why_grouped(tmp_path, columns):
     assert "no layout is left; why, grouped" in flat
     row = next(line for line in proc.stdout.splitlines() if "out of memory" in line and "│" in line)
     assert row.split("│")[1].strip() == "3"
+
+
+DOCTOR_SPEC = str(CONFIGS.parent / "tests" / "launch_specs" / "tiny-vit-sagemaker.yaml")
+
+
+def test_doctor_wraps_under_each_check_and_never_splits_a_command(sandbox, tmp_path):
+    import json
+    import re
+
+    doc = json.loads(run_cli(["-o", "json", "doctor", DOCTOR_SPEC], tmp_path, env=sandbox.env).stdout)
+    fixes = [c["fix"] for c in doc["checks"] if c["fix"]]
+    commands = [m.strip() for fix in fixes for m in re.findall(r"aws [a-z0-9-]+ [^();`]*?(?= and aws |\s+\(|;|$)", fix)]
+    assert commands, fixes  # the sandbox's default VPC has no S3 endpoint, its bucket no encryption
+    for columns in WIDTHS:
+        proc = run_cli(["doctor", DOCTOR_SPEC], tmp_path, env={**sandbox.env, **at(columns)})
+        assert proc.returncode == 1, proc.stderr
+        lines = proc.stdout.splitlines()
+        for line in lines:  # wider than the terminal only when the line is one whole command
+            shown = line.strip().removeprefix("fix: ")
+            assert len(line) <= columns or shown in commands, line
+        for command in commands:  # each command on one line, pasteable
+            assert any(command in line for line in lines), command
+        checks = [line for line in lines if line[:6] in ("PASS  ", "FAIL  ", "SKIP  ")]
+        assert len(checks) == len(doc["checks"])
+        assert all(line.startswith(" " * 6) for line in lines[:-1] if line[:6] not in ("PASS  ", "FAIL  ", "SKIP  "))

@@ -78,6 +78,10 @@ def test_a_traceback_is_one_line_in_watch_and_whole_in_logs(sandbox_env, tmp_pat
         f"[traceback: {len(TRACEBACK)} lines, SignalException: Process 4242 got signal: 15; "
         f"`trainctl logs {job}` shows it]",
         messages[-1]]
+    for columns in (80, 100, 200):  # the summary table fits, with the job id whole
+        once = run_cli(["watch", job, "--once"], home, env={**sb.env, "COLUMNS": str(columns)})
+        assert "…" not in once.stdout and max(len(line) for line in once.stdout.splitlines()) <= columns
+        assert any(job in line for line in once.stdout.splitlines())
     full = run_cli(["logs", job], home, env=sb.env)
     assert [line.split(" ", 2)[2] for line in full.stdout.splitlines()] == messages
     run_cli(["down", job], home, env=sb.env)

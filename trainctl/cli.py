@@ -346,8 +346,10 @@ def doctor(
 
     One pass/fail line per check (credentials, quotas, role, route to S3, bucket, scores), with the fix."""
     from trainctl import doctor as d
+    from trainctl.render import table_console
 
-    on_check = None if OPTS.output == "json" else (lambda c: typer.echo(d.render([c]).rsplit("\n", 1)[0]))
+    width = table_console(100).width  # each check wrapped under its text; a `command` is never split
+    on_check = None if OPTS.output == "json" else (lambda c: typer.echo(d.render([c], width).rsplit("\n", 1)[0]))
     checks = d.run(spec, role=role, bucket=bucket, subnet=subnet, platform=platform, on_check=on_check)
     if OPTS.output == "json":
         from trainctl import render
