@@ -114,19 +114,23 @@ def settings_lines(settings: dict | None) -> list[str]:
     return [line] + ([f"args: {args}"] if args else [])
 
 
-def summary_lines(doc: dict) -> list[str]:
-    """Every line of the summary, unwrapped (each is one fact; `wrap` fits them to a width)."""
+def calls_lines(doc: dict, full: str = "-o json prints the full requests") -> list[str]:
+    """The numbered AWS calls with their key parameters, then the alternatives groups."""
     job_id = doc["job_id"]
-    lines = [f"dry run of {job_id} on {doc['platform']}: nothing is created"]
-    lines += option_lines(doc["option"]) + settings_lines(doc.get("job_settings"))
-    lines.append(f"{len(doc['requests'])} AWS calls, in order ({JOB} = {job_id}; -o json prints the full requests):")
+    lines = [f"{len(doc['requests'])} AWS calls, in order ({JOB} = {job_id}; {full}):"]
     lines += [call_line(n, r, job_id) for n, r in enumerate(doc["requests"], 1)]
     for group in doc.get("alternatives", []):
         members = sum(r.get("alternative_of") == group["group"] for r in doc["requests"])
         lines.append(f"alternatives ({group['group']}, {members} calls): the first whose answer is accepted "
                      f"({group['accept']}) ends the group; otherwise {group['otherwise']}")
-    lines += [f"- {abbreviate_lists(note)}" for note in doc.get("notes", [])]
     return lines
+
+
+def summary_lines(doc: dict) -> list[str]:
+    """Every line of the summary, unwrapped (each is one fact; `wrap` fits them to a width)."""
+    lines = [f"dry run of {doc['job_id']} on {doc['platform']}: nothing is created"]
+    lines += option_lines(doc["option"]) + settings_lines(doc.get("job_settings")) + calls_lines(doc)
+    return lines + [f"- {abbreviate_lists(note)}" for note in doc.get("notes", [])]
 
 
 def wrap(lines: list[str], width: int) -> str:

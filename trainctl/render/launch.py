@@ -10,14 +10,15 @@ from trainctl.render import print_json, stderr_console
 
 
 def show(option, request) -> None:
-    """The chosen option, what prepare decided and why, and the numbered AWS calls submit will make."""
+    """The chosen option, what prepare decided and why, and the numbered AWS calls submit will make (with their
+    key parameters, wrapped at the terminal's width; `--dry-run -o json` has the full requests)."""
+    from trainctl.render.dry_run import abbreviate_lists, calls_lines, wrap
+
     err = stderr_console()
     err.print(f"{request.job_id}: {option.describe()}", markup=False, soft_wrap=True)
-    for note in request.notes:
-        err.print(f"  - {note}", markup=False, soft_wrap=True)
-    for i, call in enumerate(request.calls, 1):
-        err.print(f"  {i}. {call.service}:{call.operation}" + (f"  ({call.why})" if call.why else ""),
-                  markup=False, soft_wrap=True)
+    lines = [f"  - {abbreviate_lists(note)}" for note in request.notes]
+    lines += ["  " + line for line in calls_lines(request.to_json(), full="--dry-run -o json shows the requests")]
+    err.print(wrap(lines, err.width), markup=False, highlight=False, soft_wrap=True)
 
 
 def say(message: str) -> None:
