@@ -97,13 +97,17 @@ def plan(
                                   help="cost (lowest expected $), p90-cost (lowest 90th-percentile $ over simulated "
                                        "Spot runs) or time (fewest hours)."),
     layout: list[str] = typer.Option([], "--layout", help="Compare only TYPE:COUNT[:MARKET] (repeatable)."),
-    platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2 only."),
+    platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2: only that platform's options "
+                                                                     "(default: both)."),
     offline: bool = typer.Option(False, "--offline", help="Plan from the bundled catalog; ask AWS nothing."),
     top: int = typer.Option(10, "--top", min=1, help="How many options to show (table) or return (json: all)."),
     show_excluded: bool = typer.Option(False, "--show-excluded", help="List excluded layouts and why."),
     window_hours: float = typer.Option(168.0, "--window-hours", min=1, help="Spot price history window."),
+    plot: bool = typer.Option(False, "--plot", help="Draw expected cost against hours, the Pareto front marked."),
 ) -> None:
-    """Rank training layouts by expected cost (or time) to train the job."""
+    """Rank training layouts by expected cost, p90 cost or time.
+
+    Every valid layout with its hours, dollars and why; --plot draws cost against hours."""
     from trainctl import render
     from trainctl.planning import PlanInputs, make_plan
 
@@ -112,6 +116,10 @@ def plan(
                                          platform=platform, offline=offline, window_hours=window_hours), store)
     if OPTS.output == "json":
         render.print_json(result.model_dump(mode="json"))
+    elif plot and result.options:
+        from trainctl.render.plot import print_plot
+
+        print_plot(result, spec)
     else:
         from trainctl.render.tables import plan_table
 
@@ -125,7 +133,7 @@ def catalog(
     filter: Optional[str] = typer.Argument(None, help="Substring of the instance type, e.g. g5 or 12xlarge."),
     region: str = typer.Option("us-east-1", "--region-prices", help="Region whose prices to show."),
 ) -> None:
-    """Show the bundled catalog: specs, prices, Spot data, with sources."""
+    """Show the catalog: specs, prices, Spot data and sources."""
     from trainctl import render
     from trainctl.catalog import load_catalog
     from trainctl.render.tables import catalog_rows, catalog_table
@@ -146,7 +154,7 @@ def schema(
     plan_schema: bool = typer.Option(False, "--plan", help="The plan document's schema (`plan -o json`, "
                                                           "`launch --plan`) instead of the job spec's."),
 ) -> None:
-    """Print the job spec's JSON Schema (for editor validation), or the plan's with --plan."""
+    """Print the job spec's JSON Schema (or the plan's: --plan)."""
     from trainctl import render
 
     if plan_schema:
@@ -178,7 +186,9 @@ def launch(
                                        help="--failover: how often to check that the job got capacity."),
     **platform_flags: Optional[str],
 ) -> None:
-    """Plan (or take a saved plan or layout), show the chosen option and its calls, confirm, submit."""
+    """Launch the best option of the plan (or the one you choose).
+
+    Shows the option, the settings the job gets and every AWS call, asks, then makes exactly those calls."""
     from trainctl.launch import LaunchArgs
     from trainctl.launch import launch as do_launch
     from trainctl.render import launch as shown
@@ -207,7 +217,9 @@ def watch(
                                                           "the job resumes from its last checkpoint."),
     platform: Optional[str] = PLATFORM_OF_UNKNOWN_JOB,
 ) -> None:
-    """Follow a job: status transitions, every host's logs, throughput, interruptions, savings, dollars."""
+    """Follow a job: status, logs, throughput, savings, dollars.
+
+    Exits with the job's outcome: 0 Completed, 1 Failed, 3 Stopped."""
     from trainctl import render
     from trainctl import watch as w
     from trainctl.backends import get_backend
@@ -243,7 +255,7 @@ def logs(
     interval: float = typer.Option(2.0, "--interval", min=0.05, help="--follow: seconds between polls."),
     platform: Optional[str] = PLATFORM_OF_UNKNOWN_JOB,
 ) -> None:
-    """Print a job's log lines, every host interleaved in time order (or one host)."""
+    """Print a job's log lines, all hosts in time order, in full."""
     from trainctl import watch as w
     from trainctl.backends import get_backend
     from trainctl.render.watch import log_line
@@ -269,7 +281,7 @@ def list_jobs(
     limit: int = typer.Option(20, "--limit", min=1, help="Newest N jobs."),
     no_status: bool = typer.Option(False, "--no-status", help="Do not ask AWS for live status."),
 ) -> None:
-    """Jobs trainctl launched against this endpoint (AWS, or the sandbox), with their live status."""
+    """List the jobs launched here, with their live status."""
     from trainctl import render
     from trainctl import watch as w
     from trainctl.render.watch import jobs_table
@@ -301,7 +313,9 @@ def calibration(
 
 @app.command()
 def stop(job: str = typer.Argument(..., help="Job id."), platform: Optional[str] = PLATFORM_OF_UNKNOWN_JOB) -> None:
-    """Stop a running job (SIGTERM: the entrypoint checkpoints; the model is still uploaded)."""
+    """Stop a running job (it checkpoints first).
+
+    SIGTERM: the entrypoint checkpoints; the model is still uploaded."""
     from trainctl import watch as w
     from trainctl.backends import get_backend
     from trainctl.render.watch import say
@@ -316,8 +330,9 @@ def stop(job: str = typer.Argument(..., help="Job id."), platform: Optional[str]
 
 @app.command()
 def down(job: str = typer.Argument(..., help="Job id."), platform: Optional[str] = PLATFORM_OF_UNKNOWN_JOB) -> None:
-    """Delete everything tagged for a job (instances, fleet, launch template, placement group, security group,
-    instance profile, role). Safe to repeat; prints what it removed."""
+    """Delete every resource tagged for a job (safe to repeat).
+
+    Instances, fleet, launch template, placement group, security groups, role; S3 output stays."""
     from trainctl import render
     from trainctl import watch as w
     from trainctl.backends import get_backend
@@ -337,17 +352,21 @@ def down(job: str = typer.Argument(..., help="Job id."), platform: Optional[str]
 @app.command()
 def doctor(
     spec: Optional[str] = typer.Argument(None, help="Job spec YAML: also check the quotas its layouts need."),
-    platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2 only."),
+    platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2: check only what that "
+                                                                     "platform needs (default: both)."),
     role: Optional[str] = typer.Option(None, "--role", help="SageMaker execution role name or ARN to check."),
     bucket: Optional[str] = typer.Option(None, "--bucket", help="Job bucket (default trainctl-ACCOUNT-REGION)."),
     subnet: Optional[str] = typer.Option(None, "--subnet", help="Subnet id(s) as given to launch (default: the "
                                                                "subnet launch would choose for the plan's AZ)."),
 ) -> None:
-    """Check credentials, quotas, the execution role, the subnet's route to S3, the job bucket and placement
-    scores: one pass/fail line each, with the fix. Exit code 1 when a check fails."""
-    from trainctl import doctor as d
+    """Check that this account and region can launch the spec.
 
-    on_check = None if OPTS.output == "json" else (lambda c: typer.echo(d.render([c]).rsplit("\n", 1)[0]))
+    One pass/fail line per check (credentials, quotas, role, route to S3, bucket, scores), with the fix."""
+    from trainctl import doctor as d
+    from trainctl.render import table_console
+
+    width = table_console(100).width  # each check wrapped under its text; a `command` is never split
+    on_check = None if OPTS.output == "json" else (lambda c: typer.echo(d.render([c], width).rsplit("\n", 1)[0]))
     checks = d.run(spec, role=role, bucket=bucket, subnet=subnet, platform=platform, on_check=on_check)
     if OPTS.output == "json":
         from trainctl import render
@@ -367,7 +386,7 @@ def iam_policy(
     execution_role: str = typer.Option("trainctl-sagemaker-execution", "--execution-role",
                                        help="The SageMaker execution role name the cli policy may pass."),
 ) -> None:
-    """Print least-privilege IAM policy documents for trainctl (docs/security.md explains them)."""
+    """Print the least-privilege IAM policies trainctl needs."""
     import json as _json
 
     from trainctl import aws, iam, render

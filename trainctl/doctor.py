@@ -262,12 +262,15 @@ def _scores_check(region: str, spec, plan) -> Check:
     return check_placement_scores(region, itype or "g5.xlarge", count)
 
 
-def render(checks: list[Check]) -> str:
+def render(checks: list[Check], width: int = 100) -> str:
+    """One line per check (wrapped at `width` under its text), the fix under a failure, then the tally."""
+    from trainctl.render.text import wrap_keeping_commands
+
     lines = []
     for c in checks:
-        lines.append(f"{c.status.upper():4}  {c.name}: {c.detail}")
+        lines += wrap_keeping_commands(f"{c.name}: {c.detail}", width, first=f"{c.status.upper():4}  ", rest=" " * 6)
         if c.fix:
-            lines.append(f"      fix: {c.fix}")
+            lines += wrap_keeping_commands(c.fix, width, first="      fix: ", rest=" " * 11)
     failed = sum(c.status == "fail" for c in checks)
     lines.append(f"{failed} check{'s' if failed != 1 else ''} failed" if failed else "all checks passed")
     return "\n".join(lines)

@@ -48,3 +48,13 @@ def as_command_line(args: dict[str, Any]) -> list[str]:
     for key, value in args.items():
         out += [f"--{key}", str(value).lower() if isinstance(value, bool) else str(value)]
     return out
+
+
+def job_settings(spec: Any, option: Any, inst: Any) -> dict[str, Any]:
+    """What the plan assumed and the job gets, for `launch --dry-run` (its "job_settings" key): the settings
+    the plan depends on and the exact arguments the entrypoint receives (the ones both platforms pass)."""
+    args = entrypoint_args(spec, option, inst)
+    return {"entrypoint": f"bundled {spec.entrypoint.bundled}" if spec.entrypoint.bundled else spec.entrypoint.script,
+            "precision": spec.model.precision, "batch_size_per_accelerator": spec.workload.batch_size_per_accelerator,
+            "strategy": option.strategy, "checkpoint_interval_minutes": spec.constraints.checkpoint_interval_minutes,
+            "steps": args.get("steps"), "args": args}

@@ -179,7 +179,7 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
                                   options=backend.options(args.platform_options, f"option {option.rank}"))
         request = backend.prepare(option, spec, settings)
         if args.dry_run:
-            return request.to_json()
+            return _dry_run_document(request, spec, option)
         show(option, request)
         if n == 0 and not args.yes and not confirm(f"Launch {job_id} ({len(request.calls)} AWS calls)?"):
             raise TrainctlError("not launched", exit_code=1)
@@ -198,6 +198,15 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
     raise AssertionError("unreachable: the loop returns or raises")
 
 
+def _dry_run_document(request, spec, option: Option) -> dict:
+    """The exact requests, and the settings that reach the job (what the summary of table mode shows)."""
+    from trainctl.catalog import load_catalog
+    from trainctl.job_args import job_settings
+
+    return {**request.to_json(),
+            "job_settings": job_settings(spec, option, load_catalog().instance(option.instance_type))}
+
+
 def _attempt(run: _Run, backend, request, option: Option, previous: str | None) -> tuple[Attempt, str | None]:
     """Record, submit and (with --failover) wait for capacity: the attempt, and why it got no capacity (None:
     it got it, or was not asked to wait). Raises what ends the launch."""
@@ -214,7 +223,7 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
     attempt = Attempt(job_id=job_id, rank=option.rank, layout=option.layout, region=request.region,
                       outcome="submitted")
     try:
-        outputs = backend.submit(request, progress=lambda m: say(f"  calling {m}"))
+        outputs = backend.submit(request, progress=lambda m: say(f"  {m}"))
     except KeyboardInterrupt:
         # Ctrl-C mid-submit: what was created carries the job's tag; say how to remove it, and stop
         # (a second Ctrl-C must not land in a half-run cleanup).

@@ -12,9 +12,10 @@ memory keep full precision for ranking. Pure: no I/O beyond the file read in `lo
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, PlainSerializer, ValidationError, field_validator,
+                      model_validator)
 
 from trainctl.spec import MAX_NODES
 
@@ -106,6 +107,36 @@ class Excluded(_Frozen):
     region: str | None = None
 
 
+class ExcludedGroup(_Frozen):
+    """The excluded layouts that share one kind of reason ("out of memory", "over budget"): how many, and a
+    few of them as examples. `plan -o json` carries these beside the full `excluded` list."""
+
+    reason: str
+    count: int = Field(ge=1)
+    examples: tuple[Excluded, ...]
+
+
+EXAMPLES_PER_GROUP = 3
+
+
+def reason_kind(reason: str) -> str:
+    """The kind of a reason: its words before the first colon ("out of memory: 26.5 GiB per A10G ..." is
+    "out of memory"), or the whole reason when it names no detail after one."""
+    head, sep, _ = reason.partition(": ")
+    return head if sep and len(head) <= 60 else reason
+
+
+def group_excluded(excluded) -> tuple[ExcludedGroup, ...]:
+    """The excluded layouts grouped by kind of reason, most frequent first (ties in order of first appearance)."""
+    groups: dict[str, list[Excluded]] = {}
+    for e in excluded:
+        e = e if isinstance(e, Excluded) else Excluded.model_validate(e)
+        groups.setdefault(reason_kind(e.reason), []).append(e)
+    ordered = sorted(groups.items(), key=lambda kv: -len(kv[1]))  # stable: first seen first among equals
+    return tuple(ExcludedGroup(reason=kind, count=len(members), examples=tuple(members[:EXAMPLES_PER_GROUP]))
+                 for kind, members in ordered)
+
+
 class Plan(_Frozen):
     """`trainctl plan -o json`: the ranked options, what was left out and why, and what to know."""
 
@@ -116,7 +147,19 @@ class Plan(_Frozen):
     objective: Literal["cost", "time", "p90-cost"] = "cost"
     options: tuple[Option, ...] = ()
     excluded: tuple[Excluded, ...] = ()
+    # derived from `excluded` when not given (a plan saved before this key existed still loads)
+    excluded_summary: tuple[ExcludedGroup, ...] = ()
     warnings: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _summarise_excluded(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "excluded_summary" not in data and isinstance(data.get("excluded"), (list, tuple)):
+            try:
+                return {**data, "excluded_summary": group_excluded(data["excluded"])}
+            except ValidationError:
+                return data  # the field validation of `excluded` reports the problem, with its place
+        return data
 
     @field_validator("options")
     @classmethod

@@ -45,7 +45,7 @@ class PluginInfo:
 
 SANDBOX = PluginInfo(
     name="sandbox", distribution="trainctl-sandbox",
-    help="A local, AWS-shaped sandbox for demos and tests (the trainctl-sandbox package).",
+    help="A local, AWS-shaped sandbox for demos and tests. It is the trainctl-sandbox package.",
     install="`pip install ./sandbox` from a trainctl checkout, or `make install` there")
 
 

@@ -172,7 +172,8 @@ class Executor:
         return outputs
 
     def _announce(self, call: AwsCall) -> None:
-        self.say(f"{call.service}:{call.operation}" + (f" ({call.why})" if call.why else ""))
+        # only the AWS calls say "calling": verdicts and compensations are said as they are
+        self.say(f"calling {call.service}:{call.operation}" + (f" ({call.why})" if call.why else ""))
 
     def run_one(self, call: AwsCall, outputs: dict[str, Any]) -> dict[str, Any]:
         self._announce(call)

@@ -2,7 +2,6 @@
 it asks, and what it prints at the end."""
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -11,14 +10,15 @@ from trainctl.render import print_json, stderr_console
 
 
 def show(option, request) -> None:
-    """The chosen option, what prepare decided and why, and the numbered AWS calls submit will make."""
+    """The chosen option, what prepare decided and why, and the numbered AWS calls submit will make (with their
+    key parameters, wrapped at the terminal's width; `--dry-run -o json` has the full requests)."""
+    from trainctl.render.dry_run import abbreviate_lists, calls_lines, wrap
+
     err = stderr_console()
     err.print(f"{request.job_id}: {option.describe()}", markup=False, soft_wrap=True)
-    for note in request.notes:
-        err.print(f"  - {note}", markup=False, soft_wrap=True)
-    for i, call in enumerate(request.calls, 1):
-        err.print(f"  {i}. {call.service}:{call.operation}" + (f"  ({call.why})" if call.why else ""),
-                  markup=False, soft_wrap=True)
+    lines = [f"  - {abbreviate_lists(note)}" for note in request.notes]
+    lines += ["  " + line for line in calls_lines(request.to_json(), full="--dry-run -o json shows the requests")]
+    err.print(wrap(lines, err.width), markup=False, highlight=False, soft_wrap=True)
 
 
 def say(message: str) -> None:
@@ -34,11 +34,14 @@ def confirm(question: str) -> bool:
 
 
 def result(doc: Any, output: str) -> None:
-    """The dry-run document (JSON in both modes: it is the list of requests) or the launched job."""
+    """The dry-run document (a summary that fits the terminal; -o json: the full requests) or the launched job."""
     data = doc if isinstance(doc, dict) else doc.model_dump(mode="json")
     if output == "json":
         print_json(data)
     elif isinstance(doc, dict):
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        from trainctl.render import table_console
+        from trainctl.render.dry_run import summary_lines, wrap
+
+        sys.stdout.write(wrap(summary_lines(data), table_console().width) + "\n")
     else:
         sys.stdout.write(data["job_id"] + "\n")

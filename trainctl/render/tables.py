@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from trainctl.render import table_console
+from trainctl.render.columns import Column, fitted_table
 
 
 def _money(x: float) -> str:
@@ -21,51 +22,28 @@ def _live_source() -> str:
 
 
 # The plan table's columns, most important first: at a narrow terminal the last ones are left out whole,
-# never cut. (header, justify, the cell of an option)
+# never cut; rank, layout and market always stay.
 _COLUMNS = (
-    ("#", "right", lambda o: str(o.rank)),
-    ("layout", "left", lambda o: f"{o.count}x {o.instance_type}"),
-    ("market", "left", lambda o: o.market),
-    ("expected $", "right", lambda o: _money(o.expected_cost_usd)),
-    ("p90 $", "right", lambda o: _money(o.cost_p90_usd) if o.cost_p90_usd else "-"),
-    ("hours", "right", lambda o: f"{o.hours:,.1f}"),
-    ("platform", "left", lambda o: o.platform),
-    ("where", "left", lambda o: o.availability_zone or o.region),
-    ("$/h", "right", lambda o: _money(o.hourly_usd)),
-    ("samples/s", "right", lambda o: f"{o.throughput_samples_per_s:,.0f} {o.throughput_source}"),
-    ("score", "right", lambda o: "-" if o.spot_placement_score is None else f"{o.spot_placement_score}/10"),
-    ("interr.", "right", lambda o: "-" if o.market != "spot" else f"{o.interruptions_expected:.2f}"),
-    ("notes", "left", lambda o: " ".join(n for n, on in (("pareto", o.pareto), ("fsdp", o.strategy == "fsdp"),
-                                                          ("over-quota", o.quota_ok is False),
-                                                          ("input-bound", o.input_bound)) if on)),
+    Column("#", lambda o: str(o.rank), "right", keep=True),
+    Column("layout", lambda o: f"{o.count}x {o.instance_type}", keep=True),
+    Column("market", lambda o: o.market, keep=True),
+    Column("expected $", lambda o: _money(o.expected_cost_usd), "right"),
+    Column("p90 $", lambda o: _money(o.cost_p90_usd) if o.cost_p90_usd else "-", "right"),
+    Column("hours", lambda o: f"{o.hours:,.1f}", "right"),
+    Column("platform", lambda o: o.platform),
+    Column("where", lambda o: o.availability_zone or o.region),
+    Column("$/h", lambda o: _money(o.hourly_usd), "right"),
+    Column("samples/s", lambda o: f"{o.throughput_samples_per_s:,.0f} {o.throughput_source}", "right"),
+    Column("score", lambda o: "-" if o.spot_placement_score is None else f"{o.spot_placement_score}/10", "right"),
+    Column("interr.", lambda o: "-" if o.market != "spot" else f"{o.interruptions_expected:.2f}", "right"),
+    Column("notes", lambda o: " ".join(n for n, on in (("pareto", o.pareto), ("fsdp", o.strategy == "fsdp"),
+                                                        ("over-quota", o.quota_ok is False),
+                                                        ("input-bound", o.input_bound)) if on), wrap=True),
 )
 
 
-def _options_table(options, width: int):
-    """The ranked options with as many columns as fit `width`, in the order of _COLUMNS' importance."""
-    from rich.table import Table
-
-    cells = [[cell(o) for _, _, cell in _COLUMNS] for o in options]
-    widths = [max(len(head), *(len(row[i]) for row in cells)) for i, (head, _, _) in enumerate(_COLUMNS)]
-    keep, used = [], 1
-    for i, w in enumerate(widths):
-        if used + w + 3 > width and i > 2:  # rank, layout and market always stay
-            break
-        keep.append(i)
-        used += w + 3
-    t = Table(header_style="bold", pad_edge=False)
-    for i in keep:
-        t.add_column(_COLUMNS[i][0], justify=_COLUMNS[i][1], no_wrap=True)
-    for row in cells:
-        t.add_row(*(row[i] for i in keep))
-    left_out = [_COLUMNS[i][0] for i in range(len(_COLUMNS)) if i not in keep]
-    if left_out:
-        t.caption = f"not shown at this width: {', '.join(left_out)} (-o json has every field)"
-    return t
-
-
 def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int = 3) -> None:
-    from rich.table import Table
+    from rich.text import Text
 
     con = table_console(160)
     src = (_live_source() if plan.source == "live"
@@ -73,9 +51,10 @@ def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int
     con.print(f"[bold]{plan.spec_name}[/] ({spec_path}): planned from {src}; ranked by "
               f"{'expected cost' if plan.objective == 'cost' else 'expected hours'}")
     for w in plan.warnings:
-        con.print(f"[yellow]warning:[/] {w}")
+        wrapped = _hanging(w, con.width, indent="warning: ")
+        con.print(Text("warning:", style="yellow") + Text(wrapped[len("warning:"):]))
     if plan.options:
-        con.print(_options_table(plan.options[:top], con.width))
+        con.print(fitted_table(_COLUMNS, plan.options[:top], con.width))
         shown = min(top, len(plan.options))
         con.print(f"{len(plan.options)} options, top {shown} shown (--top N for more). $/h is the whole layout; "
                   "hours include expected interruption rework; pareto: no other option is both cheaper and faster.")
@@ -83,19 +62,40 @@ def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int
             con.print(f"[bold]#{o.rank}[/] {o.count}x {o.instance_type} {o.market} on {o.platform}, "
                       f"{o.availability_zone or o.region}:")
             for line in o.why:
-                con.print(f"   - {line}")
+                con.print(_hanging(line, con.width), markup=False, highlight=False)
     if plan.excluded:
         if show_excluded:
-            t = Table(title="excluded layouts", header_style="bold")
-            t.add_column("layout", no_wrap=True)
-            t.add_column("where", no_wrap=True)
-            t.add_column("reason", overflow="fold")
-            for e in plan.excluded:
-                where = " ".join(x for x in (e.platform, e.region, e.market) if x) or "all"
-                t.add_row(f"{e.count}x {e.instance_type}", where, e.reason)
-            con.print(t)
+            con.print(fitted_table(_EXCLUDED_COLUMNS, plan.excluded, con.width, title="excluded layouts"))
+        elif not plan.options:  # nothing to launch: say why right away, grouped
+            con.print(fitted_table(_GROUP_COLUMNS, plan.excluded_summary, con.width,
+                                   title="no layout is left; why, grouped (--show-excluded lists each)"))
         else:
-            con.print(f"{len(plan.excluded)} layouts excluded (--show-excluded says why).")
+            groups = ", ".join(f"{g.count} {g.reason}" for g in plan.excluded_summary)
+            con.print(f"{len(plan.excluded)} layouts excluded: {groups} (--show-excluded lists them).",
+                      markup=False)
+
+
+_EXCLUDED_COLUMNS = (
+    Column("layout", lambda e: f"{e.count}x {e.instance_type}", keep=True),
+    Column("where", lambda e: " ".join(x for x in (e.platform, e.region, e.market) if x) or "all"),
+    Column("reason", lambda e: e.reason, wrap=True, keep=True),
+)
+
+
+_GROUP_COLUMNS = (
+    Column("layouts", lambda g: str(g.count), "right", keep=True),
+    Column("reason", lambda g: g.reason, keep=True),
+    Column("for example", lambda g: "; ".join(f"{e.count}x {e.instance_type}: {e.reason}" for e in g.examples[:1]),
+           wrap=True),
+)
+
+
+def _hanging(text: str, width: int, indent: str = "   - ") -> str:
+    """A bullet line wrapped at `width` with the continuation under its first word (textwrap: plain text)."""
+    import textwrap
+
+    return textwrap.fill(text, width=max(40, width), initial_indent=indent, subsequent_indent=" " * len(indent),
+                         break_long_words=False, break_on_hyphens=False)
 
 
 def catalog_rows(cat, filter: str | None, region: str) -> list[dict]:
@@ -122,23 +122,36 @@ def catalog_rows(cat, filter: str | None, region: str) -> list[dict]:
     return rows
 
 
-def catalog_table(catalog, rows, region: str) -> None:
-    from rich.table import Table
+def _network(r: dict) -> str:
+    if r["network_up_to"]:
+        return f"{r['network_gbps_baseline']:g} (burst {r['network_gbps_burst']:g})"
+    return f"{r['network_gbps_burst']:g}"
 
+
+def _price(x) -> str:
+    return "-" if x is None else f"{x:.4g}"
+
+
+# The catalog's columns, most important first (the type and its accelerators always stay).
+_CATALOG_COLUMNS = (
+    Column("type", lambda r: r["instance_type"], keep=True),
+    Column("accelerators", lambda r: f"{r['accelerator_count']} x {r['accelerator']}", keep=True),
+    Column("mem/acc GiB", lambda r: f"{r['accelerator_memory_gib']:g}", "right"),
+    Column("EC2 $/h", lambda r: _price(r["ec2_usd_per_hour"]), "right"),
+    Column("SageMaker $/h", lambda r: _price(r["sagemaker_usd_per_hour"]), "right"),
+    Column("Spot savings", lambda r: "-" if r["spot_savings_pct"] is None else f"{r['spot_savings_pct']}%", "right"),
+    Column("interruptions", lambda r: r["interruption_band"] or "-", "right"),
+    Column("vCPU", lambda r: str(r["vcpus"]), "right"),
+    Column("RAM GiB", lambda r: f"{r['ram_gib']:g}", "right"),
+    Column("network Gbps", _network, "right"),
+    Column("EFA", lambda r: str(r["efa_interfaces"] or "-"), "right"),
+)
+
+
+def catalog_table(catalog, rows, region: str) -> None:
     con = table_console(150)
-    t = Table(title=f"trainctl catalog dated {catalog.date} ({region})", header_style="bold")
-    for col in ("type", "accelerators", "mem/acc GiB", "vCPU", "RAM GiB", "network Gbps", "EFA", "EC2 $/h",
-                "SageMaker $/h", "Spot savings", "interruptions"):
-        t.add_column(col, justify="left" if col in ("type", "accelerators") else "right")
-    for r in rows:
-        t.add_row(r["instance_type"], f"{r['accelerator_count']} x {r['accelerator']}",
-                  f"{r['accelerator_memory_gib']:g}", str(r["vcpus"]), f"{r['ram_gib']:g}",
-                  (f"{r['network_gbps_baseline']:g} (burst {r['network_gbps_burst']:g})" if r["network_up_to"]
-                   else f"{r['network_gbps_burst']:g}"), str(r["efa_interfaces"] or "-"),
-                  "-" if r["ec2_usd_per_hour"] is None else f"{r['ec2_usd_per_hour']:.4g}",
-                  "-" if r["sagemaker_usd_per_hour"] is None else f"{r['sagemaker_usd_per_hour']:.4g}",
-                  "-" if r["spot_savings_pct"] is None else f"{r['spot_savings_pct']}%",
-                  r["interruption_band"] or "-")
-    con.print(t)
+    con.print(fitted_table(_CATALOG_COLUMNS, rows, con.width,
+                           title=f"trainctl catalog dated {catalog.date} ({region})"))
     con.print("Sources: " + "; ".join(f"{k} = {v}" for k, v in catalog.sources.items() if k in
-                                      {s for r in rows for s in r["sources"].split("; ")} | {"V", "SA", "SM"}))
+                                      {s for r in rows for s in r["sources"].split("; ")} | {"V", "SA", "SM"}),
+              markup=False)

@@ -6,6 +6,8 @@ import time
 from typing import Any, Callable
 
 from trainctl.render import table_console
+from trainctl.render.columns import Column, fitted_table
+from trainctl.render.logfold import TracebackFolder
 from trainctl.watch import JobRef, Progress, follow, summary
 
 
@@ -22,22 +24,25 @@ def follow_live(backend, job: JobRef, *, interval: float, logs: bool, recover: C
         style = "bold red" if t.status in ("Interrupted", "Failed", "MaxWaitTimeExceeded") else "bold"
         con.print(f"{fmt_time(t.start)} [{style}]{t.status}[/] {escape(t.message)}", soft_wrap=True)
 
-    def on_line(ln) -> None:
+    def show_line(ln) -> None:
         # log text is the job's, not markup: escaped, and never re-wrapped (copy-paste must work)
         con.print(f"{fmt_time(ln.timestamp_ms / 1000)} [cyan]{ln.host}[/] {escape(ln.message)}", soft_wrap=True)
+
+    folder = TracebackFolder(job.job_id, show_line)  # a traceback is one line here; `logs` has it whole
 
     status = con.status("waiting for the job", spinner="dots") if con.is_terminal else None
 
     def on_update(view, progress) -> None:
         if status:
-            status.update(status_line(summary(view, progress, job.record)))
+            status.update(status_line(summary(view, progress, job.record), con.width - 4))  # 4: the spinner
 
     if status:
         status.start()
     try:
-        return follow(backend, job.job_id, job.region, interval=interval, on_transition=on_transition, on_line=on_line,
-                      on_update=on_update, logs=logs, recover=recover)
+        return follow(backend, job.job_id, job.region, interval=interval, on_transition=on_transition,
+                      on_line=folder.feed, on_update=on_update, logs=logs, recover=recover)
     finally:
+        folder.flush()
         if status:
             status.stop()
 
@@ -52,12 +57,16 @@ def _money(x: float | None) -> str:
     return "-" if x is None else f"${x:,.2f}"
 
 
-def status_line(doc: dict) -> str:
+def status_line(doc: dict, width: int | None = None) -> str:
+    """The live status line; at a narrow width its least important parts are left out (never cut)."""
     step = f"step {doc['step']}/{doc['steps'] or '?'}" if doc.get("step") is not None else "no steps yet"
     rate = doc.get("throughput_samples_per_s")
-    return (f"{doc['status']}/{doc.get('secondary_status') or '-'}  {step}  "
-            f"{'-' if rate is None else f'{rate:,.1f}'} samples/s  interruptions {doc['interruptions']}  "
-            f"{_money(doc.get('cost_usd'))} so far, {_money(doc.get('projected_cost_usd'))} projected")
+    parts = [f"{doc['status']}/{doc.get('secondary_status') or '-'}", step,
+             f"{_money(doc.get('cost_usd'))} so far", f"{'-' if rate is None else f'{rate:,.1f}'} samples/s",
+             f"interruptions {doc['interruptions']}", f"{_money(doc.get('projected_cost_usd'))} projected"]
+    while width and len(parts) > 1 and len("  ".join(parts)) > width:
+        parts.pop()
+    return "  ".join(parts)
 
 
 def summary_table(doc: dict) -> None:
@@ -65,8 +74,8 @@ def summary_table(doc: dict) -> None:
 
     con = table_console()
     t = Table(show_header=False, pad_edge=False, box=None)
-    t.add_column(style="bold")
-    t.add_column()
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column(overflow="fold")  # a value wraps (an id folds) at a narrow width, never ends in an ellipsis
     savings = doc.get("spot_savings_pct")
     rows = [("job", f"{doc['job_id']} ({doc['platform']}, {doc.get('region')})"),
             ("layout", f"{doc.get('count')} x {doc.get('instance_type')} {doc.get('market')}"),
@@ -89,21 +98,30 @@ def summary_table(doc: dict) -> None:
     con.print(t)
 
 
-def jobs_table(jobs: list[dict]) -> None:
-    from rich.table import Table
+def _status_of(j: dict) -> str:
+    return j["status"] + (f"/{j['secondary_status']}" if j.get("secondary_status") else "")
 
+
+# `ls`'s columns, most important first: the job id (which the user copies into watch, logs, stop, down) is
+# never cut; at a narrow width the last columns are left out whole.
+_JOB_COLUMNS = (
+    Column("job", lambda j: j["job_id"], keep=True),
+    Column("status", _status_of, wrap=True),
+    Column("layout", lambda j: j["layout"]),
+    Column("market", lambda j: j["market"] or "-"),
+    Column("expected $", lambda j: _money(j["expected_cost_usd"]), "right"),
+    Column("platform", lambda j: j["platform"]),
+    Column("region", lambda j: j["region"] or "-"),
+    Column("launched", lambda j: time.strftime("%Y-%m-%d %H:%M", time.localtime(j["created_at"]))),
+)
+
+
+def jobs_table(jobs: list[dict]) -> None:
     con = table_console(150)
     if not jobs:
         con.print("no jobs yet: `trainctl launch SPEC` starts one")
         return
-    t = Table(header_style="bold", pad_edge=False)
-    for col in ("job", "platform", "region", "layout", "market", "status", "expected $", "launched"):
-        t.add_column(col, no_wrap=True)
-    for j in jobs:
-        status = j["status"] + (f"/{j['secondary_status']}" if j.get("secondary_status") else "")
-        t.add_row(j["job_id"], j["platform"], j["region"] or "-", j["layout"], j["market"] or "-", status,
-                  _money(j["expected_cost_usd"]), time.strftime("%Y-%m-%d %H:%M", time.localtime(j["created_at"])))
-    con.print(t)
+    con.print(fitted_table(_JOB_COLUMNS, jobs, con.width))
 
 
 def say(message: str) -> None:
