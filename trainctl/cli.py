@@ -349,6 +349,8 @@ def iam_policy(
                                                    "training job's role) or ec2-node (the EC2 nodes' role)."),
     execution_role: str = typer.Option("trainctl-sagemaker-execution", "--execution-role",
                                        help="The SageMaker execution role name the cli policy may pass."),
+    split: bool = typer.Option(False, "--split", help="Print a JSON list of policies, each under the 6,144 "
+                                                      "characters of a managed policy; attach them all."),
 ) -> None:
     """Print least-privilege IAM policy documents for trainctl (docs/security.md explains them)."""
     import json as _json
@@ -356,6 +358,19 @@ def iam_policy(
     from trainctl import iam, render
 
     doc = iam.documents(platform, role, execution_role)
+    size = iam.policy_size(doc["policy"])
+    say = lambda message: render.stderr_console().print(message, markup=False, soft_wrap=True)  # noqa: E731
+    if split:
+        doc["policies"] = iam.split_policy(doc.pop("policy"))
+        if OPTS.output != "json":
+            typer.echo(_json.dumps(doc["policies"], indent=2))
+            say(f"{len(doc['policies'])} policies of at most {iam.MANAGED_POLICY_LIMIT:,} characters "
+                             "each (whitespace not counted): attach them all (jq '.[0]', '.[1]', ...)")
+            return
+    elif size > iam.MANAGED_POLICY_LIMIT:
+        say(f"warning: this policy is {size:,} characters (whitespace not counted), over the "
+                         f"{iam.MANAGED_POLICY_LIMIT:,} of a managed policy: --split prints "
+                         f"{len(iam.split_policy(doc['policy']))} that fit, or put it inline on a role (10,240)")
     if OPTS.output == "json":
         render.print_json(doc)
     else:  # the policy itself, ready for `aws iam put-role-policy --policy-document file://...`

@@ -120,11 +120,13 @@ def check_s3_route(region: str, subnet_flag: str | None, az: str | None) -> Chec
                  route.fix)
 
 
-def check_bucket(region: str, bucket: str) -> Check:
+def check_bucket(region: str, bucket: str, account: str | None = None) -> Check:
+    from trainctl.awsinfra.bucket import owner
+
     name = "job bucket"
     s3 = aws.client("s3", region)
     try:
-        s3.head_bucket(Bucket=bucket)
+        s3.head_bucket(Bucket=bucket, **owner(account))
     except Exception as e:  # noqa: BLE001
         if aws.error_code(e) in ("404", "NoSuchBucket", "NotFound"):
             return _ok(name, f"{bucket} does not exist yet: the first launch creates it encrypted, public access "
@@ -132,7 +134,7 @@ def check_bucket(region: str, bucket: str) -> Check:
         return _fail(name, f"{bucket}: {aws.error_summary(e)}", "use a bucket this account owns (--bucket)")
     problems = []
     try:
-        rules = s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]["Rules"]
+        rules = s3.get_bucket_encryption(Bucket=bucket, **owner(account))["ServerSideEncryptionConfiguration"]["Rules"]
         algos = [r["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] for r in rules]
     except Exception as e:  # noqa: BLE001
         if aws.error_code(e) != "ServerSideEncryptionConfigurationNotFoundError":
@@ -140,7 +142,7 @@ def check_bucket(region: str, bucket: str) -> Check:
         algos = []
         problems.append("no default encryption")
     try:
-        block = s3.get_public_access_block(Bucket=bucket)["PublicAccessBlockConfiguration"]
+        block = s3.get_public_access_block(Bucket=bucket, **owner(account))["PublicAccessBlockConfiguration"]
         open_ = [k for k in ("BlockPublicAcls", "IgnorePublicAcls", "BlockPublicPolicy", "RestrictPublicBuckets")
                  if not block.get(k)]
         if open_:
@@ -150,7 +152,7 @@ def check_bucket(region: str, bucket: str) -> Check:
             raise
         problems.append("no public access block")
     try:
-        if s3.get_bucket_policy_status(Bucket=bucket)["PolicyStatus"].get("IsPublic"):
+        if s3.get_bucket_policy_status(Bucket=bucket, **owner(account))["PolicyStatus"].get("IsPublic"):
             problems.append("its bucket policy makes it public")
     except Exception as e:  # noqa: BLE001
         if aws.error_code(e) != "NoSuchBucketPolicy":
@@ -223,7 +225,7 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
         add(_skip("subnet reaches S3", "only SageMaker VPC jobs need it (EC2 nodes use their public address)"))
     from trainctl.awsinfra.bucket import job_bucket
 
-    add(check_bucket(region, bucket or job_bucket(account, region)))
+    add(check_bucket(region, bucket or job_bucket(account, region), account))
     add(_scores_check(region, spec, plan))
     return checks
 
@@ -247,9 +249,11 @@ def _scores_check(region: str, spec, plan) -> Check:
 
 
 def render(checks: list[Check]) -> str:
+    from trainctl.render.safe import clean
+
     lines = []
-    for c in checks:
-        lines.append(f"{c.status.upper():4}  {c.name}: {c.detail}")
+    for c in checks:  # details quote AWS's messages: no control sequences reach the terminal
+        lines.append(f"{c.status.upper():4}  {c.name}: {clean(c.detail, one_line=True)}")
         if c.fix:
             lines.append(f"      fix: {c.fix}")
     failed = sum(c.status == "fail" for c in checks)

@@ -1,0 +1,36 @@
+"""S3's check of ExpectedBucketOwner, which moto does not make.
+
+Every S3 operation that takes ExpectedBucketOwner (the header x-amz-expected-bucket-owner) fails with
+403 AccessDenied when the bucket belongs to another account (Amazon S3 User Guide, "Verifying bucket
+ownership with bucket owner condition"). The sandbox keeps buckets of several accounts (moto's
+`bucket_accounts`; a test creates one for another account with moto's `x-moto-account-id` header), so a
+foreign bucket under trainctl's predictable name can be set up and must be refused here.
+"""
+from __future__ import annotations
+
+HEADER = "HTTP_X_AMZ_EXPECTED_BUCKET_OWNER"
+
+
+def bucket_name(environ: dict) -> str | None:
+    """The bucket a request addresses: virtual-hosted (`bucket.s3...`) or path-style (`/bucket/key`)."""
+    host = environ.get("HTTP_HOST", "").split(":")[0]
+    first = host.split(".")[0]
+    if "." in host and not host.replace(".", "").isdigit() and first not in ("s3", "localhost") \
+            and not first.startswith("s3-"):
+        return first
+    path = environ.get("PATH_INFO", "/").lstrip("/")
+    return path.split("/", 1)[0] or None
+
+
+def refusal(service: str, environ: dict) -> tuple[str, str, int] | None:
+    """(code, message, status) when the request names an owner that is not the bucket's, else None."""
+    expected = environ.get(HEADER)
+    if service != "s3" or not expected:
+        return None
+    bucket = bucket_name(environ)
+    from moto.s3.models import s3_backends
+
+    found = s3_backends.bucket_accounts.get(bucket) if bucket else None
+    if found is None or found[1] == expected:
+        return None  # no such bucket: moto answers NoSuchBucket as S3 does
+    return "AccessDenied", "Access Denied", 403
