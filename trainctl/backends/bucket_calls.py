@@ -79,7 +79,8 @@ def code_calls(s3, bucket: str, account: str, pkg, job_id: str, region: str, why
         if aws.error_code(e) not in (*MISSING, "NoSuchKey"):
             raise TrainctlError(f"s3://{bucket}/{key}: {aws.error_summary(e)}") from None
     return key, [AwsCall("s3", "PutObject", {
-        "Bucket": bucket, "Key": key, "Body": pkg.data, "ChecksumSHA256": checksum(pkg.sha256),
+        "Bucket": bucket, "Key": key, "Body": pkg.data, "ChecksumAlgorithm": "SHA256",
+        "ChecksumSHA256": checksum(pkg.sha256),
         "ServerSideEncryption": "AES256", "ContentType": "application/gzip",
-        "Tagging": urllib.parse.urlencode({JOB_TAG: job_id}), "Metadata": {"sha256": pkg.sha256},
+        "Tagging": f"{JOB_TAG}={urllib.parse.quote(job_id)}", "Metadata": {"sha256": pkg.sha256},
         **owner(account)}, region, why=why)]
