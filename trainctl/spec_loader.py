@@ -164,8 +164,8 @@ _WARNED: set[tuple[str, str]] = set()
 
 def secret_like_args(spec: JobSpec) -> list[str]:
     """The entrypoint args whose name or value looks like a secret."""
-    return [key for key, value in spec.entrypoint.args.items()
-            if isinstance(value, str) and value.strip() and (SECRET_KEY.search(key) or SECRET_VALUE.match(value.strip()))]
+    return [key for key, value in spec.entrypoint.args.items() if isinstance(value, str) and value.strip()
+            and (SECRET_KEY.search(key) or SECRET_VALUE.match(value.strip()))]
 
 
 def _warn_secret_like_args(spec: JobSpec, text: str, p: Path) -> None:
