@@ -98,7 +98,7 @@ def sagemaker_execution_policy() -> dict:
         {"Sid": "JobOutput", "Effect": "Allow", "Action": "s3:PutObject", "Resource": job_objects("output"),
          "Condition": SAME_ACCOUNT},
         {"Sid": "ListJobFolders", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": S3_BUCKET,
-         "Condition": {**SAME_ACCOUNT, "StringLike": {"s3:prefix": ["*/checkpoints/*", "*/output/*"]}}},
+         "Condition": {**SAME_ACCOUNT, "StringLike": {"s3:prefix": ["*/checkpoints*", "*/output*"]}}},
         {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream",
                                                        "logs:PutLogEvents", "logs:DescribeLogStreams"],
          "Resource": "arn:aws:logs:*:*:log-group:/aws/sagemaker/TrainingJobs:*"},
