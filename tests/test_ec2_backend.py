@@ -294,7 +294,7 @@ def test_spot_dollars_follow_the_prices_in_force():
 def test_the_node_policy_is_limited_to_the_job():
     from trainctl.backends.ec2 import node_policy
 
-    doc = node_policy("job-1", "bucket", "us-east-1", "123456789012")
+    doc = node_policy("job-1", "bucket", "us-east-1", "123456789012", "trainctl/code/" + "0" * 64 + "/sourcedir.tar.gz")
     actions = {a for s in doc["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
     assert not any(a.endswith("*") for a in actions)
     s3 = [s for s in doc["Statement"] if any(str(a).startswith("s3:") for a in

@@ -123,7 +123,11 @@ def test_policy_documents_are_least_privilege():
     assert policy["Version"] == "2012-10-17"
     actions = iam.granted_actions(policy)
     assert not any(a.endswith("*") for a in actions), "no wildcard actions"
+    denies = [st for st in policy["Statement"] if st["Effect"] == "Deny"]
+    assert {st["Sid"] for st in denies} == {"RolesKeepTheBoundary", "BoundaryStays", "BoundaryIsFixed"}
     for st in policy["Statement"]:
+        if st["Effect"] == "Deny":
+            continue
         assert st["Effect"] == "Allow"
         resources = [st["Resource"]] if isinstance(st["Resource"], str) else st["Resource"]
         if resources == ["*"]:
@@ -138,8 +142,12 @@ def test_policy_documents_are_least_privilege():
         if any(a.startswith("s3:") for a in acts):
             assert all(r.startswith("arn:aws:s3:::trainctl-") for r in resources), st
         if any(a.startswith("iam:") and a != "iam:PassRole" and not a.startswith("iam:List") for a in acts):
-            assert all(":role/trainctl" in r or ":instance-profile/trainctl/" in r or r == iam.SPOT_ROLE
-                       for r in resources), st
+            assert all(":role/trainctl" in r or ":instance-profile/trainctl/" in r
+                       or r.endswith(":policy/trainctl-boundary") or r == iam.SPOT_ROLE for r in resources), st
+        if any(a in ("iam:CreateRole", "iam:PutRolePolicy") for a in acts):
+            assert st["Condition"] == iam.WITH_BOUNDARY, st
+        if any(a.startswith("s3:") and a != "s3:CreateBucket" for a in acts):
+            assert st["Condition"] == iam.SAME_ACCOUNT, st
     sm = iam.granted_actions(iam.cli_policy("sagemaker"))
     assert "sagemaker:CreateTrainingJob" in sm and "ec2:CreateFleet" not in sm and "iam:CreateRole" not in sm
     e2 = iam.granted_actions(iam.cli_policy("ec2"))
@@ -155,7 +163,8 @@ def test_iam_policy_command(tmp_path):
     doc = json.loads(run_cli(["-o", "json", "iam-policy", "--role", "sagemaker-execution"], tmp_path).stdout)
     assert doc["trust_policy"]["Statement"][0]["Principal"] == {"Service": "sagemaker.amazonaws.com"}
     s3 = [st for st in doc["policy"]["Statement"] if any(a.startswith("s3:") for a in json.dumps(st["Action"]).split('"'))]
-    assert s3 and all(st["Resource"].startswith("arn:aws:s3:::trainctl-") for st in s3)
+    assert s3 and all(r.startswith("arn:aws:s3:::trainctl-") for st in s3
+                      for r in ([st["Resource"]] if isinstance(st["Resource"], str) else st["Resource"]))
     node = json.loads(run_cli(["-o", "json", "iam-policy", "--role", "ec2-node"], tmp_path).stdout)
     assert node["trust_policy"]["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
     for args in (["--role", "admin"], ["--platform", "k8s"]):

@@ -298,7 +298,9 @@ def list_jobs(
 def calibration(
     account: Optional[str] = typer.Option(None, "--account", help="Only the jobs this AWS account launched."),
 ) -> None:
-    """How far off the plan's throughput has been: prediction at launch vs measured, per completed job."""
+    """Compare the model's throughput with what jobs measured.
+
+    Per completed job: the prediction stored at launch, the measured rate and the error, then a summary."""
     from trainctl import render
     from trainctl.calibration_report import report
     from trainctl.render.calibration import calibration_table
@@ -385,6 +387,8 @@ def iam_policy(
                                                    "training job's role) or ec2-node (the EC2 nodes' role)."),
     execution_role: str = typer.Option("trainctl-sagemaker-execution", "--execution-role",
                                        help="The SageMaker execution role name the cli policy may pass."),
+    split: bool = typer.Option(False, "--split", help="Print a JSON list of policies, each under the 6,144 "
+                                                      "characters of a managed policy; attach them all."),
 ) -> None:
     """Print the least-privilege IAM policies trainctl needs."""
     import json as _json
@@ -394,6 +398,19 @@ def iam_policy(
 
     # ARNs carry the partition of the region asked (--region): aws, aws-cn or aws-us-gov
     doc = iam.in_partition(iam.documents(platform, role, execution_role), partition(aws.default_region()))
+    size = iam.policy_size(doc["policy"])
+    say = lambda message: render.stderr_console().print(message, markup=False, soft_wrap=True)  # noqa: E731
+    if split:
+        doc["policies"] = iam.split_policy(doc.pop("policy"))
+        if OPTS.output != "json":
+            typer.echo(_json.dumps(doc["policies"], indent=2))
+            say(f"{len(doc['policies'])} policies of at most {iam.MANAGED_POLICY_LIMIT:,} characters "
+                             "each (whitespace not counted): attach them all (jq '.[0]', '.[1]', ...)")
+            return
+    elif size > iam.MANAGED_POLICY_LIMIT:
+        say(f"warning: this policy is {size:,} characters (whitespace not counted), over the "
+                         f"{iam.MANAGED_POLICY_LIMIT:,} of a managed policy: --split prints "
+                         f"{len(iam.split_policy(doc['policy']))} that fit, or put it inline on a role (10,240)")
     if OPTS.output == "json":
         render.print_json(doc)
     else:  # the policy itself, ready for `aws iam put-role-policy --policy-document file://...`

@@ -9,6 +9,7 @@ from typing import Any, Callable
 import typer
 
 from trainctl.errors import TrainctlError
+from trainctl.render.safe import clean
 
 
 def attach_global_options(group, names: tuple[str, ...], apply: Callable[[str, Any], None]) -> None:
@@ -63,7 +64,7 @@ def run(command, debug: Callable[[], bool]) -> None:
     except TrainctlError as e:
         if debug():
             raise
-        sys.stderr.write(f"trainctl: error: {' '.join(str(e).splitlines())}\n")  # always one line
+        sys.stderr.write(f"trainctl: error: {clean(e, one_line=True)}\n")  # always one line, no control sequences
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         sys.stderr.write("trainctl: interrupted\n")
@@ -77,7 +78,8 @@ def run(command, debug: Callable[[], bool]) -> None:
             sys.exit(2)
         from trainctl.aws import error_summary
 
-        sys.stderr.write(f"trainctl: error: {error_summary(e)} (run with --debug for the traceback)\n")
+        sys.stderr.write(f"trainctl: error: {clean(error_summary(e), one_line=True)} (run with --debug for the "
+                         "traceback)\n")
         sys.exit(1)
 
 

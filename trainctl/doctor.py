@@ -120,11 +120,13 @@ def check_s3_route(region: str, subnet_flag: str | None, az: str | None) -> Chec
                  route.fix)
 
 
-def check_bucket(region: str, bucket: str) -> Check:
+def check_bucket(region: str, bucket: str, account: str | None = None) -> Check:
+    from trainctl.awsinfra.bucket import owner
+
     name = "job bucket"
     s3 = aws.client("s3", region)
     try:
-        s3.head_bucket(Bucket=bucket)
+        s3.head_bucket(Bucket=bucket, **owner(account))
     except Exception as e:  # noqa: BLE001
         if aws.error_code(e) in ("404", "NoSuchBucket", "NotFound"):
             return _ok(name, f"{bucket} does not exist yet: the first launch creates it encrypted, public access "
@@ -132,7 +134,7 @@ def check_bucket(region: str, bucket: str) -> Check:
         return _fail(name, f"{bucket}: {aws.error_summary(e)}", "use a bucket this account owns (--bucket)")
     problems = []
     try:
-        rules = s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]["Rules"]
+        rules = s3.get_bucket_encryption(Bucket=bucket, **owner(account))["ServerSideEncryptionConfiguration"]["Rules"]
         algos = [r["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] for r in rules]
     except Exception as e:  # noqa: BLE001
         if aws.error_code(e) != "ServerSideEncryptionConfigurationNotFoundError":
@@ -140,7 +142,7 @@ def check_bucket(region: str, bucket: str) -> Check:
         algos = []
         problems.append("no default encryption")
     try:
-        block = s3.get_public_access_block(Bucket=bucket)["PublicAccessBlockConfiguration"]
+        block = s3.get_public_access_block(Bucket=bucket, **owner(account))["PublicAccessBlockConfiguration"]
         open_ = [k for k in ("BlockPublicAcls", "IgnorePublicAcls", "BlockPublicPolicy", "RestrictPublicBuckets")
                  if not block.get(k)]
         if open_:
@@ -150,7 +152,7 @@ def check_bucket(region: str, bucket: str) -> Check:
             raise
         problems.append("no public access block")
     try:
-        if s3.get_bucket_policy_status(Bucket=bucket)["PolicyStatus"].get("IsPublic"):
+        if s3.get_bucket_policy_status(Bucket=bucket, **owner(account))["PolicyStatus"].get("IsPublic"):
             problems.append("its bucket policy makes it public")
     except Exception as e:  # noqa: BLE001
         if aws.error_code(e) != "NoSuchBucketPolicy":
@@ -237,7 +239,7 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
         add(_skip("subnet reaches S3", "only SageMaker VPC jobs need it (EC2 nodes use their public address)"))
     from trainctl.awsinfra.bucket import job_bucket
 
-    add(check_bucket(region, bucket or job_bucket(account, region)))
+    add(check_bucket(region, bucket or job_bucket(account, region), account))
     if "ec2" in platforms:  # only EC2 Spot needs it: SageMaker runs managed Spot instances itself
         add(check_spot_role(region))
     add(_scores_check(region, spec, plan))
@@ -264,11 +266,12 @@ def _scores_check(region: str, spec, plan) -> Check:
 
 def render(checks: list[Check], width: int = 100) -> str:
     """One line per check (wrapped at `width` under its text), the fix under a failure, then the tally."""
+    from trainctl.render.safe import clean
     from trainctl.render.text import wrap_keeping_commands
 
     lines = []
-    for c in checks:
-        lines += wrap_keeping_commands(f"{c.name}: {c.detail}", width, first=f"{c.status.upper():4}  ", rest=" " * 6)
+    for c in checks:  # details quote AWS's messages: no control sequences reach the terminal
+        lines += wrap_keeping_commands(f"{c.name}: {clean(c.detail, one_line=True)}", width, first=f"{c.status.upper():4}  ", rest=" " * 6)
         if c.fix:
             lines += wrap_keeping_commands(c.fix, width, first="      fix: ", rest=" " * 11)
     failed = sum(c.status == "fail" for c in checks)

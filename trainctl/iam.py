@@ -22,13 +22,20 @@ BUCKET = "trainctl-*"            # the job bucket: trainctl-ACCOUNT-REGION
 EXECUTION_ROLE = "trainctl-sagemaker-execution"
 NODE_PATH = "/trainctl/"         # the EC2 backend's per-job roles and instance profiles live under this path
 PLATFORMS = ("sagemaker", "ec2")
-ROLES = ("cli", "sagemaker-execution", "ec2-node")
+ROLES = ("cli", "sagemaker-execution", "ec2-node", "boundary")
 
 # Conditions, by name (kept as data so statements with the same scoping merge)
 TAGGED_REQUEST = {"Null": {f"aws:RequestTag/{JOB_TAG}": "false"}}     # creating: must carry the job tag
 TAGGED_RESOURCE = {"Null": {f"aws:ResourceTag/{JOB_TAG}": "false"}}   # changing: must already carry it
 SAGEMAKER_PASS = {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
 EC2_PASS = {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+# S3: only buckets this account owns (the bucket name is predictable; another account may own it)
+SAME_ACCOUNT = {"StringEquals": {"s3:ResourceAccount": "${aws:PrincipalAccount}"}}
+# IAM: a role trainctl creates or changes must carry trainctl's permissions boundary (trainctl/iam_boundary.py)
+BOUNDARY_POLICY = "trainctl-boundary"
+BOUNDARY_ARN = f"arn:aws:iam::${{aws:PrincipalAccount}}:policy/{BOUNDARY_POLICY}"
+WITH_BOUNDARY = {"StringEquals": {"iam:PermissionsBoundary": BOUNDARY_ARN}}
+MANAGED_POLICY_LIMIT = 6144      # characters of a managed policy, whitespace not counted (IAM quotas)
 
 
 def _create_action(*operations: str) -> dict:
@@ -60,6 +67,8 @@ EC2 = "arn:aws:ec2:*:*"
 S3_BUCKET = f"arn:aws:s3:::{BUCKET}"
 S3_OBJECTS = f"arn:aws:s3:::{BUCKET}/*"
 SPOT_ROLE = "arn:aws:iam::*:role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot"
+ON_BUCKET = {"resources": (S3_BUCKET,), "condition": SAME_ACCOUNT}
+ON_OBJECTS = {"resources": (S3_OBJECTS,), "condition": SAME_ACCOUNT}
 BOTH = PLATFORMS
 SM = ("sagemaker",)
 E2 = ("ec2",)
@@ -77,12 +86,13 @@ CALLS: tuple[Call, ...] = (
     Call("service-quotas:GetAWSDefaultServiceQuota", BOTH, (_g("servicequotas:GetAWSDefaultServiceQuota",
                                                                why="Service Quotas reads have no resources"),)),
     Call("sts:GetCallerIdentity", BOTH, ()),  # needs no permission: every principal may ask who it is
-    Call("s3:HeadBucket", BOTH, (_g("s3:ListBucket", resources=(S3_BUCKET,)),)),
+    Call("s3:HeadBucket", BOTH, (_g("s3:ListBucket", **ON_BUCKET),)),
     Call("s3:CreateBucket", BOTH, (_g("s3:CreateBucket", resources=(S3_BUCKET,)),)),
-    Call("s3:PutBucketTagging", BOTH, (_g("s3:PutBucketTagging", resources=(S3_BUCKET,)),)),
-    Call("s3:PutBucketEncryption", BOTH, (_g("s3:PutEncryptionConfiguration", resources=(S3_BUCKET,)),)),
-    Call("s3:PutPublicAccessBlock", BOTH, (_g("s3:PutBucketPublicAccessBlock", resources=(S3_BUCKET,)),)),
-    Call("s3:PutObject", BOTH, (_g("s3:PutObject", "s3:PutObjectTagging", resources=(S3_OBJECTS,)),)),
+    Call("s3:PutBucketTagging", BOTH, (_g("s3:PutBucketTagging", **ON_BUCKET),)),
+    Call("s3:PutBucketEncryption", BOTH, (_g("s3:PutEncryptionConfiguration", **ON_BUCKET),)),
+    Call("s3:PutPublicAccessBlock", BOTH, (_g("s3:PutBucketPublicAccessBlock", **ON_BUCKET),)),
+    Call("s3:HeadObject", BOTH, (_g("s3:GetObject", **ON_OBJECTS),)),
+    Call("s3:PutObject", BOTH, (_g("s3:PutObject", "s3:PutObjectTagging", **ON_OBJECTS),)),
     Call("ec2:DescribeVpcs", BOTH, (_g("ec2:DescribeVpcs", why=DESCRIBE),)),
     Call("ec2:DescribeSubnets", BOTH, (_g("ec2:DescribeSubnets", why=DESCRIBE),)),
     Call("ec2:DescribeSecurityGroups", BOTH, (_g("ec2:DescribeSecurityGroups", why=DESCRIBE),)),
@@ -100,12 +110,11 @@ CALLS: tuple[Call, ...] = (
     # ---- doctor (reads only)
     Call("ec2:DescribeRouteTables", BOTH, (_g("ec2:DescribeRouteTables", why=DESCRIBE),)),
     Call("ec2:DescribeVpcEndpoints", BOTH, (_g("ec2:DescribeVpcEndpoints", why=DESCRIBE),)),
-    Call("s3:GetBucketEncryption", BOTH, (_g("s3:GetEncryptionConfiguration", resources=(S3_BUCKET,)),)),
-    Call("s3:GetPublicAccessBlock", BOTH, (_g("s3:GetBucketPublicAccessBlock", resources=(S3_BUCKET,)),)),
-    Call("s3:GetBucketPolicyStatus", BOTH, (_g("s3:GetBucketPolicyStatus", resources=(S3_BUCKET,)),)),
+    Call("s3:GetBucketEncryption", BOTH, (_g("s3:GetEncryptionConfiguration", **ON_BUCKET),)),
+    Call("s3:GetPublicAccessBlock", BOTH, (_g("s3:GetBucketPublicAccessBlock", **ON_BUCKET),)),
+    Call("s3:GetBucketPolicyStatus", BOTH, (_g("s3:GetBucketPolicyStatus", **ON_BUCKET),)),
     # ---- SageMaker
     Call("iam:GetRole", BOTH, (_g("iam:GetRole", resources=("arn:aws:iam::*:role/{execution_role}", SPOT_ROLE)),)),
-    Call("s3:HeadObject", SM, (_g("s3:GetObject", resources=(S3_OBJECTS,)),)),
     Call("sagemaker:CreateTrainingJob", SM, (
         _g("sagemaker:CreateTrainingJob", "sagemaker:AddTags", resources=("arn:aws:sagemaker:*:*:training-job/*",),
            condition=TAGGED_REQUEST),
@@ -160,10 +169,18 @@ CALLS: tuple[Call, ...] = (
                                              condition=TAGGED_RESOURCE),)),
     Call("ec2:DeletePlacementGroup", E2, (_g("ec2:DeletePlacementGroup", resources=(f"{EC2}:placement-group/*",),
                                              condition=TAGGED_RESOURCE),)),
-    Call("s3:GetObject", E2, (_g("s3:GetObject", resources=(S3_OBJECTS,)),)),
-    Call("s3:ListObjectsV2", E2, (_g("s3:ListBucket", resources=(S3_BUCKET,)),)),
+    Call("s3:GetObject", E2, (_g("s3:GetObject", **ON_OBJECTS),)),
+    Call("s3:ListObjectsV2", E2, (_g("s3:ListBucket", **ON_BUCKET),)),
+    # Creating a role or writing its policy requires trainctl's permissions boundary on it: without it,
+    # iam:CreateRole + iam:PutRolePolicy would let the holder of this policy make itself an admin.
+    Call("iam:GetPolicy", E2, (_g("iam:GetPolicy", resources=(f"arn:aws:iam::*:policy/{BOUNDARY_POLICY}",)),)),
+    Call("iam:CreateRole", E2, (
+        _g("iam:CreateRole", resources=("arn:aws:iam::*:role/trainctl/*",), condition=WITH_BOUNDARY),
+        _g("iam:TagRole", resources=("arn:aws:iam::*:role/trainctl/*",), condition=TAGGED_REQUEST))),
+    Call("iam:PutRolePolicy", E2, (_g("iam:PutRolePolicy", resources=("arn:aws:iam::*:role/trainctl/*",),
+                                      condition=WITH_BOUNDARY),)),
     *(Call(f"iam:{op}", E2, (_g(f"iam:{op}", *extra, resources=("arn:aws:iam::*:role/trainctl/*",)),))
-      for op, extra in (("CreateRole", ("iam:TagRole",)), ("PutRolePolicy", ()), ("DeleteRolePolicy", ()),
+      for op, extra in (("DeleteRolePolicy", ()),
                         ("ListRoleTags", ()), ("ListRolePolicies", ()), ("ListAttachedRolePolicies", ()),
                         ("DetachRolePolicy", ()), ("ListInstanceProfilesForRole", ()), ("DeleteRole", ()))),
     *(Call(f"iam:{op}", E2, (_g(f"iam:{op}", *extra, resources=("arn:aws:iam::*:instance-profile/trainctl/*",)),))
@@ -208,38 +225,27 @@ def cli_policy(platform: str = "all", execution_role: str = EXECUTION_ROLE) -> d
         if g["condition"]:
             st["Condition"] = g["condition"]
         statements.append(st)
+    if platform in ("ec2", "all"):  # the platform that creates roles: keep their boundary in place
+        from trainctl.iam_boundary import cli_denies
+
+        statements += cli_denies()
     return {"Version": "2012-10-17", "Statement": statements}
 
 
 def granted_actions(policy: dict) -> set[str]:
     out: set[str] = set()
     for st in policy["Statement"]:
+        if st["Effect"] != "Allow":
+            continue
         actions = st["Action"]
         out.update([actions] if isinstance(actions, str) else actions)
     return out
 
 
 def sagemaker_execution_policy() -> dict:
-    """What the SageMaker training container needs: its code and checkpoints under the job bucket's trainctl/
-    prefix, its logs and metrics, the training image, and network interfaces in the job's VPC subnet."""
-    return {"Version": "2012-10-17", "Statement": [
-        {"Sid": "JobObjects", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-         "Resource": f"arn:aws:s3:::{BUCKET}/trainctl/*"},
-        {"Sid": "ListJobPrefix", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": S3_BUCKET,
-         "Condition": {"StringLike": {"s3:prefix": ["trainctl/*"]}}},
-        {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream",
-                                                       "logs:PutLogEvents", "logs:DescribeLogStreams"],
-         "Resource": "arn:aws:logs:*:*:log-group:/aws/sagemaker/TrainingJobs:*"},
-        {"Sid": "Metrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
-         "Condition": {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}},
-        {"Sid": "PullImage", "Effect": "Allow", "Action": ["ecr:GetAuthorizationToken", "ecr:BatchGetImage",
-                                                            "ecr:GetDownloadUrlForLayer",
-                                                            "ecr:BatchCheckLayerAvailability"], "Resource": "*"},
-        {"Sid": "VpcInterfaces", "Effect": "Allow", "Action": [
-            "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
-            "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
-            "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"], "Resource": "*"},
-    ]}
+    from trainctl.iam_boundary import sagemaker_execution_policy as policy
+
+    return policy()
 
 
 SAGEMAKER_TRUST = {"Version": "2012-10-17", "Statement": [
@@ -251,7 +257,10 @@ def ec2_node_policy() -> dict:
     filled in (backends.ec2.node_policy); here with wildcards, for review."""
     from trainctl.backends.ec2 import node_policy
 
-    return node_policy("JOB_ID", "trainctl-ACCOUNT-REGION", "REGION", "ACCOUNT")
+    from trainctl.awsinfra.bucket import code_key
+
+    return node_policy("JOB_ID", "trainctl-ACCOUNT-REGION", "REGION", "ACCOUNT", code_key("SHA256"),
+                       ("arn:aws:ssm:REGION:ACCOUNT:parameter/trainctl/NAME",))
 
 
 def in_partition(document, partition: str):
@@ -282,6 +291,31 @@ def documents(platform: str = "all", role: str = "cli", execution_role: str = EX
         return {"role": role, "note": "created per job by `trainctl launch --platform ec2` under /trainctl/, "
                                       "removed by `trainctl down`", "policy": ec2_node_policy(),
                 "trust_policy": TRUST_POLICY}
+    if role == "boundary":
+        from trainctl.iam_boundary import boundary_policy
+
+        return {"role": role, "policy_name": BOUNDARY_POLICY, "note": "create once per account as a managed "
+                "policy named trainctl-boundary; every role trainctl creates must carry it", "policy": boundary_policy()}
     from trainctl.errors import UsageError
 
     raise UsageError(f"--role {role!r}: use {', '.join(ROLES)}")
+
+
+def policy_size(policy: dict) -> int:
+    """The size IAM counts against its quotas: the JSON without whitespace."""
+    return len(json.dumps(policy, separators=(",", ":")))
+
+
+def split_policy(policy: dict, limit: int = MANAGED_POLICY_LIMIT) -> list[dict]:
+    """The statements packed in order into as few documents as fit under `limit` each (attach them all:
+    the permissions of several policies add up, and a Deny in any of them holds)."""
+    empty = policy_size({"Version": policy["Version"], "Statement": []})
+    docs: list[list[dict]] = [[]]
+    for st in policy["Statement"]:
+        size = policy_size(st)
+        if empty + size > limit:
+            raise ValueError(f"statement {st.get('Sid', '?')} alone is {size} characters, over {limit}")
+        if docs[-1] and policy_size({"Version": policy["Version"], "Statement": [*docs[-1], st]}) > limit:
+            docs.append([])
+        docs[-1].append(st)
+    return [{"Version": policy["Version"], "Statement": sts} for sts in docs]

@@ -273,6 +273,12 @@ def bundled_arg_problem(key: str, value: object, bundled: str = "ddp") -> str | 
     return None
 
 
+SECRET_NAME = r"^[A-Z_][A-Z0-9_]{0,63}$"
+RESERVED_ENV = ("TRAINCTL_", "AWS_", "SM_", "PYTHON", "LD_", "NCCL_", "FI_")  # set by trainctl or the platform
+SECRET_ARN = (r"^arn:aws[a-z-]*:(ssm:[a-z0-9-]+:[0-9]{12}:parameter/trainctl/[A-Za-z0-9_./-]{1,900}"
+              r"|secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:trainctl/[A-Za-z0-9_/+=.@-]{1,500})$")
+
+
 class JobSpec(Strict):
     name: str = Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,39}$",
                       description="letters, digits and hyphens, at most 40 characters")
@@ -287,6 +293,21 @@ class JobSpec(Strict):
     candidates: Candidates = Field(default_factory=Candidates)
     constraints: Constraints = Field(default_factory=Constraints)
     role: str | None = Field(None, description="SageMaker execution role ARN or name")
+    # The channel for secrets (API tokens, passwords): the job reads them at start from SSM or Secrets Manager
+    # into env vars; the values never pass through user data, hyperparameters, logs or trainctl itself.
+    secrets: dict[Annotated[str, Field(pattern=SECRET_NAME)], Annotated[str, Field(pattern=SECRET_ARN)]] = Field(
+        default_factory=dict, max_length=20,
+        description="env var name -> ARN of an SSM SecureString parameter under /trainctl/ or a Secrets Manager "
+                    "secret named trainctl/..., read by the job at start (docs/security.md)")
+
+    @field_validator("secrets")
+    @classmethod
+    def own_names(cls, secrets: dict[str, str]) -> dict[str, str]:
+        taken = [n for n in secrets if n.startswith(RESERVED_ENV) or n in ("PATH", "HOME")]
+        if taken:
+            raise ValueError(f"{taken[0]} is an environment variable trainctl or the platform sets; name the secret "
+                             "otherwise")
+        return secrets
 
     @model_validator(mode="before")
     @classmethod

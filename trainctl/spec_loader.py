@@ -2,6 +2,8 @@
 line naming the file, the line, the field and the fix (exit code 2)."""
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -76,6 +78,7 @@ def _load_spec(path: str | Path, catalog) -> JobSpec:
             if e.error_count() > 1 else ""
         raise UsageError(f"{where}: field '{field}': {_describe(err)}{more}") from e
     _check_entrypoint_args(spec, text, p)
+    _warn_secret_like_args(spec, text, p)
     if catalog is not None:
         _check_against_catalog(spec, text, p, catalog)
     return spec
@@ -148,3 +151,31 @@ def _check_entrypoint_args(spec: JobSpec, text: str, p: Path) -> None:
         if problem is not None:
             line = _yaml_line(text, ("entrypoint", "args", key))
             raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'entrypoint.args.{key}': {problem}")
+
+
+# An argument named like a credential, or a value in the shape of a well-known token (AWS access key id,
+# Hugging Face, GitHub, OpenAI-style, Slack).
+SECRET_KEY = re.compile(r"(token|passw(or)?d|secret|api[-_]?key|access[-_]?key|private[-_]?key|credential|auth)",
+                        re.IGNORECASE)
+SECRET_VALUE = re.compile(r"^(AKIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{30,}|gh[pousr]_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}"
+                          r"|xox[abposr]-[A-Za-z0-9-]{10,})$")
+_WARNED: set[tuple[str, str]] = set()
+
+
+def secret_like_args(spec: JobSpec) -> list[str]:
+    """The entrypoint args whose name or value looks like a secret."""
+    return [key for key, value in spec.entrypoint.args.items() if isinstance(value, str) and value.strip()
+            and (SECRET_KEY.search(key) or SECRET_VALUE.match(value.strip()))]
+
+
+def _warn_secret_like_args(spec: JobSpec, text: str, p: Path) -> None:
+    """A warning on stderr, once per argument: args reach EC2 user data and SageMaker HyperParameters, which
+    anyone allowed to describe the job can read."""
+    for key in secret_like_args(spec):
+        if (str(p), key) in _WARNED:
+            continue
+        _WARNED.add((str(p), key))
+        line = _yaml_line(text, ("entrypoint", "args", key))
+        sys.stderr.write(f"trainctl: warning: {p}{':' + str(line) if line else ''}: entrypoint.args.{key} looks like "
+                         "a secret; args are readable by anyone who can describe the job: put it in SSM or Secrets "
+                         "Manager and name it under `secrets:` (docs/security.md)\n")

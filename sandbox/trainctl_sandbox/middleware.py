@@ -19,7 +19,7 @@ from typing import Any
 
 from trainctl_sandbox.call_log import ACTION as CALL_LOG_ACTION
 from trainctl_sandbox.call_log import CallLog
-from trainctl_sandbox import strict_requests
+from trainctl_sandbox import s3_checks, strict_requests
 from trainctl_sandbox.context import SandboxContext
 from trainctl_sandbox.protocol import (
     NOT_HANDLED,
@@ -102,6 +102,9 @@ class SandboxApp:
             refusal = _model_refusal(call, environ)
             if refusal is not None:  # what AWS refuses on the server, whatever moto would accept
                 return _respond(start_response, *error_response(call, *refusal, 400))
+            s3_refusal = s3_checks.refusal(call, environ, request_body(environ)) if call.service == "s3" else None
+            if s3_refusal is not None:  # another account's bucket, or a body that is not what its checksum says
+                return _respond(start_response, *error_response(call, *s3_refusal))
             handler = self.json_operations.get((call.service, call.operation))
             if handler is not None and call.protocol == "json":
                 params = json.loads(request_body(environ) or b"{}")

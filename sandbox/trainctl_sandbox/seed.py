@@ -3,7 +3,8 @@
 - in each seeded region: the default VPC with a default subnet in every AZ (moto makes it when
   the region's EC2 backend is created), the job bucket `trainctl-{account}-{region}`, the AWS Deep
   Learning AMIs (GPU PyTorch, GPU base, Neuron) and the public SSM parameters that name them;
-- the SageMaker execution role `trainctl-sagemaker-execution`, trusted by sagemaker.amazonaws.com.
+- the SageMaker execution role `trainctl-sagemaker-execution`, trusted by sagemaker.amazonaws.com;
+- the managed policy `trainctl-boundary` (trainctl's permissions boundary for the roles it creates).
 
 Seeding calls moto's backends directly (no HTTP, no boto3): it runs before the server serves.
 It is split in two because importing moto's EC2 takes about a second: `seed_core` runs before
@@ -90,6 +91,12 @@ def seed_core(ctx: SandboxContext) -> None:
                     tags=[], max_session_duration="3600")
     iam.put_role_policy(EXECUTION_ROLE, "trainctl-training-access", json.dumps(ROLE_POLICY))
     service_linked_roles.seed(ctx)  # the Spot service-linked role, as most accounts have it
+    # What an administrator creates once per account: the permissions boundary of every role trainctl creates
+    from trainctl.iam import BOUNDARY_POLICY
+    from trainctl.iam_boundary import boundary_policy
+
+    iam.create_policy(description="trainctl: the most any role trainctl creates may do", path="/",
+                      policy_document=json.dumps(boundary_policy()), policy_name=BOUNDARY_POLICY, tags=[])
 
 
 def seed_ec2(ctx: SandboxContext) -> None:

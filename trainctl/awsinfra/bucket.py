@@ -1,23 +1,50 @@
-"""The job bucket and its layout: one place says where every object of a job lives.
+"""The job bucket and its layout: one place says where every object of a job lives, the same on both platforms.
 
-- `trainctl/code/<content hash>/sourcedir.tar.gz`: SageMaker code, shared by every job with the same code;
-- `<job>/code/sourcedir.tar.gz`: EC2 code, under the job's prefix (the node role reaches only `<job>/*`);
-- `<job>/status/<completed|failed|stopped>`: EC2 status markers left by the nodes and `trainctl stop`;
-- `trainctl/checkpoints/<job>`, `trainctl/output`: SageMaker checkpoints and model output.
+- `trainctl/code/<sha256>/sourcedir.tar.gz`: the job's code, content-addressed (the key names the sha256 of
+  its bytes), shared by every job with the same code, written only by the CLI; the nodes and the SageMaker
+  container may only read it;
+- `<job>/checkpoints/`: checkpoints (EC2 nodes sync them; SageMaker's CheckpointConfig syncs them);
+- `<job>/logs/`, `<job>/status/<completed|failed|stopped>`: what the nodes leave (status markers also come
+  from `trainctl stop`);
+- `<job>/output/`: SageMaker's model output (it writes `<job>/output/<job>/output/model.tar.gz`).
+
+A job's principal writes only under its own `<job>/` prefix, in the folders JOB_WRITABLE names.
+Every S3 call names the bucket's owner (ExpectedBucketOwner): the bucket name is predictable, so one
+created first by another account must be refused, never used.
 """
 from __future__ import annotations
+
+CODE_PREFIX = "trainctl/code/"
+JOB_WRITABLE = ("checkpoints", "logs", "status")
 
 
 def job_bucket(account: str, region: str) -> str:
     return f"trainctl-{account}-{region}"
 
 
-def sagemaker_code_key(content_hash: str) -> str:
-    return f"trainctl/code/{content_hash}/sourcedir.tar.gz"
+def owner(account: str | None) -> dict[str, str]:
+    """The ExpectedBucketOwner argument of an S3 call (S3 answers 403 when another account owns the bucket)."""
+    return {"ExpectedBucketOwner": account} if account else {}
 
 
-def ec2_code_key(job_id: str) -> str:
-    return f"{job_id}/code/sourcedir.tar.gz"
+def code_key(sha256: str) -> str:
+    return f"{CODE_PREFIX}{sha256}/sourcedir.tar.gz"
+
+
+def code_sha256(key: str) -> str | None:
+    """The sha256 a code key names, or None for a key outside the content-addressed layout."""
+    parts = key.split("/")
+    if key.startswith(CODE_PREFIX) and len(parts) == 4 and len(parts[2]) == 64:
+        return parts[2]
+    return None
+
+
+def job_prefix(job_id: str) -> str:
+    return f"{job_id}/"
+
+
+def checkpoints_prefix(job_id: str) -> str:
+    return f"{job_id}/checkpoints/"
 
 
 def status_prefix(job_id: str) -> str:
@@ -28,13 +55,9 @@ def status_key(job_id: str, status: str) -> str:
     return status_prefix(job_id) + status
 
 
-def sagemaker_prefix(bucket: str) -> str:
-    return f"s3://{bucket}/trainctl"
-
-
 def sagemaker_checkpoints(bucket: str, job_id: str) -> str:
-    return f"{sagemaker_prefix(bucket)}/checkpoints/{job_id}"
+    return f"s3://{bucket}/{job_id}/checkpoints"
 
 
-def sagemaker_output(bucket: str) -> str:
-    return f"{sagemaker_prefix(bucket)}/output"
+def sagemaker_output(bucket: str, job_id: str) -> str:
+    return f"s3://{bucket}/{job_id}/output"

@@ -1,13 +1,22 @@
 """The job bucket, the same for both platforms: trainctl's own bucket (trainctl-ACCOUNT-REGION) is created
 when missing and kept locked down (SSE-S3 by default, every public access blocked) on every launch; a
-bucket the user gives (--bucket) must exist and is used as it is."""
+bucket the user gives (--bucket) must exist and is used as it is. Either must be owned by the caller's
+account: every call names the owner (ExpectedBucketOwner), so a bucket that another account created first
+under the predictable name is refused by S3 (403), never written to.
+
+The job's code goes to its content-addressed key (awsinfra/bucket.py) with its SHA-256 checksum, which S3
+verifies on upload and returns on HeadObject: an object already at the key is reused only when its
+checksum is the code's."""
 from __future__ import annotations
 
+import base64
+import binascii
+import urllib.parse
 from typing import Any
 
 from trainctl import aws
-from trainctl.awsinfra.bucket import job_bucket
-from trainctl.backends.base import AwsCall, tags
+from trainctl.awsinfra.bucket import code_key, job_bucket, owner
+from trainctl.backends.base import JOB_TAG, AwsCall, tags
 from trainctl.errors import TrainctlError, UsageError
 
 MISSING = ("404", "NoSuchBucket", "NotFound")
@@ -18,12 +27,12 @@ def job_bucket_calls(s3, job_id: str, region: str, account: str, given: str | No
     """(bucket name, the calls that make it ready); reads whether it exists, writes nothing."""
     bucket = given or job_bucket(account, region)
     try:
-        s3.head_bucket(Bucket=bucket)
+        s3.head_bucket(Bucket=bucket, **owner(account))
         exists = True
     except Exception as e:  # noqa: BLE001
         if aws.error_code(e) not in MISSING:
-            raise TrainctlError(f"job bucket {bucket}: {aws.error_summary(e)}; pass --bucket with a bucket this "
-                                "account owns") from None
+            raise TrainctlError(f"job bucket {bucket}: {aws.error_summary(e)} (it must exist and be owned by "
+                                f"account {account}); pass --bucket with a bucket this account owns") from None
         exists = False
     calls: list[AwsCall] = []
     if given:
@@ -40,15 +49,38 @@ def job_bucket_calls(s3, job_id: str, region: str, account: str, given: str | No
         # Shared by every job of the account and region: tagged with the job that created it,
         # and marked shared so cleanup of that job leaves it alone.
         calls.append(AwsCall("s3", "PutBucketTagging", {"Bucket": bucket, "Tagging": {"TagSet": tags(
-            job_id, **{"trainctl:shared": "true"})}}, region, why="tag the bucket"))
+            job_id, **{"trainctl:shared": "true"})}, **owner(account)}, region, why="tag the bucket"))
         notes.append(f"job bucket {bucket} will be created (SSE-S3 encrypted, public access blocked)")
     else:
         notes.append(f"job bucket {bucket} exists")
     # idempotent: keeps trainctl's bucket locked down even if someone loosened it
     calls.append(AwsCall("s3", "PutBucketEncryption", {"Bucket": bucket, "ServerSideEncryptionConfiguration": {
-        "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}, "BucketKeyEnabled": True}]}},
-        region, why="encrypt objects at rest by default"))
+        "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}, "BucketKeyEnabled": True}]},
+        **owner(account)}, region, why="encrypt objects at rest by default"))
     calls.append(AwsCall("s3", "PutPublicAccessBlock", {"Bucket": bucket, "PublicAccessBlockConfiguration": {
         "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True,
-        "RestrictPublicBuckets": True}}, region, why="block every form of public access"))
+        "RestrictPublicBuckets": True}, **owner(account)}, region, why="block every form of public access"))
     return bucket, calls
+
+
+def checksum(sha256_hex: str) -> str:
+    """S3's ChecksumSHA256: the base64 of the digest."""
+    return base64.b64encode(binascii.unhexlify(sha256_hex)).decode()
+
+
+def code_calls(s3, bucket: str, account: str, pkg, job_id: str, region: str, why: str) -> tuple[str, list[AwsCall]]:
+    """(the code's key, the upload call unless the very same bytes are already there)."""
+    key = code_key(pkg.sha256)
+    try:
+        head = s3.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED", **owner(account))
+        if head.get("ChecksumSHA256") == checksum(pkg.sha256):
+            return key, []
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) not in (*MISSING, "NoSuchKey"):
+            raise TrainctlError(f"s3://{bucket}/{key}: {aws.error_summary(e)}") from None
+    return key, [AwsCall("s3", "PutObject", {
+        "Bucket": bucket, "Key": key, "Body": pkg.data, "ChecksumAlgorithm": "SHA256",
+        "ChecksumSHA256": checksum(pkg.sha256),
+        "ServerSideEncryption": "AES256", "ContentType": "application/gzip",
+        "Tagging": f"{JOB_TAG}={urllib.parse.quote(job_id)}", "Metadata": {"sha256": pkg.sha256},
+        **owner(account)}, region, why=why)]

@@ -12,11 +12,12 @@ from trainctl import aws
 from trainctl.job_args import entrypoint_args
 from trainctl.awsinfra import bucket as layout
 from trainctl.awsinfra import naming, network
-from trainctl.backends.base import JOB_TAG, AwsCall, LaunchRequest, LaunchSettings, tags
+from trainctl.backends.base import AwsCall, LaunchRequest, LaunchSettings, tags
 from trainctl.backends.security_group import self_only_security_group
 from trainctl.errors import TrainctlError, UsageError
 
 CHECKPOINT_LOCAL = "/opt/ml/checkpoints"
+SECRET_ENV_PREFIX = "TRAINCTL_SECRET_ARN_"  # + the env var name: the ARN the container reads the value from
 MAX_SECONDS = 2419200  # SageMaker's limit on MaxRuntime and MaxWait (28 days)
 METRICS = [{"Name": "train:loss", "Regex": r"trainctl step=\d+ loss=([0-9.eE+-]+)"},
            {"Name": "train:samples_per_s", "Regex": r"samples_per_s=([0-9.eE+-]+)"}]
@@ -66,29 +67,23 @@ def role_arn(iam, account: str, region: str, wanted: str | None) -> tuple[str, s
     return role["Arn"], f"execution role {role['Arn']}"
 
 
-def _code_calls(s3, spec, settings: LaunchSettings, bucket: str, region: str, notes: list[str]) -> tuple[str, str,
-                                                                                                           list]:
+def _code_calls(s3, spec, settings: LaunchSettings, bucket: str, account: str, region: str,
+                notes: list[str]) -> tuple[str, str, list]:
     """(the program, the code's S3 URI, the upload call if the content is new)."""
+    from trainctl.backends.bucket_calls import code_calls
     from trainctl.packaging import job_code
 
     pkg, program = job_code(spec, settings.spec_path)
-    key = layout.sagemaker_code_key(pkg.key_hash)
+    key, upload = code_calls(s3, bucket, account, pkg, settings.job_id, region, why=f"code: {', '.join(pkg.files)}")
     uri = f"s3://{bucket}/{key}"
-    try:
-        s3.head_object(Bucket=bucket, Key=key)
+    if not upload:
         notes.append(f"code {len(pkg.files)} files, sha256 {pkg.sha256[:12]}: already at {uri}")
         return program, uri, []
-    except Exception as e:  # noqa: BLE001
-        if aws.error_code(e) not in ("404", "NoSuchKey", "NotFound", "NoSuchBucket"):
-            raise TrainctlError(f"{uri}: {aws.error_summary(e)}") from None
     notes.append(f"code {len(pkg.files)} files ({', '.join(pkg.files)}), {len(pkg.data)} bytes, "
                  f"sha256 {pkg.sha256[:12]}")
     if "requirements.txt" in pkg.files:
         notes.append("requirements.txt shipped: the container pip-installs it before the script starts")
-    return program, uri, [AwsCall("s3", "PutObject", {
-        "Bucket": bucket, "Key": key, "Body": pkg.data, "ServerSideEncryption": "AES256",
-        "ContentType": "application/gzip", "Tagging": urllib.parse.urlencode({JOB_TAG: settings.job_id}),
-        "Metadata": {"sha256": pkg.sha256}}, region, why=f"code: {', '.join(pkg.files)}")]
+    return program, uri, upload
 
 
 def hyperparameters(spec, inst, option, program: str, source_uri: str, job_id: str) -> dict[str, str]:
@@ -143,7 +138,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     notes.append(note)
     s3 = client_for("s3", region)
     bucket, calls = job_bucket_calls(s3, job_id, region, account, opts.bucket, notes)
-    program, source_uri, upload = _code_calls(s3, spec, settings, bucket, region, notes)
+    program, source_uri, upload = _code_calls(s3, spec, settings, bucket, account, region, notes)
     calls += upload
     vpc_config = _network(client_for, job_id, option, opts, calls, notes)
     image = opts.image or training_image(region, inst.accelerator.kind)
@@ -155,11 +150,13 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
         "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File",
                                    "EnableSageMakerMetricsTimeSeries": True, "MetricDefinitions": METRICS},
         "HyperParameters": hyperparameters(spec, inst, option, program, source_uri, job_id),
-        "OutputDataConfig": {"S3OutputPath": layout.sagemaker_output(bucket)},
+        "OutputDataConfig": {"S3OutputPath": layout.sagemaker_output(bucket, job_id)},
         "ResourceConfig": {"InstanceType": f"ml.{option.instance_type}", "InstanceCount": option.count,
                            "VolumeSizeInGB": 50},
         "VpcConfig": vpc_config, "StoppingCondition": stopping,
-        "Environment": {"TRAINCTL_JOB_ID": job_id, "PYTHONUNBUFFERED": "1"},
+        # The secrets' ARNs only (never their values): the container reads them at start (trainctl_secrets.py)
+        "Environment": {"TRAINCTL_JOB_ID": job_id, "PYTHONUNBUFFERED": "1",
+                        **{f"{SECRET_ENV_PREFIX}{name}": arn for name, arn in spec.secrets.items()}},
         "RetryStrategy": {"MaximumRetryAttempts": 2},
         "Tags": tags(job_id, **{"trainctl:spec": spec.name}),
     }

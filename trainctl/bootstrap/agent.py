@@ -4,7 +4,8 @@ Standard library plus boto3 only (the Deep Learning AMIs' Python has both); no c
 boto3 finds the instance profile's through IMDS. The job's settings come from config.json, which the
 user data writes beside this file. What it does:
 1. asks IMDS (IMDSv2: token first) who it is: instance id, private IP;
-2. fetches the job's code tarball from S3;
+2. fetches the job's code tarball from S3 by its content hash and checks its sha256 against the config's;
+   reads the job's secrets (SSM SecureString / Secrets Manager ARNs in the config) into the training's env;
 3. finds its peers by the tag trainctl:job through the EC2 API, waits for all N, ranks the nodes by
    sorted private IP (rank 0 is the master), restores the newest checkpoints from S3;
 4. runs `torchrun --nnodes N --node_rank R --master_addr <rank 0> --nproc_per_node P <script> ...`,
@@ -19,6 +20,7 @@ The IMDS endpoint is configurable (TRAINCTL_IMDS_ENDPOINT) so that a test can gi
 from __future__ import annotations
 
 import argparse
+import hashlib
 import ipaddress
 import json
 import os
@@ -29,7 +31,7 @@ import tarfile
 import threading
 import time
 
-from .node_io import DEFAULT_IMDS, Imds, LogShipper, aws_session, children, say
+from .node_io import DEFAULT_IMDS, Imds, LogShipper, aws_session, children, read_secrets, say
 
 JOB_TAG = "trainctl:job"
 STATE_TAG = "trainctl:state"
@@ -42,6 +44,10 @@ class Agent:
         self.job = cfg["job_id"]
         client = aws_session(cfg["region"])
         self.ec2, self.s3 = client("ec2"), client("s3")
+        self.client = client
+        # Every S3 call names the bucket's owner: a bucket of another account is refused (403), never used.
+        self.owner = {"ExpectedBucketOwner": cfg["bucket_owner"]} if cfg.get("bucket_owner") else {}
+        self.secrets: dict[str, str] = {}
         self.instance_id = imds.get("instance-id")
         self.ip = imds.get("local-ipv4")
         self.log = LogShipper(client("logs"), f"/trainctl/{self.job}", self.instance_id)
@@ -61,7 +67,13 @@ class Agent:
 
     def fetch_code(self) -> None:
         path = os.path.join(self.root, "code.tar.gz")
-        self.s3.download_file(self.cfg["bucket"], self.cfg["code_key"], path)
+        self.s3.download_file(self.cfg["bucket"], self.cfg["code_key"], path, ExtraArgs=self.owner)
+        want = self.cfg.get("code_sha256")
+        with open(path, "rb") as f:
+            got = hashlib.sha256(f.read()).hexdigest()
+        if want and got != want:  # only the CLI writes code; anything else at the key is not this job's code
+            raise SystemExit(f"trainctl-agent: code object sha256 {got[:12]} is not the job's {want[:12]}; "
+                             "refusing to run it")
         os.makedirs(self.code_dir, exist_ok=True)
         with tarfile.open(path) as tar:
             try:
@@ -74,7 +86,7 @@ class Agent:
         self.log.add(f"trainctl-agent: code s3://{self.cfg['bucket']}/{self.cfg['code_key']} -> {self.code_dir}")
 
     def _remote_checkpoints(self) -> dict[str, int]:
-        out, kwargs = {}, {"Bucket": self.cfg["bucket"], "Prefix": self.key("checkpoints") + "/"}
+        out, kwargs = {}, {"Bucket": self.cfg["bucket"], "Prefix": self.key("checkpoints") + "/", **self.owner}
         while True:
             page = self.s3.list_objects_v2(**kwargs)
             out.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
@@ -90,7 +102,7 @@ class Agent:
             if name and name not in local:
                 # Download beside and rename: the entrypoint must never see a half-written file.
                 tmp = os.path.join(self.ckpt_dir, f".{name}.download")
-                self.s3.download_file(self.cfg["bucket"], key, tmp)
+                self.s3.download_file(self.cfg["bucket"], key, tmp, ExtraArgs=self.owner)
                 os.replace(tmp, os.path.join(self.ckpt_dir, name))
                 self.log.add(f"trainctl-agent: restored checkpoint {name}")
 
@@ -104,10 +116,10 @@ class Agent:
                 continue  # temp files of a checkpoint being written
             key = self.key("checkpoints", name)
             if remote.get(key) != os.path.getsize(path):
-                self.s3.upload_file(path, self.cfg["bucket"], key)
+                self.s3.upload_file(path, self.cfg["bucket"], key, ExtraArgs=self.owner)
 
     def marker(self) -> str | None:
-        page = self.s3.list_objects_v2(Bucket=self.cfg["bucket"], Prefix=self.key("status") + "/")
+        page = self.s3.list_objects_v2(Bucket=self.cfg["bucket"], Prefix=self.key("status") + "/", **self.owner)
         names = {o["Key"].rsplit("/", 1)[-1] for o in page.get("Contents", [])}
         for status in ("stopped", "completed", "failed"):
             if status in names:
@@ -115,7 +127,8 @@ class Agent:
         return None
 
     def put_marker(self, status: str, detail: str) -> None:
-        self.s3.put_object(Bucket=self.cfg["bucket"], Key=self.key("status", status), Body=detail.encode())
+        self.s3.put_object(Bucket=self.cfg["bucket"], Key=self.key("status", status), Body=detail.encode(),
+                           **self.owner)
 
     # ---------------------------------------------------------------- peers
     def peers(self) -> list[str]:
@@ -213,7 +226,7 @@ class Agent:
                "--master_addr", master, "--master_port", str(cfg.get("master_port", 29500)),
                "--nproc_per_node", str(nproc), os.path.join(self.code_dir, cfg["script"]),
                *cfg.get("args", []), "--checkpoint-dir", self.ckpt_dir]
-        env = dict(os.environ, PYTHONUNBUFFERED="1", TRAINCTL_JOB=self.job)
+        env = dict(os.environ, **self.secrets, PYTHONUNBUFFERED="1", TRAINCTL_JOB=self.job)
         env.setdefault("OMP_NUM_THREADS", "1")
         iface = self.interface_of(self.ip)
         if iface:  # gloo/NCCL would otherwise pick whatever the host name resolves to
@@ -256,6 +269,9 @@ class Agent:
         self.log.add(f"trainctl-agent: instance {self.instance_id} ip {self.ip} job {self.job}")
         threading.Thread(target=self.watch_spot_notice, daemon=True).start()
         self.fetch_code()
+        self.secrets = read_secrets(self.client, self.cfg.get("secrets") or {})
+        if self.secrets:
+            self.log.add(f"trainctl-agent: secrets {', '.join(sorted(self.secrets))} read into the environment")
         failures = 0
         while True:
             status = self.marker()

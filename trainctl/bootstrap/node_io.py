@@ -26,6 +26,19 @@ def aws_session(region: str):
     return lambda service: session.client(service, config=config)
 
 
+def read_secrets(client, secrets: dict[str, str]) -> dict[str, str]:
+    """{env name: value} of the job's secrets, read at start from SSM (SecureString, decrypted) or Secrets
+    Manager by ARN; the node role may read exactly these. The values go to the training's environment only,
+    never to a log or a file."""
+    out = {}
+    for name, arn in secrets.items():
+        if ":secretsmanager:" in arn:
+            out[name] = client("secretsmanager").get_secret_value(SecretId=arn)["SecretString"]
+        else:  # GetParameter takes the parameter's ARN as its Name
+            out[name] = client("ssm").get_parameter(Name=arn, WithDecryption=True)["Parameter"]["Value"]
+    return out
+
+
 def say(message: str) -> None:
     print(f"trainctl-agent: {message}", flush=True)
 

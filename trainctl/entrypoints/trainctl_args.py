@@ -134,8 +134,11 @@ def _unquote(token: str) -> str:
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None,
                env: dict[str, str] | None = None) -> argparse.Namespace:
+    from trainctl_secrets import load_secrets
+
     argv = [_unquote(token) for token in (sys.argv[1:] if argv is None else argv)]
     args = parser.parse_args(argv)
+    load_secrets(env)  # SageMaker: the spec's secrets, by ARN, into the environment (EC2: the agent did it)
     # Remember which path options were given at all, so that an explicit "--checkpoint-dir none"
     # on SageMaker really switches checkpoints off instead of falling back to the default.
     explicit = set()

@@ -56,6 +56,7 @@ def fit(columns: Sequence[Column], rows: Sequence[Any], width: int) -> tuple[lis
 def fitted_table(columns: Sequence[Column], rows: Sequence[Any], width: int, title: str | None = None):
     """A rich Table of `rows` within `width` columns, with a caption naming the columns left out."""
     from rich.table import Table
+    from rich.text import Text
 
     keep, cells, wrap_width = fit(columns, rows, width)
     t = Table(header_style="bold", pad_edge=False, title=title)
@@ -67,7 +68,7 @@ def fitted_table(columns: Sequence[Column], rows: Sequence[Any], width: int, tit
             t.add_column(c.header, justify=c.justify, no_wrap=True, min_width=len(max(
                 [c.header] + [row[i] for row in cells], key=len)))
     for row in cells:
-        t.add_row(*(row[i] for i in keep))
+        t.add_row(*(Text(row[i]) for i in keep))  # cells are data (some from AWS), never markup
     left_out = [c.header for i, c in enumerate(columns) if i not in keep]
     if left_out:
         t.caption = f"not shown at this width: {', '.join(left_out)} (-o json has every field)"

@@ -8,6 +8,7 @@ from typing import Any, Callable
 from trainctl.render import table_console
 from trainctl.render.columns import Column, fitted_table
 from trainctl.render.logfold import TracebackFolder
+from trainctl.render.safe import clean, plain
 from trainctl.watch import JobRef, Progress, follow, summary
 
 
@@ -16,17 +17,19 @@ def follow_live(backend, job: JobRef, *, interval: float, logs: bool, recover: C
     """`follow` for people: transitions and every host's lines as they come, a status line on a terminal.
     With JSON output the live view goes to stderr so stdout stays one document."""
     from rich.console import Console
-    from rich.markup import escape
+    from rich.text import Text
 
     con = Console(highlight=False, stderr=to_stderr)
 
     def on_transition(t) -> None:
         style = "bold red" if t.status in ("Interrupted", "Failed", "MaxWaitTimeExceeded") else "bold"
-        con.print(f"{fmt_time(t.start)} [{style}]{t.status}[/] {escape(t.message)}", soft_wrap=True)
+        con.print(Text.assemble(f"{fmt_time(t.start)} ", plain(t.status, True, style), " ", plain(t.message)),
+                  soft_wrap=True)
 
     def show_line(ln) -> None:
-        # log text is the job's, not markup: escaped, and never re-wrapped (copy-paste must work)
-        con.print(f"{fmt_time(ln.timestamp_ms / 1000)} [cyan]{ln.host}[/] {escape(ln.message)}", soft_wrap=True)
+        # log text is the job's: no control sequences, never markup, never re-wrapped (copy-paste must work)
+        con.print(Text.assemble(f"{fmt_time(ln.timestamp_ms / 1000)} ", plain(ln.host, True, "cyan"), " ",
+                                plain(ln.message)), soft_wrap=True)
 
     folder = TracebackFolder(job.job_id, show_line)  # a traceback is one line here; `logs` has it whole
 
@@ -93,13 +96,13 @@ def summary_table(doc: dict) -> None:
                      f"(plan expected {_money(doc.get('expected_cost_usd'))})")]
     if doc.get("failure_reason"):
         rows.append(("failure", doc["failure_reason"]))
-    for k, v in rows:
-        t.add_row(k, v)
+    for k, v in rows:  # values come from AWS and the job: plain text, never markup
+        t.add_row(k, plain(v))
     con.print(t)
 
 
-def _status_of(j: dict) -> str:
-    return j["status"] + (f"/{j['secondary_status']}" if j.get("secondary_status") else "")
+def _status_of(j: dict) -> str:  # AWS's words: no control sequences
+    return clean(j["status"], True) + (f"/{clean(j['secondary_status'], True)}" if j.get("secondary_status") else "")
 
 
 # `ls`'s columns, most important first: the job id (which the user copies into watch, logs, stop, down) is
@@ -131,7 +134,9 @@ def say(message: str) -> None:
 
 
 def log_line(ln, with_host: bool) -> str:
-    return f"{fmt_time(ln.timestamp_ms / 1000)} " + (f"{ln.host} {ln.message}" if with_host else ln.message)
+    """A log line for `logs` (printed as it is, so cleaned of control sequences here)."""
+    text = f"{clean(ln.host, True)} {clean(ln.message)}" if with_host else clean(ln.message)
+    return f"{fmt_time(ln.timestamp_ms / 1000)} {text}"
 
 
 def removed_lines(job_id: str, region: str, removed: list[str]) -> None:

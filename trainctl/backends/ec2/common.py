@@ -65,8 +65,9 @@ def job_config(ec2, job_id: str) -> dict:
     return {**json.loads(text[start + len(CONFIG_START):end]), "launch_template_id": lt, "market": market}
 
 
-def bucket_of(client_for, region: str, config: dict) -> str:
-    if config.get("bucket"):
-        return config["bucket"]
+def bucket_of(client_for, region: str, config: dict) -> tuple[str, str]:
+    """(the job's bucket, the account that must own it): every S3 call names the owner it expects."""
+    if config.get("bucket") and config.get("bucket_owner"):
+        return config["bucket"], config["bucket_owner"]
     account = client_for("sts", region).get_caller_identity()["Account"]
-    return job_bucket_layout.job_bucket(account, region)
+    return config.get("bucket") or job_bucket_layout.job_bucket(account, region), account

@@ -39,14 +39,22 @@ TRUST_POLICY = {"Version": "2012-10-17", "Statement": [
 
 
 # ----------------------------------------------------------------------------- pure pieces (tested directly)
-def node_policy(job_id: str, bucket: str, region: str, account: str) -> dict:
-    """What a node may do: its job's S3 prefix, its job's log group, see its peers, mark itself interrupted."""
-    group = log_group(job_id)
+def node_policy(job_id: str, bucket: str, region: str, account: str, code_key: str,
+                secrets: tuple[str, ...] = ()) -> dict:
+    """What a node may do: read its code (by content hash) and its job's objects, write only its job's
+    checkpoints/, logs/ and status/, in a bucket its account owns; its job's log group; see its peers; mark
+    itself interrupted; read exactly the job's secrets. Always within the boundary (iam_boundary.py)."""
+    from trainctl.iam_boundary import secret_statements
+
+    group, own = log_group(job_id), {"StringEquals": {"s3:ResourceAccount": account}}
     return {"Version": "2012-10-17", "Statement": [
-        {"Sid": "JobPrefix", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
-         "Resource": naming.s3_arn(region, f"{bucket}/{job_id}/*")},
+        {"Sid": "ReadCodeAndJob", "Effect": "Allow", "Action": "s3:GetObject", "Condition": own,
+         "Resource": [naming.s3_arn(region, f"{bucket}/{code_key}"), naming.s3_arn(region, f"{bucket}/{job_id}/*")]},
+        {"Sid": "WriteJobFolders", "Effect": "Allow", "Action": "s3:PutObject", "Condition": own,
+         "Resource": [naming.s3_arn(region, f"{bucket}/{job_id}/{folder}/*") for folder in layout.JOB_WRITABLE]},
         {"Sid": "ListJobPrefix", "Effect": "Allow", "Action": "s3:ListBucket",
-         "Resource": naming.s3_arn(region, bucket), "Condition": {"StringLike": {"s3:prefix": [f"{job_id}/*"]}}},
+         "Resource": naming.s3_arn(region, bucket),
+         "Condition": {**own, "StringLike": {"s3:prefix": [f"{job_id}/*"]}}},
         {"Sid": "JobLogs", "Effect": "Allow",
          "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
          "Resource": [naming.arn(region, "logs", account, f"log-group:{group}"),
@@ -57,6 +65,7 @@ def node_policy(job_id: str, bucket: str, region: str, account: str) -> dict:
          "Resource": naming.arn(region, "ec2", account, "instance/*"),
          "Condition": {"StringEquals": {f"aws:ResourceTag/{JOB_TAG}": job_id},
                        "ForAllValues:StringEquals": {"aws:TagKeys": [STATE_TAG]}}},
+        *secret_statements([a for a in secrets if ":ssm:" in a], [a for a in secrets if ":secretsmanager:" in a]),
     ]}
 
 
@@ -178,19 +187,9 @@ def az_order(ec2, region: str, instance_type: str, count: int, market: str, firs
     return azs
 
 
-def _bucket(client_for, region: str, account: str, given: str | None) -> str:
-    bucket = given or layout.job_bucket(account, region)
-    try:
-        client_for("s3", region).head_bucket(Bucket=bucket)
-    except Exception as e:  # noqa: BLE001 - any failure means we cannot use it
-        raise UsageError(f"job bucket {bucket!r} is not reachable ({aws.error_code(e)}); create it or pass "
-                         "--bucket") from e
-    return bucket
-
-
 # ----------------------------------------------------------------------------- prepare
 def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
-    from trainctl.backends.bucket_calls import job_bucket_calls
+    from trainctl.backends.bucket_calls import code_calls, job_bucket_calls
     from trainctl.catalog import load_catalog
     from trainctl.packaging import job_code
 
@@ -209,16 +208,17 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     if not azs:
         raise CapacityError(f"no subnet in {region} is in an AZ that offers {option.instance_type}")
     pkg, script = job_code(spec, settings.spec_path)
-    code_key = layout.ec2_code_key(job)
-    config = {"job_id": job, "region": region, "bucket": bucket, "code_key": code_key, "script": script,
+    code_key, upload = code_calls(client_for("s3", region), bucket, account, pkg, job, region,
+                                  why=f"the job's code ({len(pkg.files)} files, runs {script}) for the nodes")
+    secrets = dict(getattr(spec, "secrets", None) or {})
+    config = {"job_id": job, "region": region, "bucket": bucket, "bucket_owner": account, "code_key": code_key,
+              "code_sha256": pkg.sha256, "secrets": secrets, "script": script,
               "args": as_command_line(entrypoint_args(spec, option, inst)), "nnodes": option.count, "nproc_per_node": nproc_per_node(inst),
               "accelerator": inst.accelerator.kind, "efa": inst.efa, "master_port": MASTER_PORT,
               "shutdown_when_done": True}
-    calls += [AwsCall("s3", "PutObject", {"Bucket": bucket, "Key": code_key, "Body": pkg.data,
-                                          "Tagging": f"{JOB_TAG}={job}", "ServerSideEncryption": "AES256",
-                                          "Metadata": {"sha256": pkg.sha256}},
-                      region, why=f"the job's code ({len(pkg.files)} files, runs {script}) for the nodes to fetch")]
-    calls += _iam_calls(job, bucket, region, account)
+    calls += upload
+    calls += _iam_calls(job, bucket, region, account, code_key, tuple(secrets.values()),
+                        boundary(client_for("iam", region), account, region, notes))
     group = _security_group_calls(ec2, job, net.vpc_id, region, opts, calls, notes)
     calls.append(AwsCall("ec2", "CreatePlacementGroup", {
         "GroupName": name_for(job), "Strategy": "cluster",
@@ -235,16 +235,40 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
                          notes=tuple(notes), alternatives=(FLEET_GROUP,))
 
 
-def _iam_calls(job: str, bucket: str, region: str, account: str) -> list[AwsCall]:
+def boundary(iam, account: str, region: str, notes: list[str]) -> str:
+    """The ARN of trainctl's permissions boundary, which every role trainctl creates carries; an
+    administrator creates it once (the cli policy may not), so a missing one is an error with the fix."""
+    from trainctl.iam import BOUNDARY_POLICY
+    from trainctl.iam_boundary import boundary_arn
+
+    arn = boundary_arn(account, naming.partition(region))
+    try:
+        iam.get_policy(PolicyArn=arn)
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) == "NoSuchEntity":
+            raise TrainctlError(f"permissions boundary {arn} does not exist: an administrator creates it once with "
+                                f"`trainctl iam-policy --role boundary > b.json && aws iam create-policy "
+                                f"--policy-name {BOUNDARY_POLICY} --policy-document file://b.json` "
+                                "(docs/security.md)") from None
+        if aws.error_code(e) not in ("AccessDenied", "AccessDeniedException"):
+            raise
+    notes.append(f"node role bounded by {arn}")
+    return arn
+
+
+def _iam_calls(job: str, bucket: str, region: str, account: str, code_key: str, secrets: tuple[str, ...],
+               boundary_arn: str) -> list[AwsCall]:
     name, job_tags = name_for(job), tags(job)
+    policy = node_policy(job, bucket, region, account, code_key, secrets)
     return [
         AwsCall("iam", "CreateRole", {"RoleName": name, "Path": naming.IAM_PATH,
                                       "AssumeRolePolicyDocument": json.dumps(TRUST_POLICY),
+                                      "PermissionsBoundary": boundary_arn,
                                       "Description": f"trainctl job {job} nodes", "Tags": job_tags},
-                region, ok_errors=("EntityAlreadyExists",), why="the nodes' role"),
+                region, ok_errors=("EntityAlreadyExists",), why="the nodes' role, within trainctl's boundary"),
         AwsCall("iam", "PutRolePolicy", {"RoleName": name, "PolicyName": "trainctl-node",
-                                         "PolicyDocument": json.dumps(node_policy(job, bucket, region, account))},
-                region, why="only the job's S3 prefix, its log group, describing peers"),
+                                         "PolicyDocument": json.dumps(policy)},
+                region, why="its code, its job's S3 folders, its log group, describing peers, its secrets"),
         AwsCall("iam", "CreateInstanceProfile", {"InstanceProfileName": name, "Path": naming.IAM_PATH,
                                                  "Tags": job_tags},
                 region, ok_errors=("EntityAlreadyExists",), why="carries the role to the instances"),

@@ -86,16 +86,17 @@ def instance_costs(ec2, found: list[dict], region: str, now: float) -> dict[str,
     return out
 
 
-def markers(s3, job_id: str, bucket: str | None) -> dict[str, str]:
+def markers(s3, job_id: str, bucket: str | None, account: str | None = None) -> dict[str, str]:
     """The S3 status markers the nodes (completed, failed) and `stop` (stopped) leave: name -> text."""
     if not bucket:
         return {}
     try:
-        found = s3.list_objects_v2(Bucket=bucket, Prefix=layout.status_prefix(job_id)).get("Contents", [])
+        found = s3.list_objects_v2(Bucket=bucket, Prefix=layout.status_prefix(job_id),
+                                   **layout.owner(account)).get("Contents", [])
     except Exception:  # noqa: BLE001 - no bucket, no markers
         return {}
-    return {o["Key"].rsplit("/", 1)[-1]: s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read().decode()
-            for o in found}
+    return {o["Key"].rsplit("/", 1)[-1]: s3.get_object(Bucket=bucket, Key=o["Key"], **layout.owner(account))[
+        "Body"].read().decode(errors="replace") for o in found}
 
 
 def _status(marks: dict, found: list[dict], alive: list[dict], nodes: int | None) -> tuple[str, str, str | None]:
@@ -146,7 +147,7 @@ def describe(client_for, job_id: str, region: str) -> JobView:
     ec2, now = client_for("ec2", region), time.time()
     found = sorted(instances(ec2, job_id), key=lambda i: i["LaunchTime"])
     config = job_config(ec2, job_id)
-    marks = markers(client_for("s3", region), job_id, bucket_of(client_for, region, config))
+    marks = markers(client_for("s3", region), job_id, *bucket_of(client_for, region, config))
     nodes = int(config.get("nnodes") or 0) or None
     alive = [i for i in found if i["State"]["Name"] in LIVE_STATES and tag_map(i).get(STATE_TAG) != "interrupted"]
     lost = [i for i in found if interrupted(i)]
@@ -190,7 +191,8 @@ def stop(client_for, job_id: str, region: str) -> None:
     from trainctl.backends.ec2.fleet import terminate
 
     ec2 = client_for("ec2", region)
-    bucket = bucket_of(client_for, region, job_config(ec2, job_id))
+    bucket, account = bucket_of(client_for, region, job_config(ec2, job_id))
     client_for("s3", region).put_object(Bucket=bucket, Key=layout.status_key(job_id, "stopped"),
-                                        Body=f"stopped by trainctl at {time.time():.0f}".encode())
+                                        Body=f"stopped by trainctl at {time.time():.0f}".encode(),
+                                        **layout.owner(account))
     terminate(ec2, [i["InstanceId"] for i in instances(ec2, job_id, LIVE_STATES)])
