@@ -133,21 +133,47 @@ def recover(backend, job_id: str, region: str, progress: Callable[[str], None] |
         by_az.setdefault(s["AvailabilityZone"], []).append(s["SubnetId"])
     home = alive[0]["Placement"]["AvailabilityZone"] if alive else (
         view.raw["instances"][-1]["availability_zone"] if view.raw.get("instances") else None)
+    stopped = lambda: _stopped_meanwhile(backend, ec2, job_id, region, say)  # noqa: E731
     if alive:
+        if stopped():
+            return result
         got = _launch(ec2, job_id, view.instance_type, missing, market, home, sorted(by_az.get(home, [])),
                       f"r-{home}", say)
         if got is not None:
-            return {**result, "launched": got, "availability_zone": home}
+            return {**result, "launched": [] if _undo_if_stopped(ec2, got, stopped) else got,
+                    "availability_zone": home}
         say(f"{home} has no room for the {missing} missing; moving the whole job to another AZ")
         # The survivors' agents get SIGTERM at shutdown: they checkpoint and sync before going.
         terminate(ec2, [i["InstanceId"] for i in alive])
     azs = az_order(ec2, region, view.instance_type, view.count, market, None,
                    [az for az in by_az if az != home or not alive], [])
     for az in azs[:MAX_AZ_ATTEMPTS]:
+        if stopped():
+            return result
         got = _launch(ec2, job_id, view.instance_type, view.count, market, az, sorted(by_az[az]), f"m-{az}", say)
         if got is not None:
-            return {**result, "launched": got, "availability_zone": az, "moved": True}
+            return {**result, "launched": [] if _undo_if_stopped(ec2, got, stopped) else got,
+                    "availability_zone": az, "moved": True}
     raise CapacityError(f"no capacity to recover {job_id}: " + "; ".join(messages[-3:]))
+
+
+def _stopped_meanwhile(backend, ec2, job_id: str, region: str, say: Callable[[str], None]) -> bool:
+    """The stop mark read fresh: `trainctl stop` or `down` may have come since this recovery's describe."""
+    from trainctl.backends.ec2.status import stop_marked
+
+    if stop_marked(backend.client_for, job_id, region, job_config(ec2, job_id)):
+        say(f"{job_id} is marked stopped; launching nothing")
+        return True
+    return False
+
+
+def _undo_if_stopped(ec2, got: list[str], stopped: Callable[[], bool]) -> bool:
+    """A stop mark written while the fleet was being made: `down` may have listed the instances before these
+    existed, so this recovery ends them itself."""
+    if not stopped():
+        return False
+    terminate(ec2, got)
+    return True
 
 
 def _launch(ec2, job_id: str, itype: str, count: int, market: str, az: str, subnets: list[str], what: str,
