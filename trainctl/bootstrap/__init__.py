@@ -21,7 +21,7 @@ PYTHONS = {
 }
 
 
-AGENT_MODULES = ("agent.py", "node_io.py")
+AGENT_MODULES = ("agent.py", "node_io.py", "checkpoints.py")
 NODE_PACKAGE = "trainctl_node"  # the agent's package name on the node
 
 

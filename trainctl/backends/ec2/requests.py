@@ -45,6 +45,9 @@ def node_policy(job_id: str, bucket: str, region: str, account: str) -> dict:
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "JobPrefix", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
          "Resource": naming.s3_arn(region, f"{bucket}/{job_id}/*")},
+        # Nodes prune old checkpoints after each upload (a long job would fill the bucket and every restore).
+        {"Sid": "PruneJobCheckpoints", "Effect": "Allow", "Action": "s3:DeleteObject",
+         "Resource": naming.s3_arn(region, f"{bucket}/{job_id}/checkpoints/*")},
         {"Sid": "ListJobPrefix", "Effect": "Allow", "Action": "s3:ListBucket",
          "Resource": naming.s3_arn(region, bucket), "Condition": {"StringLike": {"s3:prefix": [f"{job_id}/*"]}}},
         {"Sid": "JobLogs", "Effect": "Allow",
@@ -58,6 +61,17 @@ def node_policy(job_id: str, bucket: str, region: str, account: str) -> dict:
          "Condition": {"StringEquals": {f"aws:ResourceTag/{JOB_TAG}": job_id},
                        "ForAllValues:StringEquals": {"aws:TagKeys": [STATE_TAG]}}},
     ]}
+
+
+def stopping_condition(option, max_runtime_hours: float | None, now: float | None = None) -> dict:
+    """SageMaker's MaxRuntimeInSeconds for EC2 jobs: the same default (twice the expected hours plus 30
+    minutes), enforced by the node agent against a wall-clock end written into the node config."""
+    import time
+
+    from trainctl.backends.sagemaker_request import max_runtime_s
+
+    seconds = max_runtime_s(option, max_runtime_hours)
+    return {"max_runtime_s": seconds, "not_after": int((time.time() if now is None else now) + seconds)}
 
 
 def network_interfaces(efa_interfaces: int, group: str) -> list[dict]:
@@ -209,7 +223,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     config = {"job_id": job, "region": region, "bucket": bucket, "code_key": code_key, "script": script,
               "args": as_command_line(entrypoint_args(spec, option, inst)), "nnodes": option.count, "nproc_per_node": nproc_per_node(inst),
               "accelerator": inst.accelerator.kind, "efa": inst.efa, "master_port": MASTER_PORT,
-              "shutdown_when_done": True}
+              "shutdown_when_done": True, **stopping_condition(option, opts.max_runtime_hours)}
     calls += [AwsCall("s3", "PutObject", {"Bucket": bucket, "Key": code_key, "Body": pkg.data,
                                           "Tagging": f"{JOB_TAG}={job}", "ServerSideEncryption": "AES256",
                                           "Metadata": {"sha256": pkg.sha256}},
