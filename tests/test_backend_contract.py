@@ -96,7 +96,7 @@ def test_submit_is_the_base_class_s_alone():
 @pytest.mark.parametrize("platform,flag,value", [("sagemaker", "--ami", "ami-0123456789abcdef0"),
                                                  ("sagemaker", "--ssh-cidr", "203.0.113.7/32"),
                                                  ("ec2", "--role", "my-role"),
-                                                 ("ec2", "--max-runtime-hours", "2")])
+                                                 ("ec2", "--image", "123456789012.dkr.ecr.us-east-1.amazonaws.com/x:1")])
 def test_a_flag_of_the_other_platform_is_refused_in_one_line(tmp_path, platform, flag, value):
     spec = tmp_path / "job.yaml"
     spec.write_text(SPEC + "candidates: {layouts: ['g5.xlarge:1:on-demand'], platforms: [sagemaker, ec2]}\n")

@@ -6,6 +6,7 @@ torchrun:
 The node is this machine, so the instance standing for it has the loopback address."""
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
@@ -37,6 +38,12 @@ for step in range(1, 6001):
 '''
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _node(sb, tmp_path, monkeypatch, job: str, **cfg):
     monkeypatch.setenv("TRAINCTL_SPOT_POLL_S", "0.1")
     monkeypatch.setenv("TRAINCTL_PEER_POLL_S", "0.1")
@@ -48,7 +55,7 @@ def _node(sb, tmp_path, monkeypatch, job: str, **cfg):
                              PrivateIpAddress="127.0.0.1", TagSpecifications=[{"ResourceType": "instance", "Tags": [
                                  {"Key": "trainctl:job", "Value": job}]}])["Instances"][0]
     imds = FakeImds(inst["InstanceId"], "127.0.0.1")
-    agent = make_agent(sb, tmp_path / "node", job, imds, **cfg)
+    agent = make_agent(sb, tmp_path / "node", job, imds, master_port=_free_port(), **cfg)
     sb.client("s3").put_object(Bucket=BUCKET, Key=f"{job}/code/sourcedir.tar.gz", Body=code_tarball({"train.py": TRAIN}))
     return agent, imds
 
