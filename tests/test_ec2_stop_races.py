@@ -75,3 +75,44 @@ def test_recovery_ends_its_own_fleet_when_the_stop_mark_came_while_it_was_made(l
 
 def _bucket(sb) -> str:
     return next(b["Name"] for b in sb.client("s3").list_buckets()["Buckets"] if b["Name"].startswith("trainctl-"))
+
+
+# ----------------------------------------------------------------------------- recovery ClientTokens (item 11)
+def _capacity(sb, available: bool) -> None:
+    for zone in sb.client("ec2").describe_availability_zones()["AvailabilityZones"]:
+        sb.admin.set_capacity("g5.12xlarge", zone["ZoneName"], available)
+
+
+def test_a_recovery_refused_for_capacity_is_not_replayed_by_the_next_attempt(launched):  # noqa: F811
+    import pytest
+
+    from trainctl.backends.base import CapacityError
+
+    sb, backend, out = launched
+    sb.client("ec2").terminate_instances(InstanceIds=[out["instance_ids"][1]])
+    _capacity(sb, False)
+    with pytest.raises(CapacityError):
+        backend.recover(JOB, REGION)
+    _capacity(sb, True)  # capacity is back: the next poll of `watch --recover` must get it, not EC2's replay
+    result = backend.recover(JOB, REGION)  # the first attempt gave the survivor back to move: both come back
+    assert result["launched"] and len(live(sb)) == 2
+
+
+def test_two_recoveries_at_once_make_one_fleet(launched):  # noqa: F811
+    sb, backend, out = launched
+    sb.client("ec2").terminate_instances(InstanceIds=[out["instance_ids"][1]])
+    events = aws.client("ec2", REGION).meta.events
+    inner: list[dict] = []
+
+    def second_watch(**_):
+        if not inner:  # another `watch --recover` reaches CreateFleet while this one is on its way there
+            inner.append({})
+            inner[0] = backend.recover(JOB, REGION)
+
+    events.register("before-call.ec2.CreateFleet", second_watch)
+    try:
+        outer = backend.recover(JOB, REGION)
+    finally:
+        events.unregister("before-call.ec2.CreateFleet", second_watch)
+    assert len(live(sb)) == 2, "two fleets for one lost node"
+    assert outer["launched"] == inner[0]["launched"]

@@ -8,7 +8,8 @@ from typing import Any, Callable
 from trainctl.backends.base import AwsCall, CapacityError, Verdict
 from trainctl.backends.ec2.common import (LIVE_STATES, MAX_AZ_ATTEMPTS, STATE_TAG, TERMINATED_BY_TAG,
                                           instances, job_config, name_for, security_group, tag_map)
-from trainctl.backends.ec2.requests import az_order, fleet_params, token
+from trainctl.backends.ec2.attempts import RecoveryAttempts
+from trainctl.backends.ec2.requests import az_order, fleet_params
 from trainctl.errors import TrainctlError
 
 PROFILE_RETRIES, PROFILE_RETRY_S = 5, 2.0
@@ -134,11 +135,12 @@ def recover(backend, job_id: str, region: str, progress: Callable[[str], None] |
     home = alive[0]["Placement"]["AvailabilityZone"] if alive else (
         view.raw["instances"][-1]["availability_zone"] if view.raw.get("instances") else None)
     stopped = lambda: _stopped_meanwhile(backend, ec2, job_id, region, say)  # noqa: E731
+    attempts = RecoveryAttempts(backend.client_for, ec2, job_id, region)
     if alive:
         if stopped():
             return result
         got = _launch(ec2, job_id, view.instance_type, missing, market, home, sorted(by_az.get(home, [])),
-                      f"r-{home}", say)
+                      f"r-{home}", say, attempts)
         if got is not None:
             return {**result, "launched": [] if _undo_if_stopped(ec2, got, stopped) else got,
                     "availability_zone": home}
@@ -150,7 +152,8 @@ def recover(backend, job_id: str, region: str, progress: Callable[[str], None] |
     for az in azs[:MAX_AZ_ATTEMPTS]:
         if stopped():
             return result
-        got = _launch(ec2, job_id, view.instance_type, view.count, market, az, sorted(by_az[az]), f"m-{az}", say)
+        got = _launch(ec2, job_id, view.instance_type, view.count, market, az, sorted(by_az[az]), f"m-{az}",
+                      say, attempts)
         if got is not None:
             return {**result, "launched": [] if _undo_if_stopped(ec2, got, stopped) else got,
                     "availability_zone": az, "moved": True}
@@ -177,9 +180,9 @@ def _undo_if_stopped(ec2, got: list[str], stopped: Callable[[], bool]) -> bool:
 
 
 def _launch(ec2, job_id: str, itype: str, count: int, market: str, az: str, subnets: list[str], what: str,
-            say: Callable[[str], None]) -> list[str] | None:
+            say: Callable[[str], None], attempts: RecoveryAttempts) -> list[str] | None:
     """One all-or-nothing fleet for recovery: the instance ids, or None (what it got was given back)."""
-    client_token = token(job_id, what, [i["InstanceId"] for i in instances(ec2, job_id)])
+    client_token, refused = attempts.next(what)
     params = fleet_params(job_id, name_for(job_id), itype, count, market, subnets, client_token)
     say(f"launching {count} x {itype} {market} in {az}")
     got, errors, fleet_id = create_fleet(ec2, params, az)
@@ -188,4 +191,5 @@ def _launch(ec2, job_id: str, itype: str, count: int, market: str, az: str, subn
         return got
     say(f"{az} gave {len(got)} of {count} ({'; '.join(sorted(set(errors)))})")
     terminate(ec2, got, fleet_id)
+    refused()  # the next attempt sends a new ClientToken, not this refusal's
     return None
