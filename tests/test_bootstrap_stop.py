@@ -56,7 +56,8 @@ def _node(sb, tmp_path, monkeypatch, job: str, **cfg):
                                  {"Key": "trainctl:job", "Value": job}]}])["Instances"][0]
     imds = FakeImds(inst["InstanceId"], "127.0.0.1")
     agent = make_agent(sb, tmp_path / "node", job, imds, master_port=_free_port(), **cfg)
-    sb.client("s3").put_object(Bucket=BUCKET, Key=f"{job}/code/sourcedir.tar.gz", Body=code_tarball({"train.py": TRAIN}))
+    sb.client("s3").put_object(Bucket=BUCKET, Key=f"{job}/code/sourcedir.tar.gz",
+                               Body=code_tarball({"train.py": TRAIN}))
     return agent, imds
 
 

@@ -63,13 +63,13 @@ class SageMakerBackend(Backend):
             if aws.error_code(e) not in NOT_FOUND:
                 raise
             found = {}  # never created (a launch that failed or was interrupted before CreateTrainingJob)
-        if found.get("TrainingJobStatus") == "InProgress":
-            # A job of this name that lacks the tag is someone else's (the launch refused to adopt it).
-            tagged = {t["Key"]: t["Value"] for t in sm.list_tags(ResourceArn=found["TrainingJobArn"])["Tags"]}
-            if tagged.get(JOB_TAG) == job_id:
-                sm.stop_training_job(TrainingJobName=job_id)
-                removed.append(f"training job {job_id} (it had reached SageMaker; stopping: it checkpoints, "
-                               "uploads its model, then ends)")
+        # A job of this name that lacks the tag is someone else's (the launch refused to adopt it): left alone.
+        ours = bool(found) and any(t["Key"] == JOB_TAG and t["Value"] == job_id for t in
+                                   sm.list_tags(ResourceArn=found["TrainingJobArn"])["Tags"])
+        if ours and found.get("TrainingJobStatus") == "InProgress":
+            sm.stop_training_job(TrainingJobName=job_id)
+            removed.append(f"training job {job_id} (it had reached SageMaker; stopping: it checkpoints, "
+                           "uploads its model, then ends)")
         ec2 = self.client_for("ec2", region)
         for g in ec2.describe_security_groups(Filters=[{"Name": f"tag:{JOB_TAG}", "Values": [job_id]}])[
                 "SecurityGroups"]:

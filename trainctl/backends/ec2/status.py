@@ -105,6 +105,8 @@ def _status(marks: dict, found: list[dict], alive: list[dict], nodes: int | None
     if "failed" in marks:
         return "Failed", "Failed", marks["failed"]
     if "stopped" in marks:
+        if not alive and not nodes:  # `down` marks the job stopped first, then removes its launch template
+            return "Stopped", "Stopped", "stopped; the job's instances and launch template are gone (`trainctl down`)"
         return ("Stopping", "Stopping", None) if alive else ("Stopped", "Stopped", None)
     if not found:
         return "Failed", "Failed", "no instance of the job exists (never launched, or deleted)"
