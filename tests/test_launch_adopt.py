@@ -7,6 +7,7 @@ the launch fails in one line and its cleanup leaves that job running."""
 from __future__ import annotations
 
 import pytest
+from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ReadTimeoutError
 from botocore.httpsession import URLLib3Session
 
@@ -26,23 +27,36 @@ def _request(backend, spec, path, job: str):
                            LaunchSettings(job_id=job, spec_path=path, options=SageMakerOptions()))
 
 
-def _lose_the_first_answer(sent: list[int]):
-    """before-send: the first CreateTrainingJob reaches the sandbox, and its answer is lost on the way back."""
+class _Body:
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def stream(self, **_):
+        yield self.data
+
+
+def _lose_the_first_answer(sent: list[int], how: str):
+    """before-send: the first CreateTrainingJob reaches the sandbox, and its answer is lost on the way back
+    (a read timeout, or a 500 from a front end that made the job and failed afterwards)."""
     def hook(request, **_):
         sent.append(1)
-        if len(sent) == 1:
-            URLLib3Session().send(request)
+        if len(sent) > 1:
+            return None
+        URLLib3Session().send(request)
+        if how == "read timeout":
             raise ReadTimeoutError(endpoint_url=request.url)
-        return None
+        return AWSResponse(request.url, 500, {"Content-Type": "application/x-amz-json-1.1"},
+                           _Body(b'{"__type": "InternalFailure", "message": "internal error"}'))
     return hook
 
 
-def test_a_lost_answer_and_a_duplicate_name_adopt_the_job(env):  # noqa: F811
+@pytest.mark.parametrize("how", ["read timeout", "500"])
+def test_a_lost_answer_and_a_duplicate_name_adopt_the_job(env, how):  # noqa: F811
     sb, spec, path = env
     backend = SageMakerBackend()
     request = _request(backend, spec, path, "job-lost")
     sent: list[int] = []
-    hook = _lose_the_first_answer(sent)
+    hook = _lose_the_first_answer(sent, how)
     events = aws.client("sagemaker", REGION).meta.events
     events.register_first("before-send.sagemaker.CreateTrainingJob", hook)
     messages: list[str] = []
