@@ -96,7 +96,7 @@ def test_submit_is_the_base_class_s_alone():
 @pytest.mark.parametrize("platform,flag,value", [("sagemaker", "--ami", "ami-0123456789abcdef0"),
                                                  ("sagemaker", "--ssh-cidr", "203.0.113.7/32"),
                                                  ("ec2", "--role", "my-role"),
-                                                 ("ec2", "--max-runtime-hours", "2")])
+                                                 ("ec2", "--image", "example.com/x:1")])
 def test_a_flag_of_the_other_platform_is_refused_in_one_line(tmp_path, platform, flag, value):
     spec = tmp_path / "job.yaml"
     spec.write_text(SPEC + "candidates: {layouts: ['g5.xlarge:1:on-demand'], platforms: [sagemaker, ec2]}\n")
@@ -111,7 +111,7 @@ def test_launch_help_names_each_flag_s_platforms(tmp_path):
     assert "--ami <str> ec2: AMI id" in out and "--ssh-cidr <str> ec2: Allow SSH" in out
     assert "--role <str> sagemaker: SageMaker execution role" in out and "--image <str> sagemaker: Training" in out
     assert "--bucket <str> sagemaker/ec2: Job bucket" in out and "--subnet <str> sagemaker/ec2: Subnet" in out
-    assert "--max-runtime-hours <float range> sagemaker: Stop the training job" in out
+    assert "--max-runtime-hours <float range> sagemaker/ec2: Stop the training job" in out
 
 
 CODE_SPEC = """\

@@ -49,3 +49,20 @@ def test_the_plan_s_settings_reach_the_job_alike_on_both_platforms(sandbox, tmp_
                 "checkpoint-seconds": "900", "bf16": "false", "peak-tflops": "31.2"}
     assert {k: str(v).lower() for k, v in sm.items()} == expected
     assert ec2 == expected
+
+
+def test_ec2_jobs_get_a_maximum_runtime_like_sagemaker(sandbox, tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text(SPEC)
+    docs = {}
+    for platform in ("sagemaker", "ec2"):
+        proc = run_cli(["-o", "json", "launch", str(spec), "--platform", platform, "--dry-run",
+                        "--max-runtime-hours", "2"], tmp_path / "home", env=sandbox.env)
+        assert proc.returncode == 0, proc.stderr
+        docs[platform] = json.loads(proc.stdout)
+    job = next(r for r in docs["sagemaker"]["requests"] if r["operation"] == "CreateTrainingJob")["params"]
+    lt = next(r for r in docs["ec2"]["requests"] if r["operation"] == "CreateLaunchTemplate")["params"]
+    user_data = base64.b64decode(lt["LaunchTemplateData"]["UserData"]).decode()
+    config = json.loads(user_data.split("<<'TRAINCTL_CONFIG'\n", 1)[1].split("\nTRAINCTL_CONFIG", 1)[0])
+    assert config["max_runtime_s"] == job["StoppingCondition"]["MaxRuntimeInSeconds"] == 7200
+    assert config["not_after"] > 7200  # a wall-clock end the node agents enforce

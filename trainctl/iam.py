@@ -122,6 +122,7 @@ CALLS: tuple[Call, ...] = (
            why="only the execution role, only to SageMaker"))),
     Call("sagemaker:DescribeTrainingJob", SM, (_g("sagemaker:DescribeTrainingJob",
                                                   resources=("arn:aws:sagemaker:*:*:training-job/*",)),)),
+    Call("sagemaker:ListTags", SM, (_g("sagemaker:ListTags", resources=("arn:aws:sagemaker:*:*:training-job/*",)),)),
     Call("sagemaker:StopTrainingJob", SM, (_g("sagemaker:StopTrainingJob",
                                               resources=("arn:aws:sagemaker:*:*:training-job/*",),
                                               condition=TAGGED_RESOURCE),)),

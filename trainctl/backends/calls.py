@@ -28,6 +28,10 @@ class CapacityError(Exception):
     """The layout could not get capacity (insufficient capacity, Spot wait exceeded): failover may move on."""
 
 
+class NotOurs(Exception):
+    """An "already done" answer names a resource that another job or user owns: never adopted, never cleaned."""
+
+
 @dataclass(frozen=True)
 class AwsCall:
     service: str                  # boto3 client name: "sagemaker", "ec2", "s3", "iam", "logs", ...
@@ -38,11 +42,15 @@ class AwsCall:
     outputs: dict[str, str] = field(default_factory=dict)
     # AWS error codes that mean "already done" (idempotent re-run), not failure
     ok_errors: tuple[str, ...] = ()
-    # a read that supplies this call's outputs when it ended in one of ok_errors
-    fallback: "AwsCall | None" = None
+    # the reads that supply this call's outputs when it ended in one of ok_errors, in order (each may use
+    # the ${outputs} of the ones before)
+    fallback: "AwsCall | tuple[AwsCall, ...] | None" = None
     why: str = ""                 # one line for people: what this call is for
     alternative_of: str | None = None   # the Alternatives group this call belongs to
     about: dict[str, str] = field(default_factory=dict)  # facts for the acceptance check and people (AZ)
+    # (key, value): this read's answer must list the tag, or what it found is not ours (a name taken by
+    # someone else) and the "already done" error stands
+    owner_tag: tuple[str, str] | None = None
 
     def method_name(self) -> str:
         return re.sub(r"(?<!^)(?=[A-Z])", "_", self.operation).lower()
@@ -57,7 +65,9 @@ class AwsCall:
         if self.ok_errors:
             doc["ok_errors"] = list(self.ok_errors)
         if self.fallback:
-            doc["fallback"] = self.fallback.to_json()
+            doc["fallback"] = [c.to_json() for c in _as_tuple(self.fallback)]
+        if self.owner_tag:
+            doc["owner_tag"] = f"{self.owner_tag[0]}={self.owner_tag[1]}"
         if self.alternative_of:
             doc["alternative_of"] = self.alternative_of
         if self.about:
@@ -108,6 +118,10 @@ class LaunchRequest:
 
     def group(self, name: str) -> Alternatives:
         return next(a for a in self.alternatives if a.name == name)
+
+
+def _as_tuple(fallback: "AwsCall | tuple[AwsCall, ...]") -> tuple["AwsCall", ...]:
+    return fallback if isinstance(fallback, tuple) else (fallback,)
 
 
 def _summarise(value: Any) -> Any:
@@ -182,8 +196,32 @@ class Executor:
         except Exception as e:  # noqa: BLE001 - only the declared "already done" codes are swallowed
             if _error_code(e) not in call.ok_errors:
                 raise
-            return self.run_one(call.fallback, outputs) if call.fallback else {}
+            return self.adopt(call, e, outputs)
+        self.check_owner(call, response)
         return {name: extract(response, path) for name, path in call.outputs.items()}
+
+    def adopt(self, call: AwsCall, error: Exception, outputs: dict[str, Any]) -> dict[str, Any]:
+        """An "already done" answer (a retry of a call whose first answer was lost, or a re-run): the fallback
+        reads supply the outputs, and refuse to adopt what carries another owner's tag."""
+        found: dict[str, Any] = {}
+        for read in _as_tuple(call.fallback) if call.fallback else ():
+            try:
+                found.update(self.run_one(read, {**outputs, **found}))
+            except NotOurs as e:
+                raise NotOurs(f"{call.operation}: {_error_code(error)}: {e}") from error
+        if call.fallback:
+            self.say(f"{call.operation} was already done: adopting what it made")
+        return found
+
+    @staticmethod
+    def check_owner(call: AwsCall, response: Any) -> None:
+        if call.owner_tag is None:
+            return
+        key, value = call.owner_tag
+        found = {t.get("Key"): t.get("Value") for t in (response or {}).get("Tags", [])}
+        if found.get(key) != value:
+            raise NotOurs(f"it exists but is not tagged {key}={value} (tagged {key}={found.get(key)!r}): "
+                          "another launch or user holds the name")
 
     def run_alternatives(self, group: Alternatives, calls: tuple[AwsCall, ...], outputs: dict) -> dict[str, Any]:
         shortfalls = []

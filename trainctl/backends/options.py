@@ -30,6 +30,11 @@ _SECURITY_GROUP = ("Security group id, used as it is: it must let the job's host
                    "(default: a new group open only to itself).")
 
 
+# One help for both platforms (SageMaker's StoppingCondition; on EC2 the node agents enforce it).
+_MAX_RUNTIME = ("Stop the training job after this many hours; it checkpoints first (default: twice the expected "
+                "hours plus 30 minutes; at most 28 days).")
+
+
 @dataclass(frozen=True)
 class SageMakerOptions:
     role: str | None = opt("SageMaker execution role name or ARN (default: the spec's role, or "
@@ -38,8 +43,7 @@ class SageMakerOptions:
     bucket: str | None = opt(_BUCKET)
     subnet: str | None = opt(_SUBNET)
     security_group: str | None = opt(_SECURITY_GROUP)
-    max_runtime_hours: float | None = opt("Stop the training job after this many hours (default: twice the "
-                                          "expected hours plus 30 minutes; at most 28 days).", minimum=0.02)
+    max_runtime_hours: float | None = opt(_MAX_RUNTIME, minimum=0.02)
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class Ec2Options:
     subnet: str | None = opt(_SUBNET)
     security_group: str | None = opt(_SECURITY_GROUP)
     ssh_cidr: str | None = opt("Allow SSH from this CIDR only (no SSH by default; 0.0.0.0/0 is refused).")
+    max_runtime_hours: float | None = opt(_MAX_RUNTIME, minimum=0.02)
 
 
 OPTIONS: dict[str, type] = {"sagemaker": SageMakerOptions, "ec2": Ec2Options}

@@ -58,14 +58,18 @@ class SageMakerBackend(Backend):
         removed = []
         sm = self.client_for("sagemaker", region)
         try:
-            status = sm.describe_training_job(TrainingJobName=job_id)["TrainingJobStatus"]
+            found = sm.describe_training_job(TrainingJobName=job_id)
         except Exception as e:  # noqa: BLE001
             if aws.error_code(e) not in NOT_FOUND:
                 raise
-            status = None  # never created (a launch that failed or was interrupted before CreateTrainingJob)
-        if status == "InProgress":
+            found = {}  # never created (a launch that failed or was interrupted before CreateTrainingJob)
+        # A job of this name that lacks the tag is someone else's (the launch refused to adopt it): left alone.
+        ours = bool(found) and any(t["Key"] == JOB_TAG and t["Value"] == job_id for t in
+                                   sm.list_tags(ResourceArn=found["TrainingJobArn"])["Tags"])
+        if ours and found.get("TrainingJobStatus") == "InProgress":
             sm.stop_training_job(TrainingJobName=job_id)
-            removed.append(f"training job {job_id} (stopping: it checkpoints, uploads its model, then ends)")
+            removed.append(f"training job {job_id} (it had reached SageMaker; stopping: it checkpoints, "
+                           "uploads its model, then ends)")
         ec2 = self.client_for("ec2", region)
         for g in ec2.describe_security_groups(Filters=[{"Name": f"tag:{JOB_TAG}", "Values": [job_id]}])[
                 "SecurityGroups"]:

@@ -12,7 +12,7 @@ from trainctl import aws
 from trainctl.job_args import entrypoint_args
 from trainctl.awsinfra import bucket as layout
 from trainctl.awsinfra import naming, network
-from trainctl.backends.base import AwsCall, LaunchRequest, LaunchSettings, tags
+from trainctl.backends.base import JOB_TAG, AwsCall, LaunchRequest, LaunchSettings, tags
 from trainctl.backends.security_group import self_only_security_group
 from trainctl.errors import TrainctlError, UsageError
 
@@ -121,6 +121,16 @@ def _network(client_for, job_id: str, option, opts, calls: list, notes: list[str
     return {"SecurityGroupIds": [group], "Subnets": [subnet]}
 
 
+def adopt_training_job(job_id: str, region: str) -> tuple[AwsCall, ...]:
+    """CreateTrainingJob whose answer was lost (a 5xx or a read timeout after SageMaker made the job) is retried
+    by botocore and answered ResourceInUse: the job is this launch's when it carries its trainctl:job tag, and
+    is adopted; a job of that name without the tag is someone else's and the launch fails, touching nothing."""
+    return (AwsCall("sagemaker", "DescribeTrainingJob", {"TrainingJobName": job_id}, region,
+                    outputs={"training_job_arn": "TrainingJobArn"}, why="the job of this name"),
+            AwsCall("sagemaker", "ListTags", {"ResourceArn": "${training_job_arn}"}, region,
+                    owner_tag=(JOB_TAG, job_id), why="adopted only when it carries this job's tag"))
+
+
 def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
     from trainctl.backends.bucket_calls import job_bucket_calls
     from trainctl.catalog import load_catalog
@@ -172,6 +182,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
                      f"{params['CheckpointConfig']['S3Uri']}")
     calls.append(AwsCall("sagemaker", "CreateTrainingJob", params, region,
                          outputs={"training_job_arn": "TrainingJobArn"},
-                         why=f"{option.count} x ml.{option.instance_type} {option.market}"))
+                         why=f"{option.count} x ml.{option.instance_type} {option.market}",
+                         ok_errors=("ResourceInUse",), fallback=adopt_training_job(job_id, region)))
     return LaunchRequest(platform="sagemaker", job_id=job_id, region=region, option=option, calls=tuple(calls),
                          notes=tuple(notes))

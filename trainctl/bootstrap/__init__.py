@@ -6,6 +6,7 @@ agent itself, so a node needs nothing but the AMI, its instance profile and the 
 """
 from __future__ import annotations
 
+import ast
 import base64
 import io
 import json
@@ -21,16 +22,30 @@ PYTHONS = {
 }
 
 
-AGENT_MODULES = ("agent.py", "node_io.py")
+AGENT_MODULES = ("agent.py", "node_io.py", "checkpoints.py")
 NODE_PACKAGE = "trainctl_node"  # the agent's package name on the node
+
+
+def shipped_source(source: str) -> str:
+    """A module as the node gets it: the same code without comments and docstrings, which are for people
+    reading this repository and would only spend EC2's 16 KB of user data."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.unparse(tree) + "\n"
 
 
 def agent_archive() -> bytes:
     """The agent's modules as a deterministic tar.gz (package `trainctl_node`), so the same agent gives the
     same user data byte for byte."""
     buf = io.BytesIO()
+    modules = [(m, shipped_source((HERE / m).read_text()).encode()) for m in AGENT_MODULES]
     with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
-        for name, data in [("__init__.py", b""), *((m, (HERE / m).read_bytes()) for m in AGENT_MODULES)]:
+        for name, data in [("__init__.py", b""), *modules]:
             info = tarfile.TarInfo(f"{NODE_PACKAGE}/{name}")
             info.size, info.mtime, info.mode = len(data), 0, 0o644
             tar.addfile(info, io.BytesIO(data))

@@ -7,10 +7,11 @@ user data writes beside this file. What it does:
 2. fetches the job's code tarball from S3 by its content hash and checks its sha256 against the config's;
    reads the job's secrets (SSM SecureString / Secrets Manager ARNs in the config) into the training's env;
 3. finds its peers by the tag trainctl:job through the EC2 API, waits for all N, ranks the nodes by
-   sorted private IP (rank 0 is the master), restores the newest checkpoints from S3;
+   sorted private IP (rank 0 is the master), restores the newest complete checkpoint from S3 (checkpoints.py);
 4. runs `torchrun --nnodes N --node_rank R --master_addr <rank 0> --nproc_per_node P <script> ...`,
-   shipping every output line to CloudWatch Logs (/trainctl/<job>, one stream per instance) and
-   syncing checkpoints to S3 while it runs;
+   shipping every output line to CloudWatch Logs (/trainctl/<job>, one stream per instance),
+   syncing checkpoints to S3 while it runs (pruning S3 to the job's last K), and watching for the stop mark
+   and the job's maximum runtime: either stops the training as a Spot notice does, checkpointed and uploaded;
 5. polls IMDS spot/instance-action; on a notice it tags itself trainctl:state=interrupted (so the
    peers leave it out), SIGTERMs torchrun (the entrypoint checkpoints and exits 0), syncs, and stops;
 6. when a peer's interruption stopped the training, it waits for the replacement node and starts
@@ -31,11 +32,20 @@ import tarfile
 import threading
 import time
 
+from .checkpoints import CheckpointSync
 from .node_io import DEFAULT_IMDS, Imds, LogShipper, aws_session, children, read_secrets, say
 
 JOB_TAG = "trainctl:job"
 STATE_TAG = "trainctl:state"
 LOG_FLUSH_S = 30  # how long a failing agent waits for its last log lines to reach CloudWatch
+
+
+def keep_of(cfg: dict) -> int:
+    """How many checkpoint steps the job keeps: the entrypoint's --keep when the job sets it, else its default."""
+    args = [str(a) for a in cfg.get("args", [])]
+    if "--keep" in args[:-1]:
+        return int(args[args.index("--keep") + 1])
+    return int(cfg.get("keep_checkpoints", 3))
 
 
 class Agent:
@@ -54,7 +64,11 @@ class Agent:
         self.log.start()
         self.code_dir = os.path.join(root, "code")
         self.ckpt_dir = os.path.join(root, "checkpoints")
+        self.checkpoints = CheckpointSync(self.s3, cfg["bucket"], self.key("checkpoints"), self.ckpt_dir,
+                                          keep_of(cfg), self.log.add, self.owner)
         self.notice = threading.Event()
+        self.stop_requested = threading.Event()
+        self.finished = threading.Event()  # run() returned: the watchers end too
         self.proc: subprocess.Popen | None = None
 
     def setting(self, name: str, default: float) -> float:
@@ -85,38 +99,12 @@ class Agent:
                 tar.extractall(self.code_dir)
         self.log.add(f"trainctl-agent: code s3://{self.cfg['bucket']}/{self.cfg['code_key']} -> {self.code_dir}")
 
-    def _remote_checkpoints(self) -> dict[str, int]:
-        out, kwargs = {}, {"Bucket": self.cfg["bucket"], "Prefix": self.key("checkpoints") + "/", **self.owner}
-        while True:
-            page = self.s3.list_objects_v2(**kwargs)
-            out.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
-            if not page.get("IsTruncated"):
-                return out
-            kwargs["ContinuationToken"] = page["NextContinuationToken"]
-
     def restore_checkpoints(self) -> None:
-        os.makedirs(self.ckpt_dir, exist_ok=True)
-        local = set(os.listdir(self.ckpt_dir))
-        for key in self._remote_checkpoints():
-            name = key.rsplit("/", 1)[-1]
-            if name and name not in local:
-                # Download beside and rename: the entrypoint must never see a half-written file.
-                tmp = os.path.join(self.ckpt_dir, f".{name}.download")
-                self.s3.download_file(self.cfg["bucket"], key, tmp, ExtraArgs=self.owner)
-                os.replace(tmp, os.path.join(self.ckpt_dir, name))
-                self.log.add(f"trainctl-agent: restored checkpoint {name}")
+        """Only the newest complete checkpoint (or the newest `restore_checkpoints` steps), never the history."""
+        self.checkpoints.restore(int(self.cfg.get("restore_checkpoints", 1)))
 
     def sync_checkpoints(self) -> None:
-        if not os.path.isdir(self.ckpt_dir):
-            return
-        remote = self._remote_checkpoints()
-        for name in sorted(os.listdir(self.ckpt_dir)):
-            path = os.path.join(self.ckpt_dir, name)
-            if name.startswith(".") or not os.path.isfile(path):
-                continue  # temp files of a checkpoint being written
-            key = self.key("checkpoints", name)
-            if remote.get(key) != os.path.getsize(path):
-                self.s3.upload_file(path, self.cfg["bucket"], key, ExtraArgs=self.owner)
+        self.checkpoints.sync()
 
     def marker(self) -> str | None:
         page = self.s3.list_objects_v2(Bucket=self.cfg["bucket"], Prefix=self.key("status") + "/", **self.owner)
@@ -164,7 +152,7 @@ class Agent:
     # ---------------------------------------------------------------- watchers
     def watch_spot_notice(self) -> None:
         interval = self.setting("spot_poll_s", 5.0)
-        while True:
+        while not self.finished.is_set():
             try:
                 action = self.imds.get("spot/instance-action")
             except Exception as e:  # noqa: BLE001 - an IMDS hiccup must not end the poll
@@ -173,7 +161,7 @@ class Agent:
             if action:
                 self.on_notice(action)
                 return
-            time.sleep(interval)
+            self.finished.wait(interval)
 
     def on_notice(self, action: str) -> None:
         self.log.add(f"trainctl-agent: spot interruption notice {action.strip()}; checkpointing")
@@ -198,6 +186,34 @@ class Agent:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
+
+    def past_deadline(self) -> bool:
+        """The job's maximum runtime (`--max-runtime-hours`, SageMaker's StoppingCondition on EC2) has passed:
+        mark the job stopped, so every node and `watch --recover` see it, and say why."""
+        not_after = self.cfg.get("not_after")
+        if not not_after or time.time() < float(not_after):
+            return False
+        self.log.add(f"trainctl-agent: the job's maximum runtime ended at {float(not_after):.0f}; stopping it")
+        if self.marker() != "stopped":
+            self.put_marker("stopped", f"maximum runtime reached ({self.cfg.get('max_runtime_s')} s)")
+        return True
+
+    def watch_stop(self, done: threading.Event) -> None:
+        """While torchrun runs: a stop mark (`trainctl stop`/`down`) or the maximum runtime stops the training
+        the way a Spot notice does (the entrypoint checkpoints and exits 0); the final sync uploads it before
+        the agent returns and the node shuts down. No reliance on the shutdown's SIGTERM arriving in time."""
+        while not done.wait(self.setting("stop_poll_s", 30.0)):
+            try:
+                why = "marked stopped" if self.marker() == "stopped" else (
+                    "past its maximum runtime" if self.past_deadline() else None)
+            except Exception as e:  # noqa: BLE001 - S3 hiccup: look again next round
+                self.log.add(f"trainctl-agent: could not read the job's status: {e}")
+                continue
+            if why:
+                self.log.add(f"trainctl-agent: the job is {why}; checkpointing and stopping the training")
+                self.stop_requested.set()
+                self.terminate_training()
+                return
 
     def sync_loop(self, done: threading.Event) -> None:
         while not done.wait(self.setting("checkpoint_sync_s", 60.0)):
@@ -250,9 +266,11 @@ class Agent:
         stopped = False
         done = threading.Event()
         syncer = threading.Thread(target=self.sync_loop, args=(done,), daemon=True)
+        stopper = threading.Thread(target=self.watch_stop, args=(done,), daemon=True)
         self.proc = subprocess.Popen(cmd, cwd=self.code_dir, env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, bufsize=1)
         syncer.start()
+        stopper.start()
         if self.notice.is_set():  # the notice came while starting
             self.terminate_training()
         for line in self.proc.stdout:
@@ -263,9 +281,15 @@ class Agent:
         rc = self.proc.wait()
         done.set()
         self.sync_checkpoints()
-        return rc, stopped or self.notice.is_set()
+        return rc, stopped or self.notice.is_set() or self.stop_requested.is_set()
 
     def run(self) -> int:
+        try:
+            return self._run()
+        finally:
+            self.finished.set()
+
+    def _run(self) -> int:
         self.log.add(f"trainctl-agent: instance {self.instance_id} ip {self.ip} job {self.job}")
         threading.Thread(target=self.watch_spot_notice, daemon=True).start()
         self.fetch_code()
@@ -278,13 +302,23 @@ class Agent:
             if status:
                 self.log.add(f"trainctl-agent: job is {status}; nothing to do")
                 return 0
+            if self.past_deadline():
+                return 0
             ips = self.wait_for_peers()
+            if self.notice.is_set():
+                # Reclaimed before (or between) runs: nothing to checkpoint here. Leave now rather than loop
+                # on S3 and EC2 until the reclaim, on every node that got the notice.
+                self.log.add("trainctl-agent: interrupted outside training; leaving the job to the others")
+                return 0
             if not ips:
-                continue
+                continue  # the job got a status marker: the top of the loop ends it
             self.restore_checkpoints()
             rc, stopped = self.train_once(ips)
             if self.notice.is_set():
                 self.log.add("trainctl-agent: interrupted; checkpoints synced, leaving the job to the others")
+                return 0
+            if self.stop_requested.is_set():
+                self.log.add("trainctl-agent: training stopped; its checkpoint is in S3")
                 return 0
             if rc == 0 and not stopped:
                 if ips.index(self.ip) == 0:

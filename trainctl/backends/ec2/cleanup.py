@@ -8,8 +8,9 @@ from typing import Any, Callable
 from trainctl import aws
 from trainctl.awsinfra.naming import IAM_PATH
 from trainctl.backends.base import JOB_TAG
-from trainctl.backends.ec2.common import instances, job_filter, name_for, tag_map
+from trainctl.backends.ec2.common import instances, job_filter, launch_template, name_for, tag_map
 from trainctl.backends.ec2.fleet import terminate
+from trainctl.backends.ec2.status import mark_stopped
 
 
 def retry_in_use(fn: Callable[[], Any], codes: tuple[str, ...], attempts: int = 30) -> None:
@@ -24,10 +25,15 @@ def retry_in_use(fn: Callable[[], Any], codes: tuple[str, ...], attempts: int = 
 
 
 def cleanup(client_for, job_id: str, region: str) -> list[str]:
-    """Delete everything tagged for the job, in dependency order; returns what went."""
+    """Delete everything tagged for the job, in dependency order; returns what went.
+
+    The stop mark comes first: a `watch --recover` running beside `down` would otherwise see the nodes
+    going and launch replacements (it checks the mark before and after each fleet it makes)."""
     ec2 = client_for("ec2", region)
     removed: list[str] = []
     live = [i["InstanceId"] for i in instances(ec2, job_id, ("pending", "running", "stopping", "stopped"))]
+    if live or launch_template(ec2, job_id):
+        mark_stopped(client_for, job_id, region)
     if live:
         terminate(ec2, live)
         removed += [f"instance {i}" for i in live]

@@ -8,7 +8,8 @@ from typing import Any, Callable
 from trainctl.backends.base import AwsCall, CapacityError, Verdict
 from trainctl.backends.ec2.common import (LIVE_STATES, MAX_AZ_ATTEMPTS, STATE_TAG, TERMINATED_BY_TAG,
                                           instances, job_config, name_for, security_group, tag_map)
-from trainctl.backends.ec2.requests import az_order, fleet_params, token
+from trainctl.backends.ec2.attempts import RecoveryAttempts
+from trainctl.backends.ec2.requests import az_order, fleet_params
 from trainctl.errors import TrainctlError
 
 PROFILE_RETRIES, PROFILE_RETRY_S = 5, 2.0
@@ -134,27 +135,55 @@ def recover(backend, job_id: str, region: str, progress: Callable[[str], None] |
         by_az.setdefault(s["AvailabilityZone"], []).append(s["SubnetId"])
     home = alive[0]["Placement"]["AvailabilityZone"] if alive else (
         view.raw["instances"][-1]["availability_zone"] if view.raw.get("instances") else None)
+    stopped = lambda: _stopped_meanwhile(backend, ec2, job_id, region, say)  # noqa: E731
+    attempts = RecoveryAttempts(backend.client_for, ec2, job_id, region)
     if alive:
+        if stopped():
+            return result
         got = _launch(ec2, job_id, view.instance_type, missing, market, home, sorted(by_az.get(home, [])),
-                      f"r-{home}", say)
+                      f"r-{home}", say, attempts)
         if got is not None:
-            return {**result, "launched": got, "availability_zone": home}
+            return {**result, "launched": [] if _undo_if_stopped(ec2, got, stopped) else got,
+                    "availability_zone": home}
         say(f"{home} has no room for the {missing} missing; moving the whole job to another AZ")
         # The survivors' agents get SIGTERM at shutdown: they checkpoint and sync before going.
         terminate(ec2, [i["InstanceId"] for i in alive])
     azs = az_order(ec2, region, view.instance_type, view.count, market, None,
                    [az for az in by_az if az != home or not alive], [])
     for az in azs[:MAX_AZ_ATTEMPTS]:
-        got = _launch(ec2, job_id, view.instance_type, view.count, market, az, sorted(by_az[az]), f"m-{az}", say)
+        if stopped():
+            return result
+        got = _launch(ec2, job_id, view.instance_type, view.count, market, az, sorted(by_az[az]), f"m-{az}",
+                      say, attempts)
         if got is not None:
-            return {**result, "launched": got, "availability_zone": az, "moved": True}
+            return {**result, "launched": [] if _undo_if_stopped(ec2, got, stopped) else got,
+                    "availability_zone": az, "moved": True}
     raise CapacityError(f"no capacity to recover {job_id}: " + "; ".join(messages[-3:]))
 
 
+def _stopped_meanwhile(backend, ec2, job_id: str, region: str, say: Callable[[str], None]) -> bool:
+    """The stop mark read fresh: `trainctl stop` or `down` may have come since this recovery's describe."""
+    from trainctl.backends.ec2.status import stop_marked
+
+    if stop_marked(backend.client_for, job_id, region, job_config(ec2, job_id)):
+        say(f"{job_id} is marked stopped; launching nothing")
+        return True
+    return False
+
+
+def _undo_if_stopped(ec2, got: list[str], stopped: Callable[[], bool]) -> bool:
+    """A stop mark written while the fleet was being made: `down` may have listed the instances before these
+    existed, so this recovery ends them itself."""
+    if not stopped():
+        return False
+    terminate(ec2, got)
+    return True
+
+
 def _launch(ec2, job_id: str, itype: str, count: int, market: str, az: str, subnets: list[str], what: str,
-            say: Callable[[str], None]) -> list[str] | None:
+            say: Callable[[str], None], attempts: RecoveryAttempts) -> list[str] | None:
     """One all-or-nothing fleet for recovery: the instance ids, or None (what it got was given back)."""
-    client_token = token(job_id, what, [i["InstanceId"] for i in instances(ec2, job_id)])
+    client_token, refused = attempts.next(what)
     params = fleet_params(job_id, name_for(job_id), itype, count, market, subnets, client_token)
     say(f"launching {count} x {itype} {market} in {az}")
     got, errors, fleet_id = create_fleet(ec2, params, az)
@@ -163,4 +192,5 @@ def _launch(ec2, job_id: str, itype: str, count: int, market: str, az: str, subn
         return got
     say(f"{az} gave {len(got)} of {count} ({'; '.join(sorted(set(errors)))})")
     terminate(ec2, got, fleet_id)
+    refused()  # the next attempt sends a new ClientToken, not this refusal's
     return None

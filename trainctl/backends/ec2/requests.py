@@ -52,6 +52,9 @@ def node_policy(job_id: str, bucket: str, region: str, account: str, code_key: s
          "Resource": [naming.s3_arn(region, f"{bucket}/{code_key}"), naming.s3_arn(region, f"{bucket}/{job_id}/*")]},
         {"Sid": "WriteJobFolders", "Effect": "Allow", "Action": "s3:PutObject", "Condition": own,
          "Resource": [naming.s3_arn(region, f"{bucket}/{job_id}/{folder}/*") for folder in layout.JOB_WRITABLE]},
+        # Nodes prune old checkpoints after each upload (a long job would fill the bucket and every restore).
+        {"Sid": "PruneJobCheckpoints", "Effect": "Allow", "Action": "s3:DeleteObject", "Condition": own,
+         "Resource": naming.s3_arn(region, f"{bucket}/{job_id}/checkpoints/*")},
         {"Sid": "ListJobPrefix", "Effect": "Allow", "Action": "s3:ListBucket",
          "Resource": naming.s3_arn(region, bucket),
          "Condition": {**own, "StringLike": {"s3:prefix": [f"{job_id}/*"]}}},
@@ -67,6 +70,17 @@ def node_policy(job_id: str, bucket: str, region: str, account: str, code_key: s
                        "ForAllValues:StringEquals": {"aws:TagKeys": [STATE_TAG]}}},
         *secret_statements([a for a in secrets if ":ssm:" in a], [a for a in secrets if ":secretsmanager:" in a]),
     ]}
+
+
+def stopping_condition(option, max_runtime_hours: float | None, now: float | None = None) -> dict:
+    """SageMaker's MaxRuntimeInSeconds for EC2 jobs: the same default (twice the expected hours plus 30
+    minutes), enforced by the node agent against a wall-clock end written into the node config."""
+    import time
+
+    from trainctl.backends.sagemaker_request import max_runtime_s
+
+    seconds = max_runtime_s(option, max_runtime_hours)
+    return {"max_runtime_s": seconds, "not_after": int((time.time() if now is None else now) + seconds)}
 
 
 def network_interfaces(efa_interfaces: int, group: str) -> list[dict]:
@@ -215,7 +229,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               "code_sha256": pkg.sha256, "secrets": secrets, "script": script,
               "args": as_command_line(entrypoint_args(spec, option, inst)), "nnodes": option.count, "nproc_per_node": nproc_per_node(inst),
               "accelerator": inst.accelerator.kind, "efa": inst.efa, "master_port": MASTER_PORT,
-              "shutdown_when_done": True}
+              "shutdown_when_done": True, **stopping_condition(option, opts.max_runtime_hours)}
     calls += upload
     calls += _iam_calls(job, bucket, region, account, code_key, tuple(secrets.values()),
                         boundary(client_for("iam", region), account, region, notes))

@@ -106,6 +106,8 @@ def _status(marks: dict, found: list[dict], alive: list[dict], nodes: int | None
     if "failed" in marks:
         return "Failed", "Failed", marks["failed"]
     if "stopped" in marks:
+        if not alive and not nodes:  # `down` marks the job stopped first, then removes its launch template
+            return "Stopped", "Stopped", "stopped; the job's instances and launch template are gone (`trainctl down`)"
         return ("Stopping", "Stopping", None) if alive else ("Stopped", "Stopped", None)
     if not found:
         return "Failed", "Failed", "no instance of the job exists (never launched, or deleted)"
@@ -185,14 +187,36 @@ def logs(client_for, job_id: str, region: str, cursor: dict | None) -> tuple[lis
     return logtail.tail(client_for("logs", region), log_source(job_id), cursor)
 
 
+def mark_stopped(client_for, job_id: str, region: str) -> bool:
+    """Write the job's stop mark (s3://<bucket>/<job>/status/stopped): the nodes end their run at it and
+    `watch --recover` launches nothing once it is there. False when there is no bucket to hold it (a launch
+    that failed before the bucket existed: nothing can be running)."""
+    from trainctl import aws
+
+    bucket, account = bucket_of(client_for, region, job_config(client_for("ec2", region), job_id))
+    try:
+        client_for("s3", region).put_object(Bucket=bucket, Key=layout.status_key(job_id, "stopped"),
+                                            Body=f"stopped by trainctl at {time.time():.0f}".encode(),
+                                            **layout.owner(account))
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) == "NoSuchBucket":
+            return False
+        raise
+    return True
+
+
+def stop_marked(client_for, job_id: str, region: str, config: dict | None = None) -> bool:
+    """Whether the job carries its stop mark now (read fresh, not from an earlier describe)."""
+    bucket, account = bucket_of(client_for, region, config if config is not None
+                                else job_config(client_for("ec2", region), job_id))
+    return "stopped" in markers(client_for("s3", region), job_id, bucket, account)
+
+
 def stop(client_for, job_id: str, region: str) -> None:
     """Mark the job stopped (so no node starts it again) and terminate its instances; the agents SIGTERM
     the training on shutdown, which checkpoints it. Resources stay until `trainctl down`."""
     from trainctl.backends.ec2.fleet import terminate
 
-    ec2 = client_for("ec2", region)
-    bucket, account = bucket_of(client_for, region, job_config(ec2, job_id))
-    client_for("s3", region).put_object(Bucket=bucket, Key=layout.status_key(job_id, "stopped"),
-                                        Body=f"stopped by trainctl at {time.time():.0f}".encode(),
-                                        **layout.owner(account))
-    terminate(ec2, [i["InstanceId"] for i in instances(ec2, job_id, LIVE_STATES)])
+    mark_stopped(client_for, job_id, region)
+    terminate(client_for("ec2", region), [i["InstanceId"] for i in instances(client_for("ec2", region), job_id,
+                                                                             LIVE_STATES)])
