@@ -43,7 +43,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def main_options(
     profile: Optional[str] = typer.Option(None, "--profile", help="AWS profile to use."),
-    region: Optional[str] = typer.Option(None, "--region", help="AWS region for calls that need one."),
+    region: Optional[str] = typer.Option(None, "--region", help="AWS region: for calls that need one, and the one region `plan`, `launch` and `doctor` plan in (instead of the spec's candidates.regions)."),
     output: str = typer.Option("table", "--output", "-o", help="table or json (json: one document on stdout)."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
     sandbox: bool = typer.Option(False, "--sandbox", help="Use the local sandbox AWS (starts one if needed)."),
@@ -69,7 +69,9 @@ def apply_global_option(name: str, value) -> None:
         aws.SETTINGS.profile = value
         aws.reset_session()
     elif name == "region":
-        aws.SETTINGS.region = value
+        from trainctl.regions import check_region
+
+        aws.SETTINGS.region = check_region(value)
         aws.reset_session()
     elif name == "sandbox" and value:
         _use_sandbox()
