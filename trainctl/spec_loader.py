@@ -108,6 +108,7 @@ def _load_spec(path: str | Path, catalog) -> JobSpec:
             if e.error_count() > 1 else ""
         raise UsageError(f"{where}: field '{field}': {_describe(err)}{more}") from e
     _check_entrypoint_args(spec, text, p)
+    _check_architecture(spec, text, p)
     if catalog is not None:
         _check_against_catalog(spec, text, p, catalog)
     return spec
@@ -186,3 +187,30 @@ def _check_entrypoint_args(spec: JobSpec, text: str, p: Path) -> None:
         if problem is not None:
             line = _yaml_line(text, ("entrypoint", "args", key))
             raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'entrypoint.args.{key}': {problem}")
+
+
+def _check_architecture(spec: JobSpec, text: str, p: Path) -> None:
+    """A bundled entrypoint trains only the architectures of its list (entrypoints/architectures.txt, which the
+    entrypoint reads too): a spec it cannot build fails here, at `plan` and `launch`, not in the container."""
+    from trainctl.entrypoints.trainctl_architectures import buildable
+
+    bundled, arch = spec.entrypoint.bundled, spec.model.architecture
+    if bundled is None or arch is None:
+        return
+    lists = buildable()
+    known = lists.get(bundled, {})
+    if arch not in known:
+        others = [name for name, archs in lists.items() if arch in archs]
+        fix = f"use entrypoint: {{bundled: {others[0]}}}" if others else "train it with your own script " \
+            "(entrypoint: {script: train.py, source_dir: .}; docs/your-script.md)"
+        line = _yaml_line(text, ("model", "architecture"))
+        raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'model.architecture': the bundled {bundled} "
+                         f"entrypoint cannot build {arch!r}; it trains {', '.join(known)}; {fix}")
+    for key, value in spec.entrypoint.args.items():
+        name = key.replace("_", "-")
+        if name in known[arch] and str(value).strip() != known[arch][name]:
+            line = _yaml_line(text, ("entrypoint", "args", key))
+            raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'entrypoint.args.{key}': {_clip(value)} "
+                             f"builds another model than model.architecture {arch!r} (--{name} "
+                             f"{known[arch][name]}), which the plan prices; remove the arg (the launch passes "
+                             "the architecture's) or change the architecture")
