@@ -174,6 +174,9 @@ def launch(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the AWS calls a launch makes; create nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     failover: bool = typer.Option(False, "--failover", help="When capacity is refused, move to the next option."),
+    allow_duplicate: bool = typer.Option(False, "--allow-duplicate",
+                                         help="Launch even while an earlier job of the same spec still runs "
+                                              "(otherwise launch asks, and --yes refuses)."),
     objective: str = typer.Option("cost", "--objective", help="cost or time (when re-planning)."),
     offline: bool = typer.Option(False, "--offline", help="Plan from the bundled catalog."),
     poll_seconds: float = typer.Option(10.0, "--poll-seconds", min=0.05,
@@ -187,7 +190,8 @@ def launch(
 
     args = LaunchArgs(spec_path=spec, option_rank=option, plan_path=plan_file, layouts=tuple(layout),
                       platform=platform, objective=objective, offline=offline, dry_run=dry_run, yes=yes,
-                      failover=failover, poll_seconds=poll_seconds, platform_options=platform_flags)
+                      failover=failover, allow_duplicate=allow_duplicate, poll_seconds=poll_seconds,
+                      platform_options=platform_flags)
     with _store() as store:
         result = do_launch(args, store, say=shown.say, show=shown.show, confirm=shown.confirm)
     shown.result(result, OPTS.output)
