@@ -268,6 +268,7 @@ def _assemble(catalog: Catalog, req: MarketRequest, results: dict, errors: dict)
                 for t in group:
                     if c in req.spot_counts.get(t, ()):
                         scores_out[(region, t, c)] = by_name
+    warnings += _score_refusals(errors, live_regions)
     on_demand, quotas = _prices_and_quotas(catalog, results, errors, warnings)
     return Quotes(source="live", regions=tuple(live_regions), on_demand=on_demand, spot_prices=spot_prices,
                   placement_scores=scores_out, quotas=quotas, warnings=tuple(warnings))
@@ -279,10 +280,25 @@ def _partial_failures(region: str, errors: dict) -> list[str]:
     if ("spot", region) in errors:
         out.append(f"{region}: DescribeSpotPriceHistory failed ({aws.error_summary(errors[('spot', region)])}); "
                    "its Spot options are priced from the Spot advisor's savings")
+    return out
+
+
+def _score_refusals(errors: dict, live_regions: list[str]) -> list[str]:
+    """One warning per family whose placement scores AWS refused (p3 gets InvalidParameterValue: AWS does not
+    score every type), with the regions, node counts and reason: its Spot options stay, with the score unknown."""
+    grouped: dict[tuple[tuple[str, ...], str], tuple[set[str], set[int]]] = {}
     for key, e in errors.items():
-        if key[0] == "score" and key[1] == region:
-            out.append(f"{region}: GetSpotPlacementScores refused for {', '.join(key[2])} x{key[3]} "
-                       f"({aws.error_summary(e)}); those Spot options keep their place with the score unknown")
+        if key[0] == "score" and key[1] in live_regions:
+            regions, counts = grouped.setdefault((key[2], aws.error_summary(e)), (set(), set()))
+            regions.add(key[1])
+            counts.add(key[3])
+    out = []
+    for (types, why), (regions, counts) in sorted(grouped.items()):
+        families = sorted({t.split(".")[0] for t in types})
+        out.append(f"no Spot placement scores for {', '.join(families)} ({', '.join(types)}) in "
+                   f"{', '.join(sorted(regions))} for {', '.join(f'x{c}' for c in sorted(counts))}: "
+                   f"GetSpotPlacementScores refused ({why}); those Spot options keep their place with the score "
+                   "unknown")
     return out
 
 
