@@ -57,3 +57,23 @@ def test_launch_watch_and_down_through_the_cli(sandbox_env, tmp_path):
     assert ec2.describe_launch_templates()["LaunchTemplates"] == []
     assert ec2.describe_placement_groups()["PlacementGroups"] == []
     assert json.loads(run_cli(["--output", "json", "down", job], home, env=sb.env).stdout)["removed"] == []
+
+
+def test_the_launch_s_az_scores_are_the_plan_s(sandbox_env, tmp_path):
+    """Issue 13: the plan said "score 10 in us-east-1a" and the EC2 launch "us-east-1a (score 3)": the launch
+    asked about one instance type, the plan about the family. Both now ask the same question."""
+    import re
+
+    sb = sandbox_env
+    args = [str(CONFIGS / "vit-base-g5.yaml"), "--platform", "ec2", "--layout", "g5.2xlarge:4:spot"]
+    plan = json.loads(run_cli(["--output", "json", "plan", *args], tmp_path / "home", env=sb.env).stdout)
+    proc = run_cli(["--output", "json", "launch", *args, "--dry-run"], tmp_path / "home", env=sb.env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    option = doc["option"]
+    planned = next(o for o in plan["options"] if o["rank"] == option["rank"])
+    assert planned["availability_zone"] == option["availability_zone"]
+    (order,) = [n for n in doc["notes"] if n.startswith("AZ order: ")]
+    launch_scores = {az: int(s) for az, s in re.findall(r"(\S+) \(score (\d+)\)", order)}
+    assert launch_scores[option["availability_zone"]] == planned["spot_placement_score"] is not None
+    assert order.startswith(f"AZ order: {option['availability_zone']} ")

@@ -170,7 +170,10 @@ def check_placement_scores(region: str, instance_type: str, count: int) -> Check
 
     name = "Spot placement scores"
     try:
-        scores = zones.placement_scores(aws.client("ec2", region), region, [instance_type], count)
+        from trainctl.catalog import load_catalog
+
+        types = zones.score_types(load_catalog(), instance_type)  # the plan's question, so the scores compare
+        scores = zones.placement_scores(aws.client("ec2", region), region, types, count)
     except Exception as e:  # noqa: BLE001
         return _fail(name, f"GetSpotPlacementScores in {region}: {aws.error_summary(e)}",
                      POLICY_FIX if _denied(e) else "plans go on without scores (capacity odds unknown)")

@@ -20,8 +20,6 @@ from trainctl import aws
 from trainctl.catalog import Catalog
 from trainctl.quotes import Quotes, SpotPrice
 
-# AWS recommends at least three instance types per placement-score request; fewer always scores low.
-MIN_TYPES_PER_SCORE_REQUEST = 3
 DEFAULT_WINDOW_HOURS = 7 * 24
 
 
@@ -92,23 +90,11 @@ def _availability_zones(region: str) -> dict[str, str]:
 
 
 def _score_groups(catalog: Catalog, types: list[str]) -> list[list[str]]:
-    """Groups of >= 3 types of one family for placement-score requests (padded with the family's other sizes)."""
-    by_family: dict[str, list[str]] = {}
-    for t in types:
-        by_family.setdefault(t.split(".")[0], []).append(t)
-    groups = []
-    for family, members in sorted(by_family.items()):
-        group = sorted(set(members))
-        if len(group) < MIN_TYPES_PER_SCORE_REQUEST:
-            siblings = sorted(i.name for i in catalog.instances.values()
-                              if i.accelerator.key == catalog.instances[group[0]].accelerator.key)
-            for s in siblings:
-                if len(group) >= MIN_TYPES_PER_SCORE_REQUEST:
-                    break
-                if s not in group:
-                    group.append(s)
-        groups.append(sorted(group))
-    return groups
+    """The placement-score questions for these types: one per family (awsinfra.zones.score_types, the question
+    the EC2 launch and doctor ask too)."""
+    from trainctl.awsinfra import zones
+
+    return [list(g) for g in sorted({tuple(zones.score_types(catalog, t)) for t in types})]
 
 
 def _placement_scores(region: str, types: list[str], count: int) -> dict[str, int]:

@@ -164,7 +164,11 @@ def az_order(ec2, region: str, instance_type: str, count: int, market: str, firs
     scores: dict[str, int] = {}
     if market == "spot" and len(azs) > 1:
         try:
-            scores = zones.placement_scores_by_name(ec2, region, [instance_type], count)
+            # the plan's question (same types, same count): its score and the launch's AZ order agree
+            from trainctl.catalog import load_catalog
+
+            scores = zones.placement_scores_by_name(ec2, region, zones.score_types(load_catalog(), instance_type),
+                                                    count)
         except Exception as e:  # noqa: BLE001 - without scores the AZs keep their name order
             notes.append(f"no Spot placement scores ({aws.error_summary(e)}); AZs in name order")
     azs.sort(key=lambda az: (az != first, -scores.get(az, 0), az))
