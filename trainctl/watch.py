@@ -100,18 +100,31 @@ def total_steps(view) -> int | None:
         return None
 
 
+def _spot_savings(view) -> tuple[float | None, str | None]:
+    """(percent saved, what it is measured against). EC2 bills instances: the saving is against the On-Demand
+    price of the same instance-hours. SageMaker reports billable seconds: 1 - billable/training, its definition."""
+    if view.market != "spot":
+        return None, None
+    spent = (view.raw or {}).get("cost_usd")
+    if view.on_demand_usd and spent is not None:
+        return round((1 - float(spent) / view.on_demand_usd) * 100, 1), "vs On-Demand for the same instance-hours"
+    if view.training_seconds and view.billable_seconds is not None:
+        return round((1 - view.billable_seconds / view.training_seconds) * 100, 1), "1 - billable/training"
+    return None, None
+
+
 def summary(view, progress: Progress, record: JobRecord | None, now: float | None = None) -> dict:
     """The `watch --once --output json` document (ARCHITECTURE.md contract, plus extras)."""
     now = time.time() if now is None else now
     option = record.option if record is not None else None
     expected = option.expected_cost_usd if option is not None else None
     training, billable = view.training_seconds, view.billable_seconds
-    savings = None
-    if view.market == "spot" and training and billable is not None:
-        savings = round((1 - billable / training) * 100, 1)  # SageMaker's definition
+    savings, basis = _spot_savings(view)
     od_hourly = _on_demand_hourly(view, option)
     cost = None
-    if billable is not None and od_hourly is not None:
+    if view.on_demand_usd is not None and view.raw.get("cost_usd") is not None:
+        cost = round(float(view.raw["cost_usd"]), 6)  # EC2: what its instances cost, from their Spot prices
+    elif billable is not None and od_hourly is not None:
         # Managed Spot is billed as billable seconds at the On-Demand rate: the discount is in the seconds.
         cost = round(billable / 3600 * od_hourly, 4)
     elif view.started_at and not view.finished:
@@ -128,7 +141,7 @@ def summary(view, progress: Progress, record: JobRecord | None, now: float | Non
         projected = expected
     return {"job_id": view.job_id, "platform": view.platform, "status": view.status,
             "secondary_status": view.secondary_status, "training_seconds": training, "billable_seconds": billable,
-            "spot_savings_pct": savings, "cost_usd": cost, "throughput_samples_per_s": progress.samples_per_s,
+            "spot_savings_pct": savings, "spot_savings_basis": basis, "cost_usd": cost, "throughput_samples_per_s": progress.samples_per_s,
             "interruptions": view.interruptions, "hosts": list(view.hosts),
             "region": view.region, "instance_type": view.instance_type, "count": view.count, "market": view.market,
             "step": progress.last_step, "steps": steps, "loss": progress.last_loss,
