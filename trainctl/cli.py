@@ -236,6 +236,8 @@ def watch(
         render.print_json(doc)
     else:
         shown.summary_table(doc)
+    for warning in doc["warnings"]:
+        shown.say(f"warning: {warning}")
     if note:
         shown.say(note)
     raise typer.Exit(w.exit_code(view))

@@ -15,6 +15,11 @@ from trainctl.plans import Option
 from trainctl.store import JobRecord, JobStore
 
 METRIC = re.compile(r"trainctl step=(\d+) loss=(\S+) samples_per_s=([0-9.eE+-]+)")
+# Optional on the metric line: the run's total optimizer steps, for a script whose arguments do not say it.
+TOTAL_STEPS = re.compile(r"\btotal_steps=(\d+)")
+METRIC_FORMAT = "trainctl step=N loss=X samples_per_s=Y [total_steps=M]"
+# How long a running job may print without a metric line before `watch` says so.
+SILENT_SECONDS = 120
 EXIT_CODES = {"Completed": 0, "Failed": 1, "Stopped": 3}
 
 
@@ -67,13 +72,19 @@ class Progress:
     rates: list[float] = field(default_factory=list)
     last_step: int | None = None
     last_loss: float | None = None
+    total_steps: int | None = None
+    lines: int = 0
 
     def feed(self, message: str) -> bool:
+        self.lines += 1
         m = METRIC.search(message)
         if not m:
             return False
         self.last_step, self.last_loss = int(m.group(1)), float(m.group(2))
         self.rates.append(float(m.group(3)))
+        total = TOTAL_STEPS.search(message, m.end())
+        if total:
+            self.total_steps = int(total.group(1))
         return True
 
     @property
@@ -113,6 +124,18 @@ def _spot_savings(view) -> tuple[float | None, str | None]:
     return None, None
 
 
+def _warnings(view, progress: Progress) -> list[str]:
+    """A script that prints no metric line leaves throughput, progress and the projection empty: say so, once
+    it has had the time to print one."""
+    if progress.rates or not progress.lines:
+        return []
+    if not view.finished and (view.training_seconds or 0) < SILENT_SECONDS:
+        return []
+    return [f"no metric line in the job's {progress.lines} log lines: `watch` reads `{METRIC_FORMAT}` from the "
+            "script's output for throughput, progress and the projected cost, and a completed job's throughput "
+            "feeds later plans; see docs/your-script.md"]
+
+
 def summary(view, progress: Progress, record: JobRecord | None, now: float | None = None) -> dict:
     """The `watch --once --output json` document (ARCHITECTURE.md contract, plus extras)."""
     now = time.time() if now is None else now
@@ -131,7 +154,7 @@ def summary(view, progress: Progress, record: JobRecord | None, now: float | Non
         hourly = (option.hourly_usd if option is not None else None) or od_hourly
         if hourly is not None:
             cost = round((now - view.started_at) / 3600 * hourly, 4)
-    steps = total_steps(view)
+    steps = total_steps(view) or progress.total_steps
     projected = None
     if view.finished:
         projected = cost
@@ -146,7 +169,7 @@ def summary(view, progress: Progress, record: JobRecord | None, now: float | Non
             "region": view.region, "instance_type": view.instance_type, "count": view.count, "market": view.market,
             "step": progress.last_step, "steps": steps, "loss": progress.last_loss,
             "projected_cost_usd": projected, "expected_cost_usd": expected,
-            "failure_reason": view.failure_reason,
+            "failure_reason": view.failure_reason, "warnings": _warnings(view, progress),
             "transitions": [{"status": t.status, "start": t.start, "end": t.end, "message": t.message}
                             for t in view.transitions]}
 
