@@ -138,7 +138,7 @@ BATCHED = textwrap.dedent("""\
         model: vit_micro
         batch-size: {batch}
     model:
-      architecture: vit_base_patch16_224
+      architecture: vit_micro
     workload:
       samples: 100000
       batch_size_per_accelerator: 64
