@@ -135,7 +135,7 @@ def test_an_unknown_region_is_one_line_at_the_start(tmp_path, args):
     proc = run_cli(args, tmp_path)
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     (line,) = proc.stderr.strip().splitlines()
-    assert line.startswith("trainctl: error: --region 'us-east-9': not a region") and "us-east-1" in line
+    assert line.startswith("trainctl: error: --region 'us-east-9' is not a region") and "us-east-1" in line
 
 
 def test_region_names_the_one_region_plan_and_launch_work_in(sandbox, tmp_path):

@@ -68,6 +68,8 @@ BAD = {
     "bad name": (GOOD.replace("name: tiny", "name: my_job!"), "'my_job!' is not allowed here; use letters, digits "
                  "and hyphens", 1),
     "empty file": ("", "the job spec is empty", None),
+    "unknown region": (GOOD + "  regions: [us-east-1, us-east-9]\n", "field 'candidates.regions.1': 'us-east-9' is "
+                       "not a region of any AWS partition", 12),
     "only a comment": ("# nothing yet\n", "the job spec is empty", None),
 }
 

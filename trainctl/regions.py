@@ -33,6 +33,6 @@ def check_region(name: str, where: str = "--region") -> str:
         return name
     close = difflib.get_close_matches(name, list(regions), n=3, cutoff=0.6)
     hint = f"did you mean {' or '.join(close)}?" if close else "use a name such as us-east-1 or eu-west-1"
-    raise UsageError(f"{where} {name!r}: not a region of any AWS partition this botocore knows; {hint} "
+    raise UsageError(f"{where} {name!r} is not a region of any AWS partition this botocore knows; {hint} "
                      "(`aws ec2 describe-regions` lists the regions your account can use; a region newer than "
                      "botocore needs `pip install -U botocore`)")

@@ -109,6 +109,7 @@ def _load_spec(path: str | Path, catalog) -> JobSpec:
         raise UsageError(f"{where}: field '{field}': {_describe(err)}{more}") from e
     _check_entrypoint_args(spec, text, p)
     _check_architecture(spec, text, p)
+    _check_regions(spec, text, p)
     if catalog is not None:
         _check_against_catalog(spec, text, p, catalog)
     return spec
@@ -214,3 +215,12 @@ def _check_architecture(spec: JobSpec, text: str, p: Path) -> None:
                              f"builds another model than model.architecture {arch!r} (--{name} "
                              f"{known[arch][name]}), which the plan prices; remove the arg (the launch passes "
                              "the architecture's) or change the architecture")
+
+
+def _check_regions(spec: JobSpec, text: str, p: Path) -> None:
+    """candidates.regions are regions botocore knows (us-east-9 has the form of one and would fail mid-plan)."""
+    from trainctl.regions import check_region
+
+    for i, region in enumerate(spec.candidates.regions):
+        line = _yaml_line(text, ("candidates", "regions", i))
+        check_region(region, where=f"{p}{':' + str(line) if line else ''}: field 'candidates.regions.{i}':")
