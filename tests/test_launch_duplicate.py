@@ -35,3 +35,30 @@ def test_a_second_launch_of_a_running_spec_is_refused_under_yes_unless_allowed(s
     third = run_cli(LAUNCH, home, env=sb.env)
     assert third.returncode == 0, third.stderr
     assert run_cli(["down", json.loads(third.stdout)["job_id"]], home, env=sb.env).returncode == 0
+
+
+def test_at_a_terminal_the_second_launch_asks_first_and_no_launches_nothing(sandbox_env, tmp_path):
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from tests.helpers import clean_env
+
+    sb, home = sandbox_env, tmp_path / "home"
+    first = run_cli(LAUNCH, home, env=sb.env)
+    assert first.returncode == 0, first.stderr
+    job = json.loads(first.stdout)["job_id"]
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "trainctl.cli", *LAUNCH[2:-1]], stdin=follower,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(home, sb.env), text=True)
+    os.close(follower)
+    os.write(leader, b"n\n")
+    out, err = proc.communicate(timeout=120)
+    os.close(leader)
+    assert proc.returncode == 1, err
+    assert f"an earlier job of spec vit-base-g5 still runs: {job} (InProgress/" in err
+    assert "Launch a second one anyway?" in err and "trainctl: error: not launched (" in err.strip().splitlines()[-1]
+    ec2 = sb.client("ec2", json.loads(first.stdout)["region"])
+    assert len(ec2.describe_fleets()["Fleets"]) == 1
+    assert run_cli(["down", job], home, env=sb.env).returncode == 0
