@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # import together (see docs/development.md); timm imports torchvision.
 TORCH := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: demo test test-xla bench install clean catalog
+.PHONY: demo test fuzz-wide test-xla bench install clean catalog
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+# Opt-in: the hostile-input tests with a random, 20 times wider search (`make test` runs them derandomized,
+# the same examples every time, so it is green or red for the code and not for the draw).
+fuzz-wide: install
+	TRAINCTL_FUZZ=wide $(BIN)/python -m pytest -q tests/test_fuzz_cli.py tests/test_fuzz_spec.py
 
 bench: install
 	$(BIN)/python scripts/bench_cli.py

@@ -2,3 +2,14 @@
 policy check from the sandbox's pytest plugin (sandbox/trainctl_sandbox/testing.py): install both
 distributions first (`make install`)."""
 pytest_plugins = ["trainctl_sandbox.testing"]
+
+# Hypothesis: deterministic by default (the same examples on every run, no example database), so `make test` is
+# green or red for the code, not for the draw; `make fuzz-wide` (TRAINCTL_FUZZ=wide) searches randomly and longer.
+import os  # noqa: E402
+
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("wide", derandomize=False, database=None, print_blob=True)
+settings.load_profile("wide" if os.environ.get("TRAINCTL_FUZZ") == "wide" else "ci")
+

@@ -36,3 +36,9 @@ def run_json(args: list[str], home: Path, env: dict | None = None) -> dict:
     proc = run_cli(["--output", "json", *args], home, env)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def fuzz_examples(n: int) -> int:
+    """A hypothesis test's number of examples: its own under `make test` (the "ci" profile of conftest.py,
+    derandomized), 20 times as many under `make fuzz-wide` (TRAINCTL_FUZZ=wide, random)."""
+    return n * 20 if os.environ.get("TRAINCTL_FUZZ") == "wide" else n

@@ -39,7 +39,7 @@ SPEC = f"""\
 name: netns-test
 entrypoint: {{bundled: ddp, args: {{model: vit_micro, batch-size: 8, steps: {STEPS}, device: cpu, bf16: false,
                                    checkpoint-every: 20, log-every: 10, checkpoint-seconds: 0}}}}
-model: {{architecture: vit_base_patch16_224}}
+model: {{architecture: vit_micro}}
 workload: {{samples: 1000, batch_size_per_accelerator: 8}}
 """
 

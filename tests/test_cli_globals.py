@@ -126,3 +126,23 @@ def test_ls_does_not_ask_aws_about_a_job_of_another_account(sandbox, tmp_path):
     assert proc.returncode == 0, proc.stderr
     (job,) = json.loads(proc.stdout)["jobs"]
     assert job["status"] == "in account 111111111111 (these credentials are 123456789012's)"
+
+
+@pytest.mark.parametrize("args", [["--region", "us-east-9", *PLAN], [*PLAN, "--region", "us-east-9"],
+                                  ["--region", "us-east-9", "launch", SPEC, "--offline", "--dry-run"],
+                                  ["doctor", "--region", "us-east-9"], ["--region", "us-east-9", "ls"]])
+def test_an_unknown_region_is_one_line_at_the_start(tmp_path, args):
+    proc = run_cli(args, tmp_path)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("trainctl: error: --region 'us-east-9' is not a region") and "us-east-1" in line
+
+
+def test_region_names_the_one_region_plan_and_launch_work_in(sandbox, tmp_path):
+    plan = json.loads(run_cli([*PLAN[:3], "--region", "us-west-2", "-o", "json"], tmp_path).stdout)
+    assert plan["options"] and {o["region"] for o in plan["options"]} == {"us-west-2"}
+    home = sandbox.state_dir.parent
+    launch = run_cli(["--sandbox", "launch", SPEC, "--layout", "g5.2xlarge:1:on-demand", "--dry-run", "--region",
+                      "us-west-2", "-o", "json"], home)
+    assert launch.returncode == 0, launch.stderr
+    assert json.loads(launch.stdout)["option"]["region"] == "us-west-2"

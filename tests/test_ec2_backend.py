@@ -20,7 +20,7 @@ from trainctl.spec import load_spec
 SPEC = """\
 name: ec2-test
 entrypoint: {bundled: ddp, args: {model: vit_micro, batch-size: 8, steps: 20, device: cpu, bf16: false}}
-model: {architecture: vit_base_patch16_224}
+model: {architecture: vit_micro}
 workload: {samples: 1000, batch_size_per_accelerator: 8}
 """
 

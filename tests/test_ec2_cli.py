@@ -57,3 +57,45 @@ def test_launch_watch_and_down_through_the_cli(sandbox_env, tmp_path):
     assert ec2.describe_launch_templates()["LaunchTemplates"] == []
     assert ec2.describe_placement_groups()["PlacementGroups"] == []
     assert json.loads(run_cli(["--output", "json", "down", job], home, env=sb.env).stdout)["removed"] == []
+
+
+def test_the_launch_s_az_scores_are_the_plan_s(sandbox_env, tmp_path):
+    """Issue 13: the plan said "score 10 in us-east-1a" and the EC2 launch "us-east-1a (score 3)": the launch
+    asked about one instance type, the plan about the family. Both now ask the same question."""
+    import re
+
+    sb = sandbox_env
+    args = [str(CONFIGS / "vit-base-g5.yaml"), "--platform", "ec2", "--layout", "g5.2xlarge:4:spot"]
+    plan = json.loads(run_cli(["--output", "json", "plan", *args], tmp_path / "home", env=sb.env).stdout)
+    proc = run_cli(["--output", "json", "launch", *args, "--dry-run"], tmp_path / "home", env=sb.env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    option = doc["option"]
+    planned = next(o for o in plan["options"] if o["rank"] == option["rank"])
+    assert planned["availability_zone"] == option["availability_zone"]
+    (order,) = [n for n in doc["notes"] if n.startswith("AZ order: ")]
+    launch_scores = {az: int(s) for az, s in re.findall(r"(\S+) \(score (\d+)\)", order)}
+    assert launch_scores[option["availability_zone"]] == planned["spot_placement_score"] is not None
+    assert order.startswith(f"AZ order: {option['availability_zone']} ")
+
+
+def test_ec2_watch_measures_spot_savings_against_on_demand_for_the_same_hours(sandbox_env, tmp_path):
+    """EC2 bills instances: the saving is against the On-Demand price of the same instance-hours, and the
+    dollars next to it are shown to the cent's fraction, never a bare "$0.00" beside a saving."""
+    import re
+    import time
+
+    sb, home = sandbox_env, tmp_path / "home"
+    proc = run_cli(["--output", "json", "launch", str(CONFIGS / "vit-base-g5.yaml"), "--platform", "ec2", "--layout",
+                    "g5.xlarge:1:spot", "--yes"], home, env=sb.env)
+    assert proc.returncode == 0, proc.stderr
+    job = json.loads(proc.stdout)["job_id"]
+    time.sleep(2)  # some instance-seconds to price
+    doc = json.loads(run_cli(["--output", "json", "watch", job, "--once"], home, env=sb.env).stdout)
+    assert doc["spot_savings_basis"] == "vs On-Demand for the same instance-hours"
+    assert 0 < doc["spot_savings_pct"] < 100 and doc["cost_usd"] > 0
+    table = run_cli(["watch", job, "--once"], home, env=sb.env, ).stdout
+    # the job still runs: the second look may see a Spot price later, so the figure itself is not compared
+    assert re.search(r"Spot savings \d+\.\d% \(vs On-Demand for the same instance-hours\)", " ".join(table.split()))
+    assert "$0.00 " not in table and "$0.00," not in table
+    assert run_cli(["down", job], home, env=sb.env).returncode == 0

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import CONFIGS, run_cli
+from tests.helpers import CONFIGS, fuzz_examples, run_cli
 from trainctl.catalog import load_catalog
 from trainctl.errors import UsageError
 from trainctl.launch import LaunchArgs, choose_options
@@ -22,7 +22,7 @@ from trainctl.watch import check_job_id
 CATALOG = load_catalog()
 KNOWN = set(CATALOG.instances)
 SPEC = str(CONFIGS / "vit-base-g5.yaml")
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=fuzz_examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def one_line(e: UsageError) -> str:

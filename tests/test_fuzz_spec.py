@@ -16,14 +16,14 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import CONFIGS
+from tests.helpers import CONFIGS, fuzz_examples
 from trainctl.catalog import load_catalog
 from trainctl.errors import UsageError
 from trainctl.spec import load_spec
 
 CATALOG = load_catalog()
 REFERENCE = yaml.safe_load((CONFIGS / "vit-base-g5.yaml").read_text())
-FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+FUZZ = settings(max_examples=fuzz_examples(120), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                         HealthCheck.too_slow])
 
 
@@ -76,14 +76,14 @@ def test_random_yaml_text_is_a_spec_or_one_line(tmp_path_factory, text):
 
 
 @pytest.mark.timeout(120)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz_examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.binary(max_size=200))
 def test_random_bytes_are_one_line(tmp_path_factory, data):
     load(tmp_path_factory.mktemp("fz") / "spec.yaml", data)
 
 
 @pytest.mark.timeout(120)
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=fuzz_examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_mutated_reference_text(tmp_path_factory, data):
     """The reference spec's text with characters deleted, replaced or inserted: near-misses of a real spec."""
@@ -190,6 +190,8 @@ def test_extreme_numbers_plan_with_finite_results_or_are_rejected(tmp_path_facto
     "name: x\nentrypoint: {bundled: ddp}\nmodel: {architecture: vit_micro}\nthroughput: {A10G: 5e-324}\n"
     "workload: {samples: 10, batch_size_per_accelerator: 1}\n",                               # ZeroDivisionError
     '"bad\\nkey": 1\nname: x\n',                                                                # newline in a field
+    "name: x\nentrypoint: {bundled: ddp}\nmodel: {architecture: vit_micro}\n"
+    "workload: {samples: 10, batch_size_per_accelerator: 9223372036854775808}\n",              # OverflowError in SQLite
 ])
 def test_found_by_fuzzing(tmp_path, text):
     assert load(tmp_path / "spec.yaml", text) is None
@@ -206,3 +208,21 @@ def test_paths_that_are_not_spec_files(tmp_path):
         with pytest.raises(UsageError) as e:
             load_spec(path)
         assert e.value.exit_code == 2 and "\n" not in str(e.value)
+
+
+def test_a_batch_beyond_sqlite_integers_is_one_line_with_a_state_database(tmp_path):
+    """The fuzz test's OverflowError: 2**63 reached the store's query (SQLite INTEGER is 64-bit signed)."""
+    from tests.helpers import run_cli
+    from trainctl.store import JobStore
+
+    home = tmp_path / "home"
+    store = JobStore(home / "state.db")
+    store._connection()  # a state database exists, as after any launch
+    store.close()
+    spec = tmp_path / "big.yaml"
+    spec.write_text("name: x\nentrypoint: {bundled: ddp}\nmodel: {architecture: vit_micro}\n"
+                    f"workload: {{samples: 10, batch_size_per_accelerator: {2**63}}}\n")
+    proc = run_cli(["plan", str(spec), "--offline"], home)
+    assert proc.returncode == 2 and "OverflowError" not in proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"{spec}:4: field 'workload.batch_size_per_accelerator'" in line

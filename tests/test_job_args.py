@@ -66,3 +66,55 @@ def test_ec2_jobs_get_a_maximum_runtime_like_sagemaker(sandbox, tmp_path):
     config = json.loads(user_data.split("<<'TRAINCTL_CONFIG'\n", 1)[1].split("\nTRAINCTL_CONFIG", 1)[0])
     assert config["max_runtime_s"] == job["StoppingCondition"]["MaxRuntimeInSeconds"] == 7200
     assert config["not_after"] > 7200  # a wall-clock end the node agents enforce
+
+
+ARCH_SPEC = """\
+name: arch-check
+entrypoint: {{bundled: {bundled}}}
+model: {{architecture: {arch}}}
+workload: {{samples: 640, batch_size_per_accelerator: 8}}
+candidates: {{layouts: ['g5.12xlarge:2:on-demand'], platforms: [sagemaker], regions: [us-east-1]}}
+"""
+
+
+def test_a_spec_the_bundled_entrypoint_cannot_build_fails_at_plan_and_launch_in_one_line(tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text(ARCH_SPEC.format(bundled="ddp", arch="bert-large"))
+    for args in (["plan", str(spec), "--offline"], ["launch", str(spec), "--offline", "--dry-run"]):
+        proc = run_cli(args, tmp_path / "home")
+        assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+        (line,) = proc.stderr.strip().splitlines()
+        # the architectures named are the entrypoint's own list (entrypoints/architectures.txt)
+        assert f"{spec}:3: field 'model.architecture': the bundled ddp entrypoint cannot build 'bert-large'; it " \
+               "trains vit_base_patch16_224, vit_large_patch16_224, vit_micro" in line
+    spec.write_text(ARCH_SPEC.format(bundled="ddp", arch="llama-7b"))
+    proc = run_cli(["plan", str(spec), "--offline"], tmp_path / "home")
+    assert proc.returncode == 2 and "use entrypoint: {bundled: lm}" in proc.stderr
+
+
+def test_the_architecture_the_plan_priced_is_the_model_the_job_builds(sandbox, tmp_path):
+    spec = tmp_path / "job.yaml"
+    spec.write_text(ARCH_SPEC.format(bundled="ddp", arch="vit_large_patch16_224"))
+    proc = run_cli(["-o", "json", "launch", str(spec), "--dry-run"], tmp_path / "home", env=sandbox.env)
+    assert proc.returncode == 0, proc.stderr
+    assert _sagemaker_args(json.loads(proc.stdout))["model"] == "vit_large_patch16_224"
+    # an argument that builds another model than the priced architecture is refused, with its line
+    spec.write_text(ARCH_SPEC.format(bundled="ddp, args: {model: vit_micro}", arch="vit_large_patch16_224"))
+    proc = run_cli(["plan", str(spec), "--offline"], tmp_path / "home")
+    assert proc.returncode == 2 and f"{spec}:2: field 'entrypoint.args.model': 'vit_micro' builds another " \
+                                    "model" in proc.stderr
+
+
+def test_the_entrypoint_reads_the_same_list(tmp_path):
+    """train_ddp.py's --model choices are architectures.txt's: a model outside it is argparse's one line."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import trainctl.entrypoints as ep
+
+    proc = subprocess.run([sys.executable, str(Path(ep.ENTRYPOINTS_DIR) / "train_ddp.py"), "--model", "bert-large",
+                           "--device", "cpu"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "invalid choice: 'bert-large'" in proc.stderr
+    assert all(name in proc.stderr for name in ("vit_base_patch16_224", "vit_large_patch16_224", "vit_micro"))

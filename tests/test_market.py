@@ -92,8 +92,8 @@ def test_refused_placement_scores_keep_the_region_with_the_score_unknown(live):
     west_spot = [o for o in p.options if o.region == "us-west-2" and o.market == "spot"]
     assert west_spot and all(o.spot_placement_score is None for o in west_spot)
     assert any(o.region == "us-west-2" and o.market == "on-demand" for o in p.options)
-    assert any(w.startswith("us-west-2: GetSpotPlacementScores refused for") and "score unknown" in w
-               for w in p.warnings)
+    assert any(w.startswith("no Spot placement scores for g5 (") and "in us-west-2 for x1" in w
+               and "GetSpotPlacementScores refused" in w and "score unknown" in w for w in p.warnings)
 
 
 def test_throttling_that_stops_is_absorbed_by_retries(live):
@@ -142,3 +142,26 @@ def test_cli_against_the_sandbox(sandbox, tmp_path):
     check_contract(doc)
     assert doc["source"] == "live"
     assert any(o["spot_placement_score"] is not None for o in doc["options"])
+
+
+def test_a_family_without_placement_scores_keeps_every_layout_it_can_price(sandbox, tmp_path):
+    """Issue 13: the sandbox refuses p3's scores as AWS does (InvalidParameterValue); g5, g6 and p3 itself keep
+    their layouts, and one warning names the family without scores and why."""
+    spec = tmp_path / "mixed.yaml"
+    spec.write_text((CONFIGS / "vit-base-g5.yaml").read_text()
+                    .replace("families: [g5]", "families: [g5, g6, p3]").replace("precision: bf16", "precision: fp16")
+                    .replace("  layouts:\n    - g5.12xlarge:1:on-demand\n    - g5.2xlarge:4:spot\n"
+                             "    - g5.4xlarge:4:spot\n", ""))
+    proc = run_cli(["--output", "json", "plan", str(spec), "--top", "500"], tmp_path, env=sandbox.env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    kept = {(o["region"], o["instance_type"].split(".")[0], o["market"]) for o in doc["options"]}
+    for region in ("us-east-1", "us-west-2"):
+        for family in ("g5", "g6", "p3"):
+            assert (region, family, "spot") in kept and (region, family, "on-demand") in kept
+    assert all(o["spot_placement_score"] is None for o in doc["options"]
+               if o["instance_type"].startswith("p3.") and o["market"] == "spot")
+    assert any(o["spot_placement_score"] is not None for o in doc["options"] if o["instance_type"].startswith("g5."))
+    refused = [w for w in doc["warnings"] if w.startswith("no Spot placement scores")]
+    assert len(refused) == 1 and refused[0].startswith("no Spot placement scores for p3 (") \
+        and "in us-east-1, us-west-2" in refused[0] and "InvalidParameterValue" in refused[0]

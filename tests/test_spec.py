@@ -59,6 +59,18 @@ BAD = {
     "yaml syntax": (GOOD.replace("  bundled: ddp", "  bundled: [ddp"), "YAML syntax error", None),
     "bad layout": (GOOD.replace("families: [g5]", "layouts: ['g5.2xlarge']"), "TYPE:COUNT", 10),
     "both amounts": (GOOD.replace("samples: 100000", "samples: 1\n  epochs: 2\n  dataset_size: 3"), "not both", 6),
+    # a misspelt section is reported as the misspelling (with the key meant), not as the section now missing
+    "misspelt section": (GOOD.replace("workload:", "workloda:"), "field 'workloda': unknown key; did you mean "
+                         "'workload'?", 6),
+    "misspelt nested key": (GOOD.replace("  architecture:", "  architectur:"), "field 'model.architectur': unknown "
+                            "key; did you mean 'architecture'?", 5),
+    # a bad name says what a name may hold, not the regular expression
+    "bad name": (GOOD.replace("name: tiny", "name: my_job!"), "'my_job!' is not allowed here; use letters, digits "
+                 "and hyphens", 1),
+    "empty file": ("", "the job spec is empty", None),
+    "unknown region": (GOOD + "  regions: [us-east-1, us-east-9]\n", "field 'candidates.regions.1': 'us-east-9' is "
+                       "not a region of any AWS partition", 12),
+    "only a comment": ("# nothing yet\n", "the job spec is empty", None),
 }
 
 
@@ -76,6 +88,8 @@ def test_bad_spec_is_one_clear_line(tmp_path, case):
     assert str(spec) in lines[0] and expected in lines[0]
     if line is not None:
         assert f"{spec}:{line}:" in lines[0]
+    assert "NoneType" not in lines[0] and "more problem" not in lines[0].split("unknown key")[0]
+    assert "^" not in lines[0] and "$" not in lines[0]  # no raw regular expression
 
 
 def test_missing_file(tmp_path):
@@ -126,7 +140,7 @@ BATCHED = textwrap.dedent("""\
         model: vit_micro
         batch-size: {batch}
     model:
-      architecture: vit_base_patch16_224
+      architecture: vit_micro
     workload:
       samples: 100000
       batch_size_per_accelerator: 64

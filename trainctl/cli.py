@@ -43,7 +43,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def main_options(
     profile: Optional[str] = typer.Option(None, "--profile", help="AWS profile to use."),
-    region: Optional[str] = typer.Option(None, "--region", help="AWS region for calls that need one."),
+    region: Optional[str] = typer.Option(None, "--region", help="AWS region: for calls that need one, and the one region `plan`, `launch` and `doctor` plan in (instead of the spec's candidates.regions)."),
     output: str = typer.Option("table", "--output", "-o", help="table or json (json: one document on stdout)."),
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks."),
     sandbox: bool = typer.Option(False, "--sandbox", help="Use the local sandbox AWS (starts one if needed)."),
@@ -69,7 +69,9 @@ def apply_global_option(name: str, value) -> None:
         aws.SETTINGS.profile = value
         aws.reset_session()
     elif name == "region":
-        aws.SETTINGS.region = value
+        from trainctl.regions import check_region
+
+        aws.SETTINGS.region = check_region(value)
         aws.reset_session()
     elif name == "sandbox" and value:
         _use_sandbox()
@@ -180,6 +182,9 @@ def launch(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the AWS calls a launch makes; create nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     failover: bool = typer.Option(False, "--failover", help="When capacity is refused, move to the next option."),
+    allow_duplicate: bool = typer.Option(False, "--allow-duplicate",
+                                         help="Launch even while an earlier job of the same spec still runs "
+                                              "(otherwise launch asks, and --yes refuses)."),
     objective: str = typer.Option("cost", "--objective", help="cost or time (when re-planning)."),
     offline: bool = typer.Option(False, "--offline", help="Plan from the bundled catalog."),
     poll_seconds: float = typer.Option(10.0, "--poll-seconds", min=0.05,
@@ -195,7 +200,8 @@ def launch(
 
     args = LaunchArgs(spec_path=spec, option_rank=option, plan_path=plan_file, layouts=tuple(layout),
                       platform=platform, objective=objective, offline=offline, dry_run=dry_run, yes=yes,
-                      failover=failover, poll_seconds=poll_seconds, platform_options=platform_flags)
+                      failover=failover, allow_duplicate=allow_duplicate, poll_seconds=poll_seconds,
+                      platform_options=platform_flags)
     with _store() as store:
         result = do_launch(args, store, say=shown.say, show=shown.show, confirm=shown.confirm)
     shown.result(result, OPTS.output)
@@ -242,6 +248,8 @@ def watch(
         render.print_json(doc)
     else:
         shown.summary_table(doc)
+    for warning in doc["warnings"]:
+        shown.say(f"warning: {warning}")
     if note:
         shown.say(note)
     raise typer.Exit(w.exit_code(view))

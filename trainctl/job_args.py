@@ -1,7 +1,7 @@
 """The one place a job's entrypoint arguments come from, for both platforms (SageMaker hyperparameters and the
 EC2 agent's command line): what the plan assumed is what the job runs.
 
-For the bundled entrypoints the plan's settings become arguments: the per-rank batch (the spec's one batch
+For the bundled entrypoints the plan's settings become arguments: the model of the spec's architecture, the per-rank batch (the spec's one batch
 size), the optimizer steps the workload needs on this layout's ranks, the checkpoint interval, the precision,
 and the accelerator's peak (for the MFU line). An argument the user set in `entrypoint.args` wins; the spec
 loader already refused the ones that contradict the plan (a different batch size). A user's own script gets
@@ -37,6 +37,11 @@ def entrypoint_args(spec: Any, option: Any, inst: Any) -> dict[str, Any]:
     peak = inst.accelerator.peak_tflops.get(spec.model.precision)
     if peak:  # per rank: a Trainium chip runs one rank per NeuronCore
         plan_args["peak-tflops"] = round(peak * inst.accelerator_count / max(1, option.accelerators // option.count), 3)
+    # The architecture the plan priced is the model the job builds (entrypoints/architectures.txt).
+    from trainctl.entrypoints.trainctl_architectures import buildable
+
+    arch_args = buildable().get(spec.entrypoint.bundled, {}).get(spec.model.architecture or "", {})
+    plan_args = {**arch_args, **plan_args}
     for name, value in plan_args.items():
         if not _given(args, name):
             args[name] = value

@@ -33,6 +33,7 @@ class LaunchArgs:
     dry_run: bool = False
     yes: bool = False
     failover: bool = False
+    allow_duplicate: bool = False     # launch even while an earlier job of the same spec runs
     poll_seconds: float = 10.0        # how often a --failover launch checks that the job got capacity
     # the platform flags given (backends/options.py declares them); each backend resolves its own, typed
     platform_options: dict = field(default_factory=dict)
@@ -181,8 +182,8 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
         if args.dry_run:
             return _dry_run_document(request, spec, option)
         show(option, request)
-        if n == 0 and not args.yes and not confirm(f"Launch {job_id} ({len(request.calls)} AWS calls)?"):
-            raise TrainctlError("not launched", exit_code=1)
+        if n == 0:
+            _confirm(run, confirm, f"Launch {job_id} ({len(request.calls)} AWS calls)?")
         attempt, problem = _attempt(run, backend, request, option,
                                     previous=attempts[-1].job_id if attempts else None)
         attempts.append(attempt)
@@ -205,6 +206,24 @@ def _dry_run_document(request, spec, option: Option) -> dict:
 
     return {**request.to_json(),
             "job_settings": job_settings(spec, option, load_catalog().instance(option.instance_type))}
+
+
+def _confirm(run: _Run, confirm: Callable[[str], bool], question: str) -> None:
+    """Ask before launching (unless --yes); first, whether to run a second job of a spec whose job still runs
+    (under --yes that is refused unless --allow-duplicate)."""
+    from trainctl.duplicates import duplicate_question, running_jobs_of
+
+    args = run.args
+    running = [] if args.allow_duplicate else running_jobs_of(run.store, run.spec.name)
+    if running:
+        said = duplicate_question(running, run.spec.name)
+        if args.yes:
+            raise TrainctlError(f"not launched: {said}; `trainctl stop {running[0][0]}` first, or launch a second "
+                                "job on purpose with --allow-duplicate", exit_code=1)
+        if not confirm(f"{said}. Launch a second one anyway?"):
+            raise TrainctlError(f"not launched ({said})", exit_code=1)
+    if not args.yes and not confirm(question):
+        raise TrainctlError("not launched", exit_code=1)
 
 
 def _attempt(run: _Run, backend, request, option: Option, previous: str | None) -> tuple[Attempt, str | None]:

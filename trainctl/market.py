@@ -20,8 +20,6 @@ from trainctl import aws
 from trainctl.catalog import Catalog
 from trainctl.quotes import Quotes, SpotPrice
 
-# AWS recommends at least three instance types per placement-score request; fewer always scores low.
-MIN_TYPES_PER_SCORE_REQUEST = 3
 DEFAULT_WINDOW_HOURS = 7 * 24
 SCORES_NOTE = ("Spot placement scores compare only within one configuration (the same instance types and count; "
                "EC2 User Guide); a score asked for one or two types is low by design and is not taken as capacity "
@@ -106,12 +104,13 @@ def _availability_zones(region: str) -> dict[str, str]:
 
 
 def score_group(catalog: Catalog, instance_type: str) -> list[str]:
-    """The placement-score configuration asked for a type: every catalog type with its accelerator (the family's
-    sizes). One configuration per family and count, whoever asks (plan, launch, doctor): an account may ask only
-    a limited number of new configurations per 24 h (MaxConfigLimitExceeded), and a score compares only with
-    scores of the same configuration. Families with fewer than three types still score low by AWS's design."""
-    accelerator = catalog.instances[instance_type].accelerator.key
-    return sorted(i.name for i in catalog.instances.values() if i.accelerator.key == accelerator)
+    """The placement-score configuration asked for a type (awsinfra.zones.score_types: the family's sizes, padded
+    with types of its accelerator). One configuration per family and count, whoever asks (plan, launch, doctor):
+    an account may ask only a limited number of new configurations per 24 h (MaxConfigLimitExceeded), and a score
+    compares only with scores of the same configuration. Fewer than three types still score low by AWS's design."""
+    from trainctl.awsinfra import zones
+
+    return zones.score_types(catalog, instance_type)
 
 
 def _score_groups(catalog: Catalog, types: list[str]) -> list[list[str]]:
@@ -300,6 +299,7 @@ def _assemble(catalog: Catalog, req: MarketRequest, results: dict, errors: dict)
                     if c in req.spot_counts.get(t, ()):
                         scores_out[(region, t, c)] = by_name
                         configs[(region, t, c)] = tuple(group)
+    warnings += _score_refusals(errors, live_regions)
     on_demand, quotas = _prices_and_quotas(catalog, results, errors, warnings)
     if scores_out:
         warnings.append(SCORES_NOTE)
@@ -313,10 +313,25 @@ def _partial_failures(region: str, errors: dict) -> list[str]:
     if ("spot", region) in errors:
         out.append(f"{region}: DescribeSpotPriceHistory failed ({aws.error_summary(errors[('spot', region)])}); "
                    "its Spot options are priced from the Spot advisor's savings")
+    return out
+
+
+def _score_refusals(errors: dict, live_regions: list[str]) -> list[str]:
+    """One warning per family whose placement scores AWS refused (p3 gets InvalidParameterValue: AWS does not
+    score every type), with the regions, node counts and reason: its Spot options stay, with the score unknown."""
+    grouped: dict[tuple[tuple[str, ...], str], tuple[set[str], set[int]]] = {}
     for key, e in errors.items():
-        if key[0] == "score" and key[1] == region:
-            out.append(f"{region}: GetSpotPlacementScores refused for {', '.join(key[2])} x{key[3]} "
-                       f"({aws.error_summary(e)}); those Spot options keep their place with the score unknown")
+        if key[0] == "score" and key[1] in live_regions:
+            regions, counts = grouped.setdefault((key[2], aws.error_summary(e)), (set(), set()))
+            regions.add(key[1])
+            counts.add(key[3])
+    out = []
+    for (types, why), (regions, counts) in sorted(grouped.items()):
+        families = sorted({t.split(".")[0] for t in types})
+        out.append(f"no Spot placement scores for {', '.join(families)} ({', '.join(types)}) in "
+                   f"{', '.join(sorted(regions))} for {', '.join(f'x{c}' for c in sorted(counts))}: "
+                   f"GetSpotPlacementScores refused ({why}); those Spot options keep their place with the score "
+                   "unknown")
     return out
 
 

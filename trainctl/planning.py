@@ -39,7 +39,7 @@ def parse_layouts(texts: tuple[str, ...] | list[str], known: set[str]) -> tuple[
 def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpec, Plan]:
     """The spec and its plan; `store` (if any) gives the throughput measured by earlier jobs of this endpoint."""
     catalog = load_catalog()
-    spec = load_spec(inputs.spec_path, catalog=catalog)
+    spec = only_region(load_spec(inputs.spec_path, catalog=catalog))
     if inputs.objective not in OBJECTIVES:
         raise UsageError(f"--objective {inputs.objective!r}: use {', '.join(OBJECTIVES[:-1])} or {OBJECTIVES[-1]}")
     if inputs.platform not in (None, "sagemaker", "ec2"):
@@ -51,6 +51,17 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
     quotes = gather_quotes(spec, catalog, request, inputs)
     measured = store.measured_rates(spec.model.name, spec.workload.batch_size_per_accelerator) if store else {}
     return spec, plan(spec, catalog, quotes, request, measured)
+
+
+def only_region(spec: JobSpec) -> JobSpec:
+    """The spec planned in the global `--region` alone when one was given (as in the AWS CLI, the flag names the
+    region to work in): the plan, the launch and `doctor` then agree on it."""
+    from trainctl import aws
+
+    region = aws.SETTINGS.region
+    if region is None or list(spec.candidates.regions) == [region]:
+        return spec
+    return spec.model_copy(update={"candidates": spec.candidates.model_copy(update={"regions": [region]})})
 
 
 def gather_quotes(spec: JobSpec, catalog, request: PlanRequest, inputs: PlanInputs) -> Quotes:

@@ -22,6 +22,7 @@ LAYOUT_RE = re.compile(r"^(?P<type>(ml\.)?[a-z0-9-]+\.[a-z0-9]+):(?P<count>-?\d+
 MAX_NODES = 64
 MAX_SAMPLES = 10**15
 MAX_SPEC_BYTES = 1024 * 1024
+MAX_BATCH = 10**7  # samples per accelerator per step: far beyond any memory
 
 
 def _clip(value: object, limit: int = 60) -> str:
@@ -137,8 +138,10 @@ class Workload(Strict):
     samples: Annotated[int, Field(gt=0)] | None = None
     epochs: float | None = Field(None, gt=0)
     dataset_size: int | None = Field(None, gt=0)
-    batch_size_per_accelerator: int = Field(gt=0, description="the one batch size: the launch passes it to the "
-                                                             "bundled entrypoints as --batch-size")
+    # at most MAX_BATCH: 2**63 passed validation and overflowed SQLite's 64-bit INTEGER in the store's query
+    batch_size_per_accelerator: int = Field(gt=0, le=MAX_BATCH,
+                                            description="the one batch size: the launch passes it to the bundled "
+                                                        "entrypoints as --batch-size")
     data_source: Literal["auto", "device", "cpu-synthetic", "jpeg"] = Field(
         "auto", description="where samples come from, for the input-pipeline check: device (made on the "
                             "accelerator), cpu-synthetic (made by CPU workers), jpeg (decoded and augmented on the "

@@ -2,11 +2,12 @@
 line naming the file, the line, the field and the fix (exit code 2)."""
 from __future__ import annotations
 
+import difflib
 import re
 import sys
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from trainctl.errors import UsageError
 from trainctl.spec import MAX_SPEC_BYTES, JobSpec, _clip, bundled_arg_problem
@@ -36,13 +37,44 @@ def _yaml_line(text: str, loc: tuple) -> int | None:
     return line
 
 
+def _model_at(loc: tuple):
+    """The pydantic model class that holds the last key of `loc` (JobSpec at the top), or None."""
+    import typing
+
+    model = JobSpec
+    for key in loc[:-1]:
+        field = model.model_fields.get(str(key)) if isinstance(model, type) else None
+        if field is None:
+            return None
+        inner = [t for t in (field.annotation, *typing.get_args(field.annotation))
+                 if isinstance(t, type) and issubclass(t, BaseModel)]
+        if not inner:
+            return None
+        model = inner[0]
+    return model
+
+
 def _describe(err: dict) -> str:
-    kind, msg = err["type"], err["msg"]
+    kind, msg, loc = err["type"], err["msg"], tuple(err["loc"])
+    model = _model_at(loc)
+    fields = list(model.model_fields) if model is not None else []
     if kind == "extra_forbidden":
-        return "unknown key; remove it or check its spelling (`trainctl schema` lists the keys)"
+        close = difflib.get_close_matches(str(loc[-1]), fields, n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'?" if close else f"known keys here: {', '.join(fields)}" if fields \
+            else "check its spelling"
+        return f"unknown key; {hint} (`trainctl schema` lists every key)"
     if kind == "missing":
         return "required field is missing"
+    if kind == "string_pattern_mismatch":
+        field = model.model_fields.get(str(loc[-1])) if model is not None else None
+        wanted = field.description if field is not None and field.description else "a different form"
+        return f"{_clip(err.get('input'))} is not allowed here; use {wanted}"
     return msg.removeprefix("Value error, ")
+
+
+def _first_error(errors: list[dict]) -> dict:
+    """The error a user should see first: a misspelt key explains the 'missing' field it leaves behind."""
+    return next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
 
 
 def _printable(message: str, limit: int = 400) -> str:
@@ -69,7 +101,7 @@ def _load_spec(path: str | Path, catalog) -> JobSpec:
     try:
         spec = JobSpec.model_validate(raw)
     except ValidationError as e:
-        err = e.errors()[0]
+        err = _first_error(e.errors())
         loc = tuple(err["loc"])
         field = ".".join(str(x) for x in loc) or "(top level)"
         line = _yaml_line(text, loc)
@@ -79,6 +111,8 @@ def _load_spec(path: str | Path, catalog) -> JobSpec:
         raise UsageError(f"{where}: field '{field}': {_describe(err)}{more}") from e
     _check_entrypoint_args(spec, text, p)
     _warn_secret_like_args(spec, text, p)
+    _check_architecture(spec, text, p)
+    _check_regions(spec, text, p)
     if catalog is not None:
         _check_against_catalog(spec, text, p, catalog)
     return spec
@@ -115,10 +149,16 @@ def _read_yaml(p: Path) -> tuple[str, dict]:
         # but do not parse: `0x_`, `0b`, `!!bool maybe`, `!!timestamp 2001-13-40`, `!!timestamp :`, `!!float .`
         raise UsageError(f"{p}: YAML value that cannot be read ({e.__class__.__name__}: {e}); quote it "
                          "if it is a string, or fix the number or date") from e
+    if raw is None:
+        raise UsageError(f"{p}: the job spec is empty; write a YAML mapping with name:, entrypoint:, model: and "
+                         "workload: (see configs/vit-base-g5.yaml, or `trainctl schema`)")
     if not isinstance(raw, dict):
         raise UsageError(f"{p}: a job spec is a YAML mapping (name:, entrypoint:, model:, workload:, ...), "
-                         f"not {type(raw).__name__}")
+                         f"not {_KINDS.get(type(raw).__name__, 'a single value')}")
     return text, raw
+
+
+_KINDS = {"list": "a list", "str": "a single string", "int": "a number", "float": "a number", "bool": "true/false"}
 
 
 def _check_against_catalog(spec: JobSpec, text: str, p: Path, catalog) -> None:
@@ -179,3 +219,39 @@ def _warn_secret_like_args(spec: JobSpec, text: str, p: Path) -> None:
         sys.stderr.write(f"trainctl: warning: {p}{':' + str(line) if line else ''}: entrypoint.args.{key} looks like "
                          "a secret; args are readable by anyone who can describe the job: put it in SSM or Secrets "
                          "Manager and name it under `secrets:` (docs/security.md)\n")
+
+
+def _check_architecture(spec: JobSpec, text: str, p: Path) -> None:
+    """A bundled entrypoint trains only the architectures of its list (entrypoints/architectures.txt, which the
+    entrypoint reads too): a spec it cannot build fails here, at `plan` and `launch`, not in the container."""
+    from trainctl.entrypoints.trainctl_architectures import buildable
+
+    bundled, arch = spec.entrypoint.bundled, spec.model.architecture
+    if bundled is None or arch is None:
+        return
+    lists = buildable()
+    known = lists.get(bundled, {})
+    if arch not in known:
+        others = [name for name, archs in lists.items() if arch in archs]
+        fix = f"use entrypoint: {{bundled: {others[0]}}}" if others else "train it with your own script " \
+            "(entrypoint: {script: train.py, source_dir: .}; docs/your-script.md)"
+        line = _yaml_line(text, ("model", "architecture"))
+        raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'model.architecture': the bundled {bundled} "
+                         f"entrypoint cannot build {arch!r}; it trains {', '.join(known)}; {fix}")
+    for key, value in spec.entrypoint.args.items():
+        name = key.replace("_", "-")
+        if name in known[arch] and str(value).strip() != known[arch][name]:
+            line = _yaml_line(text, ("entrypoint", "args", key))
+            raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'entrypoint.args.{key}': {_clip(value)} "
+                             f"builds another model than model.architecture {arch!r} (--{name} "
+                             f"{known[arch][name]}), which the plan prices; remove the arg (the launch passes "
+                             "the architecture's) or change the architecture")
+
+
+def _check_regions(spec: JobSpec, text: str, p: Path) -> None:
+    """candidates.regions are regions botocore knows (us-east-9 has the form of one and would fail mid-plan)."""
+    from trainctl.regions import check_region
+
+    for i, region in enumerate(spec.candidates.regions):
+        line = _yaml_line(text, ("candidates", "regions", i))
+        check_region(region, where=f"{p}{':' + str(line) if line else ''}: field 'candidates.regions.{i}':")

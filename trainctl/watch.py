@@ -16,6 +16,11 @@ from trainctl.plans import Option
 from trainctl.store import JobRecord, JobStore
 
 METRIC = re.compile(r"trainctl step=(\d+) loss=(\S+) samples_per_s=([0-9.eE+-]+)")
+# Optional on the metric line: the run's total optimizer steps, for a script whose arguments do not say it.
+TOTAL_STEPS = re.compile(r"\btotal_steps=(\d+)")
+METRIC_FORMAT = "trainctl step=N loss=X samples_per_s=Y [total_steps=M]"
+# How long a running job may print without a metric line before `watch` says so.
+SILENT_SECONDS = 120
 EXIT_CODES = {"Completed": 0, "Failed": 1, "Stopped": 3}
 
 
@@ -68,13 +73,19 @@ class Progress:
     rates: list[float] = field(default_factory=list)
     last_step: int | None = None
     last_loss: float | None = None
+    total_steps: int | None = None
+    lines: int = 0
 
     def feed(self, message: str) -> bool:
+        self.lines += 1
         m = METRIC.search(message)
         if not m:
             return False
         self.last_step, self.last_loss = int(m.group(1)), float(m.group(2))
         self.rates.append(float(m.group(3)))
+        total = TOTAL_STEPS.search(message, m.end())
+        if total:
+            self.total_steps = int(total.group(1))
         return True
 
     @property
@@ -101,25 +112,50 @@ def total_steps(view) -> int | None:
         return None
 
 
+def _spot_savings(view) -> tuple[float | None, str | None]:
+    """(percent saved, what it is measured against). EC2 bills instances: the saving is against the On-Demand
+    price of the same instance-hours. SageMaker reports billable seconds: 1 - billable/training, its definition."""
+    if view.market != "spot":
+        return None, None
+    spent = (view.raw or {}).get("cost_usd")
+    if view.on_demand_usd and spent is not None:
+        return round((1 - float(spent) / view.on_demand_usd) * 100, 1), "vs On-Demand for the same instance-hours"
+    if view.training_seconds and view.billable_seconds is not None:
+        return round((1 - view.billable_seconds / view.training_seconds) * 100, 1), "1 - billable/training"
+    return None, None
+
+
+def _warnings(view, progress: Progress) -> list[str]:
+    """A script that prints no metric line leaves throughput, progress and the projection empty: say so, once
+    it has had the time to print one."""
+    if progress.rates or not progress.lines:
+        return []
+    if not view.finished and (view.training_seconds or 0) < SILENT_SECONDS:
+        return []
+    return [f"no metric line in the job's {progress.lines} log lines: `watch` reads `{METRIC_FORMAT}` from the "
+            "script's output for throughput, progress and the projected cost, and a completed job's throughput "
+            "feeds later plans; see docs/your-script.md"]
+
+
 def summary(view, progress: Progress, record: JobRecord | None, now: float | None = None) -> dict:
     """The `watch --once --output json` document (ARCHITECTURE.md contract, plus extras)."""
     now = time.time() if now is None else now
     option = record.option if record is not None else None
     expected = option.expected_cost_usd if option is not None else None
     training, billable = view.training_seconds, view.billable_seconds
-    savings = None
-    if view.market == "spot" and training and billable is not None:
-        savings = round((1 - billable / training) * 100, 1)  # SageMaker's definition
+    savings, basis = _spot_savings(view)
     od_hourly = _on_demand_hourly(view, option)
     cost = None
-    if billable is not None and od_hourly is not None:
+    if view.on_demand_usd is not None and view.raw.get("cost_usd") is not None:
+        cost = round(float(view.raw["cost_usd"]), 6)  # EC2: what its instances cost, from their Spot prices
+    elif billable is not None and od_hourly is not None:
         # Managed Spot is billed as billable seconds at the On-Demand rate: the discount is in the seconds.
         cost = round(billable / 3600 * od_hourly, 4)
     elif view.started_at and not view.finished:
         hourly = (option.hourly_usd if option is not None else None) or od_hourly
         if hourly is not None:
             cost = round((now - view.started_at) / 3600 * hourly, 4)
-    steps = total_steps(view)
+    steps = total_steps(view) or progress.total_steps
     projected = None
     if view.finished:
         projected = cost
@@ -129,12 +165,12 @@ def summary(view, progress: Progress, record: JobRecord | None, now: float | Non
         projected = expected
     return {"job_id": view.job_id, "platform": view.platform, "status": view.status,
             "secondary_status": view.secondary_status, "training_seconds": training, "billable_seconds": billable,
-            "spot_savings_pct": savings, "cost_usd": cost, "throughput_samples_per_s": progress.samples_per_s,
+            "spot_savings_pct": savings, "spot_savings_basis": basis, "cost_usd": cost, "throughput_samples_per_s": progress.samples_per_s,
             "interruptions": view.interruptions, "hosts": list(view.hosts),
             "region": view.region, "instance_type": view.instance_type, "count": view.count, "market": view.market,
             "step": progress.last_step, "steps": steps, "loss": progress.last_loss,
             "projected_cost_usd": projected, "expected_cost_usd": expected,
-            "failure_reason": view.failure_reason,
+            "failure_reason": view.failure_reason, "warnings": _warnings(view, progress),
             "transitions": [{"status": t.status, "start": t.start, "end": t.end, "message": t.message}
                             for t in view.transitions]}
 

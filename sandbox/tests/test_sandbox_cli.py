@@ -99,3 +99,37 @@ def test_importing_the_cli_imports_neither_moto_nor_boto3():
     code = "import sys, trainctl_sandbox.cli; print(sorted(m for m in sys.modules if m.split('.')[0] in ('moto', 'boto3', 'botocore')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_fault_switches_are_subcommands_listed_in_help(tmp_path):
+    """`trainctl sandbox capacity TYPE AZ off`, `throttle`, `latency`, `clear-faults`, `interrupt JOB`: one line
+    each, acting on the running sandbox; without one, one line saying how to start it."""
+    from trainctl_sandbox.admin import SandboxAdmin
+
+    helped = " ".join(_cli("--help", home=tmp_path).stdout.split())
+    for name in ("interrupt", "capacity", "throttle", "latency", "quota", "clear-faults"):
+        assert f" {name} " in helped
+    missing = _cli("capacity", "g5.xlarge", "us-east-1a", "off", home=tmp_path)
+    assert missing.returncode == 1 and "no sandbox running" in missing.stderr
+    state_dir = tmp_path / "sandbox"
+    try:
+        up = _cli("up", "--detach", "--port", "0", home=tmp_path)
+        assert up.returncode == 0, up.stderr
+        admin = SandboxAdmin(_exports(up.stdout)["AWS_ENDPOINT_URL"])
+        off = _cli("capacity", "g5.xlarge", "us-east-1a", "off", home=tmp_path)
+        assert off.returncode == 0 and off.stderr.strip() == "capacity of g5.xlarge in us-east-1a: off"
+        assert _cli("capacity", "g5.2xlarge", "all", "2", home=tmp_path).returncode == 0
+        assert _cli("throttle", "RunInstances", "2", home=tmp_path).returncode == 0
+        assert _cli("latency", "*", "5", home=tmp_path).returncode == 0
+        faults = json.dumps(admin.info()["faults"])
+        assert "g5.xlarge" in faults and "us-east-1a" in faults and "g5.2xlarge" in faults
+        assert "RunInstances" in faults
+        bad = _cli("capacity", "g5.xlarge", "us-east-1a", "maybe", home=tmp_path)
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+        unknown = _cli("interrupt", "no-such-job", home=tmp_path)
+        assert unknown.returncode == 2 and unknown.stderr.startswith("sandbox: ")
+        assert len(unknown.stderr.strip().splitlines()) == 1 and "no-such-job" in unknown.stderr
+        assert _cli("clear-faults", home=tmp_path).returncode == 0
+        assert "g5.xlarge" not in json.dumps(admin.info()["faults"])
+    finally:
+        process.stop(state_dir)

@@ -30,6 +30,10 @@ class SandboxAdmin:
         self.timeout = timeout
 
     def action(self, name: str, **payload: object) -> dict:
+        return self._post(name, payload)
+
+    def _post(self, name: str, payload: dict) -> dict:
+        # a dict, not keywords: a payload may hold the key "name" (the SageMaker actions' job name)
         req = urllib.request.Request(f"{self.endpoint_url}/_trainctl/admin/{name}",
                                      data=json.dumps(payload).encode(),
                                      headers={"Content-Type": "application/json"}, method="POST")
@@ -54,6 +58,11 @@ class SandboxAdmin:
     def wait_ready(self, timeout: float = 60.0) -> dict:
         """Block until EC2 (imported in the background at start) is ready."""
         return self.action("wait_ready", timeout=timeout)
+
+    def interrupt(self, job: str, after_seconds: float | None = None, at_step: int | None = None) -> dict:
+        """A Spot interruption of the SageMaker training job `job`: now, after some seconds, or at a step."""
+        payload = {"name": job, "after_seconds": after_seconds, "at_step": at_step}
+        return self._post("interrupt_training_job", {k: v for k, v in payload.items() if v is not None})
 
     def set_capacity(self, instance_type: str, az: str | None = None, available: bool | int = False) -> dict:
         """available: False = no capacity, True = unlimited again, N = only N more instances (then none)."""

@@ -1,4 +1,4 @@
-"""`trainctl sandbox up|status|down`, and `ensure_sandbox_env()` behind the global `--sandbox` flag.
+"""`trainctl sandbox up|status|down` and the fault switches (interrupt, capacity, throttle, ...), and `ensure_sandbox_env()` behind the global `--sandbox` flag.
 
 trainctl finds both through `plugin`, which the entry point `trainctl.plugins:sandbox` names
 (sandbox/pyproject.toml); `python -m trainctl_sandbox.cli` runs the same commands on their own.
@@ -15,10 +15,11 @@ import time
 import typer
 
 from trainctl.plugins import Plugin
-from trainctl_sandbox import process
+from trainctl_sandbox import fault_commands, process
 
 # rich_markup_mode=None: plain help text, like the rest of trainctl's commands
-app = typer.Typer(help="A local AWS for demos and tests: moto's server plus what moto lacks.",
+app = typer.Typer(help="A local AWS for demos and tests: moto's server plus what moto lacks, and its fault "
+                       "switches (Spot interruptions, capacity, throttling, latency, quotas).",
                   no_args_is_help=True, add_completion=False, rich_markup_mode=None)
 
 
@@ -84,6 +85,10 @@ def down() -> None:
     """Stop the sandbox and every job process it started."""
     pid = process.stop()
     _say("no sandbox running" if pid is None else f"sandbox stopped (pid {pid})")
+
+
+# The fault switches: `sandbox interrupt JOB`, `sandbox capacity TYPE AZ off`, ... (fault_commands.py)
+fault_commands.add_to(app)
 
 
 def ensure_sandbox_env() -> dict[str, str]:

@@ -66,6 +66,9 @@ class JobView:
     market: str | None = None
     started_at: float | None = None
     ended_at: float | None = None
+    # What the same instance-hours would have cost On-Demand, where the platform bills instances (EC2): the
+    # base of its Spot savings. None where the platform reports billable seconds (SageMaker).
+    on_demand_usd: float | None = None
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property

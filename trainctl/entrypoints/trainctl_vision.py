@@ -160,10 +160,13 @@ class ImageFolderData:
 
 def add_vision_options(parser) -> None:
     """The ViT scripts' own flags, on top of trainctl_args.build_parser's."""
+    from trainctl_architectures import model_names
     from trainctl_args import add_option, non_negative_int, positive_int
 
-    add_option(parser, "--model", default=DEFAULT_MODEL,
-               help=f"timm model name, or vit_micro (32x32, 2 blocks, width 64). "
+    # The models listed in architectures.txt, the list trainctl plans with: a spec the job cannot build is
+    # refused at `trainctl plan`, and a hand-written run here gets argparse's one line with the choices.
+    add_option(parser, "--model", default=DEFAULT_MODEL, choices=model_names("ddp"),
+               help=f"a timm ViT of architectures.txt, or vit_micro (32x32, 2 blocks, width 64). "
                     f"Default {DEFAULT_MODEL}")
     add_option(parser, "--num-classes", type=positive_int, default=None,
                help="classes of the head (default: 10 for vit_micro, 1000 otherwise, or the "

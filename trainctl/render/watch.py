@@ -57,7 +57,10 @@ def fmt_time(epoch: float | None) -> str:
 
 
 def _money(x: float | None) -> str:
-    return "-" if x is None else f"${x:,.2f}"
+    # a sandbox job (or the first minutes of a real one) costs cents: "$0.00" beside a saving would say nothing
+    if x is None:
+        return "-"
+    return f"${x:,.4f}" if 0 < abs(x) < 1 else f"${x:,.2f}"
 
 
 def status_line(doc: dict, width: int | None = None) -> str:
@@ -91,7 +94,7 @@ def summary_table(doc: dict) -> None:
             ("interruptions", str(doc["interruptions"])),
             ("training / billable", f"{doc.get('training_seconds') if doc.get('training_seconds') is not None else '-'}"
                                     f" s / {doc.get('billable_seconds') if doc.get('billable_seconds') is not None else '-'} s"),
-            ("Spot savings", "-" if savings is None else f"{savings:.1f}% (1 - billable/training)"),
+            ("Spot savings", "-" if savings is None else f"{savings:.1f}% ({doc.get('spot_savings_basis') or '1 - billable/training'})"),
             ("cost", f"{_money(doc.get('cost_usd'))} so far, {_money(doc.get('projected_cost_usd'))} projected "
                      f"(plan expected {_money(doc.get('expected_cost_usd'))})")]
     if doc.get("failure_reason"):

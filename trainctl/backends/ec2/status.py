@@ -86,6 +86,21 @@ def instance_costs(ec2, found: list[dict], region: str, now: float) -> dict[str,
     return out
 
 
+def on_demand_equivalent(found: list[dict], region: str, now: float) -> float | None:
+    """What the job's instance-hours (each instance from launch to its end) would have cost On-Demand: the
+    base of EC2's Spot savings (None when the catalog has no On-Demand price for a type)."""
+    from trainctl.catalog import load_catalog
+
+    cat, total = load_catalog(), 0.0
+    for inst in found:
+        price = cat.on_demand_price("ec2", region, inst["InstanceType"])
+        if price is None:
+            return None
+        start = inst["LaunchTime"].timestamp()
+        total += (max(ended_at(inst) or now, start) - start) / 3600 * price.usd_per_hour
+    return round(total, 6)
+
+
 def markers(s3, job_id: str, bucket: str | None, account: str | None = None) -> dict[str, str]:
     """The S3 status markers the nodes (completed, failed) and `stop` (stopped) leave: name -> text."""
     if not bucket:
@@ -174,6 +189,7 @@ def describe(client_for, job_id: str, region: str) -> JobView:
                    training_seconds=wall, billable_seconds=_billable(region, itype, nodes, wall, cost),
                    interruptions=len(lost), failure_reason=failure, instance_type=itype, count=nodes,
                    market=market, started_at=started, ended_at=ended,
+                   on_demand_usd=on_demand_equivalent(found, region, now) if found else None,
                    raw=_raw(config, marks, nodes, found, lost, costs, cost))
 
 
