@@ -35,7 +35,7 @@ _COLUMNS = (
     ("samples/s", "right", lambda o: f"{o.throughput_samples_per_s:,.0f} {o.throughput_source}"),
     ("score", "right", lambda o: "-" if o.spot_placement_score is None else f"{o.spot_placement_score}/10"),
     ("interr.", "right", lambda o: "-" if o.market != "spot" else f"{o.interruptions_expected:.2f}"),
-    ("notes", "left", lambda o: " ".join(n for n, on in (("pareto", o.pareto), ("fsdp", o.strategy == "fsdp"),
+    ("notes", "left", lambda o: " ".join(n for n, on in (("pareto", o.pareto), (o.strategy, o.strategy != "ddp"),
                                                           ("over-quota", o.quota_ok is False),
                                                           ("input-bound", o.input_bound)) if on)),
 )
