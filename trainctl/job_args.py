@@ -72,3 +72,16 @@ def as_command_line(args: dict[str, Any]) -> list[str]:
     for key, value in args.items():
         out += [f"--{key}", str(value).lower() if isinstance(value, bool) else str(value)]
     return out
+
+
+def layout_note(spec: Any, option: Any) -> str:
+    """One line for the launch preview: how the job's ranks hold the model and split the batch."""
+    how = {"ddp": "replicated (DDP)", "fsdp": "fully sharded (FSDP)",
+           "hsdp": "sharded within each node, replicated across nodes (hybrid FSDP)"}[option.strategy]
+    batch = spec.workload.batch_size_per_accelerator
+    micro = option.micro_batch or batch
+    line = (f"layout: model {how} over {option.accelerators} ranks; {batch} samples per rank per step"
+            + (f" as micro-batch {micro} x {option.grad_accum} accumulated" if option.grad_accum > 1 else ""))
+    if spec.entrypoint.bundled == "lm":
+        line += f" (train_lm.py --sharding {LM_SHARDING[option.strategy]})"
+    return line

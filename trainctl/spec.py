@@ -291,6 +291,10 @@ class JobSpec(Strict):
     candidates: Candidates = Field(default_factory=Candidates)
     constraints: Constraints = Field(default_factory=Constraints)
     role: str | None = Field(None, description="SageMaker execution role ARN or name")
+    distribution: Literal["torch_distributed", "smddp", "smp"] = Field(
+        "torch_distributed", description="SageMaker's distributed training: torchrun with NCCL, SageMaker's data "
+                                         "parallelism library (smddp) or its model parallelism library v2 (smp); "
+                                         "`launch --distribution` overrides it; EC2 always runs torchrun with NCCL")
 
     @model_validator(mode="before")
     @classmethod

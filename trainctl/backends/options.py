@@ -40,6 +40,9 @@ class SageMakerOptions:
     security_group: str | None = opt(_SECURITY_GROUP)
     max_runtime_hours: float | None = opt("Stop the training job after this many hours (default: twice the "
                                           "expected hours plus 30 minutes; at most 28 days).", minimum=0.02)
+    distribution: str | None = opt("torch_distributed (torchrun, NCCL), smddp (SageMaker's data parallelism "
+                                   "library) or smp (its model parallelism library v2) (default: the spec's "
+                                   "distribution, else torch_distributed).")
 
 
 @dataclass(frozen=True)
