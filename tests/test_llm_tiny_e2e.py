@@ -1,7 +1,8 @@
 """configs/llm-tiny.yaml end to end against the sandbox (issue 15): launch, watch to Completed with tokens/s,
 and the measured throughput in the next plan, on SageMaker and on EC2. Real torchrun runs train_lm.py (FSDP,
 gloo on the CPU): on SageMaker in the sandbox's simulated containers, on EC2 through the node agent that the
-launch's own user data starts (a fake IMDS gives it the sandbox instance's id and IP). Kept short: 24 steps
+launch's own user data starts (a fake IMDS gives it the sandbox instance's id and private IP, which is added
+to this machine's loopback for the run, as tests/test_bootstrap_netns.py needs root for). Kept short: 24 steps
 of a 133k-parameter model. Nothing is timed; the limits only bound a hung job."""
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import base64
 import http.server
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -74,9 +76,21 @@ class _Imds(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def _with_address(ip: str):
+    """The instance's private IP on the loopback while the node runs (root only), so that the agent finds
+    itself among the job's instances and torchrun's rendezvous reaches it."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("needs root and iproute2 to give this machine the instance's private IP")
+    added = subprocess.run(["ip", "addr", "add", f"{ip}/32", "dev", "lo"], capture_output=True, text=True)
+    if added.returncode != 0:
+        pytest.skip(f"cannot add {ip} to the loopback: {added.stderr.strip()}")
+    return lambda: subprocess.run(["ip", "addr", "del", f"{ip}/32", "dev", "lo"], capture_output=True)
+
+
 def _run_node(sb, tmp_path: Path, user_data: str, instance: dict) -> subprocess.CompletedProcess:
     """The launch's user data on this machine as the node: the real agent, torchrun and train_lm.py."""
-    _Imds.values = {"instance-id": instance["InstanceId"], "local-ipv4": "127.0.0.1"}
+    _Imds.values = {"instance-id": instance["InstanceId"], "local-ipv4": instance["PrivateIpAddress"]}
+    remove = _with_address(instance["PrivateIpAddress"])
     imds = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Imds)
     threading.Thread(target=imds.serve_forever, daemon=True).start()
     bin_dir = tmp_path / "bin"
@@ -94,6 +108,7 @@ def _run_node(sb, tmp_path: Path, user_data: str, instance: dict) -> subprocess.
     try:
         return subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=360)
     finally:
+        remove()
         imds.shutdown()
         imds.server_close()
 
