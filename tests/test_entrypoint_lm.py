@@ -164,3 +164,23 @@ def test_token_file_from_the_sagemaker_channel_with_string_hyperparameters(tmp_p
     rc, text = run_to_end(argv, tmp_path / "log2.txt", env=env, cwd=code)
     assert rc != 0
     assert "beyond the model's vocabulary of 1000" in text
+
+
+def test_replicated_ddp_with_accumulation_and_smddp_asked_on_the_cpu(tmp_path):
+    """--sharding none (the plan's ddp: the model fits whole) trains with DDP, accumulating 2 micro-batches
+    per step; --dist-backend smddp on a CPU says it runs gloo instead. Its DCP checkpoint resumes: a rerun of
+    the finished job trains nothing and ends in the same full-state hash."""
+    args = ["--preset", "tiny", "--batch-size", "2", "--steps", "12", *ARGS[6:]]
+    for flag in ("--log-every", "--checkpoint-every"):
+        args[args.index(flag) + 1] = "6"
+    cmd = torchrun_cmd(TRAIN_LM, [*args, "--checkpoint-dir", str(tmp_path / "ckpt"), "--sharding", "none",
+                                  "--grad-accum", "2", "--global-batch-size", "8", "--dist-backend", "smddp"])
+    code, text = run_to_end(cmd, tmp_path / "log.txt")
+    assert code == 0, text[-4000:]
+    assert "sharding=none" in text and "grad_accum=2" in text and "global_batch=8" in text
+    assert "--dist-backend smddp: smddp runs on GPUs only; using gloo" in text
+    losses = [float(loss) for _, loss, _, _ in LM_METRIC_RE.findall(text)]
+    assert len(losses) == 2 and losses[-1] < losses[0], losses
+    again_code, again = run_to_end(cmd, tmp_path / "again.txt")
+    assert again_code == 0 and not LM_METRIC_RE.findall(again)
+    assert final_hash(again) == final_hash(text)

@@ -18,9 +18,9 @@ constraints: {checkpoint_interval_minutes: 15}
 """
 
 
-def _dry_run(sandbox, tmp_path, platform: str) -> dict:
+def _dry_run(sandbox, tmp_path, platform: str, text: str = SPEC) -> dict:
     spec = tmp_path / "job.yaml"
-    spec.write_text(SPEC)
+    spec.write_text(text)
     proc = run_cli(["-o", "json", "launch", str(spec), "--platform", platform, "--dry-run"], tmp_path / "home",
                    env=sandbox.env)
     assert proc.returncode == 0, proc.stderr
@@ -118,3 +118,30 @@ def test_the_entrypoint_reads_the_same_list(tmp_path):
     assert proc.returncode == 2
     assert "invalid choice: 'bert-large'" in proc.stderr
     assert all(name in proc.stderr for name in ("vit_base_patch16_224", "vit_large_patch16_224", "vit_micro"))
+
+
+LM_SPEC = """\
+name: args-lm
+entrypoint: {bundled: lm, args: {preset: 7b}}
+model: {architecture: llama-7b, precision: bf16, optimizer: adamw, activation_checkpointing: true}
+workload: {samples: 1280, batch_size_per_accelerator: 16}
+candidates: {layouts: ['p4d.24xlarge:1:on-demand'], platforms: [sagemaker, ec2], regions: [us-east-1]}
+"""
+
+
+def test_the_plan_s_sharding_and_micro_batch_reach_the_lm_entrypoint_on_both_platforms(sandbox, tmp_path):
+    """Issue 15: 16 sequences per rank do not fit an A100 40 GB at once (36.1 GiB > 36, tests/
+    test_memory_model.py): the plan fully shards over the 8 GPUs at micro-batch 8 x 2, and the launch passes
+    exactly that, on SageMaker and on EC2, and says so in its notes."""
+    docs = {p: _dry_run(sandbox, tmp_path, p, LM_SPEC) for p in ("sagemaker", "ec2")}
+    sm, ec2 = _sagemaker_args(docs["sagemaker"]), _ec2_args(docs["ec2"])
+    # 1280 samples / (16 per rank x 8 ranks) = 10 steps; A100 bf16 dense peak 312 TFLOPS per rank
+    expected = {"preset": "7b", "batch-size": "8", "grad-accum": "2", "global-batch-size": "128",
+                "sharding": "full", "steps": "10", "checkpoint-seconds": "1800", "bf16": "true",
+                "peak-tflops": "312.0"}
+    assert {k: str(v).lower() for k, v in sm.items()} == expected
+    assert ec2 == expected
+    for doc in docs.values():
+        assert (doc["option"]["strategy"], doc["option"]["micro_batch"], doc["option"]["grad_accum"]) == \
+            ("fsdp", 8, 2)
+        assert any("micro-batch 8 x 2 accumulated" in n and "--sharding full" in n for n in doc["notes"])

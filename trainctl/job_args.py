@@ -6,6 +6,13 @@ size), the optimizer steps the workload needs on this layout's ranks, the checkp
 and the accelerator's peak (for the MFU line). An argument the user set in `entrypoint.args` wins; the spec
 loader already refused the ones that contradict the plan (a different batch size). A user's own script gets
 its `entrypoint.args` only.
+
+The LM entrypoint also gets the plan's layout, which the plan owns (a value in `entrypoint.args` does not
+override it: the memory fit and the throughput were computed for this one): `--sharding` (none = DDP, full,
+hybrid), `--batch-size` as the micro-batch that fits, `--grad-accum` and `--global-batch-size` (the spec's
+per-rank batch of an optimizer step times the ranks; the entrypoint checks that it equals micro-batch x ranks
+x accumulation, so a job started on a different number of ranks stops at once instead of training another
+batch than planned).
 """
 from __future__ import annotations
 
@@ -14,14 +21,17 @@ from typing import Any
 
 # Set by the platform, never by the job's arguments: the agent (EC2) or SageMaker owns the checkpoint folder.
 PLATFORM_OWNED = ("checkpoint-dir",)
+# The plan's strategy as train_lm.py's --sharding.
+LM_SHARDING = {"ddp": "none", "fsdp": "full", "hsdp": "hybrid"}
 
 
 def _given(args: dict[str, Any], name: str) -> bool:
     return any(k.replace("_", "-") == name for k in args)
 
 
-def entrypoint_args(spec: Any, option: Any, inst: Any) -> dict[str, Any]:
-    """The arguments, in order: the user's, then what the plan adds for a bundled entrypoint."""
+def entrypoint_args(spec: Any, option: Any, inst: Any, distribution: str = "torch_distributed") -> dict[str, Any]:
+    """The arguments, in order: the user's, then what the plan (and the launch's SageMaker distribution, see
+    backends/sagemaker_distribution.py) adds for a bundled entrypoint."""
     args = {k: v for k, v in spec.entrypoint.args.items() if k.replace("_", "-") not in PLATFORM_OWNED}
     if not spec.entrypoint.bundled:
         return args
@@ -45,7 +55,21 @@ def entrypoint_args(spec: Any, option: Any, inst: Any) -> dict[str, Any]:
     for name, value in plan_args.items():
         if not _given(args, name):
             args[name] = value
+    if spec.entrypoint.bundled == "lm":
+        args = _lm_layout(args, option, batch, ranks)
+    if distribution == "smddp" and not _given(args, "dist-backend"):
+        # SageMaker's data parallelism is a process-group backend: the bundled entrypoints initialise with it.
+        args["dist-backend"] = "smddp"
     return args
+
+
+def _lm_layout(args: dict[str, Any], option: Any, batch: int, ranks: int) -> dict[str, Any]:
+    owned = ("sharding", "batch-size", "grad-accum", "global-batch-size")
+    out = {k: v for k, v in args.items() if k.replace("_", "-") not in owned}
+    micro = option.micro_batch or batch
+    out.update({"sharding": LM_SHARDING[option.strategy], "batch-size": micro,
+                "grad-accum": max(1, batch // micro), "global-batch-size": batch * ranks})
+    return out
 
 
 def as_command_line(args: dict[str, Any]) -> list[str]:
@@ -61,5 +85,19 @@ def job_settings(spec: Any, option: Any, inst: Any) -> dict[str, Any]:
     args = entrypoint_args(spec, option, inst)
     return {"entrypoint": f"bundled {spec.entrypoint.bundled}" if spec.entrypoint.bundled else spec.entrypoint.script,
             "precision": spec.model.precision, "batch_size_per_accelerator": spec.workload.batch_size_per_accelerator,
-            "strategy": option.strategy, "checkpoint_interval_minutes": spec.constraints.checkpoint_interval_minutes,
+            "strategy": option.strategy, "micro_batch": option.micro_batch or spec.workload.batch_size_per_accelerator,
+            "grad_accum": option.grad_accum, "checkpoint_interval_minutes": spec.constraints.checkpoint_interval_minutes,
             "steps": args.get("steps"), "args": args}
+
+
+def layout_note(spec: Any, option: Any) -> str:
+    """One line for the launch preview: how the job's ranks hold the model and split the batch."""
+    how = {"ddp": "replicated (DDP)", "fsdp": "fully sharded (FSDP)",
+           "hsdp": "sharded within each node, replicated across nodes (hybrid FSDP)"}[option.strategy]
+    batch = spec.workload.batch_size_per_accelerator
+    micro = option.micro_batch or batch
+    line = (f"layout: model {how} over {option.accelerators} ranks; {batch} samples per rank per step"
+            + (f" as micro-batch {micro} x {option.grad_accum} accumulated" if option.grad_accum > 1 else ""))
+    if spec.entrypoint.bundled == "lm":
+        line += f" (train_lm.py --sharding {LM_SHARDING[option.strategy]})"
+    return line

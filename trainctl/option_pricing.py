@@ -28,7 +28,7 @@ def job_times(spec: JobSpec, shape: perf.ModelShape, inst: InstanceType, count: 
     cons = spec.constraints
     # DDP: rank 0 writes the whole state; FSDP: every node writes its shard in parallel.
     ckpt_bytes = shape.params * perf.state_bytes_per_param(shape.optimizer)
-    ckpt_s = ckpt_bytes / (count if strategy == "fsdp" else 1) / CHECKPOINT_WRITE_BYTES_PER_S
+    ckpt_s = ckpt_bytes / (count if strategy in perf.SHARDED else 1) / CHECKPOINT_WRITE_BYTES_PER_S
     ckpt_share = ckpt_s / (cons.checkpoint_interval_minutes * 60.0)
     base_hours = spec.workload.total_samples / samples_per_s / 3600.0
     return risk.JobTimes(work_hours=base_hours * (1 + ckpt_share),
@@ -142,8 +142,12 @@ def price_option(catalog, quotes, inst, count, platform, region, market, od, od_
     why.extend(tp.words)
     if feed.words:
         why.append(feed.words)
-    if fit.strategy == "fsdp":
-        why.append(f"model sharded (fsdp): {fit.total_gib:.1f} of {fit.usable_gib:.1f} GiB per accelerator")
+    if fit.strategy in perf.SHARDED:
+        how = "within each node, replicated across nodes (hsdp)" if fit.strategy == "hsdp" else "(fsdp)"
+        why.append(f"model sharded {how}: {fit.total_gib:.1f} of {fit.usable_gib:.1f} GiB per accelerator")
+    if fit.grad_accum > 1:
+        why.append(f"micro-batch {fit.micro_batch} x {fit.grad_accum} accumulated: the largest micro-batch "
+                   "that fits")
     why.append(f"price: {price_src}")
     option = Option(rank=0, platform=platform, instance_type=inst.name, count=count, market=market, region=region,
                     availability_zone=az, accelerators=n_ranks, hourly_usd=hourly_node * count,
@@ -151,7 +155,8 @@ def price_option(catalog, quotes, inst, count, platform, region, market, od, od_
                     throughput_band=tp.band, network_assumed=tp.network, hours=exp.billed_hours,
                     expected_cost_usd=exp.cost_usd, spot_placement_score=score,
                     interruptions_expected=exp.interruptions, fits_memory=True, pareto=False, why=tuple(why),
-                    strategy=fit.strategy, capacity_odds=odds, wall_hours=exp.wall_hours, quota_ok=quota_ok,
+                    strategy=fit.strategy, micro_batch=fit.micro_batch, grad_accum=fit.grad_accum,
+                    capacity_odds=odds, wall_hours=exp.wall_hours, quota_ok=quota_ok,
                     price_source=price_src, input_bound=feed.bound)
     return risk.Priced(option, model, feed.ratio)
 

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from trainctl.catalog import Calibration, InstanceType
-from trainctl.perf_network import Fabric, fsdp_sync_seconds, gradient_sync_seconds
+from trainctl.perf_network import Fabric, fsdp_sync_seconds, gradient_sync_seconds, hsdp_sync_seconds
 
 GIB = 1024**3
 
@@ -23,6 +23,8 @@ GIB = 1024**3
 USABLE_MEMORY_FRACTION = 0.90
 # PyTorch DDP's default gradient bucket: the last bucket's all-reduce cannot hide behind backward.
 DDP_BUCKET_BYTES = 25 * 1024**2
+# ddp: replicated; fsdp: sharded over every rank; hsdp: sharded within a node, replicated across nodes.
+SHARDED = ("fsdp", "hsdp")
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class ModelShape:
     layers: int | None = None
     heads: int | None = None
     family: str | None = None    # vision | language
+    vocab: int | None = None     # output classes per token (language models): the logits buffer
 
 
 @dataclass(frozen=True)
@@ -68,50 +71,98 @@ def state_bytes_per_param(optimizer: str) -> float:
 
 
 def transformer_activation_bytes(tokens: int, hidden: int, heads: int, layers: int, precision: str,
-                                 checkpointing: bool) -> float:
+                                 checkpointing: bool, fused_attention: bool = True) -> float:
     """Activation memory of one sample (Korthikanti et al. 2022, eq. 1: s*h*(34 + 5*a*s/h) bytes per layer
-    in 16-bit). With activation checkpointing only each layer's input is kept, plus one layer's full set."""
-    per_layer = tokens * hidden * (34 + 5 * heads * tokens / hidden)
+    in 16-bit). The 5*a*s/h term is the attention scores, softmax and dropout mask (a x s^2 per layer): fused
+    attention (PyTorch's scaled_dot_product_attention on GPUs, FlashAttention) never keeps them, which leaves
+    34*s*h, the paper's eq. 2 without tensor parallelism. With activation checkpointing only each layer's
+    input is kept, plus one layer's full set."""
+    scores = 0.0 if fused_attention else 5 * heads * tokens / hidden
+    per_layer = tokens * hidden * (34 + scores)
     scale = 2.0 if precision == "fp32" else 1.0
     if checkpointing:
         return scale * (layers * 2 * tokens * hidden + per_layer)
     return scale * layers * per_layer
 
 
+def _compute_bytes(precision: str) -> float:
+    return 4.0 if precision == "fp32" else 2.0
+
+
+def logits_bytes_per_sample(model: ModelShape) -> float:
+    """The output layer's buffer of one sample: tokens x vocabulary logits in the compute precision, their
+    fp32 copy for the loss and the fp32 log-softmax (the size of the gradient that flows back); 0 without a
+    vocabulary (vision: one row of classes per sample, negligible)."""
+    if not model.vocab or not model.tokens:
+        return 0.0
+    return model.tokens * model.vocab * (_compute_bytes(model.precision) + 4.0 + 4.0)
+
+
+def unsharded_layer_bytes(model: ModelShape, strategy: str) -> float:
+    """Sharded training all-gathers one layer's parameters to compute it and prefetches the next one's (two
+    layers of 16-bit parameters), and holds that layer's unsharded gradients (fp32, the reduce precision)
+    until they are reduce-scattered. DDP already counts the whole model in its state."""
+    if strategy not in SHARDED:
+        return 0.0
+    layer = model.params / max(1, model.layers or 1)
+    return layer * (2 * _compute_bytes(model.precision) + 4.0)
+
+
 @dataclass(frozen=True)
 class MemoryFit:
-    strategy: str                     # ddp | fsdp
+    strategy: str                     # ddp | fsdp | hsdp
     state_gib: float                  # weights + grads + optimizer state per accelerator
-    activation_gib: float | None      # per accelerator for the batch, None when unknown
+    activation_gib: float | None      # per accelerator for the micro-batch, None when unknown
     usable_gib: float
     fits: bool
     min_accelerators_sharded: int | None  # with fsdp, fewest accelerators that hold it; None: never fits
+    micro_batch: int = 1              # samples per rank per forward/backward
+    grad_accum: int = 1               # micro-batches per optimizer step
+    working_gib: float = 0.0          # logits buffer and the unsharded layer being computed
 
     @property
     def total_gib(self) -> float:
-        return self.state_gib + (self.activation_gib or 0.0)
+        return self.state_gib + (self.activation_gib or 0.0) + self.working_gib
+
+
+def micro_batches(batch: int, accumulate: bool) -> list[int]:
+    """The micro-batches that split `batch` evenly, largest first (only `batch` itself without accumulation)."""
+    if not accumulate:
+        return [batch]
+    return [m for m in range(batch, 0, -1) if batch % m == 0]
 
 
 def memory_fit(model: ModelShape, rank_memory_gib: float, total_accelerators: int, batch_per_accelerator: int,
-               strategy: str) -> MemoryFit:
-    """Memory per rank under `strategy` ('ddp', 'fsdp' or 'auto': ddp when it fits, else fsdp)."""
+               strategy: str, ranks_per_node: int | None = None, accumulate: bool = False) -> MemoryFit:
+    """Memory per rank under `strategy` ('ddp', 'fsdp', 'hsdp', or 'auto': ddp when it fits, else fsdp), at
+    the largest micro-batch that fits: with `accumulate`, the per-rank batch of an optimizer step may be split
+    into equal micro-batches (gradient accumulation); hsdp shards within a node of `ranks_per_node` ranks."""
+    if strategy == "auto":
+        ddp = memory_fit(model, rank_memory_gib, total_accelerators, batch_per_accelerator, "ddp",
+                         ranks_per_node, accumulate)
+        if ddp.fits or total_accelerators == 1:
+            return ddp
+        return memory_fit(model, rank_memory_gib, total_accelerators, batch_per_accelerator, "fsdp",
+                          ranks_per_node, accumulate)
     usable = rank_memory_gib * USABLE_MEMORY_FRACTION
     full_state = model.params * state_bytes_per_param(model.optimizer) / GIB
-    act = None if model.activation_bytes_per_sample is None else \
-        model.activation_bytes_per_sample * batch_per_accelerator / GIB
-    act_or_0 = act or 0.0
-    # Fewest accelerators that hold a fully sharded model (states split, activations not).
-    room = usable - act_or_0
-    min_sharded = math.ceil(full_state / room) if room > 0 else None
-
-    def fit(strat: str) -> MemoryFit:
-        state = full_state if strat == "ddp" else full_state / total_accelerators
-        return MemoryFit(strat, state, act, usable, state + act_or_0 <= usable, min_sharded)
-
-    if strategy == "auto":
-        ddp = fit("ddp")
-        return ddp if ddp.fits or total_accelerators == 1 else fit("fsdp")
-    return fit(strategy)
+    ways = {"ddp": 1, "fsdp": total_accelerators,
+            "hsdp": min(total_accelerators, ranks_per_node or total_accelerators)}[strategy]
+    state = full_state / ways
+    layer = unsharded_layer_bytes(model, strategy) / GIB
+    fit = None
+    for micro in micro_batches(batch_per_accelerator, accumulate):
+        act = None if model.activation_bytes_per_sample is None else \
+            model.activation_bytes_per_sample * micro / GIB
+        working = layer + logits_bytes_per_sample(model) * micro / GIB
+        # Fewest accelerators that hold a fully sharded model (states split; activations and buffers not).
+        room = usable - (act or 0.0) - working - (unsharded_layer_bytes(model, "fsdp") / GIB - layer)
+        min_sharded = math.ceil(full_state / room) if room > 0 else None
+        fit = MemoryFit(strategy, state, act, usable, state + (act or 0.0) + working <= usable, min_sharded,
+                        micro, batch_per_accelerator // micro, working)
+        if fit.fits:
+            return fit
+    return fit
 
 
 # ----------------------------------------------------------------------------- throughput
@@ -132,8 +183,9 @@ class Throughput:
 
 def _comm_and_tail(model: ModelShape, fab: Fabric, nodes: int, strategy: str) -> tuple[float, float]:
     """(communication seconds per optimizer step, the part that cannot overlap with compute)."""
-    if strategy == "fsdp":
-        comm = fsdp_sync_seconds(model.params, nodes, fab)
+    if strategy in SHARDED:
+        sync = fsdp_sync_seconds if strategy == "fsdp" else hsdp_sync_seconds
+        comm = sync(model.params, nodes, fab)
         return comm, comm * min(1.0, DDP_BUCKET_BYTES / (2 * model.params))
     grad_bytes = 4.0 * model.params  # fp32 gradients of fp32 master weights
     comm = gradient_sync_seconds(grad_bytes, nodes, fab)
@@ -141,7 +193,7 @@ def _comm_and_tail(model: ModelShape, fab: Fabric, nodes: int, strategy: str) ->
 
 
 def _step_seconds(compute: float, comm: float, tail: float, strategy: str) -> float:
-    if strategy == "fsdp":
+    if strategy in SHARDED:
         return max(compute, comm) + tail
     return compute / 3.0 + max(compute * 2.0 / 3.0, comm) + (tail if comm > 0 else 0.0)
 
@@ -159,7 +211,7 @@ def layout_throughput(model: ModelShape, fab: Fabric, nodes: int, batch_per_acce
     batch = batch_per_accelerator * accumulation
     comm, tail = _comm_and_tail(model, fab, nodes, strategy)
     compute = batch / per_accelerator_compute
-    if strategy == "fsdp":
+    if strategy in SHARDED:
         step = accumulation * _step_seconds(compute / accumulation, comm, tail, strategy)
         comm *= accumulation
     else:
@@ -190,7 +242,7 @@ def invert_compute_rate(model: ModelShape, fab: Fabric, nodes: int, batch_per_ac
     total = nodes * fab.ranks_per_node
     step = total * batch / layout_samples_per_s
     comm, tail = _comm_and_tail(model, fab, nodes, strategy)
-    if strategy == "fsdp":
+    if strategy in SHARDED:
         micro_step = step / accumulation
         compute = micro_step - tail if micro_step - tail >= comm else micro_step
         compute *= accumulation

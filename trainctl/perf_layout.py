@@ -40,10 +40,11 @@ class Job:
 
     shape: perf.ModelShape
     model_name: str
-    batch: int               # per rank
+    batch: int               # per rank and micro-batch
     samples: int
-    strategy: str            # ddp | fsdp (after the memory fit)
+    strategy: str            # ddp | fsdp | hsdp (after the memory fit)
     given: float | None      # samples/s per rank from the spec
+    accum: int = 1           # micro-batches per optimizer step (gradient accumulation)
 
 
 def estimate(job: Job, inst: InstanceType, count: int, platform: str, measured: Measured | None,
@@ -52,8 +53,8 @@ def estimate(job: Job, inst: InstanceType, count: int, platform: str, measured: 
     rate, source, words, band_ratio = _compute_rate(job, inst, count, platform, measured, catalog, calibration, rk)
     base_fab = fabric(inst, rk.per_node, count, platform, "baseline")
     burst_fab = fabric(inst, rk.per_node, count, platform, "burst")
-    base = perf.layout_throughput(job.shape, base_fab, count, job.batch, rate, job.strategy)
-    burst = perf.layout_throughput(job.shape, burst_fab, count, job.batch, rate, job.strategy)
+    base = perf.layout_throughput(job.shape, base_fab, count, job.batch, rate, job.strategy, job.accum)
+    burst = perf.layout_throughput(job.shape, burst_fab, count, job.batch, rate, job.strategy, job.accum)
     samples_per_s, network, net_words = _blend(job.samples, burst, base, inst.network_up_to)
     if count == 1:
         network = "none"
@@ -97,7 +98,7 @@ def _compute_rate(job: Job, inst: InstanceType, count: int, platform: str, measu
         device = perf_fit.device_for(catalog, calibration, inst.accelerator.key)
         peak_rate = device.peak_tflops[job.shape.precision] * 1e12 / job.shape.training_flops_per_sample
         rate = perf.invert_compute_rate(job.shape, fab, measured.count, job.batch, measured.samples_per_s,
-                                        job.strategy, max_rate=peak_rate)
+                                        job.strategy, job.accum, max_rate=peak_rate)
         where = "this layout" if measured.count == count else \
             f"{measured.count} node{'s' if measured.count > 1 else ''}, rescaled by the network model"
         capped = " (capped at the peak: the measured step is almost all communication)" if rate >= peak_rate else ""

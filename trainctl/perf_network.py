@@ -131,3 +131,16 @@ def fsdp_sync_seconds(params: float, nodes: int, fab: Fabric) -> float:
     if nodes > 1 and fab.inter and fab.inter.gbytes_per_s <= fab.intra.gbytes_per_s:
         link = fab.inter
     return volume / (link.gbytes_per_s * 1e9) + 3 * (n - 1) * link.hop_latency_s
+
+
+def hsdp_sync_seconds(params: float, nodes: int, fab: Fabric) -> float:
+    """Hybrid sharding: the full-sharding traffic of one node's ranks stays on the node's own link, and each
+    rank all-reduces its 1/r share of the fp32 gradients (the entrypoint's reduce precision) with the ranks
+    holding the same share on the other nodes; the r rings of a node together move the whole 4 x params
+    through its NIC, 2(n-1)/n of it, as a ring all-reduce of the full gradient does."""
+    r = fab.ranks_per_node
+    intra = 0.0
+    if r > 1:
+        intra = 3 * 2 * params * (r - 1) / r / (fab.intra.gbytes_per_s * 1e9) + 3 * (r - 1) * fab.intra.hop_latency_s
+    inter = ring_allreduce_seconds(4.0 * params, nodes, fab.inter) if nodes > 1 and fab.inter else 0.0
+    return intra + inter

@@ -55,7 +55,7 @@ def model_shape(spec: JobSpec) -> perf.ModelShape:
                            precision=m.precision, optimizer=m.optimizer, activation_bytes_per_sample=act,
                            hidden=a.hidden if a else None, tokens=a.tokens_per_sample if a else None,
                            layers=a.layers if a else None, heads=a.heads if a else None,
-                           family=a.family if a else None)
+                           family=a.family if a else None, vocab=a.vocab if a else None)
 
 
 def candidates(spec: JobSpec, catalog: Catalog, request: PlanRequest) -> list[_Candidate]:
@@ -98,12 +98,14 @@ def _validity(inst: InstanceType, count: int) -> str | None:
 
 
 def _throughput(spec: JobSpec, shape: perf.ModelShape, inst: InstanceType, count: int, platform: str,
-                measured: dict[tuple[str, int, str], MeasuredRate], strategy: str,
+                measured: dict[tuple[str, int, str], MeasuredRate], fit: perf.MemoryFit,
                 catalog: Catalog) -> perf_layout.Estimate:
-    """Samples/s of the layout on this platform (SageMaker turns EFA on for some types only), with its source."""
+    """Samples/s of the layout on this platform (SageMaker turns EFA on for some types only), with its source,
+    for the fit's strategy and its micro-batches."""
     batch = spec.workload.batch_size_per_accelerator
     given = spec.throughput.get(inst.name) or spec.throughput.get(inst.accelerator.key)
-    job = perf_layout.Job(shape, spec.model.name, batch, spec.workload.total_samples, strategy, given)
+    job = perf_layout.Job(shape, spec.model.name, fit.micro_batch, spec.workload.total_samples, fit.strategy,
+                          given, fit.grad_accum)
     return perf_layout.estimate(job, inst, count, platform, measured.get((spec.model.name, batch, inst.name)),
                                 catalog, load_calibration())
 
@@ -166,7 +168,8 @@ class _Planning:
         return out
 
     def fit(self, inst: InstanceType, count: int):
-        """(memory fit, ranks in the layout), or None when the layout is left out (with its reason)."""
+        """(memory fits to choose from, ranks in the layout), or None when the layout is left out (with its
+        reason). Several fits when sharding may be full or hybrid: the throughput decides, per platform."""
         shape, spec = self.shape, self.spec
         reason = _entrypoint_mismatch(spec, inst) or _validity(inst, count)
         if reason:
@@ -179,18 +182,31 @@ class _Planning:
             return None
         ranks = perf.ranks(inst, load_calibration())  # GPUs, or NeuronCores: the entrypoint's unit
         n_acc = count * ranks.per_node
-        fit = perf.memory_fit(shape, ranks.memory_gib, n_acc, spec.workload.batch_size_per_accelerator,
-                              spec.model.strategy)
-        if fit.fits:
-            return fit, n_acc
+        # The ViT and Neuron entrypoints replicate the model (DDP) and take no micro-batch; the LM entrypoint
+        # shards (full or hybrid) and accumulates gradients over micro-batches.
+        replicated_only = spec.entrypoint.bundled in ("ddp", "neuron")
+        strategy = "ddp" if replicated_only else spec.model.strategy
+        accumulate = spec.entrypoint.bundled == "lm"
+        batch = spec.workload.batch_size_per_accelerator
+        fit = perf.memory_fit(shape, ranks.memory_gib, n_acc, batch, strategy, ranks.per_node, accumulate)
+        fits = [fit] if fit.fits else []
+        if fit.strategy == "fsdp" and count > 1 and ranks.per_node > 1:
+            hybrid = perf.memory_fit(shape, ranks.memory_gib, n_acc, batch, "hsdp", ranks.per_node, accumulate)
+            fits += [hybrid] if hybrid.fits else []
+        if fits:
+            return fits, n_acc
         unit = "NeuronCore" if ranks.unit == "NeuronCore" else inst.accelerator.key
         need = (f"with full sharding (fsdp) it needs at least {fit.min_accelerators_sharded} "
                 f"{'NeuronCores' if ranks.unit == 'NeuronCore' else 'accelerators'}"
                 if fit.min_accelerators_sharded else
                 "even fully sharded it does not fit: the batch's activations alone exceed memory; lower "
                 "workload.batch_size_per_accelerator or set model.activation_checkpointing")
+        if replicated_only:
+            need += (f"; the bundled {spec.entrypoint.bundled} entrypoint replicates the model (DDP): shard it "
+                     "with 'bundled: lm' or your own script")
+        at = f" at micro-batch {fit.micro_batch}" if accumulate else ""
         self.exclude(inst.name, count, f"out of memory: {fit.total_gib:.1f} GiB per {unit} "
-                                       f"({fit.strategy}) > {fit.usable_gib:.1f} GiB usable; {need}")
+                                       f"({fit.strategy}{at}) > {fit.usable_gib:.1f} GiB usable; {need}")
         return None
 
     def layout_options(self, cand: _Candidate) -> list[risk.Priced]:
@@ -198,13 +214,16 @@ class _Planning:
         fitted = self.fit(inst, count)
         if fitted is None:
             return []
-        fit, n_acc = fitted
+        fits, n_acc = fitted
         out = []
         for platform in self.platforms:
             if platform == "sagemaker" and not inst.sagemaker_training:
                 self.exclude(inst.name, count, "SageMaker training does not offer this type", platform=platform)
                 continue
-            tp = _throughput(self.spec, self.shape, inst, count, platform, self.measured, fit.strategy, self.catalog)
+            # Full or hybrid sharding: the faster on this platform's network (full on a tie: less memory).
+            fit, tp = max(((f, _throughput(self.spec, self.shape, inst, count, platform, self.measured, f,
+                                           self.catalog)) for f in fits),
+                          key=lambda pair: (pair[1].samples_per_s, pair[0].strategy != "hsdp"))
             feed = input_limit(self.spec, inst, count, tp.samples_per_s)
             times = job_times(self.spec, self.shape, inst, count, fit.strategy, n_acc, feed.samples_per_s)
             for region in self.regions:

@@ -63,7 +63,12 @@ class Option(_Frozen):
     fits_memory: bool = True
     pareto: bool = False
     why: tuple[str, ...] = ()
-    strategy: Literal["ddp", "fsdp"] = "ddp"
+    strategy: Literal["ddp", "fsdp", "hsdp"] = Field(
+        "ddp", description="ddp: replicated; fsdp: sharded over every rank; hsdp: sharded within a node, "
+                           "replicated across nodes")
+    micro_batch: int | None = Field(None, ge=1, description="samples per rank per forward/backward pass; None "
+                                                             "in plans saved before it existed: the spec's batch")
+    grad_accum: int = Field(1, ge=1, description="micro-batches accumulated per optimizer step")
     capacity_odds: Annotated[float | None, Field(ge=0, le=1), _rounded(2)] = None
     wall_hours: Annotated[NonNegative, _rounded(3)] = Field(0.0, description="hours + expected wait for capacity")
     quota_ok: bool | None = None

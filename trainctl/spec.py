@@ -47,6 +47,7 @@ class Architecture(Strict):
     tokens_per_sample: int        # sequence length (patches + class token for ViT)
     forward_flops_per_sample: float  # published forward FLOPs (2 x MACs) where known
     family: Literal["vision", "language"]
+    vocab: int | None = None      # language models: logits per token (the output buffer in the memory fit)
 
 
 # Published figures: timm model cards (ViT GMACs/params), BERT paper, LLaMA paper. Forward FLOPs =
@@ -57,9 +58,11 @@ ARCHITECTURES: dict[str, Architecture] = {
     "vit_large_patch16_224": Architecture(params=304.3e6, layers=24, hidden=1024, heads=16, tokens_per_sample=197,
                                           forward_flops_per_sample=2 * 61.6e9, family="vision"),
     "bert-large": Architecture(params=335e6, layers=24, hidden=1024, heads=16, tokens_per_sample=512,
-                               forward_flops_per_sample=2 * 335e6 * 512 + 4 * 24 * 512**2 * 1024, family="language"),
+                               forward_flops_per_sample=2 * 335e6 * 512 + 4 * 24 * 512**2 * 1024, family="language",
+                               vocab=30522),
     "llama-7b": Architecture(params=6.74e9, layers=32, hidden=4096, heads=32, tokens_per_sample=2048,
-                             forward_flops_per_sample=2 * 6.74e9 * 2048 + 4 * 32 * 2048**2 * 4096, family="language"),
+                             forward_flops_per_sample=2 * 6.74e9 * 2048 + 4 * 32 * 2048**2 * 4096, family="language",
+                             vocab=32000),
     # The tiny model of the bundled entrypoint's tests and demos (32x32 images, patch 4, 2 blocks, width 64).
     "vit_micro": Architecture(params=0.11e6, layers=2, hidden=64, heads=2, tokens_per_sample=65,
                               forward_flops_per_sample=2 * 0.11e6 * 65, family="vision"),
@@ -242,6 +245,7 @@ BUNDLED_ARGS: dict[str, tuple[str, float | None]] = {
     "bf16": ("bool", None), "checkpoint-dir": ("str", None), "checkpoint-every": ("int", 0),
     "checkpoint-seconds": ("float", 0), "keep": ("int", 1), "log-every": ("int", 1), "data-dir": ("str", None),
     "data-workers": ("int", 0), "model-dir": ("str", None), "peak-tflops": ("float", 0),
+    "dist-backend": ("str", None),
 }
 # train_lm.py's own arguments (trainctl/entrypoints/trainctl_lm_args.py), on top of the shared ones.
 LM_ARGS: dict[str, tuple[str, float | None]] = {
@@ -311,6 +315,10 @@ class JobSpec(Strict):
             raise ValueError(f"{taken[0]} is an environment variable trainctl or the platform sets; name the secret "
                              "otherwise")
         return secrets
+    distribution: Literal["torch_distributed", "smddp", "smp"] = Field(
+        "torch_distributed", description="SageMaker's distributed training: torchrun with NCCL, SageMaker's data "
+                                         "parallelism library (smddp) or its model parallelism library v2 (smp); "
+                                         "`launch --distribution` overrides it; EC2 always runs torchrun with NCCL")
 
     @model_validator(mode="before")
     @classmethod

@@ -425,3 +425,28 @@ def test_reset_kills_every_process_of_running_jobs(sb):
     assert not Path(workdir).exists()
     code, _ = _error(lambda: sb.sm.describe_training_job(TrainingJobName=name))
     assert code == "ValidationException"
+
+
+def test_sagemaker_distributed_libraries_run_with_torchrun_or_fail_where_sagemaker_refuses_them(sb):
+    """Issue 15. The SDK v2's smddp hyperparameters (with torch_distributed, as trainctl sends them) run the job
+    with torchrun on an SMDDP instance type; off SMDDP's types, and on p5 without torch_distributed (the SDK's
+    own refusal), the job fails before the script runs."""
+    source = upload_source(sb, "tiny", "code/dist/sourcedir.tar.gz")
+    smddp = {"sagemaker_distributed_dataparallel_enabled": "true",
+             "sagemaker_distributed_dataparallel_custom_mpi_options": '""'}
+
+    def job(name: str, itype: str, torchrun: bool) -> None:
+        hps = {**smddp, "sagemaker_instance_type": json.dumps(itype)}
+        req = job_request(name, source, "job.py", distributed=torchrun, hps=hps)
+        req["ResourceConfig"]["InstanceType"] = itype
+        sb.sm.create_training_job(**req)
+
+    job("smddp-p4d", "ml.p4d.24xlarge", True)
+    job("smddp-g5", "ml.g5.xlarge", True)
+    job("smddp-p5-mpi", "ml.p5.48xlarge", False)
+    assert wait_ended(sb, "smddp-p4d")["TrainingJobStatus"] == "Completed"
+    g5 = wait_ended(sb, "smddp-g5")
+    assert g5["TrainingJobStatus"] == "Failed" and "does not support ml.g5.xlarge" in g5["FailureReason"]
+    p5 = wait_ended(sb, "smddp-p5-mpi")
+    assert p5["FailureReason"] == "ClientError: SMModelParallel and SMDataParallel currently do not support p5 " \
+                                  "instances."

@@ -33,6 +33,7 @@ from trainctl_sandbox.sagemaker_processes import free_port, kill_marked, marked_
 from trainctl_sandbox.sagemaker_state import Aborted, JobState, Settings
 from trainctl_sandbox.sagemaker_storage import (CheckpointSync, MotoLogs, MotoS3, channel_objects, parse_s3_uri,
                                                 s3_error, upload_artifacts)
+from trainctl_sandbox.sagemaker_validation import distribution_failure
 
 
 class JobRunner(threading.Thread):
@@ -226,6 +227,11 @@ class JobRunner(threading.Thread):
         if not program or not submit:
             self._failure = ("AlgorithmError: the sandbox runs script-mode jobs only: HyperParameters need "
                              "sagemaker_program and sagemaker_submit_directory (an s3:// URI of sourcedir.tar.gz)")
+            return "failed"
+        refused = distribution_failure({k: decode_hyperparameter(v) for k, v in hps_raw.items()},
+                                       self.request["ResourceConfig"]["InstanceType"])
+        if refused:
+            self._failure = refused
             return "failed"
         attempt_dir = self.job_dir / f"attempt-{self.attempts}"
         hosts = [Host(index=i, base=attempt_dir / f"algo-{i}") for i in range(1, self.instance_count + 1)]

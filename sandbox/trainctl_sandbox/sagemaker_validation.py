@@ -117,6 +117,32 @@ def _check_rules(request: dict[str, Any]) -> None:
         raise ValidationError("CheckpointConfig.LocalPath must be an absolute path.")
 
 
+# SageMaker's data parallelism library's instance types (SageMaker Developer Guide, SMDDP v2 "Supported
+# frameworks, AWS Regions, and instances types"; the same list as trainctl/backends/sagemaker_distribution.py).
+SMDDP_INSTANCE_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge")
+
+
+def _enabled(value: Any) -> bool:
+    return value in (True, "true", "True")
+
+
+def distribution_failure(hyperparameters: dict[str, Any], instance_type: str) -> str | None:
+    """Why a job with SageMaker's distributed libraries fails before the script runs (decoded hyperparameters),
+    or None. CreateTrainingJob accepts any hyperparameters: SageMaker refuses these at run time, so the job
+    fails. On p5 without torch_distributed: the SageMaker SDK v2's own words (estimator.py
+    `_distribution_configuration`); elsewhere SMDDP has no documented message: the sandbox names the types."""
+    smdistributed = "sagemaker_distributed_dataparallel_enabled" in hyperparameters or \
+        "mp_parameters" in hyperparameters
+    torchrun = _enabled(hyperparameters.get("sagemaker_torch_distributed_enabled"))
+    if smdistributed and not torchrun and "p5.48xlarge" in instance_type:
+        return "ClientError: SMModelParallel and SMDataParallel currently do not support p5 instances."
+    if _enabled(hyperparameters.get("sagemaker_distributed_dataparallel_enabled")) and \
+            instance_type not in SMDDP_INSTANCE_TYPES:
+        return (f"AlgorithmError: the SageMaker distributed data parallelism library (SMDDP) does not support "
+                f"{instance_type}; supported: {', '.join(SMDDP_INSTANCE_TYPES)}")
+    return None
+
+
 def _subnet_azs(request: dict[str, Any], account_id: str, region: str) -> list[str | None]:
     """The AZs of VpcConfig's subnets ([None] outside a VPC); a subnet or group that does not exist fails."""
     vpc = request.get("VpcConfig")

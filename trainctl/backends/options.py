@@ -44,6 +44,9 @@ class SageMakerOptions:
     subnet: str | None = opt(_SUBNET)
     security_group: str | None = opt(_SECURITY_GROUP)
     max_runtime_hours: float | None = opt(_MAX_RUNTIME, minimum=0.02)
+    distribution: str | None = opt("torch_distributed (torchrun, NCCL), smddp (SageMaker's data parallelism "
+                                   "library) or smp (its model parallelism library v2) (default: the spec's "
+                                   "distribution, else torch_distributed).")
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ import urllib.parse
 from typing import Any
 
 from trainctl import aws
-from trainctl.job_args import entrypoint_args
+from trainctl.job_args import entrypoint_args, layout_note
 from trainctl.awsinfra import bucket as layout
 from trainctl.awsinfra import naming, network
+from trainctl.backends import sagemaker_distribution as distribution
 from trainctl.backends.base import JOB_TAG, AwsCall, LaunchRequest, LaunchSettings, tags
 from trainctl.backends.security_group import self_only_security_group
 from trainctl.errors import TrainctlError, UsageError
@@ -86,14 +87,17 @@ def _code_calls(s3, spec, settings: LaunchSettings, bucket: str, account: str, r
     return program, uri, upload
 
 
-def hyperparameters(spec, inst, option, program: str, source_uri: str, job_id: str) -> dict[str, str]:
-    user_args = entrypoint_args(spec, option, inst)
+def hyperparameters(spec, inst, option, program: str, source_uri: str, job_id: str,
+                    kind: str = "torch_distributed", mp_parameters: dict | None = None) -> dict[str, str]:
+    """The script's arguments and the SDK v2's own hyperparameters, the distribution's included
+    (backends/sagemaker_distribution.py)."""
+    user_args = entrypoint_args(spec, option, inst, kind)
     hps = {str(k): _hp(v) for k, v in user_args.items()}
     hps.update({"sagemaker_program": _hp(program), "sagemaker_submit_directory": _hp(source_uri),
                 "sagemaker_container_log_level": "20", "sagemaker_job_name": _hp(job_id),
-                "sagemaker_region": _hp(option.region), "sagemaker_instance_type": _hp(f"ml.{option.instance_type}")})
-    if option.count > 1 or inst.accelerator_count > 1:
-        hps["sagemaker_torch_distributed_enabled"] = "true"
+                "sagemaker_region": _hp(option.region)})
+    hps.update(distribution.hyperparameters(kind, option, option.count > 1 or inst.accelerator_count > 1,
+                                            mp_parameters))
     return hps
 
 
@@ -142,7 +146,10 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     inst = load_catalog().instances.get(option.instance_type)
     if inst is None or not inst.sagemaker_training:
         raise UsageError(f"{option.instance_type} is not a SageMaker training instance type")
-    notes: list[str] = []
+    kind = distribution.chosen(opts.distribution, spec)
+    distribution.check(kind, spec, option, inst.accelerator.kind)
+    mp_parameters = distribution.smp_parameters(option, inst.accelerator_count) if kind == "smp" else None
+    notes: list[str] = [layout_note(spec, option), distribution.describe(kind, mp_parameters)]
     account = client_for("sts", region).get_caller_identity()["Account"]
     arn, note = role_arn(client_for("iam", region), account, region, opts.role or spec.role)
     notes.append(note)
@@ -159,7 +166,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
         "TrainingJobName": job_id, "RoleArn": arn,
         "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File",
                                    "EnableSageMakerMetricsTimeSeries": True, "MetricDefinitions": METRICS},
-        "HyperParameters": hyperparameters(spec, inst, option, program, source_uri, job_id),
+        "HyperParameters": hyperparameters(spec, inst, option, program, source_uri, job_id, kind, mp_parameters),
         "OutputDataConfig": {"S3OutputPath": layout.sagemaker_output(bucket, job_id)},
         "ResourceConfig": {"InstanceType": f"ml.{option.instance_type}", "InstanceCount": option.count,
                            "VolumeSizeInGB": 50},

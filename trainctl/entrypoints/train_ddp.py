@@ -52,7 +52,7 @@ def main(argv=None) -> int:
         # Measured on an AVX2-only EPYC: ViT-B/16 steps 30x slower than in fp32.
         common.warn("this CPU has no native bf16: autocast will be far slower than "
                     "--bf16 false")
-    return common.run(args, DdpDeviceOps(device_kind), STOP)
+    return common.run(args, DdpDeviceOps(device_kind, args.dist_backend), STOP)
 
 
 if __name__ == "__main__":

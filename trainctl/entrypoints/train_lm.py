@@ -5,7 +5,8 @@ Run it under torchrun, unchanged on SageMaker, on EC2 and locally:
     torchrun --standalone --nproc_per_node=8 train_lm.py --preset 7b --batch-size 1 \
         --global-batch-size 512 --steps 10000 --checkpoint-dir /mnt/ckpt --peak-tflops 989
 
-- FSDP (fully_shard) over all ranks, or hybrid: sharded within a node, replicated across nodes.
+- FSDP (fully_shard) over all ranks, or hybrid: sharded within a node, replicated across nodes;
+  or none: replicated with DDP (bf16 autocast), for a model that fits one accelerator whole.
 - bf16 compute with fp32 master weights and fp32 gradient reduction (fp32 on a CPU without
   native bf16), activation checkpointing per block, gradient accumulation up to the planned
   global batch.
@@ -46,7 +47,8 @@ META_INIT_PARAMS = 1e9
 
 
 class FsdpDeviceOps(TorchDeviceOps):
-    """CUDA (NCCL) or CPU (gloo), the model sharded with FSDP's fully_shard."""
+    """CUDA (NCCL, or smddp) or CPU (gloo), the model sharded with FSDP's fully_shard, or
+    replicated with DDP (--sharding none)."""
 
     def setup(self, ctx: DistContext) -> None:
         super().setup(ctx)
@@ -58,6 +60,13 @@ class FsdpDeviceOps(TorchDeviceOps):
     def shard(self, model: DecoderLM, ctx: DistContext, args) -> DecoderLM:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        if args.sharding == "none":
+            if ctx.world_size == 1:
+                return model
+            from torch.nn.parallel import DistributedDataParallel
+            device_ids = [self.device.index] if self.name == "cuda" else None
+            return DistributedDataParallel(model, device_ids=device_ids)
 
         nodes = ctx.world_size // ctx.local_world_size
         if args.sharding == "hybrid" and nodes > 1:
@@ -79,8 +88,9 @@ class FsdpDeviceOps(TorchDeviceOps):
 def build_model(args, config, ops: FsdpDeviceOps, ctx: DistContext) -> DecoderLM:
     # Same initial weights on every rank and in every run: seeded before the model is built.
     seed_host_rngs(mix_seed(args.seed, "init"))
-    meta = args.meta_init == "true" or (args.meta_init == "auto"
-                                          and param_count(config) >= META_INIT_PARAMS)
+    # DDP broadcasts real weights from rank 0 when it wraps the model: no meta device for it.
+    meta = args.sharding != "none" and (args.meta_init == "true" or (
+        args.meta_init == "auto" and param_count(config) >= META_INIT_PARAMS))
     if not meta:
         model = DecoderLM(config, args.activation_checkpointing).to(ops.device)
         if args.compile:
@@ -134,6 +144,22 @@ def final_state(model, optimizer, ctx: DistContext, args, config) -> None:
         emit(f"final_state_sha256={state_sha256(model_state, optim_state)}")
 
 
+def replicated_forward(model, args, ops, last: bool):
+    """Under DDP: bf16 autocast (FSDP casts its parameters itself) and no gradient all-reduce
+    before the last micro-batch. Nothing under FSDP."""
+    from contextlib import ExitStack
+
+    stack = ExitStack()
+    if args.sharding == "none":
+        stack.enter_context(torch.autocast(ops.autocast_device_type, dtype=torch.bfloat16,
+                                           enabled=args.bf16))
+        if not last and hasattr(model, "no_sync"):
+            # no_sync must cover the backward too: the caller's backward runs after the forward,
+            # and DDP reads the flag that the forward recorded.
+            stack.enter_context(model.no_sync())
+    return stack
+
+
 def lm_step(args, ops, ctx: DistContext, trainer: Trainer, model, optimizer, scheduler, data,
             accum: int):
     """Optimizer step number trainer.step over ``accum`` micro-batches; returns the loss."""
@@ -142,9 +168,11 @@ def lm_step(args, ops, ctx: DistContext, trainer: Trainer, model, optimizer, sch
         total = torch.zeros((), device=ops.device)
         # FSDP reduce-scatters each micro-batch's gradients into the sharded ones (no
         # no_sync): unsharded gradients of a whole model would not fit where FSDP is needed.
+        # DDP (which holds them anyway) all-reduces once, after the last micro-batch.
         for micro in range(accum):
             tokens = data.batch(trainer.step, ctx.rank, micro, args.batch_size)
-            logits = model(tokens[:, :-1])
+            with replicated_forward(model, args, ops, last=micro == accum - 1):
+                logits = model(tokens[:, :-1])
             loss = F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten()) / accum
             loss.backward()
             total += loss.detach()
@@ -216,7 +244,7 @@ def main(argv=None) -> int:
         config = config_from_args(args)
     except ValueError as exc:
         parser.error(str(exc))
-    return run(args, config, FsdpDeviceOps(device_kind), STOP)
+    return run(args, config, FsdpDeviceOps(device_kind, args.dist_backend), STOP)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,10 @@ def build_parser(description: str, devices: Sequence[str],
     add("--data-dir", type=optional_path, default=None, help=data_help)
     add("--model-dir", type=optional_path, default=None,
         help="where rank 0 writes the final model (default SM_MODEL_DIR, else none)")
+    if "cuda" in devices:  # torch.distributed's process group (the Neuron script uses XLA's)
+        add("--dist-backend", choices=("auto", "smddp"), default="auto",
+            help="auto: NCCL on GPUs, gloo on CPUs; smddp: SageMaker's data parallelism library "
+                 "(its images only; otherwise a warning and the usual backend)")
     add("--peak-tflops", type=non_negative_float, default=0.0,
         help="the accelerator's dense peak in TFLOP/s at the training precision, passed in by "
              "the launcher; with it, scripts that know their model's FLOPs print mfu= lines")

@@ -32,8 +32,9 @@ def build_lm_parser() -> argparse.ArgumentParser:
         help="micro-batches per optimizer step (default 1, or from --global-batch-size)")
     add("--global-batch-size", type=positive_int, default=None,
         help="sequences per optimizer step over all ranks: batch-size x ranks x accumulation")
-    add("--sharding", choices=("full", "hybrid"), default="full",
-        help="full: shard over every rank; hybrid: shard within a node, replicate across nodes")
+    add("--sharding", choices=("full", "hybrid", "none"), default="full",
+        help="full: shard over every rank; hybrid: shard within a node, replicate across nodes; "
+             "none: replicate (DDP), for a model whose whole state fits one accelerator")
     add("--activation-checkpointing", type=str2bool, default=True,
         help="recompute each block in the backward pass instead of keeping its activations")
     add("--meta-init", choices=("auto", "true", "false"), default="auto",

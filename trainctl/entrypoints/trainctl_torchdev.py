@@ -7,15 +7,37 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from trainctl_runtime import DeviceOps, DistContext
+from trainctl_runtime import DeviceOps, DistContext, warn
 
 
 class TorchDeviceOps(DeviceOps):
     """CUDA with NCCL, or CPU with gloo."""
 
-    def __init__(self, device_kind: str) -> None:
+    def __init__(self, device_kind: str, dist_backend: str = "auto") -> None:
         self.name = device_kind
         self.autocast_device_type = device_kind
+        self.dist_backend = dist_backend
+
+    def process_group_backend(self, ctx: DistContext) -> str:
+        """gloo on CPUs, NCCL on GPUs, or SageMaker's data parallelism (smddp) when the launch chose it:
+        importing smdistributed.dataparallel.torch.torch_smddp registers the "smddp" backend of
+        torch.distributed (SageMaker Developer Guide, "Use the SMDDP library in your PyTorch training
+        script"). It exists only in SageMaker's PyTorch images, on GPUs: elsewhere the job says so and
+        runs on the usual backend instead of failing."""
+        usual = "nccl" if self.name == "cuda" else "gloo"
+        if self.dist_backend != "smddp":
+            return usual
+        if self.name == "cuda":
+            try:
+                import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401
+                return "smddp"
+            except ImportError:
+                reason = "smdistributed.dataparallel is not installed in this image"
+        else:
+            reason = "smddp runs on GPUs only"
+        if ctx.is_main:
+            warn(f"--dist-backend smddp: {reason}; using {usual}")
+        return usual
 
     def setup(self, ctx: DistContext) -> None:
         if self.name == "cuda":
@@ -27,15 +49,16 @@ class TorchDeviceOps(DeviceOps):
         else:
             self.device = torch.device("cpu")
         if ctx.distributed:
+            backend = self.process_group_backend(ctx)
             if self.name == "cuda":
                 try:
                     # device_id binds NCCL to this GPU at once (torch >= 2.3); older images'
                     # torch does not know the argument and binds lazily instead.
-                    dist.init_process_group("nccl", device_id=self.device)
+                    dist.init_process_group(backend, device_id=self.device)
                 except TypeError:
-                    dist.init_process_group("nccl")
+                    dist.init_process_group(backend)
             else:
-                dist.init_process_group("gloo")
+                dist.init_process_group(backend)
             ctx.make_control_group()
 
     def random_stream(self, seed: int):

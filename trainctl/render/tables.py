@@ -36,7 +36,7 @@ _COLUMNS = (
     Column("samples/s", lambda o: f"{o.throughput_samples_per_s:,.0f} {o.throughput_source}", "right"),
     Column("score", lambda o: "-" if o.spot_placement_score is None else f"{o.spot_placement_score}/10", "right"),
     Column("interr.", lambda o: "-" if o.market != "spot" else f"{o.interruptions_expected:.2f}", "right"),
-    Column("notes", lambda o: " ".join(n for n, on in (("pareto", o.pareto), ("fsdp", o.strategy == "fsdp"),
+    Column("notes", lambda o: " ".join(n for n, on in (("pareto", o.pareto), (o.strategy, o.strategy != "ddp"),
                                                         ("over-quota", o.quota_ok is False),
                                                         ("input-bound", o.input_bound)) if on), wrap=True),
 )

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from trainctl import aws
-from trainctl.job_args import as_command_line, entrypoint_args
+from trainctl.job_args import as_command_line, entrypoint_args, layout_note
 from trainctl.awsinfra import bucket as layout
 from trainctl.awsinfra import naming, network, spot_role
 from trainctl.backends.base import JOB_TAG, Alternatives, AwsCall, CapacityError, LaunchRequest, LaunchSettings, tags
@@ -211,7 +211,9 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     inst = load_catalog().instance(option.instance_type)
     if inst is None:
         raise UsageError(f"instance type {option.instance_type!r} is not in the catalog; see `trainctl catalog`")
-    ec2, notes = client_for("ec2", region), []
+    ec2, notes = client_for("ec2", region), [layout_note(spec, option)]
+    if getattr(spec, "distribution", "torch_distributed") != "torch_distributed":
+        notes.append(f"distribution {spec.distribution} is SageMaker's: on EC2 the job runs torchrun with NCCL")
     account = client_for("sts", region).get_caller_identity()["Account"]
     bucket, calls = job_bucket_calls(client_for("s3", region), job, region, account, opts.bucket, notes)
     calls[:0] = spot_role.calls_if_missing(client_for("iam", region), region, option.market, notes)  # first
