@@ -102,7 +102,7 @@ def test_each_command_help_starts_with_a_whole_sentence(tmp_path, command):
 def test_launch_help_explains_every_option(tmp_path):
     proc = run_cli(["launch", "--help"], tmp_path, env=at(100))
     text = " ".join(proc.stdout.split())
-    assert "--max-runtime-hours <float range> sagemaker: Stop the training job after" in text
+    assert "--max-runtime-hours <float range> sagemaker/ec2: Stop the training job after" in text
     assert "--platform <str> sagemaker or ec2" in text
 
 
