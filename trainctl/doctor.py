@@ -120,6 +120,28 @@ def check_s3_route(region: str, subnet_flag: str | None, az: str | None) -> Chec
                  route.fix)
 
 
+def check_node_route(region: str, subnet_flag: str | None, option) -> Check:
+    """EC2 nodes with several network cards get no public IPv4: `launch` keeps only the subnets whose hosts
+    reach S3, EC2 and CloudWatch Logs through a NAT or VPC endpoints (the same code, backends/ec2)."""
+    from trainctl.awsinfra import network
+    from trainctl.backends.ec2.requests import no_public_ipv4, private_subnets
+    from trainctl.catalog import load_catalog
+    from trainctl.errors import UsageError
+
+    name = "EC2 nodes reach AWS"
+    inst = load_catalog().instance(option.instance_type) if option else None
+    if inst is None or not no_public_ipv4(inst):
+        return _skip(name, "the best EC2 option has one network card: its nodes get a public IPv4")
+    ec2 = aws.client("ec2", region)
+    try:
+        notes: list[str] = []
+        private_subnets(ec2, region, inst, network.job_network(ec2, region, subnet_flag), notes)
+    except UsageError as e:
+        detail, _, fix = str(e).partition(": ")
+        return _fail(name, detail, fix)
+    return _ok(name, notes[-1])
+
+
 def check_bucket(region: str, bucket: str) -> Check:
     name = "job bucket"
     s3 = aws.client("s3", region)
@@ -217,10 +239,15 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
     if "sagemaker" in platforms:
         best = next((o for o in plan.options if o.platform == "sagemaker"), None) if plan else None
         add(check_execution_role(region, role or (spec.role if spec else None) or "trainctl-sagemaker-execution"))
-        add(check_s3_route(region, subnet, best.availability_zone if best else None))
+        if best is not None and best.count == 1:
+            add(_skip("subnet reaches S3", "the best SageMaker option has one node: it runs outside any VPC"))
+        else:
+            add(check_s3_route(region, subnet, best.availability_zone if best else None))
     else:
         add(_skip("SageMaker execution role", "the spec does not use SageMaker"))
         add(_skip("subnet reaches S3", "only SageMaker VPC jobs need it (EC2 nodes use their public address)"))
+    if "ec2" in platforms and plan is not None:
+        add(check_node_route(region, subnet, next((o for o in plan.options if o.platform == "ec2"), None)))
     from trainctl.awsinfra.bucket import job_bucket
 
     add(check_bucket(region, bucket or job_bucket(account, region)))

@@ -100,6 +100,16 @@ def total_steps(view) -> int | None:
         return None
 
 
+def never_checked_in(view) -> str | None:
+    """A line for the nodes that run but never reached AWS (EC2: no log stream from their agent)."""
+    silent = view.raw.get("never_checked_in") or []
+    if not silent:
+        return None
+    return (f"{len(silent)} node{'s' if len(silent) != 1 else ''} running without ever checking in "
+            f"({', '.join(silent)}): they bill but cannot reach AWS (several network cards get no public IPv4: "
+            f"the subnet needs a NAT or VPC endpoints); `trainctl doctor` checks, `trainctl down {view.job_id}` ends them")
+
+
 def summary(view, progress: Progress, record: JobRecord | None, now: float | None = None) -> dict:
     """The `watch --once --output json` document (ARCHITECTURE.md contract, plus extras)."""
     now = time.time() if now is None else now
@@ -133,7 +143,7 @@ def summary(view, progress: Progress, record: JobRecord | None, now: float | Non
             "region": view.region, "instance_type": view.instance_type, "count": view.count, "market": view.market,
             "step": progress.last_step, "steps": steps, "loss": progress.last_loss,
             "projected_cost_usd": projected, "expected_cost_usd": expected,
-            "failure_reason": view.failure_reason,
+            "failure_reason": view.failure_reason, "never_checked_in": never_checked_in(view),
             "transitions": [{"status": t.status, "start": t.start, "end": t.end, "message": t.message}
                             for t in view.transitions]}
 

@@ -84,6 +84,8 @@ def summary_table(doc: dict) -> None:
                      f"(plan expected {_money(doc.get('expected_cost_usd'))})")]
     if doc.get("failure_reason"):
         rows.append(("failure", doc["failure_reason"]))
+    if doc.get("never_checked_in"):
+        rows.append(("never checked in", doc["never_checked_in"]))
     for k, v in rows:
         t.add_row(k, v)
     con.print(t)
