@@ -69,7 +69,7 @@ def test_multi_card_ec2_launch_with_the_agents_endpoints(sandbox_env, tmp_path):
         add_endpoints(sandbox_env, ("ec2",), region=region)  # CloudWatch Logs missing
     err = one_line_error(dry_run(sandbox_env, tmp_path, str(CONFIGS / "vit-base-g5.yaml"), "--platform", "ec2",
                                  "--layout", "p4d.24xlarge:2:on-demand"))
-    assert "an interface endpoint for logs" in err and "S3 gateway" not in err
+    assert "lacks an interface endpoint for logs:" in err
     for region in ("us-east-1", "us-west-2"):
         add_endpoints(sandbox_env, ("logs",), s3=False, region=region)
     proc = dry_run(sandbox_env, tmp_path, str(CONFIGS / "vit-base-g5.yaml"), "--platform", "ec2",

@@ -137,16 +137,13 @@ def private_route(ec2, region: str, subnet_id: str, vpc_id: str) -> PrivateRoute
 
 def private_fix(region: str, vpc_id: str, rtb: str | None, services: tuple[str, ...], nat_only: bool) -> str:
     """The one-line fix: a NAT route, or the endpoints (gateway endpoints for S3 cost nothing)."""
-    nat = (f"add a route 0.0.0.0/0 to a NAT gateway in route table {rtb or '(none)'} "
-           "(aws ec2 create-nat-gateway, aws ec2 create-route --nat-gateway-id), or pass --subnet with a private "
-           "subnet that has one")
+    nat = f"route 0.0.0.0/0 of route table {rtb or '(none)'} through a NAT gateway (aws ec2 create-nat-gateway, " \
+          "aws ec2 create-route --nat-gateway-id) or pass --subnet with subnets that have one"
     if nat_only:
         return nat
-    eps = f"aws ec2 create-vpc-endpoint --vpc-id {vpc_id} --service-name com.amazonaws.{region}.s3 " \
-          f"--route-table-ids {rtb or '<route table>'}"
-    for s in services:
-        eps += f"; --vpc-endpoint-type Interface --service-name com.amazonaws.{region}.{s} --private-dns-enabled"
-    return f"{nat}; or create the VPC endpoints: {eps}"
+    interfaces = f", interface endpoints with private DNS for {', '.join(services)}" if services else ""
+    return f"{nat}, or create VPC endpoints in {vpc_id}: an S3 gateway endpoint on {rtb or 'its route table'} " \
+           f"(aws ec2 create-vpc-endpoint --service-name com.amazonaws.{region}.s3){interfaces}"
 
 
 def reachable_network(ec2, region: str, net: JobNetwork, services: tuple[str, ...]) -> tuple[JobNetwork, str]:
@@ -161,9 +158,8 @@ def reachable_network(ec2, region: str, net: JobNetwork, services: tuple[str, ..
             if route.reaches(services):
                 ok.append(sid)
             elif not why:
-                why = f"subnet {sid} (route table {route.route_table}) has no NAT route and lacks " \
-                      f"{', '.join(route.missing(services))}: " + private_fix(region, net.vpc_id, route.route_table,
-                                                                            services, nat_only=False)
+                why = f"subnet {sid} has no NAT route and lacks {', '.join(route.missing(services))}: " \
+                      + private_fix(region, net.vpc_id, route.route_table, services, nat_only=False)
         if ok:
             kept[az] = tuple(ok)
     return JobNetwork(net.vpc_id, kept, net.given), why
