@@ -140,3 +140,97 @@ def test_single_node_sagemaker_job_uses_no_vpc(sandbox_env, tmp_path):
     create = doc["requests"][-1]["params"]
     assert "VpcConfig" not in create
     assert not {"CreateSecurityGroup", "AuthorizeSecurityGroupIngress"} & {r["operation"] for r in doc["requests"]}
+
+
+# ----------------------------------------------------------------------------- the sandbox enforces them
+def _wait_ended(sb, job: str) -> dict:
+    import time
+
+    sm = sb.client("sagemaker")
+    while True:  # pytest-timeout bounds the wait
+        d = sm.describe_training_job(TrainingJobName=job)
+        if d["TrainingJobStatus"] in ("Completed", "Failed", "Stopped"):
+            return d
+        time.sleep(0.2)
+
+
+def _create_job(sb, name: str, instance_type: str, count: int, groups: list[str], subnet: str,
+                code_files: dict[str, str]) -> None:
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for fname, text in code_files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(fname)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    bucket = "trainctl-123456789012-us-east-1"
+    sb.client("s3").put_object(Bucket=bucket, Key=f"{name}/sourcedir.tar.gz", Body=buf.getvalue())
+    sb.client("sagemaker").create_training_job(
+        TrainingJobName=name, RoleArn="arn:aws:iam::123456789012:role/trainctl-sagemaker-execution",
+        AlgorithmSpecification={"TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3-cpu-py311",
+                                "TrainingInputMode": "File"},
+        HyperParameters={"sagemaker_program": '"train.py"',
+                         "sagemaker_submit_directory": f'"s3://{bucket}/{name}/sourcedir.tar.gz"'},
+        OutputDataConfig={"S3OutputPath": f"s3://{bucket}/out"},
+        ResourceConfig={"InstanceType": instance_type, "InstanceCount": count, "VolumeSizeInGB": 50},
+        VpcConfig={"SecurityGroupIds": groups, "Subnets": [subnet]},
+        StoppingCondition={"MaxRuntimeInSeconds": 600})
+
+
+def _group(sb, egress_to_itself: bool) -> str:
+    from trainctl_sandbox.testing import default_vpc
+
+    ec2 = sb.client("ec2")
+    vpc, _ = default_vpc(sb)
+    gid = ec2.create_security_group(GroupName=f"g-{egress_to_itself}", Description="x", VpcId=vpc)["GroupId"]
+    pair = [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": gid}]}]
+    ec2.authorize_security_group_ingress(GroupId=gid, IpPermissions=pair)
+    if egress_to_itself:
+        ec2.authorize_security_group_egress(GroupId=gid, IpPermissions=pair)
+    return gid
+
+
+def _first_subnet(sb) -> str:
+    from trainctl_sandbox.testing import default_vpc
+
+    vpc, _ = default_vpc(sb)
+    subnets = sb.client("ec2").describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]
+    return sorted(s["SubnetId"] for s in subnets if s["DefaultForAz"])[0]  # not add_nat's public subnet
+
+
+TRAIN = "print('trainctl step=1 loss=1.0 samples_per_s=10.0')\n"
+
+
+@pytest.mark.timeout(120)
+def test_sandbox_vpc_job_without_s3_route_fails_at_the_download(sandbox):
+    _create_job(sandbox, "no-s3", "ml.g5.xlarge", 2, [_group(sandbox, True)], _first_subnet(sandbox),
+                {"train.py": TRAIN})
+    d = _wait_ended(sandbox, "no-s3")
+    assert d["TrainingJobStatus"] == "Failed" and "ConnectTimeoutError" in d["FailureReason"], d.get("FailureReason")
+
+
+@pytest.mark.timeout(120)
+def test_sandbox_vpc_job_with_requirements_but_no_nat_fails_installing_them(sandbox):
+    add_endpoints(sandbox, ())
+    _create_job(sandbox, "no-pip", "ml.g5.xlarge", 2, [_group(sandbox, True)], _first_subnet(sandbox),
+                {"train.py": TRAIN, "requirements.txt": "# deps\ntimm>=1.0,<2\n"})
+    d = _wait_ended(sandbox, "no-pip")
+    assert d["TrainingJobStatus"] == "Failed"
+    assert d["FailureReason"].startswith("AlgorithmError: InstallRequirementsError:") and "timm" in d["FailureReason"]
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("egress", [False, True])
+def test_sandbox_efa_job_needs_the_group_s_egress_to_itself(sandbox, egress):
+    add_nat(sandbox)
+    name = f"efa-{str(egress).lower()}"
+    _create_job(sandbox, name, "ml.p4d.24xlarge", 2, [_group(sandbox, egress)], _first_subnet(sandbox),
+                {"train.py": TRAIN})
+    d = _wait_ended(sandbox, name)
+    if egress:
+        assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
+    else:
+        assert d["TrainingJobStatus"] == "Failed" and "NCCL error" in d["FailureReason"]
