@@ -234,3 +234,66 @@ def test_sandbox_efa_job_needs_the_group_s_egress_to_itself(sandbox, egress):
         assert d["TrainingJobStatus"] == "Completed", d.get("FailureReason")
     else:
         assert d["TrainingJobStatus"] == "Failed" and "NCCL error" in d["FailureReason"]
+
+
+def _fleet(sb, job: str, cards: int) -> list[str]:
+    """A fleet as a launch without the subnet check made it: the default VPC's public subnet in us-east-1a."""
+    ec2 = sb.client("ec2")
+    subnet = next(s["SubnetId"] for s in ec2.describe_subnets(Filters=[
+        {"Name": "availability-zone", "Values": ["us-east-1a"]}, {"Name": "default-for-az", "Values": ["true"]}])[
+        "Subnets"])
+    nics = [{"NetworkCardIndex": c, "DeviceIndex": 0 if c == 0 else 1, "InterfaceType": "efa",
+             "DeleteOnTermination": True} for c in range(cards)]
+    ec2.create_launch_template(LaunchTemplateName=job, LaunchTemplateData={
+        "ImageId": "resolve:ssm:/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.7-ubuntu-22.04/"
+                   "latest/ami-id", "InstanceType": "p4d.24xlarge", "NetworkInterfaces": nics})
+    out = ec2.create_fleet(Type="instant", LaunchTemplateConfigs=[{
+        "LaunchTemplateSpecification": {"LaunchTemplateName": job, "Version": "$Latest"},
+        "Overrides": [{"InstanceType": "p4d.24xlarge", "SubnetId": subnet}]}],
+        TargetCapacitySpecification={"TotalTargetCapacity": 2, "DefaultTargetCapacityType": "on-demand"},
+        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "trainctl:job", "Value": job}]}])
+    return [i for group in out["Instances"] for i in group["InstanceIds"]]
+
+
+def test_sandbox_multi_card_nodes_get_no_public_ip_and_never_check_in(sandbox_env, tmp_path):
+    ids = _fleet(sandbox_env, "old-multi", cards=4)
+    ec2, logs = sandbox_env.client("ec2"), sandbox_env.client("logs")
+    found = [i for r in ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in r["Instances"]]
+    assert len(found) == 2 and not any(i.get("PublicIpAddress") for i in found)
+    assert logs.describe_log_groups(logGroupNamePrefix="/trainctl/old-multi")["logGroups"] == []
+    env = {**sandbox_env.env, "TRAINCTL_CHECKIN_GRACE_S": "0"}
+    proc = run_cli(["--output", "json", "watch", "old-multi", "--platform", "ec2", "--region", "us-east-1", "--once"],
+                   tmp_path / "home", env=env)
+    doc = json.loads(proc.stdout)
+    assert doc["status"] == "InProgress" and all(i in doc["never_checked_in"] for i in ids), proc.stderr
+    assert "NAT" in doc["never_checked_in"] and "trainctl down old-multi" in doc["never_checked_in"]
+    text = run_cli(["watch", "old-multi", "--platform", "ec2", "--region", "us-east-1", "--once"],
+                   tmp_path / "home", env=env)
+    assert "never checked in" in text.stdout
+
+
+def test_sandbox_single_card_nodes_in_the_default_vpc_check_in(sandbox_env, tmp_path):
+    ids = _fleet(sandbox_env, "one-card", cards=1)
+    found = [i for r in sandbox_env.client("ec2").describe_instances(InstanceIds=ids)["Reservations"]
+             for i in r["Instances"]]
+    assert all(i.get("PublicIpAddress") for i in found)
+    streams = sandbox_env.client("logs").describe_log_streams(logGroupName="/trainctl/one-card")["logStreams"]
+    assert sorted(s["logStreamName"] for s in streams) == sorted(ids)
+    env = {**sandbox_env.env, "TRAINCTL_CHECKIN_GRACE_S": "0"}
+    doc = json.loads(run_cli(["--output", "json", "watch", "one-card", "--platform", "ec2", "--region", "us-east-1",
+                              "--once"], tmp_path / "home", env=env).stdout)
+    assert doc["never_checked_in"] is None
+
+
+def test_multi_card_launch_behind_endpoints_checks_in(sandbox_env, tmp_path):
+    for region in ("us-east-1", "us-west-2"):
+        add_endpoints(sandbox_env, region=region)
+    home = tmp_path / "home"
+    proc = run_cli(["--output", "json", "launch", str(CONFIGS / "vit-base-g5.yaml"), "--platform", "ec2",
+                    "--layout", "p4d.24xlarge:2:on-demand", "--yes"], home, env=sandbox_env.env)
+    assert proc.returncode == 0, proc.stderr
+    job = json.loads(proc.stdout)["job_id"]
+    env = {**sandbox_env.env, "TRAINCTL_CHECKIN_GRACE_S": "0"}
+    doc = json.loads(run_cli(["--output", "json", "watch", job, "--once"], home, env=env).stdout)
+    assert len(doc["hosts"]) == 2 and doc["never_checked_in"] is None
+    assert run_cli(["down", job], home, env=sandbox_env.env).returncode == 0
