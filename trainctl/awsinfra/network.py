@@ -1,4 +1,6 @@
-"""Which subnets a job uses, the same rule for both backends and `doctor`, and whether a subnet reaches S3.
+"""Which subnets a job uses, the same rule for both backends and `doctor`, and what a host without a public
+IPv4 reaches from a subnet (a NAT route, an S3 gateway endpoint, interface endpoints): SageMaker VPC jobs and
+EC2 nodes with several network cards have no public IPv4.
 
 The rule: the subnets given (`--subnet a,b`, all in one VPC), else the default VPC's subnets; in each AZ
 the subnet with the most free addresses first (then by id), so the choice is deterministic. A job goes to
@@ -96,11 +98,11 @@ class PrivateRoute:
     interfaces: frozenset[str]      # services with an interface endpoint (private DNS on) in the VPC
     route_table: str | None
 
-    def reaches(self, services: tuple[str, ...] = (), internet: bool = False) -> bool:
-        """Whether S3 and `services` (interface endpoints) are reachable; `internet`: a NAT is needed (pip)."""
+    def reaches(self, services: tuple[str, ...] = ()) -> bool:
+        """Whether S3 and `services` (through interface endpoints) are reachable; a NAT reaches everything."""
         if self.nat:
             return True
-        return not internet and bool(self.s3_gateway) and set(services) <= self.interfaces
+        return bool(self.s3_gateway) and set(services) <= self.interfaces
 
     def missing(self, services: tuple[str, ...]) -> list[str]:
         gone = [] if self.s3_gateway else ["an S3 gateway endpoint"]
