@@ -19,6 +19,7 @@ from trainctl.backends.ec2 import Ec2Backend, log_group
 from trainctl.backends.options import SageMakerOptions
 from trainctl.backends.sagemaker import SageMakerBackend
 from trainctl.spec import load_spec
+from trainctl_sandbox.testing import add_nat
 
 SERVICES = ("ec2", "s3", "iam", "sts", "ssm", "sagemaker", "logs")
 COMPENSATION = ("CreateTags", "TerminateInstances", "DeleteFleets")   # EC2's declared "otherwise"
@@ -40,6 +41,7 @@ def record_writes() -> list[tuple[str, str, dict]]:
 
 @pytest.fixture
 def env(sandbox_env, tmp_path):
+    add_nat(sandbox_env)  # p4d nodes get no public IPv4: the default VPC routed through a NAT, as a user would
     aws.reset_session()
     spec_path = tmp_path / "job.yaml"
     spec_path.write_text(SPEC)

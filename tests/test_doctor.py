@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from tests.helpers import run_cli
+from trainctl_sandbox.testing import add_nat
 
 SPEC = str(Path(__file__).parent / "launch_specs" / "tiny-vit-sagemaker.yaml")
 BUCKET = "trainctl-123456789012-us-east-1"
@@ -24,25 +25,22 @@ def test_failures_name_their_fix_and_pass_once_fixed(sandbox, tmp_path):
     assert checks["quotas (sagemaker)"]["status"] == "pass"
     assert checks["SageMaker execution role"]["status"] == "pass"
     assert checks["Spot placement scores"]["status"] == "pass"
-    route = checks["subnet reaches S3"]
-    assert route["status"] == "fail" and "cannot fetch its code" in route["detail"]
-    assert "create-vpc-endpoint" in route["fix"]
+    route = checks["subnet reaches S3"]  # the bundled code ships a requirements.txt: S3 alone is not enough
+    assert route["status"] == "fail" and "neither an S3 gateway endpoint nor a NAT" in route["detail"]
+    assert "InstallRequirementsError" in route["detail"] and "create-nat-gateway" in route["fix"]
     bucket = checks["job bucket"]
     assert bucket["status"] == "fail" and "no default encryption" in bucket["detail"]
 
     # apply the fixes the way the fix lines say
-    ec2, s3 = sandbox.client("ec2"), sandbox.client("s3")
-    vpc = route["fix"].split("--vpc-id ")[1].split()[0]
-    rtb = route["fix"].split("--route-table-ids ")[1].split()[0]
-    ec2.create_vpc_endpoint(VpcId=vpc, ServiceName="com.amazonaws.us-east-1.s3", VpcEndpointType="Gateway",
-                            RouteTableIds=[rtb])
+    s3 = sandbox.client("s3")
+    add_nat(sandbox)  # a NAT gateway, and the subnet's route table's 0.0.0.0/0 through it
     s3.put_bucket_encryption(Bucket=BUCKET, ServerSideEncryptionConfiguration={
         "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]})
     s3.put_public_access_block(Bucket=BUCKET, PublicAccessBlockConfiguration={
         "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True})
     code, checks, doc = doctor(sandbox, tmp_path, SPEC)
     assert code == 0 and doc["ok"], doc
-    assert "S3 gateway endpoint" in checks["subnet reaches S3"]["detail"]
+    assert "NAT gateway" in checks["subnet reaches S3"]["detail"]
     assert all(c["status"] == "pass" for c in checks.values()), checks
 
     # the table: one line per check, the fix under a failure
@@ -93,15 +91,25 @@ def test_the_subnet_checked_is_the_one_launch_uses(sm, tmp_path):
     job = next(r for r in json.loads(dry.stdout)["requests"] if r["operation"] == "CreateTrainingJob")
     subnet = job["params"]["VpcConfig"]["Subnets"][0]
     code, checks, _ = doctor(sm, tmp_path, SPEC)
-    route = checks["subnet reaches S3"]
-    assert route["status"] == "fail" and f"subnet {subnet} " in route["detail"]
-    # A route to S3 for that subnet alone (its own route table with a gateway endpoint) is what doctor sees.
+    route = checks["subnet reaches S3"]  # `sm` routes the default VPC through a NAT
+    assert route["status"] == "pass" and f"subnet {subnet} " in route["detail"] and "NAT gateway" in route["detail"]
+    # That subnet alone on a route table of its own, without the NAT: doctor sees it fail; a gateway endpoint
+    # on that table gives it S3 but not PyPI; a NAT route there gives it both.
     ec2 = sm.client("ec2")
     vpc = ec2.describe_subnets(SubnetIds=[subnet])["Subnets"][0]["VpcId"]
     rtb = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
     ec2.associate_route_table(RouteTableId=rtb, SubnetId=subnet)
+    code, checks, _ = doctor(sm, tmp_path, SPEC)
+    route = checks["subnet reaches S3"]
+    assert route["status"] == "fail" and f"subnet {subnet} " in route["detail"]
     ec2.create_vpc_endpoint(VpcId=vpc, ServiceName="com.amazonaws.us-east-1.s3", VpcEndpointType="Gateway",
                             RouteTableIds=[rtb])
+    code, checks, _ = doctor(sm, tmp_path, SPEC)
+    route = checks["subnet reaches S3"]  # S3 now, but the bundled code's requirements.txt needs PyPI: a NAT
+    assert route["status"] == "fail" and "S3 gateway endpoint" in route["detail"]
+    assert "requirements.txt" in route["detail"] and f"route table {rtb} through a NAT" in route["fix"]
+    nat = ec2.describe_nat_gateways()["NatGateways"][0]["NatGatewayId"]
+    ec2.create_route(RouteTableId=rtb, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=nat)
     code, checks, _ = doctor(sm, tmp_path, SPEC)
     route = checks["subnet reaches S3"]
     assert route["status"] == "pass" and f"subnet {subnet} " in route["detail"] and rtb in route["detail"]

@@ -15,6 +15,7 @@ from trainctl.backends.ec2 import Ec2Backend, name_for
 from trainctl.backends.options import Ec2Options
 from trainctl.plans import Option
 from trainctl_sandbox import seed
+from trainctl_sandbox.testing import add_nat
 from trainctl.spec import load_spec
 
 SPEC = """\
@@ -34,6 +35,7 @@ def option(instance_type="p4d.24xlarge", count=2, market="spot", az="us-east-1a"
 
 @pytest.fixture
 def env(sandbox_env, tmp_path):
+    add_nat(sandbox_env)  # p4d nodes get no public IPv4: the default VPC routed through a NAT, as a user would
     aws.reset_session()
     spec_path = tmp_path / "job.yaml"
     spec_path.write_text(SPEC)

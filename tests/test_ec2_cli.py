@@ -7,11 +7,15 @@ import pytest
 from botocore.validate import validate_parameters
 
 from tests.helpers import CONFIGS, run_cli
+from trainctl_sandbox.testing import add_nat
 
 
 @pytest.mark.parametrize("layout", ["p4d.24xlarge:2:spot", "g5.xlarge:2:on-demand", "trn1.32xlarge:2:spot"])
 def test_dry_run_requests_pass_botocore_validation_and_create_nothing(sandbox_env, tmp_path, layout):
     sb = sandbox_env
+    if not layout.startswith("g5"):  # several network cards, no public IPv4: the default VPCs behind a NAT
+        for region in ("us-east-1", "us-west-2"):
+            add_nat(sb, region)
     spec = CONFIGS / ("vit-base-trn1.yaml" if layout.startswith("trn1") else "vit-base-g5.yaml")
     proc = run_cli(["--output", "json", "launch", str(spec), "--platform", "ec2", "--layout", layout, "--dry-run"],
                    tmp_path / "home", env=sb.env)

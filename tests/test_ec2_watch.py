@@ -48,10 +48,8 @@ def test_describe_shows_instances_cost_and_the_job_settings(launched):
 def test_logs_of_every_host_in_time_order_with_a_cursor(launched):
     sb, backend, out = launched
     cw = sb.client("logs")
-    cw.create_log_group(logGroupName=log_group("job-1"))
     now = int(time.time() * 1000)
-    for n, host in enumerate(out["instance_ids"]):
-        cw.create_log_stream(logGroupName=log_group("job-1"), logStreamName=host)
+    for n, host in enumerate(out["instance_ids"]):  # each node's agent checked in: its stream exists
         cw.put_log_events(logGroupName=log_group("job-1"), logStreamName=host, logEvents=[
             {"timestamp": now + n, "message": f"trainctl step=10 loss=2.0 samples_per_s={100 + n}"}])
     lines, cursor = backend.logs("job-1", "us-east-1", None)

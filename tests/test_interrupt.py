@@ -68,10 +68,12 @@ def tagged_security_groups(sandbox, region: str, job: str | None) -> list:
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("operation", ["GetProducts", "PutBucketEncryption", "PutPublicAccessBlock",
                                        "PutObject", "CreateSecurityGroup", "AuthorizeSecurityGroupIngress",
-                                       "CreateTrainingJob"])
+                                       "AuthorizeSecurityGroupEgress", "CreateTrainingJob"])
 def test_sagemaker_launch_interrupted(sm, tmp_path, operation):
     home = tmp_path / "home"
-    proc = interrupt_launch_at(sm, home, [SPEC, "--layout", "g5.xlarge:1:on-demand"], operation)
+    # the group's steps need two nodes: such a job runs in the VPC with its own group (one node uses no VPC)
+    nodes = 2 if "SecurityGroup" in operation else 1
+    proc = interrupt_launch_at(sm, home, [SPEC, "--layout", f"g5.xlarge:{nodes}:on-demand"], operation)
     check_interrupted(proc)
     job = job_of(proc.stderr)
     sagemaker = sm.client("sagemaker")

@@ -79,7 +79,8 @@ def test_throttled_launch_succeeds_when_throttling_stops(sm, tmp_path):
     calls = Calls(sm)
     sm.admin.throttle("CreateTrainingJob", ATTEMPTS - 1)
     sm.admin.throttle("CreateSecurityGroup", ATTEMPTS - 1)
-    proc = cli(sm, tmp_path, "--output", "json", "launch", SPEC, "--yes", "--layout", "g5.xlarge:1:on-demand")
+    # two nodes: a job in the VPC, with its security group (one node runs outside any VPC)
+    proc = cli(sm, tmp_path, "--output", "json", "launch", SPEC, "--yes", "--layout", "g5.xlarge:2:on-demand")
     assert proc.returncode == 0, proc.stderr
     job = json.loads(proc.stdout)["job_id"]
     sagemaker = sm.client("sagemaker")

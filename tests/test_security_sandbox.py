@@ -18,6 +18,7 @@ from tests.policy_eval import Request, decide
 from tests.test_bootstrap_shutdown import _Imds
 from tests.test_ec2_backend import SPEC as EC2_SPEC
 from tests.test_ec2_backend import option, settings
+from trainctl_sandbox.testing import add_nat
 from trainctl import aws
 from trainctl.awsinfra.bucket import code_key
 from trainctl.backends.ec2 import Ec2Backend
@@ -64,6 +65,7 @@ def ec2_env(sandbox_env, tmp_path):
     aws.reset_session()
     path = tmp_path / "job.yaml"
     path.write_text(EC2_SPEC)
+    add_nat(sandbox_env)  # the default option (p4d) has several network cards: its nodes reach AWS through a NAT
     yield sandbox_env, path
     aws.reset_session()
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import run_cli
+from trainctl_sandbox.testing import add_nat
 
 SPEC = str(Path(__file__).parent / "launch_specs" / "tiny-vit-sagemaker.yaml")
 
@@ -19,6 +20,7 @@ SPEC = str(Path(__file__).parent / "launch_specs" / "tiny-vit-sagemaker.yaml")
 @pytest.mark.timeout(240)
 def test_following_a_four_host_job_costs_a_bounded_number_of_calls_per_cycle(sandbox_env, tmp_path):
     sb = sandbox_env
+    add_nat(sb)  # four hosts run in the default VPC: the code download and pip need a NAT
     before = sb.admin.action("configure_training_jobs")
     sb.admin.action("configure_training_jobs", time_scale=0.3)
     try:

@@ -99,9 +99,10 @@ def check_execution_role(region: str, role: str) -> Check:
     return _ok(name, f"{found['Arn']} trusts sagemaker.amazonaws.com")
 
 
-def check_s3_route(region: str, subnet_flag: str | None, az: str | None) -> Check:
-    """A SageMaker job in a VPC has no public IP: its subnet reaches S3 only through a gateway endpoint or a NAT.
-    The subnet checked is the one `launch` would use: the same rule (awsinfra.network), the plan's AZ."""
+def check_s3_route(region: str, subnet_flag: str | None, az: str | None, pip: bool = False) -> Check:
+    """A SageMaker job in a VPC has no public IP: its subnet reaches S3 only through a gateway endpoint or a NAT,
+    and PyPI (`pip`: the code ships a requirements.txt) only through a NAT. The subnet checked is the one
+    `launch` would use: the same rule (awsinfra.network), the plan's AZ."""
     from trainctl.awsinfra import network
     from trainctl.errors import UsageError
 
@@ -114,10 +115,48 @@ def check_s3_route(region: str, subnet_flag: str | None, az: str | None) -> Chec
     sid, sn_az, _ = net.subnet_for(az)
     route = network.s3_route(ec2, region, sid, net.vpc_id)
     where = f"subnet {sid} ({sn_az}, the one launch would use)"
+    private = network.private_route(ec2, region, sid, net.vpc_id) if pip else None
+    if private is not None and not private.nat:  # a NAT is the fix for the code download as well
+        return _fail(name, f"{where}: {route.detail}; without a NAT route the code's requirements.txt cannot be "
+                           "pip-installed there (InstallRequirementsError)",
+                     network.private_fix(region, net.vpc_id, private.route_table, (), nat_only=True) + "; or vendor "
+                     "the packages into source_dir (pip install -t DIR -r requirements.txt) and remove "
+                     "requirements.txt")
     if route.ok:
         return _ok(name, f"{where}: {route.detail}")
     return _fail(name, f"{where} in VPC {net.vpc_id}: {route.detail}: a SageMaker job there cannot fetch its code",
                  route.fix)
+
+
+def ships_requirements(spec, spec_path: str | None) -> bool:
+    """Whether the job's code archive has a requirements.txt (the container pip-installs it)."""
+    if spec is None:
+        return False
+    from trainctl.packaging import job_code
+
+    return "requirements.txt" in job_code(spec, spec_path)[0].files
+
+
+def check_node_route(region: str, subnet_flag: str | None, option) -> Check:
+    """EC2 nodes with several network cards get no public IPv4: `launch` keeps only the subnets whose hosts
+    reach S3, EC2 and CloudWatch Logs through a NAT or VPC endpoints (the same code, backends/ec2)."""
+    from trainctl.awsinfra import network
+    from trainctl.backends.ec2.requests import no_public_ipv4, private_subnets
+    from trainctl.catalog import load_catalog
+    from trainctl.errors import UsageError
+
+    name = "EC2 nodes reach AWS"
+    inst = load_catalog().instance(option.instance_type) if option else None
+    if inst is None or not no_public_ipv4(inst):
+        return _skip(name, "the best EC2 option has one network card: its nodes get a public IPv4")
+    ec2 = aws.client("ec2", region)
+    try:
+        notes: list[str] = []
+        private_subnets(ec2, region, inst, network.job_network(ec2, region, subnet_flag), notes)
+    except UsageError as e:
+        detail, _, fix = str(e).partition(": ")
+        return _fail(name, detail, fix)
+    return _ok(name, notes[-1])
 
 
 def check_bucket(region: str, bucket: str, account: str | None = None) -> Check:
@@ -233,10 +272,16 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
     if "sagemaker" in platforms:
         best = next((o for o in plan.options if o.platform == "sagemaker"), None) if plan else None
         add(check_execution_role(region, role or (spec.role if spec else None) or "trainctl-sagemaker-execution"))
-        add(check_s3_route(region, subnet, best.availability_zone if best else None))
+        if best is not None and best.count == 1:
+            add(_skip("subnet reaches S3", "the best SageMaker option has one node: it runs outside any VPC"))
+        else:
+            add(check_s3_route(region, subnet, best.availability_zone if best else None,
+                               ships_requirements(spec, spec_path)))
     else:
         add(_skip("SageMaker execution role", "the spec does not use SageMaker"))
-        add(_skip("subnet reaches S3", "only SageMaker VPC jobs need it (EC2 nodes use their public address)"))
+        add(_skip("subnet reaches S3", "only SageMaker VPC jobs need it (EC2: \"EC2 nodes reach AWS\")"))
+    if "ec2" in platforms and plan is not None:
+        add(check_node_route(region, subnet, next((o for o in plan.options if o.platform == "ec2"), None)))
     from trainctl.awsinfra.bucket import job_bucket
 
     add(check_bucket(region, bucket or job_bucket(account, region), account))

@@ -105,9 +105,14 @@ CALLS: tuple[Call, ...] = (
         _g("ec2:AuthorizeSecurityGroupIngress", resources=(f"{EC2}:security-group/*",), condition=TAGGED_RESOURCE),
         _g("ec2:CreateTags", resources=(f"{EC2}:security-group-rule/*",),
            condition=_create_action("AuthorizeSecurityGroupIngress")))),
+    # EFA needs all traffic out to the group itself too (EC2 User Guide, EFA security group step).
+    Call("ec2:AuthorizeSecurityGroupEgress", BOTH, (
+        _g("ec2:AuthorizeSecurityGroupEgress", resources=(f"{EC2}:security-group/*",), condition=TAGGED_RESOURCE),
+        _g("ec2:CreateTags", resources=(f"{EC2}:security-group-rule/*",),
+           condition=_create_action("AuthorizeSecurityGroupEgress")))),
     Call("ec2:DeleteSecurityGroup", BOTH, (_g("ec2:DeleteSecurityGroup", resources=(f"{EC2}:security-group/*",),
                                               condition=TAGGED_RESOURCE),)),
-    # ---- doctor (reads only)
+    # ---- launch and doctor (reads only): the subnet's routes and endpoints
     Call("ec2:DescribeRouteTables", BOTH, (_g("ec2:DescribeRouteTables", why=DESCRIBE),)),
     Call("ec2:DescribeVpcEndpoints", BOTH, (_g("ec2:DescribeVpcEndpoints", why=DESCRIBE),)),
     Call("s3:GetBucketEncryption", BOTH, (_g("s3:GetEncryptionConfiguration", **ON_BUCKET),)),

@@ -137,6 +137,16 @@ def _warnings(view, progress: Progress) -> list[str]:
             "feeds later plans; see docs/your-script.md"]
 
 
+def never_checked_in(view) -> str | None:
+    """A line for the nodes that run but never reached AWS (EC2: no log stream from their agent)."""
+    silent = (view.raw or {}).get("never_checked_in") or []
+    if not silent:
+        return None
+    return (f"{len(silent)} node{'s' if len(silent) != 1 else ''} running without ever checking in "
+            f"({', '.join(silent)}): they bill but cannot reach AWS (several network cards get no public IPv4: "
+            f"the subnet needs a NAT or VPC endpoints); `trainctl doctor` checks, `trainctl down {view.job_id}` ends them")
+
+
 def summary(view, progress: Progress, record: JobRecord | None, now: float | None = None) -> dict:
     """The `watch --once --output json` document (ARCHITECTURE.md contract, plus extras)."""
     now = time.time() if now is None else now
@@ -171,6 +181,7 @@ def summary(view, progress: Progress, record: JobRecord | None, now: float | Non
             "step": progress.last_step, "steps": steps, "loss": progress.last_loss,
             "projected_cost_usd": projected, "expected_cost_usd": expected,
             "failure_reason": view.failure_reason, "warnings": _warnings(view, progress),
+            "never_checked_in": never_checked_in(view),
             "transitions": [{"status": t.status, "start": t.start, "end": t.end, "message": t.message}
                             for t in view.transitions]}
 

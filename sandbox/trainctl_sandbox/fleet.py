@@ -19,7 +19,7 @@ from typing import Any
 
 from trainctl.catalog import load_catalog
 from trainctl_sandbox import client_tokens, ec2_actions, ec2_data, launch, market_model, placement_groups, spot_prices
-from trainctl_sandbox import fleet_errors, spot_scores
+from trainctl_sandbox import fleet_errors, node_agents, spot_scores
 from trainctl_sandbox.context import SandboxContext
 from trainctl_sandbox.protocol import AwsError
 
@@ -284,6 +284,7 @@ def _launch(ctx: SandboxContext, r, pool: Pool, market: str, count: int, fleet_i
             backend.associate_iam_instance_profile(instance_id=instance.id,
                                                    iam_instance_profile_name=profile.get("Name"),
                                                    iam_instance_profile_arn=profile.get("Arn"))
+    node_agents.after_launch(r.current_account, r.region, reservation.instances, nics)
     return reservation.instances
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from moto.core.responses import ActionResult
 
-from trainctl_sandbox import client_tokens, ec2_actions, ec2_data, placement_groups, service_linked_roles
+from trainctl_sandbox import client_tokens, ec2_actions, ec2_data, node_agents, placement_groups, service_linked_roles
 from trainctl_sandbox.context import SandboxContext
 from trainctl_sandbox.protocol import AwsError
 
@@ -130,6 +130,8 @@ def run_instances(ctx: SandboxContext, r, call_moto) -> Any:
         for instance in result.result.instances:
             if group:
                 instance.placement.group_name = group
+        nics = r._get_param("NetworkInterfaces") or tmpl.get("NetworkInterfaces") or []
+        node_agents.after_launch(r.current_account, r.region, result.result.instances, list(nics))
         return result
 
     def replay(reservation_id: str) -> ActionResult:

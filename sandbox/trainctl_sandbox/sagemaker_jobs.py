@@ -28,6 +28,9 @@ Choices where the sandbox must stand in for AWS (details in sagemaker_runner.py)
 - torchrun per host only with `sagemaker_torch_distributed_enabled: "true"` (as the PyTorch
   container does); otherwise one python process per host. requirements.txt is not installed:
   the server's own interpreter is the image.
+- In VPC mode the job has no internet (vpc_reach.py): without an S3 gateway endpoint or a NAT the code
+  download times out, without a NAT a requirements.txt fails with InstallRequirementsError, and EFA hosts
+  whose security group lets no traffic out to itself fail at their first collective.
 """
 from __future__ import annotations
 

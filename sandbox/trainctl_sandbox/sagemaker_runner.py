@@ -30,6 +30,7 @@ from typing import Any, Callable
 from trainctl_sandbox.sagemaker_container import DEFAULT_CHECKPOINT_PATH, Container, Host, decode_hyperparameter
 from trainctl_sandbox.sagemaker_output import algorithm_error, pump
 from trainctl_sandbox.sagemaker_processes import free_port, kill_marked, marked_pids, terminate
+from trainctl_sandbox import vpc_reach
 from trainctl_sandbox.sagemaker_state import Aborted, JobState, Settings
 from trainctl_sandbox.sagemaker_storage import (CheckpointSync, MotoLogs, MotoS3, channel_objects, parse_s3_uri,
                                                 s3_error, upload_artifacts)
@@ -56,7 +57,7 @@ class JobRunner(threading.Thread):
         self.job_dir = Path(ctx.workdir) / "sagemaker" / name
         if (account_id, region) != (ctx.account_id, ctx.regions[0]):  # same name elsewhere: no clash
             self.job_dir = Path(ctx.workdir) / "sagemaker" / account_id / region / name
-        self.s3 = MotoS3(account_id, region)
+        self.s3, self.s3_account = MotoS3(account_id, region), account_id
         self.logs = MotoLogs(account_id, region, allowed=lambda: not self._abort.is_set() and registered())
         resource = request.get("ResourceConfig") or {}
         self.instance_type = resource.get("InstanceType", "")
@@ -254,6 +255,10 @@ class JobRunner(threading.Thread):
                 return "failed"
         if not (hosts[0].code / str(program)).is_file():
             self._failure = f"AlgorithmError: entry point {program} not found in {submit}"
+            return "failed"
+        unreachable = vpc_reach.sagemaker_failure(self.s3_account, self.region, self.request, hosts[0].code)
+        if unreachable:  # a VPC without the routes the job needs (the download, pip, EFA's rendezvous)
+            self._failure = unreachable
             return "failed"
         for host in hosts:
             self.checkpoints.mark_synced(host.index, host.checkpoints, [rel for rel, _ in restored])

@@ -99,6 +99,16 @@ def seed_core(ctx: SandboxContext) -> None:
                       policy_document=json.dumps(boundary_policy()), policy_name=BOUNDARY_POLICY, tags=[])
 
 
+def _default_vpc_internet(ec2) -> None:
+    """AWS's default VPC has an internet gateway and a main route table with 0.0.0.0/0 to it (public subnets,
+    no NAT: VPC User Guide, "Default VPCs"); moto's has neither."""
+    for vpc in [v for v in ec2.vpcs.values() if v.is_default]:
+        igw = ec2.create_internet_gateway()
+        ec2.attach_internet_gateway(igw.id, vpc.id)
+        for table in [t for t in ec2.route_tables.values() if t.vpc_id == vpc.id and t.main_association_id]:
+            ec2.create_route(table.id, "0.0.0.0/0", gateway_id=igw.id)
+
+
 def seed_ec2(ctx: SandboxContext) -> None:
     from moto.ec2.models import ec2_backends
     from moto.ec2.models.amis import Ami
@@ -106,6 +116,7 @@ def seed_ec2(ctx: SandboxContext) -> None:
 
     for region in ctx.regions:
         ec2 = ec2_backends[ctx.account_id][region]  # creating it creates the default VPC and subnets
+        _default_vpc_internet(ec2)
         params = ssm_backends[ctx.account_id][region]._parameters
         for d in DLAMIS:
             image = ami_id(region, d.key)

@@ -126,11 +126,55 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                                     "in this session are allowed by `trainctl iam-policy`")
 
 
+def default_vpc(sb: Sandbox, region: str = process.DEFAULT_REGION) -> tuple[str, str]:
+    """(the default VPC's id, its main route table's id)."""
+    ec2 = sb.client("ec2", region)
+    vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
+    tables = ec2.describe_route_tables(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["RouteTables"]
+    return vpc, next(t["RouteTableId"] for t in tables if any(a.get("Main") for a in t.get("Associations", [])))
+
+
+def add_nat(sb: Sandbox, region: str = process.DEFAULT_REGION) -> str:
+    """What a user adds to the default VPC (which has public subnets only, AWS's as the sandbox's) for hosts
+    without a public IPv4 (SageMaker VPC jobs, multi-card EC2 nodes): a NAT gateway in a new public subnet,
+    and the main route table's default route through it, so that the default subnets become private with NAT.
+    Made with EC2's own calls, as the user would; returns the NAT gateway's id."""
+    ec2 = sb.client("ec2", region)
+    vpc, main = default_vpc(sb, region)
+    igw = ec2.describe_internet_gateways(Filters=[{"Name": "attachment.vpc-id", "Values": [vpc]}])[
+        "InternetGateways"][0]["InternetGatewayId"]
+    az = ec2.describe_availability_zones()["AvailabilityZones"][0]["ZoneName"]
+    public = ec2.create_subnet(VpcId=vpc, CidrBlock="172.31.240.0/24", AvailabilityZone=az)["Subnet"]["SubnetId"]
+    table = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+    ec2.create_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", GatewayId=igw)
+    ec2.associate_route_table(RouteTableId=table, SubnetId=public)
+    eip = ec2.allocate_address(Domain="vpc")["AllocationId"]
+    nat = ec2.create_nat_gateway(SubnetId=public, AllocationId=eip)["NatGateway"]["NatGatewayId"]
+    ec2.replace_route(RouteTableId=main, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=nat)
+    return nat
+
+
+def add_endpoints(sb: Sandbox, services: tuple[str, ...] = ("ec2", "logs"), s3: bool = True,
+                  region: str = process.DEFAULT_REGION) -> None:
+    """VPC endpoints in the default VPC: an S3 gateway endpoint on the main route table, and interface
+    endpoints (private DNS on) for `services`."""
+    ec2 = sb.client("ec2", region)
+    vpc, main = default_vpc(sb, region)
+    if s3:
+        ec2.create_vpc_endpoint(VpcId=vpc, ServiceName=f"com.amazonaws.{region}.s3", VpcEndpointType="Gateway",
+                                RouteTableIds=[main])
+    subnets = [s["SubnetId"] for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]]
+    for service in services:
+        ec2.create_vpc_endpoint(VpcId=vpc, ServiceName=f"com.amazonaws.{region}.{service}",
+                                VpcEndpointType="Interface", SubnetIds=subnets[:1], PrivateDnsEnabled=True)
+
+
 @pytest.fixture
 def sm(sandbox: Sandbox):
     """The sandbox with SageMaker's simulated waits (capacity retries, restarts) at x0.3, so launch tests stay
-    short; the previous scale is put back afterwards."""
+    short (the previous scale is put back afterwards), and a NAT for the default VPC (`add_nat`)."""
     before = sandbox.admin.action("configure_training_jobs")
     sandbox.admin.action("configure_training_jobs", time_scale=0.3)
+    add_nat(sandbox)  # a job of several nodes runs in a VPC: the code download and pip need a NAT
     yield sandbox
     sandbox.admin.action("configure_training_jobs", time_scale=before["time_scale"])

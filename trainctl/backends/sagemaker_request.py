@@ -69,22 +69,23 @@ def role_arn(iam, account: str, region: str, wanted: str | None) -> tuple[str, s
 
 
 def _code_calls(s3, spec, settings: LaunchSettings, bucket: str, account: str, region: str,
-                notes: list[str]) -> tuple[str, str, list]:
-    """(the program, the code's S3 URI, the upload call if the content is new)."""
+                notes: list[str]) -> tuple[str, str, list, bool]:
+    """(the program, the code's S3 URI, the upload call if the content is new, whether it has requirements.txt)."""
     from trainctl.backends.bucket_calls import code_calls
     from trainctl.packaging import job_code
 
     pkg, program = job_code(spec, settings.spec_path)
     key, upload = code_calls(s3, bucket, account, pkg, settings.job_id, region, why=f"code: {', '.join(pkg.files)}")
     uri = f"s3://{bucket}/{key}"
+    pip = "requirements.txt" in pkg.files
     if not upload:
         notes.append(f"code {len(pkg.files)} files, sha256 {pkg.sha256[:12]}: already at {uri}")
-        return program, uri, []
+        return program, uri, [], pip
     notes.append(f"code {len(pkg.files)} files ({', '.join(pkg.files)}), {len(pkg.data)} bytes, "
                  f"sha256 {pkg.sha256[:12]}")
-    if "requirements.txt" in pkg.files:
+    if pip:
         notes.append("requirements.txt shipped: the container pip-installs it before the script starts")
-    return program, uri, upload
+    return program, uri, upload, pip
 
 
 def hyperparameters(spec, inst, option, program: str, source_uri: str, job_id: str,
@@ -109,12 +110,18 @@ def max_runtime_s(option, max_runtime_hours: float | None) -> int:
     return max(60, min(MAX_SECONDS, seconds))
 
 
-def _network(client_for, job_id: str, option, opts, calls: list, notes: list[str]) -> dict:
-    """VpcConfig: one subnet in the plan's AZ (the same rule as EC2 and doctor); a group that only talks to
-    itself unless one is given."""
-    net = network.job_network(client_for("ec2", option.region), option.region, opts.subnet)
+def _network(client_for, job_id: str, option, opts, pip: bool, calls: list, notes: list[str]) -> dict | None:
+    """VpcConfig for a job of several nodes: one subnet in the plan's AZ (the same rule as EC2 and doctor); a
+    group that only talks to itself unless one is given. A single node needs no VPC: it runs with SageMaker's
+    own internet access."""
+    if option.count == 1:
+        notes.append("one node: no VPC (SageMaker's network reaches S3 and PyPI)")
+        return None
+    ec2 = client_for("ec2", option.region)
+    net = network.job_network(ec2, option.region, opts.subnet)
     subnet, _, note = net.subnet_for(option.availability_zone)
     notes.append(note)
+    _check_vpc_routes(ec2, option.region, subnet, net.vpc_id, pip, notes)
     if opts.security_group:
         notes.append(f"security group {opts.security_group} (given)")
         group = opts.security_group
@@ -133,6 +140,25 @@ def adopt_training_job(job_id: str, region: str) -> tuple[AwsCall, ...]:
                     outputs={"training_job_arn": "TrainingJobArn"}, why="the job of this name"),
             AwsCall("sagemaker", "ListTags", {"ResourceArn": "${training_job_arn}"}, region,
                     owner_tag=(JOB_TAG, job_id), why="adopted only when it carries this job's tag"))
+
+
+def _check_vpc_routes(ec2, region: str, subnet: str, vpc: str, pip: bool, notes: list[str]) -> None:
+    """A job in a VPC has no internet (SageMaker Developer Guide, train-vpc): the code download needs S3 (a
+    gateway endpoint or a NAT), pip-installing requirements.txt needs a NAT. Refused here, not ten minutes
+    into a billed job that fails with an S3 timeout or InstallRequirementsError."""
+    route = network.private_route(ec2, region, subnet, vpc)
+    if pip and not route.nat:
+        raise UsageError(f"subnet {subnet} has no NAT route, so a SageMaker job in it cannot pip-install "
+                         "requirements.txt (InstallRequirementsError): "
+                         + network.private_fix(region, vpc, route.route_table, (), nat_only=True)
+                         + "; or vendor the packages into source_dir (pip install -t DIR -r requirements.txt) and "
+                           "remove requirements.txt")
+    if not route.reaches():
+        raise UsageError(f"subnet {subnet} reaches S3 neither through a gateway endpoint nor a NAT, so a SageMaker "
+                         "job in it cannot download its code: "
+                         + network.private_fix(region, vpc, route.route_table, (), nat_only=False))
+    notes.append(f"subnet {subnet} reaches " + (f"the internet through NAT gateway {route.nat}" if route.nat
+                                               else f"S3 through gateway endpoint {route.s3_gateway}"))
 
 
 def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
@@ -155,9 +181,9 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     notes.append(note)
     s3 = client_for("s3", region)
     bucket, calls = job_bucket_calls(s3, job_id, region, account, opts.bucket, notes)
-    program, source_uri, upload = _code_calls(s3, spec, settings, bucket, account, region, notes)
+    program, source_uri, upload, pip = _code_calls(s3, spec, settings, bucket, account, region, notes)
     calls += upload
-    vpc_config = _network(client_for, job_id, option, opts, calls, notes)
+    vpc_config = _network(client_for, job_id, option, opts, pip, calls, notes)
     image = opts.image or training_image(region, inst.accelerator.kind)
     notes.append(f"image {image}" + (" (--image)" if opts.image else f" (trainctl's {inst.accelerator.kind} "
                                                                       "image table)"))
@@ -170,13 +196,15 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
         "OutputDataConfig": {"S3OutputPath": layout.sagemaker_output(bucket, job_id)},
         "ResourceConfig": {"InstanceType": f"ml.{option.instance_type}", "InstanceCount": option.count,
                            "VolumeSizeInGB": 50},
-        "VpcConfig": vpc_config, "StoppingCondition": stopping,
+        "StoppingCondition": stopping,
         # The secrets' ARNs only (never their values): the container reads them at start (trainctl_secrets.py)
         "Environment": {"TRAINCTL_JOB_ID": job_id, "PYTHONUNBUFFERED": "1",
                         **{f"{SECRET_ENV_PREFIX}{name}": arn for name, arn in spec.secrets.items()}},
         "RetryStrategy": {"MaximumRetryAttempts": 2},
         "Tags": tags(job_id, **{"trainctl:spec": spec.name}),
     }
+    if vpc_config:
+        params["VpcConfig"] = vpc_config
     if option.market == "spot":
         wait = int(spec.constraints.max_spot_wait_hours * 3600)
         stopping["MaxWaitTimeInSeconds"] = min(MAX_SECONDS, stopping["MaxRuntimeInSeconds"] + wait)

@@ -1,5 +1,6 @@
-"""The security group both backends make for a job: its only rule admits all traffic from itself, so the
-job's hosts reach each other (NCCL, EFA, rendezvous) and nothing else reaches them."""
+"""The security group both backends make for a job: its inbound rule admits all traffic from itself only, and an
+outbound rule lets all traffic out to itself (EFA needs both directions), so the job's hosts reach each other
+(NCCL, EFA, rendezvous) and nothing else reaches them."""
 from __future__ import annotations
 
 from trainctl.backends.base import JOB_TAG, AwsCall
@@ -27,4 +28,11 @@ def self_only_security_group(job_id: str, name: str, vpc_id: str, region: str, j
         "TagSpecifications": [{"ResourceType": "security-group-rule", "Tags": job_tags}]},
         region, ok_errors=("InvalidPermission.Duplicate",),
         why=f"all traffic between the job's {members}, none from anywhere else"))
+    # EFA's OS-bypass traffic needs an outbound rule to the group itself as well (EC2 User Guide, EFA security
+    # group step; SageMaker Developer Guide, VPC with EFA): the default egress to 0.0.0.0/0 is not enough.
+    calls.append(AwsCall("ec2", "AuthorizeSecurityGroupEgress", {
+        "GroupId": group, "IpPermissions": [{"IpProtocol": "-1", "UserIdGroupPairs": [
+            {"GroupId": group, "Description": f"all traffic to the job's own {members}"}]}],
+        "TagSpecifications": [{"ResourceType": "security-group-rule", "Tags": job_tags}]},
+        region, ok_errors=("InvalidPermission.Duplicate",), why=f"all traffic out to the job's {members} (EFA)"))
     return calls

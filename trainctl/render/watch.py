@@ -99,6 +99,8 @@ def summary_table(doc: dict) -> None:
                      f"(plan expected {_money(doc.get('expected_cost_usd'))})")]
     if doc.get("failure_reason"):
         rows.append(("failure", doc["failure_reason"]))
+    if doc.get("never_checked_in"):
+        rows.append(("never checked in", doc["never_checked_in"]))
     for k, v in rows:  # values come from AWS and the job: plain text, never markup
         t.add_row(k, plain(v))
     con.print(t)

@@ -90,6 +90,12 @@ def network_interfaces(efa_interfaces: int, group: str) -> list[dict]:
              "Groups": [group], "DeleteOnTermination": True} for card in range(efa_interfaces)]
 
 
+def no_public_ipv4(inst) -> bool:
+    """EC2 auto-assigns no public IPv4 to an instance launched with more than one network interface (EC2 User
+    Guide, "using-instance-addressing"); the template gives a multi-card type one EFA interface per card."""
+    return inst.efa and inst.efa_interfaces > 1
+
+
 def nproc_per_node(instance) -> int:
     if instance.accelerator.kind == "neuron":
         # torchrun runs one process per NeuronCore: 2 per Trainium chip (trn1.32xlarge: 32).
@@ -201,6 +207,18 @@ def az_order(ec2, region: str, instance_type: str, count: int, market: str, firs
     return azs
 
 
+def private_subnets(ec2, region: str, inst, net, notes: list[str]):
+    """Only the subnets whose nodes reach S3, EC2 and CloudWatch Logs without a public IP (a NAT route, or the
+    endpoints); none: the launch is refused, since such nodes would bill while their agent cannot start."""
+    kept, why = network.reachable_network(ec2, region, net, network.AGENT_INTERFACE_SERVICES)
+    if not kept.by_az:
+        raise UsageError(f"{inst.name} has {inst.efa_interfaces} network cards and gets no public IPv4, so its "
+                         f"nodes reach AWS only through a NAT or VPC endpoints: {why}")
+    notes.append(f"{inst.name}: no public IPv4 ({inst.efa_interfaces} network cards); subnets with a NAT route or "
+                 f"the S3, EC2 and Logs endpoints only: {', '.join(s for ids in kept.by_az.values() for s in ids)}")
+    return kept
+
+
 # ----------------------------------------------------------------------------- prepare
 def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
     from trainctl.backends.bucket_calls import code_calls, job_bucket_calls
@@ -219,6 +237,8 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     calls[:0] = spot_role.calls_if_missing(client_for("iam", region), region, option.market, notes)  # first
     ami = opts.ami or dlami(client_for, region, inst.accelerator.kind, notes)
     net = network.job_network(ec2, region, opts.subnet)
+    if no_public_ipv4(inst):
+        net = private_subnets(ec2, region, inst, net, notes)
     azs = az_order(ec2, region, option.instance_type, option.count, option.market, option.availability_zone,
                    list(net.by_az), notes)
     if not azs:
@@ -244,9 +264,6 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     _fleet_calls(ec2, job, option, azs, net, region, calls, notes)
     notes += [f"AMI {ami}", f"code s3://{bucket}/{code_key} (sha256 {pkg.sha256[:12]})",
               f"subnets in {azs[0]}: {', '.join(net.by_az[azs[0]])}", f"logs: CloudWatch Logs {log_group(job)}"]
-    if inst.efa and inst.efa_interfaces > 1:
-        notes.append("several network cards get no public IPv4: the subnet needs a NAT gateway or "
-                     "an S3 gateway endpoint for the nodes to reach S3")
     return LaunchRequest(platform=PLATFORM, job_id=job, region=region, option=option, calls=tuple(calls),
                          notes=tuple(notes), alternatives=(FLEET_GROUP,))
 
@@ -300,7 +317,7 @@ def _security_group_calls(ec2, job: str, vpc: str, region: str, opts, calls: lis
         # The user's group: used as it is (it must already let the nodes talk to each other) and, being
         # untagged for the job, never deleted by cleanup.
         notes.append(f"security group {opts.security_group} given: no rules added; it must allow all traffic "
-                     "from itself")
+                     "in from and out to itself")
         return opts.security_group
     existing = security_group(ec2, job, vpc)
     if existing:

@@ -3,6 +3,7 @@
 Spot prices in force while each instance ran (price history), On-Demand at the catalog's price."""
 from __future__ import annotations
 
+import os
 import re
 import time
 from datetime import datetime, timedelta, timezone
@@ -12,6 +13,30 @@ from trainctl.backends import logtail
 from trainctl.backends.base import JobView, LogLine, Transition
 from trainctl.backends.ec2.common import (LIVE_STATES, PLATFORM, STATE_TAG, TERMINATED_BY_TAG, bucket_of,
                                           instances, job_config, log_group, tag_map)
+
+# A node's agent creates its log stream (named by the instance id) first thing after boot; a node running
+# longer than this without one never checked in: most often it cannot reach AWS (no public IPv4 and no NAT).
+CHECKIN_GRACE_S = 600
+
+
+def never_checked_in(logs, job_id: str, alive: list[dict], now: float) -> list[str]:
+    grace = float(os.environ.get("TRAINCTL_CHECKIN_GRACE_S") or CHECKIN_GRACE_S)
+    late = [i["InstanceId"] for i in alive
+            if i["State"]["Name"] == "running" and now - i["LaunchTime"].timestamp() >= grace]
+    if not late:
+        return []
+    streams: set[str] = set()
+    try:
+        pages = logs.get_paginator("describe_log_streams").paginate(logGroupName=log_group(job_id))
+        for page in pages:
+            streams.update(s["logStreamName"] for s in page.get("logStreams", []))
+    except Exception as e:  # noqa: BLE001 - no log group yet: no node checked in
+        from trainctl import aws
+
+        if aws.error_code(e) != "ResourceNotFoundException":
+            raise
+    return [i for i in late if i not in streams]
+
 
 _ENDED = re.compile(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:GMT|UTC)\)")
 
@@ -146,9 +171,11 @@ def _billable(region: str, itype: str | None, nodes: int | None, wall: int | Non
     return int(round(cost / (od.usd_per_hour * nodes) * 3600)) if od and od.usd_per_hour > 0 else None
 
 
-def _raw(config: dict, marks: dict, nodes, found: list[dict], lost: list[dict], costs: dict, cost: float) -> dict:
+def _raw(config: dict, marks: dict, nodes, found: list[dict], lost: list[dict], costs: dict, cost: float,
+         silent: list[str]) -> dict:
     args = config.get("args") or []
     return {"HyperParameters": {k.lstrip("-"): v for k, v in zip(args[::2], args[1::2])}, "cost_usd": cost,
+            "never_checked_in": silent,
             "markers": marks, "nodes": nodes,
             "instances": [{"instance_id": i["InstanceId"], "state": i["State"]["Name"],
                            "availability_zone": i["Placement"]["AvailabilityZone"],
@@ -170,6 +197,7 @@ def describe(client_for, job_id: str, region: str) -> JobView:
     lost = [i for i in found if interrupted(i)]
     costs = instance_costs(ec2, found, region, now)
     status, secondary, failure = _status(marks, found, alive, nodes)
+    silent = never_checked_in(client_for("logs", region), job_id, alive, now) if status == "InProgress" else []
     started = found[0]["LaunchTime"].timestamp() if found else None
     ended = None
     if status in ("Completed", "Failed", "Stopped") and found:
@@ -190,7 +218,7 @@ def describe(client_for, job_id: str, region: str) -> JobView:
                    interruptions=len(lost), failure_reason=failure, instance_type=itype, count=nodes,
                    market=market, started_at=started, ended_at=ended,
                    on_demand_usd=on_demand_equivalent(found, region, now) if found else None,
-                   raw=_raw(config, marks, nodes, found, lost, costs, cost))
+                   raw=_raw(config, marks, nodes, found, lost, costs, cost, silent))
 
 
 def log_source(job_id: str) -> logtail.LogSource:
