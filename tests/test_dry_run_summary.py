@@ -9,6 +9,7 @@ import re
 import pytest
 
 from tests.helpers import run_cli
+from trainctl_sandbox.testing import add_nat
 
 SPEC = """\
 name: summary-fp32
@@ -36,6 +37,7 @@ def _dry_run(sandbox, tmp_path, spec, platform: str, columns: int | None, *extra
 
 @pytest.mark.parametrize("platform", ["sagemaker", "ec2"])
 def test_the_dry_run_summary_fits_and_names_every_call(sandbox, tmp_path, spec, platform):
+    add_nat(sandbox)  # a SageMaker job of two nodes runs in the VPC: its code download and pip need a NAT
     doc = json.loads(_dry_run(sandbox, tmp_path, spec, platform, None, "-o", "json"))
     # the JSON contract: the exact requests, plus the settings that reach the job
     assert {"platform", "job_id", "option", "requests", "notes"} <= set(doc)

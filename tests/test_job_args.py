@@ -7,6 +7,7 @@ import base64
 import json
 
 from helpers import run_cli
+from trainctl_sandbox.testing import add_nat
 
 SPEC = """\
 name: args-fp32
@@ -19,6 +20,7 @@ constraints: {checkpoint_interval_minutes: 15}
 
 
 def _dry_run(sandbox, tmp_path, platform: str, text: str = SPEC) -> dict:
+    add_nat(sandbox)  # multi-node SageMaker jobs run in the VPC and multi-card nodes have no public IP: a NAT
     spec = tmp_path / "job.yaml"
     spec.write_text(text)
     proc = run_cli(["-o", "json", "launch", str(spec), "--platform", platform, "--dry-run"], tmp_path / "home",
@@ -52,6 +54,7 @@ def test_the_plan_s_settings_reach_the_job_alike_on_both_platforms(sandbox, tmp_
 
 
 def test_ec2_jobs_get_a_maximum_runtime_like_sagemaker(sandbox, tmp_path):
+    add_nat(sandbox)  # multi-node SageMaker jobs run in the VPC and multi-card nodes have no public IP: a NAT
     spec = tmp_path / "job.yaml"
     spec.write_text(SPEC)
     docs = {}
@@ -93,6 +96,7 @@ def test_a_spec_the_bundled_entrypoint_cannot_build_fails_at_plan_and_launch_in_
 
 
 def test_the_architecture_the_plan_priced_is_the_model_the_job_builds(sandbox, tmp_path):
+    add_nat(sandbox)  # multi-node SageMaker jobs run in the VPC and multi-card nodes have no public IP: a NAT
     spec = tmp_path / "job.yaml"
     spec.write_text(ARCH_SPEC.format(bundled="ddp", arch="vit_large_patch16_224"))
     proc = run_cli(["-o", "json", "launch", str(spec), "--dry-run"], tmp_path / "home", env=sandbox.env)

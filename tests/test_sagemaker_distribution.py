@@ -17,6 +17,7 @@ import json
 
 from helpers import run_cli
 from test_job_args import _ec2_args
+from trainctl_sandbox.testing import add_nat
 
 VIT = """\
 name: dist-vit
@@ -37,6 +38,7 @@ distribution: smp
 
 
 def _launch(sandbox, tmp_path, text: str, *extra: str):
+    add_nat(sandbox)  # multi-node SageMaker jobs run in the VPC and multi-card nodes have no public IP: a NAT
     (tmp_path / "code").mkdir(exist_ok=True)
     (tmp_path / "code" / "train.py").write_text("print('hello')\n")
     spec = tmp_path / "job.yaml"

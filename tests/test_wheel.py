@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import CONFIGS, ROOT, clean_env
+from trainctl_sandbox.testing import add_nat
 
 # Not part of a source tree: environments, caches, build outputs.
 SOURCE_IGNORE = shutil.ignore_patterns(".git", ".venv*", ".xla-venv", "build", "dist", "*.egg-info", "__pycache__",
@@ -138,6 +139,7 @@ def test_the_product_alone_dry_runs_a_launch_on_each_platform(product_only_venv,
     """Issue 11 item 10: a launch's dry-run from the installed wheel. It reads AWS (account, bucket, image,
     subnets) and writes nothing; here the AWS it reads is the sandbox's server, over HTTP like AWS itself:
     the wheel's environment holds no sandbox code. The EC2 dry-run renders the user data (userdata.sh)."""
+    add_nat(sandbox)  # a multi-node SageMaker job runs in the VPC: its code download and pip need a NAT
     env = {**_env(tmp_path), **sandbox.env}
     proc = subprocess.run([str(product_only_venv / "bin" / "trainctl"), "-o", "json", "launch", *args, "--dry-run"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)

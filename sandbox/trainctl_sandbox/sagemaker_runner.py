@@ -12,10 +12,8 @@ A job here is what SageMaker does with a script-mode PyTorch job, on this machin
 - Interrupted/Restarting (managed Spot, on request): SIGTERM, wait for the checkpoint, sync, a
   simulated wait for capacity, then a fresh attempt (fresh host folders, new log streams).
 - Uploading/Completed, Failed, Stopping/Stopped, MaxRuntimeExceeded, MaxWaitTimeExceeded.
-
-The parts: what DescribeTrainingJob returns (sagemaker_state.py), the container contract
-(sagemaker_container.py), S3 and CloudWatch Logs through moto (sagemaker_storage.py), the hosts' output
-(sagemaker_output.py) and their processes (sagemaker_processes.py); this module drives the lifecycle.
+Its parts: sagemaker_state (DescribeTrainingJob), _container (the contract), _storage (S3, Logs through moto),
+_output and _processes (the hosts'), _validation (refusals); this module drives the lifecycle.
 """
 from __future__ import annotations
 
@@ -27,14 +25,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from trainctl_sandbox.sagemaker_container import DEFAULT_CHECKPOINT_PATH, Container, Host, decode_hyperparameter
+from trainctl_sandbox.sagemaker_container import DEFAULT_CHECKPOINT_PATH, Container, Host
 from trainctl_sandbox.sagemaker_output import algorithm_error, pump
 from trainctl_sandbox.sagemaker_processes import free_port, kill_marked, marked_pids, terminate
 from trainctl_sandbox import vpc_reach
 from trainctl_sandbox.sagemaker_state import Aborted, JobState, Settings
 from trainctl_sandbox.sagemaker_storage import (CheckpointSync, MotoLogs, MotoS3, channel_objects, parse_s3_uri,
                                                 s3_error, upload_artifacts)
-from trainctl_sandbox.sagemaker_validation import distribution_failure
+from trainctl_sandbox.sagemaker_validation import script_mode_refusal
 
 
 class JobRunner(threading.Thread):
@@ -222,15 +220,7 @@ class JobRunner(threading.Thread):
 
     def _download(self) -> str | None:
         self.state.transition("Downloading", "Downloading input data")
-        hps_raw = self.request.get("HyperParameters") or {}
-        program = decode_hyperparameter(hps_raw.get("sagemaker_program", "null"))
-        submit = decode_hyperparameter(hps_raw.get("sagemaker_submit_directory", "null"))
-        if not program or not submit:
-            self._failure = ("AlgorithmError: the sandbox runs script-mode jobs only: HyperParameters need "
-                             "sagemaker_program and sagemaker_submit_directory (an s3:// URI of sourcedir.tar.gz)")
-            return "failed"
-        refused = distribution_failure({k: decode_hyperparameter(v) for k, v in hps_raw.items()},
-                                       self.request["ResourceConfig"]["InstanceType"])
+        refused, program, submit = script_mode_refusal(self.request)
         if refused:
             self._failure = refused
             return "failed"

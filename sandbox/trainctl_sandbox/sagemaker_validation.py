@@ -161,3 +161,15 @@ def _subnet_azs(request: dict[str, Any], account_id: str, region: str) -> list[s
         if ec2.get_security_group_from_id(sg_id) is None:
             raise ValidationError(f"The security group '{sg_id}' does not exist")
     return azs or [None]
+
+
+def script_mode_refusal(request: dict[str, Any]) -> tuple[str | None, Any, Any]:
+    """(why the container refuses the job before its download, or None; the program; the code's S3 URI)."""
+    from trainctl_sandbox.sagemaker_container import decode_hyperparameter
+
+    hps = {k: decode_hyperparameter(v) for k, v in (request.get("HyperParameters") or {}).items()}
+    program, submit = hps.get("sagemaker_program"), hps.get("sagemaker_submit_directory")
+    if not program or not submit:
+        return ("AlgorithmError: the sandbox runs script-mode jobs only: HyperParameters need sagemaker_program "
+                "and sagemaker_submit_directory (an s3:// URI of sourcedir.tar.gz)"), program, submit
+    return distribution_failure(hps, request["ResourceConfig"]["InstanceType"]), program, submit

@@ -141,6 +141,11 @@ def add_nat(sb: Sandbox, region: str = process.DEFAULT_REGION) -> str:
     Made with EC2's own calls, as the user would; returns the NAT gateway's id."""
     ec2 = sb.client("ec2", region)
     vpc, main = default_vpc(sb, region)
+    routes = ec2.describe_route_tables(RouteTableIds=[main])["RouteTables"][0]["Routes"]
+    made = next((r["NatGatewayId"] for r in routes if r.get("DestinationCidrBlock") == "0.0.0.0/0"
+                 and r.get("NatGatewayId")), None)
+    if made:  # already there (a test that launches twice): one NAT is enough
+        return made
     igw = ec2.describe_internet_gateways(Filters=[{"Name": "attachment.vpc-id", "Values": [vpc]}])[
         "InternetGateways"][0]["InternetGatewayId"]
     az = ec2.describe_availability_zones()["AvailabilityZones"][0]["ZoneName"]
