@@ -14,8 +14,9 @@ from trainctl.backends.ec2.status import mark_stopped
 # The budget is a Spot reclaim's: EC2 gives a Spot node two minutes between its interruption notice and the
 # reclaim, and the agent's stop path is the notice's path (SIGTERM, the entrypoint checkpoints, the final sync
 # uploads), so a job that survives reclaims checkpoints and uploads within 120 s. Before that the agent needs up
-# to its 30 s poll to see the mark: 30 + 120 s, and 30 s for the node's own shutdown. A node still running
-# then has its checkpoint in S3 already (or a dead agent): terminating it loses nothing.
+# to its 30 s poll to see the mark: 30 + 120 s, and 30 s for the node's own shutdown (a stopped node's agent
+# shuts it down at once, not after a finished job's minute). A node still running then has its checkpoint in
+# S3 already, or a dead agent: terminating it loses nothing.
 DEFAULT_GRACE_S = 180.0
 # The first looks come fast (a node that was already finishing goes at once), then back off: a job of many
 # nodes polled for three minutes must not spend its DescribeInstances rate on it.
