@@ -105,3 +105,30 @@ def test_a_node_whose_code_is_missing_ships_its_log_and_shuts_down(sandbox_env, 
     events = sb.client("logs").get_log_events(logGroupName=f"/trainctl/{JOB}",
                                               logStreamName=_Imds.values["instance-id"])["events"]
     assert any("failed" in e["message"] and "shutting this node down" in e["message"] for e in events)
+
+
+def test_a_node_of_a_stopped_job_shuts_down_at_once_not_after_the_finished_jobs_minute(sandbox_env, tmp_path):
+    """`trainctl stop` waits a bounded grace for the nodes to go (issue 14, item 15): a node whose job carries
+    the stop mark has nothing to keep it, so its agent shuts it down now, not after a finished job's minute."""
+    from tests.node_agent_helpers import code_tarball
+
+    sb = sandbox_env
+    bucket = "trainctl-123456789012-us-east-1"
+    sb.client("s3").create_bucket(Bucket=bucket)
+    code = code_tarball({"train.py": "print('never run')\n"})
+    sb.client("s3").put_object(Bucket=bucket, Key=f"{JOB}/code/sourcedir.tar.gz", Body=code)
+    sb.client("s3").put_object(Bucket=bucket, Key=f"{JOB}/status/stopped", Body=b"trainctl stop")
+    imds = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Imds)
+    threading.Thread(target=imds.serve_forever, daemon=True).start()
+    bin_dir, record = _fake_shutdown(tmp_path)
+    try:
+        proc = _run_user_data(tmp_path, {
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "TRAINCTL_IMDS_ENDPOINT": f"http://127.0.0.1:{imds.server_address[1]}",
+            "AWS_ENDPOINT_URL": sb.endpoint_url, "AWS_ACCESS_KEY_ID": sb.env["AWS_ACCESS_KEY_ID"],
+            "AWS_SECRET_ACCESS_KEY": sb.env["AWS_SECRET_ACCESS_KEY"]}, bucket=bucket)
+    finally:
+        imds.shutdown()
+        imds.server_close()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert record.read_text().split("\n")[0] == "-h now"

@@ -40,7 +40,7 @@ def test_recovery_launches_nothing_when_down_comes_during_it(launched):  # noqa:
     def down_arrives(**_):
         if not fleets:
             fleets.append("down")
-            backend.stop(JOB, REGION)
+            backend.stop(JOB, REGION, grace_s=0)  # no agent runs here to stop the nodes itself
 
     events.register("after-call.ec2.DescribeSecurityGroups", down_arrives)
     try:

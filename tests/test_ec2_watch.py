@@ -95,7 +95,7 @@ def test_recover_moves_the_job_when_its_az_is_full(launched):
 
 def test_stop_then_completed_markers(launched):
     sb, backend, out = launched
-    backend.stop("job-1", "us-east-1")
+    backend.stop("job-1", "us-east-1", grace_s=0)  # no agent runs here (tests/test_ec2_stop_grace.py)
     view = backend.describe("job-1", "us-east-1")
     assert view.status == "Stopped" and view.hosts == () and view.interruptions == 0
     assert backend.recover("job-1", "us-east-1")["launched"] == []

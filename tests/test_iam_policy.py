@@ -92,7 +92,7 @@ def test_policy_matches_the_calls_of_every_command(sandbox, tmp_path, recorder, 
                           "--yes"))["job_id"]
     cli("watch", job2, "--once", ok=(0, 1, 3, 4))
     cli("logs", job2)
-    cli("stop", job2)
+    cli("stop", job2, "--grace-seconds", "1")  # no agent in the sandbox: the nodes are terminated after it
     cli("watch", job2, "--once", ok=(0, 1, 3, 4))  # reads the stop marker the nodes watch for
     # someone attached a managed policy to the job's node role: down detaches it (iam:DetachRolePolicy)
     iam_client = sandbox.client("iam")

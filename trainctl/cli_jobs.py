@@ -125,19 +125,31 @@ def calibration(
 
 
 @app.command()
-def stop(job: str = typer.Argument(..., help="Job id."), platform: Optional[str] = PLATFORM_OF_UNKNOWN_JOB) -> None:
+def stop(
+    job: str = typer.Argument(..., help="Job id."),
+    grace_seconds: Optional[float] = typer.Option(
+        None, "--grace-seconds", min=0, help="EC2: seconds the nodes get after the stop mark to checkpoint, upload "
+                                             "and shut down before the rest are terminated (default 180: a Spot "
+                                             "notice's two minutes plus the agent's 30 s poll and the shutdown; "
+                                             "0: at once). SageMaker gives its own 120 s."),
+    platform: Optional[str] = PLATFORM_OF_UNKNOWN_JOB,
+) -> None:
     """Stop a running job (it checkpoints first).
 
-    SIGTERM: the entrypoint checkpoints; the model is still uploaded."""
+    EC2: the stop mark, then the nodes checkpoint, upload and shut down; the ones left are terminated after
+    the grace. SageMaker: StopTrainingJob (SIGTERM; the entrypoint checkpoints, the model is still uploaded)."""
+    from trainctl import render
     from trainctl import watch as w
     from trainctl.backends import get_backend
     from trainctl.render.watch import say
 
     with _store() as store:
         ref = w.locate(store, job, platform)
-        get_backend(ref.platform).stop(job, ref.region)
+        doc = get_backend(ref.platform).stop(job, ref.region, grace_seconds, say)
         if ref.record:
             store.add_event(job, "stop", "requested by the user")
+    if OPTS.output == "json":
+        render.print_json(doc)
     say(f"stopping {job}; `trainctl watch {job}` follows it to the end")
 
 

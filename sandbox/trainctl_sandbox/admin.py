@@ -9,6 +9,7 @@ Stdlib only, so tests and demos can flip fault switches without importing boto3 
     admin.throttle("RunInstances", 2)                    # the next 2 calls are throttled
     admin.set_latency("*", 50)                           # +50 ms on every call
     admin.set_quota("ec2", "L-DB2E81BA", 256)            # by quota code or quota name
+    admin.interrupt("job-1")                             # SageMaker job: Spot interruption; EC2 job: a reclaim
     admin.action("some_extension_action", key="value")   # any action, e.g. SageMaker's
 """
 from __future__ import annotations
@@ -59,10 +60,25 @@ class SandboxAdmin:
         """Block until EC2 (imported in the background at start) is ready."""
         return self.action("wait_ready", timeout=timeout)
 
-    def interrupt(self, job: str, after_seconds: float | None = None, at_step: int | None = None) -> dict:
-        """A Spot interruption of the SageMaker training job `job`: now, after some seconds, or at a step."""
+    def interrupt(self, job: str, after_seconds: float | None = None, at_step: int | None = None,
+                  nodes: int | None = None) -> dict:
+        """A Spot interruption of the job `job`: a SageMaker training job now, after some seconds, or at a step;
+        otherwise EC2's reclaim of `nodes` (1) Spot instances tagged trainctl:job=`job`: the notice now, the
+        termination after `after_seconds` (0). The answer says which ("platform")."""
         payload = {"name": job, "after_seconds": after_seconds, "at_step": at_step}
-        return self._post("interrupt_training_job", {k: v for k, v in payload.items() if v is not None})
+        try:
+            done = self._post("interrupt_training_job", {k: v for k, v in payload.items() if v is not None})
+            return {"platform": "sagemaker", **done}
+        except SandboxAdminError as e:
+            if e.status != 404:
+                raise
+        if at_step is not None:  # the sandbox's EC2 instances run no training: no step is ever logged
+            raise SandboxAdminError("reclaim_spot_instances", 400,
+                                    f"{job} is not a SageMaker job: --at-step needs a host that logs steps, "
+                                    "and the sandbox runs no training on EC2 instances; use --after-seconds")
+        payload = {"job": job, "after_seconds": after_seconds, "count": nodes}
+        done = self._post("reclaim_spot_instances", {k: v for k, v in payload.items() if v is not None})
+        return {"platform": "ec2", **done}
 
     def set_capacity(self, instance_type: str, az: str | None = None, available: bool | int = False) -> dict:
         """available: False = no capacity, True = unlimited again, N = only N more instances (then none)."""

@@ -20,24 +20,39 @@ def _admin() -> SandboxAdmin:
     return SandboxAdmin(state["endpoint_url"])
 
 
-def _do(call, said: str) -> None:
+def _do(call, said) -> None:
+    """`said`: the line to print, or a function of the admin action's answer giving it."""
     try:
-        call(_admin())
+        answer = call(_admin())
     except SandboxAdminError as e:
         typer.echo(f"sandbox: {e.message}", err=True)
         raise typer.Exit(2) from None
-    typer.echo(said, err=True)
+    typer.echo(said(answer) if callable(said) else said, err=True)
 
 
-def interrupt(job: str = typer.Argument(..., help="SageMaker training job id (from `trainctl launch`)."),
+def interrupt(job: str = typer.Argument(..., help="Job id (from `trainctl launch`): SageMaker or EC2."),
               after_seconds: Optional[float] = typer.Option(None, "--after-seconds", min=0,
-                                                            help="Interrupt this many seconds from now."),
+                                                            help="Interrupt this many seconds from now (EC2: "
+                                                                 "the notice now, the reclaim then; AWS gives "
+                                                                 "120 s)."),
               at_step: Optional[int] = typer.Option(None, "--at-step", min=0,
-                                                    help="Interrupt when a host logs this training step.")) -> None:
-    """Spot-interrupt a SageMaker job: now, later or at a step."""
+                                                    help="SageMaker: interrupt when a host logs this step."),
+              nodes: Optional[int] = typer.Option(None, "--nodes", min=1,
+                                                  help="EC2: how many of the job's Spot nodes are reclaimed "
+                                                       "(default 1); a SageMaker job is interrupted whole.")) -> None:
+    """Spot-interrupt a job: a SageMaker job now, later or at a step; an EC2 job's Spot nodes as EC2 reclaims
+    them (the instance-action notice, then the termination)."""
     when = (f"when a host logs step {at_step}" if at_step is not None else
             f"in {after_seconds:g} s" if after_seconds is not None else "now")
-    _do(lambda a: a.interrupt(job, after_seconds, at_step), f"Spot interruption of {job} {when}")
+
+    def said(answer: dict) -> str:
+        if answer.get("platform") != "ec2":
+            return f"Spot interruption of {job} {when}"
+        ids = answer["instance_ids"]
+        return (f"Spot reclaim of {len(ids)} node{'s' if len(ids) > 1 else ''} of {job} ({', '.join(ids)}) {when}"
+                f"{'' if when == 'now' else ' (interruption notice posted now)'}")
+
+    _do(lambda a: a.interrupt(job, after_seconds, at_step, nodes), said)
 
 
 def capacity(instance_type: str = typer.Argument(..., help="Instance type, e.g. g5.xlarge."),

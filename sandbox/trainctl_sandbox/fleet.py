@@ -271,6 +271,8 @@ def _launch(ctx: SandboxContext, r, pool: Pool, market: str, count: int, fleet_i
               "volume": _tags(data.get("TagSpecifications"), "volume")},
         ebs_optimized=bool(data.get("EbsOptimized")), metadata_options=data.get("MetadataOptions") or {},
         launch_template={"LaunchTemplateId": pool.template_id, "Version": pool.version}, fleet_id=fleet_id,
+        # What the instance's own `shutdown -h` does (terminate or stop) is the template's to say.
+        instance_initiated_shutdown_behavior=data.get("InstanceInitiatedShutdownBehavior"),
         instance_market_options={"MarketType": "spot"} if market == "spot" else {})
     if data.get("BlockDeviceMappings"):
         kwargs["block_device_mappings"] = data["BlockDeviceMappings"]

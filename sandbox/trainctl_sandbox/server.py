@@ -44,7 +44,8 @@ CORE_EXTENSIONS = ("trainctl_sandbox.faults", "trainctl_sandbox.pricing", "train
 OPTIONAL_EXTENSIONS = ("trainctl_sandbox.sagemaker_jobs",)
 # Installed by the warm-up thread, after moto's EC2 is imported.
 EC2_EXTENSIONS = ("trainctl_sandbox.placement_groups", "trainctl_sandbox.spot_scores",
-                  "trainctl_sandbox.spot_prices", "trainctl_sandbox.launch", "trainctl_sandbox.fleet")
+                  "trainctl_sandbox.spot_prices", "trainctl_sandbox.launch", "trainctl_sandbox.fleet",
+                  "trainctl_sandbox.ec2_interrupts")
 # Services whose moto backends do not import moto's EC2: their calls need not wait for the warm-up.
 NO_EC2_NEEDED = frozenset({"s3", "iam", "sts", "sagemaker", "logs", "pricing", "service-quotas"})
 WARMUP_TIMEOUT_S = 120.0

@@ -162,7 +162,10 @@ class Backend(abc.ABC):
         """New log lines of every host since `cursor`, in time order, and the next cursor."""
 
     @abc.abstractmethod
-    def stop(self, job_id: str, region: str) -> None: ...
+    def stop(self, job_id: str, region: str, grace_s: float | None = None,
+             say: Callable[[str], None] | None = None) -> dict:
+        """Stop a running job so that it checkpoints first; `grace_s`: how long its nodes get to do it before
+        they are ended (None: the platform's default). Returns what was done, as one JSON document."""
 
     @abc.abstractmethod
     def cleanup(self, job_id: str, region: str) -> list[str]:

@@ -4,7 +4,7 @@ backends/sagemaker_request.py; here are the job's reads (describe, logs) and wri
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 from trainctl import aws
 from trainctl.awsinfra.naming import SAGEMAKER_LOG_GROUP
@@ -13,7 +13,7 @@ from trainctl.backends.base import JOB_TAG, Backend, Capabilities, JobView, Laun
     Transition
 from trainctl.backends.options import SageMakerOptions
 from trainctl.backends.sagemaker_request import prepare, trusts_sagemaker
-from trainctl.errors import TrainctlError
+from trainctl.errors import TrainctlError, UsageError
 
 __all__ = ["SageMakerBackend", "trusts_sagemaker"]
 NOT_FOUND = ("ValidationException", "ResourceNotFound")
@@ -44,13 +44,20 @@ class SageMakerBackend(Backend):
     def prepare(self, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
         return prepare(self.client_for, option, spec, settings)
 
-    def stop(self, job_id: str, region: str) -> None:
+    def stop(self, job_id: str, region: str, grace_s: float | None = None,
+             say: Callable[[str], None] | None = None) -> dict:
+        """StopTrainingJob: SageMaker SIGTERMs the training and gives it 120 s before SIGKILL (the grace is
+        SageMaker's own; none can be asked for)."""
+        if grace_s is not None:
+            raise UsageError(f"--grace-seconds applies to EC2 jobs; SageMaker gives {job_id} its own 120 s "
+                             "between SIGTERM and SIGKILL: run `trainctl stop` without it")
         try:
             self.client_for("sagemaker", region).stop_training_job(TrainingJobName=job_id)
         except Exception as e:  # noqa: BLE001
             if aws.error_code(e) == "ValidationException":
                 raise TrainctlError(f"cannot stop {job_id}: {aws.error_summary(e)}") from None
             raise
+        return {"job_id": job_id, "platform": self.platform, "region": region, "requested": "StopTrainingJob"}
 
     def cleanup(self, job_id: str, region: str) -> list[str]:
         """Stop the job if it still runs, then delete the security groups tagged with it (the bucket is shared

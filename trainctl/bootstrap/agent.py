@@ -301,8 +301,11 @@ class Agent:
             status = self.marker()
             if status:
                 self.log.add(f"trainctl-agent: job is {status}; nothing to do")
+                if status == "stopped":
+                    self.stop_requested.set()
                 return 0
             if self.past_deadline():
+                self.stop_requested.set()
                 return 0
             ips = self.wait_for_peers()
             if self.notice.is_set():
@@ -343,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
 
     Any fatal error (IMDS or AWS unreachable, code missing, torchrun failing past its restarts) is logged,
     the log is shipped as far as it can be within LOG_FLUSH_S, and the node shuts down at once; a node that
-    finished shuts down after a minute. The launch template makes shutdown terminate the instance."""
+    finished shuts down after a minute, one stopped at once. The launch template makes shutdown terminate the
+    instance."""
     parser = argparse.ArgumentParser(description="trainctl node agent")
     parser.add_argument("--config", required=True)
     parser.add_argument("--root", required=True)
@@ -363,16 +367,18 @@ def main(argv: list[str] | None = None) -> int:
         if agent is not None:
             agent.log.stopping.set()
             agent.log.join(timeout=LOG_FLUSH_S)
-    shut_down(rc)
+    shut_down(rc, stopped=agent is not None and agent.stop_requested.is_set())
     return rc
 
 
-def shut_down(rc: int) -> None:
+def shut_down(rc: int, stopped: bool = False) -> None:
     if os.environ.get("TRAINCTL_NO_SHUTDOWN"):
         say(f"exit {rc}: TRAINCTL_NO_SHUTDOWN is set; not shutting down")
         return
-    # Success: a minute's grace (someone may be reading the node); failure: now, nothing is left to do.
-    subprocess.run(["shutdown", "-h", "+1" if rc == 0 else "now"], check=False)
+    # Finished: a minute's grace (someone may be reading the node). Failed: now, nothing is left to do. Stopped
+    # (the stop mark, the maximum runtime): now too, its checkpoint is uploaded and `trainctl stop` is waiting
+    # for the node to go within its grace before it terminates it.
+    subprocess.run(["shutdown", "-h", "+1" if rc == 0 and not stopped else "now"], check=False)
 
 
 if __name__ == "__main__":

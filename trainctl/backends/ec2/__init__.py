@@ -2,7 +2,8 @@
 
 The package by concern: `requests` (what a launch asks AWS for: prepare), `fleet` (all-or-nothing fleets:
 the acceptance check of the request's fleet alternatives, giving back a short fleet, recovery), `status`
-(describe, dollars, logs, stop), `cleanup` (`trainctl down`), `common` (tags and the reads that find a job's
+(describe, dollars, logs, the stop mark), `stopping` (`trainctl stop`: the mark, a grace, then
+terminate), `cleanup` (`trainctl down`), `common` (tags and the reads that find a job's
 resources by tag). Nodes run trainctl/bootstrap (user data + agent).
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any, Callable
 
 from trainctl.backends.base import Alternatives, AwsCall, Backend, Capabilities, LaunchRequest, LaunchSettings, Verdict
 from trainctl.backends.ec2 import cleanup as _cleanup
-from trainctl.backends.ec2 import fleet, status
+from trainctl.backends.ec2 import fleet, status, stopping
 from trainctl.backends.ec2.common import LIVE_STATES, PLATFORM, instances, log_group, name_for
 from trainctl.backends.ec2.requests import TRUST_POLICY, node_policy, prepare
 from trainctl.backends.options import Ec2Options
@@ -56,8 +57,9 @@ class Ec2Backend(Backend):
     def logs(self, job_id: str, region: str, cursor: dict | None):
         return status.logs(self.client_for, job_id, region, cursor)
 
-    def stop(self, job_id: str, region: str) -> None:
-        status.stop(self.client_for, job_id, region)
+    def stop(self, job_id: str, region: str, grace_s: float | None = None,
+             say: Callable[[str], None] | None = None) -> dict:
+        return stopping.stop(self.client_for, job_id, region, grace_s, say)
 
     def recover(self, job_id: str, region: str, progress: Callable[[str], None] | None = None) -> dict:
         return fleet.recover(self, job_id, region, progress)

@@ -255,12 +255,3 @@ def stop_marked(client_for, job_id: str, region: str, config: dict | None = None
                                 else job_config(client_for("ec2", region), job_id))
     return "stopped" in markers(client_for("s3", region), job_id, bucket, account)
 
-
-def stop(client_for, job_id: str, region: str) -> None:
-    """Mark the job stopped (so no node starts it again) and terminate its instances; the agents SIGTERM
-    the training on shutdown, which checkpoints it. Resources stay until `trainctl down`."""
-    from trainctl.backends.ec2.fleet import terminate
-
-    mark_stopped(client_for, job_id, region)
-    terminate(client_for("ec2", region), [i["InstanceId"] for i in instances(client_for("ec2", region), job_id,
-                                                                             LIVE_STATES)])
