@@ -113,3 +113,20 @@ def test_the_subnet_checked_is_the_one_launch_uses(sm, tmp_path):
     code, checks, _ = doctor(sm, tmp_path, SPEC)
     route = checks["subnet reaches S3"]
     assert route["status"] == "pass" and f"subnet {subnet} " in route["detail"] and rtb in route["detail"]
+
+
+def test_no_premade_execution_role_is_needed_only_the_boundary(sandbox, tmp_path):
+    """Each SageMaker job gets its own execution role from the launch: doctor asks for the permissions
+    boundary those roles carry, not for a shared role."""
+    iam = sandbox.client("iam")
+    for name in iam.list_role_policies(RoleName="trainctl-sagemaker-execution")["PolicyNames"]:
+        iam.delete_role_policy(RoleName="trainctl-sagemaker-execution", PolicyName=name)
+    iam.delete_role(RoleName="trainctl-sagemaker-execution")
+    _, checks, _ = doctor(sandbox, tmp_path, SPEC)
+    role = checks["SageMaker execution role"]
+    assert role["status"] == "pass" and "created per job" in role["detail"], role
+    iam.delete_policy(PolicyArn="arn:aws:iam::123456789012:policy/trainctl-boundary")
+    _, checks, _ = doctor(sandbox, tmp_path, SPEC)
+    role = checks["SageMaker execution role"]
+    assert role["status"] == "fail" and "trainctl-boundary" in role["detail"], role
+    assert "iam-policy --role boundary" in role["fix"] and "create-policy" in role["fix"]

@@ -11,7 +11,8 @@ from tests.policy_eval import Request, decide
 from trainctl import iam
 from trainctl.awsinfra.bucket import code_key
 from trainctl.backends.ec2 import node_policy
-from trainctl.iam_boundary import boundary_arn, boundary_policy, sagemaker_execution_policy
+from trainctl.backends.sagemaker_role import execution_policy
+from trainctl.iam_boundary import boundary_arn, boundary_policy
 
 ME, THEM = "111122223333", "999988887777"
 BOUNDARY = boundary_arn(ME)
@@ -21,6 +22,8 @@ BUCKET = f"trainctl-{ME}-us-east-1"
 SHA, OTHER_SHA = "a" * 64, "b" * 64
 SECRET = f"arn:aws:ssm:us-east-1:{ME}:parameter/trainctl/hf-token"
 NODE = [node_policy("job-1", BUCKET, "us-east-1", ME, code_key(SHA), (SECRET,))]
+IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.7.1-gpu-py312"
+EXECUTION = [execution_policy("job-1", BUCKET, "us-east-1", ME, code_key(SHA), IMAGE, (SECRET,), in_vpc=True)]
 
 
 def req(action: str, resource: str, **context) -> Request:
@@ -82,7 +85,7 @@ def test_the_cli_policy_refuses_a_bucket_another_account_owns(action, key):
 def test_node_and_execution_roles_refuse_a_bucket_another_account_owns():
     assert decide(s3("s3:GetObject", code_key(SHA)), NODE) == "Allow"
     assert decide(s3("s3:GetObject", code_key(SHA), account=THEM), NODE) == "ImplicitDeny"
-    execution = [sagemaker_execution_policy()]
+    execution = EXECUTION
     assert decide(s3("s3:PutObject", "job-1/checkpoints/c.pt"), execution) == "Allow"
     assert decide(s3("s3:PutObject", "job-1/checkpoints/c.pt", account=THEM), execution) == "ImplicitDeny"
     for statement in iam.cli_policy("all")["Statement"]:
@@ -108,11 +111,41 @@ def test_a_node_writes_only_its_jobs_checkpoints_logs_and_status_and_reads_its_c
 
 
 def test_the_sagemaker_container_never_writes_code():
-    execution = [sagemaker_execution_policy()]
-    assert decide(s3("s3:GetObject", code_key(SHA)), execution) == "Allow"
+    boundary = boundary_policy()
+    assert decide(s3("s3:GetObject", code_key(SHA)), EXECUTION, boundary) == "Allow"
+    assert decide(s3("s3:GetObject", code_key(OTHER_SHA)), EXECUTION, boundary) == "ImplicitDeny"
     for action in ("s3:PutObject", "s3:DeleteObject"):
-        assert decide(s3(action, code_key(SHA)), execution) == "ImplicitDeny"
-    assert decide(s3("s3:PutObject", "job-1/output/job-1/output/model.tar.gz"), execution) == "Allow"
+        assert decide(s3(action, code_key(SHA)), EXECUTION, boundary) == "ImplicitDeny"
+    assert decide(s3("s3:PutObject", "job-1/output/job-1/output/model.tar.gz"), EXECUTION, boundary) == "Allow"
+
+
+def test_a_sagemaker_jobs_role_writes_only_its_own_prefix():
+    """Each SageMaker job has its own execution role: job-1's container cannot touch job-2's objects."""
+    boundary = boundary_policy()
+    for action, key in (("s3:PutObject", "job-1/checkpoints/step-10.pt"), ("s3:DeleteObject", "job-1/checkpoints/a"),
+                        ("s3:PutObject", "job-1/output/job-1/output/model.tar.gz"),
+                        ("s3:GetObject", "job-1/checkpoints/step-10.pt")):
+        assert decide(s3(action, key), EXECUTION, boundary) == "Allow", (action, key)
+    for action, key in (("s3:PutObject", "job-2/checkpoints/step-10.pt"), ("s3:DeleteObject", "job-2/checkpoints/a"),
+                        ("s3:PutObject", "job-2/output/job-2/output/model.tar.gz"), ("s3:GetObject", "job-2/output/m"),
+                        ("s3:PutObject", "job-1/status/completed"), ("s3:PutObject", "job-1/other")):
+        assert decide(s3(action, key), EXECUTION, boundary) == "ImplicitDeny", (action, key)
+    assert decide(s3("s3:ListBucket", None, **{"s3:prefix": "job-1/checkpoints/"}), EXECUTION, boundary) == "Allow"
+    assert decide(s3("s3:ListBucket", None, **{"s3:prefix": "job-2/"}), EXECUTION, boundary) == "ImplicitDeny"
+    logs = "arn:aws:logs:us-east-1:111122223333:log-group:"
+    assert decide(req("logs:PutLogEvents", f"{logs}/aws/sagemaker/TrainingJobs:log-stream:job-1/algo-1-1"),
+                  EXECUTION, boundary) == "Allow"
+    assert decide(req("logs:PutLogEvents", f"{logs}/trainctl/job-2:log-stream:i-1"), EXECUTION, boundary) == "ImplicitDeny"
+    image = "arn:aws:ecr:us-east-1:763104351884:repository/pytorch-training"
+    assert decide(req("ecr:BatchGetImage", image), EXECUTION, boundary) == "Allow"
+    assert decide(req("ecr:BatchGetImage", f"{image}-other"), EXECUTION, boundary) == "ImplicitDeny"
+    assert decide(req("ec2:CreateNetworkInterface", "arn:aws:ec2:us-east-1:111122223333:network-interface/*"),
+                  EXECUTION, boundary) == "Allow"
+    # the CLI may pass such a role, and only to SageMaker
+    sm_role = f"arn:aws:iam::{ME}:role/trainctl/trainctl-job-1"
+    assert decide(req("iam:PassRole", sm_role, **{"iam:PassedToService": "sagemaker.amazonaws.com"}), CLI) == "Allow"
+    assert decide(req("iam:PassRole", sm_role, **{"iam:PassedToService": "lambda.amazonaws.com"}),
+                  CLI) == "ImplicitDeny"
 
 
 # ---------------------------------------------------------------- 5. secrets

@@ -151,7 +151,11 @@ def test_policy_documents_are_least_privilege():
         if any(a.startswith("s3:") and a != "s3:CreateBucket" for a in acts):
             assert st["Condition"] == iam.SAME_ACCOUNT, st
     sm = iam.granted_actions(iam.cli_policy("sagemaker"))
-    assert "sagemaker:CreateTrainingJob" in sm and "ec2:CreateFleet" not in sm and "iam:CreateRole" not in sm
+    assert "sagemaker:CreateTrainingJob" in sm and "ec2:CreateFleet" not in sm
+    # each SageMaker job's own execution role is made under the boundary, whose denies hold on both platforms
+    assert "iam:CreateRole" in sm and "iam:CreateInstanceProfile" not in sm
+    assert {st["Sid"] for st in iam.cli_policy("sagemaker")["Statement"] if st["Effect"] == "Deny"} == {
+        "RolesKeepTheBoundary", "BoundaryStays", "BoundaryIsFixed"}
     e2 = iam.granted_actions(iam.cli_policy("ec2"))
     assert "ec2:CreateFleet" in e2 and not any(a.startswith("sagemaker:") for a in e2)
 

@@ -68,7 +68,8 @@ def tagged_security_groups(sandbox, region: str, job: str | None) -> list:
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("operation", ["GetProducts", "PutBucketEncryption", "PutPublicAccessBlock",
                                        "PutObject", "CreateSecurityGroup", "AuthorizeSecurityGroupIngress",
-                                       "AuthorizeSecurityGroupEgress", "CreateTrainingJob"])
+                                       "AuthorizeSecurityGroupEgress", "CreateRole", "PutRolePolicy",
+                                       "CreateTrainingJob"])
 def test_sagemaker_launch_interrupted(sm, tmp_path, operation):
     home = tmp_path / "home"
     # the group's steps need two nodes: such a job runs in the VPC with its own group (one node uses no VPC)
@@ -95,9 +96,12 @@ def test_sagemaker_launch_interrupted(sm, tmp_path, operation):
         assert summary["TrainingJobName"] == job and operation == "CreateTrainingJob"
         # down stopped it: nothing of the job keeps running (and billing)
         status = sagemaker.describe_training_job(TrainingJobName=job)["TrainingJobStatus"]
-        assert status in ("Stopping", "Stopped"), status
+        # down waited for it to end before deleting its execution role (the stopping job still uploads)
+        assert status == "Stopped", status
+    assert sm.client("iam").list_roles(PathPrefix="/trainctl/")["Roles"] == []  # the job's own role went too
     s3 = sm.client("s3")
-    for obj in s3.list_objects_v2(Bucket="trainctl-123456789012-us-east-1").get("Contents", []):
+    for obj in s3.list_objects_v2(Bucket="trainctl-123456789012-us-east-1", Prefix="trainctl/code/").get(
+            "Contents", []):
         # the content-addressed code object (shared by every job with the same code) carries the job tag
         tags = s3.get_object_tagging(Bucket="trainctl-123456789012-us-east-1", Key=obj["Key"])["TagSet"]
         assert {"Key": "trainctl:job", "Value": job} in tags, obj["Key"]

@@ -80,7 +80,8 @@ def test_a_job_of_that_name_owned_by_someone_else_is_neither_adopted_nor_stopped
     theirs = _request(backend, spec, path, "job-taken")
     job = next(c for c in theirs.calls if c.operation == "CreateTrainingJob").params
     other = {**{k: v for k, v in job.items() if k != "VpcConfig"},  # theirs: outside our launch's VPC setup
-             "Tags": [{"Key": "trainctl:job", "Value": "someone-else"}]}
+             "Tags": [{"Key": "trainctl:job", "Value": "someone-else"}],
+             "RoleArn": "arn:aws:iam::123456789012:role/trainctl-sagemaker-execution"}  # their own role
     sm = sb.client("sagemaker")
     ours = _request(backend, spec, path, "job-taken")
     sm.create_training_job(**other)
@@ -89,6 +90,7 @@ def test_a_job_of_that_name_owned_by_someone_else_is_neither_adopted_nor_stopped
             backend.submit(ours)
         removed = backend.cleanup("job-taken", REGION)  # what `launch` does after a failed submit
         assert not any("training job" in r for r in removed)
+        assert "execution role trainctl-job-taken" in removed  # ours, made before CreateTrainingJob: it goes
         assert sm.describe_training_job(TrainingJobName="job-taken")["TrainingJobStatus"] == "InProgress"
     finally:
         sm.stop_training_job(TrainingJobName="job-taken")

@@ -61,7 +61,12 @@ def test_dry_run_prints_valid_requests_and_creates_nothing(sm, tmp_path):
     create = doc["requests"][-1]["params"]
     job = doc["job_id"]
     assert create["TrainingJobName"] == job
-    assert create["RoleArn"].endswith(":role/trainctl-sagemaker-execution")
+    # the job's own execution role, made just before, under /trainctl/ with the permissions boundary
+    assert create["RoleArn"] == f"arn:aws:iam::123456789012:role/trainctl/trainctl-{job}"
+    role = next(r for r in doc["requests"] if r["operation"] == "CreateRole")
+    assert role["params"]["Path"] == "/trainctl/" and role["params"]["PermissionsBoundary"].endswith(
+        ":policy/trainctl-boundary")
+    assert "Could not assume role" in doc["requests"][-1]["retry"]["on"]  # IAM's eventual consistency
     hps = create["HyperParameters"]
     assert json.loads(hps["sagemaker_program"]) == "train_ddp.py"
     assert json.loads(hps["sagemaker_submit_directory"]).startswith(f"s3://{ACCOUNT_BUCKET}/trainctl/code/")

@@ -13,7 +13,8 @@ def doctor(
     spec: Optional[str] = typer.Argument(None, help="Job spec YAML: also check the quotas its layouts need."),
     platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2: check only what that "
                                                                      "platform needs (default: both)."),
-    role: Optional[str] = typer.Option(None, "--role", help="SageMaker execution role name or ARN to check."),
+    role: Optional[str] = typer.Option(None, "--role", help="SageMaker execution role (name or ARN) you launch with; "
+                                                            "without it, each job gets its own."),
     bucket: Optional[str] = typer.Option(None, "--bucket", help="Job bucket (default trainctl-ACCOUNT-REGION)."),
     subnet: Optional[str] = typer.Option(None, "--subnet", help="Subnet id(s) as given to launch (default: the "
                                                                "subnet launch would choose for the plan's AZ)."),
@@ -40,10 +41,12 @@ def doctor(
 @app.command("iam-policy")
 def iam_policy(
     platform: str = typer.Option("all", "--platform", help="sagemaker, ec2 or all: the calls of which backends."),
-    role: str = typer.Option("cli", "--role", help="cli (whoever runs trainctl), sagemaker-execution (the "
-                                                   "training job's role) or ec2-node (the EC2 nodes' role)."),
+    role: str = typer.Option("cli", "--role", help="cli (whoever runs trainctl), sagemaker-execution (a "
+                                                   "SageMaker job's own role), ec2-node (an EC2 job's nodes' role) or "
+                                                   "boundary (the most any of those may do)."),
     execution_role: str = typer.Option("trainctl-sagemaker-execution", "--execution-role",
-                                       help="The SageMaker execution role name the cli policy may pass."),
+                                       help="A role of yours the cli policy may pass to SageMaker "
+                                            "(launch --role), besides each job's own role."),
     split: bool = typer.Option(False, "--split", help="Print a JSON list of policies, each under the 6,144 "
                                                       "characters of a managed policy; attach them all."),
 ) -> None:

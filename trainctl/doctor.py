@@ -83,8 +83,8 @@ def check_execution_role(region: str, role: str) -> Check:
 
     name = "SageMaker execution role"
     role_name = role.rsplit("/", 1)[-1]
-    fix = ("create it: `trainctl iam-policy --role sagemaker-execution -o json` prints its policy and trust "
-           "policy; or pass --role NAME")
+    fix = ("leave --role out (trainctl then makes each job its own role), or create it from the per-job template "
+           "`trainctl iam-policy --role sagemaker-execution -o json` (policy and trust policy)")
     try:
         found = aws.client("iam", region).get_role(RoleName=role_name)["Role"]
     except Exception as e:  # noqa: BLE001
@@ -97,6 +97,29 @@ def check_execution_role(region: str, role: str) -> Check:
         return _fail(name, f"role {role_name} does not trust sagemaker.amazonaws.com",
                      "add a trust statement allowing sts:AssumeRole for Service sagemaker.amazonaws.com")
     return _ok(name, f"{found['Arn']} trusts sagemaker.amazonaws.com")
+
+
+def check_job_role_boundary(region: str) -> Check:
+    """Without --role, each SageMaker job gets its own execution role from the launch, under trainctl's
+    permissions boundary: nothing to pre-create but the boundary (an administrator's, once per account)."""
+    from trainctl.awsinfra.naming import partition
+    from trainctl.iam import BOUNDARY_POLICY
+    from trainctl.iam_boundary import boundary_arn
+
+    name = "SageMaker execution role"
+    account = aws.client("sts", region).get_caller_identity()["Account"]
+    arn = boundary_arn(account, partition(region))
+    try:
+        aws.client("iam", region).get_policy(PolicyArn=arn)
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) == "NoSuchEntity":
+            return _fail(name, f"each job's own role needs the permissions boundary {arn}, which does not exist",
+                         f"an administrator creates it once: `trainctl iam-policy --role boundary > b.json && aws iam "
+                         f"create-policy --policy-name {BOUNDARY_POLICY} --policy-document file://b.json`")
+        if _denied(e):
+            return _skip(name, f"cannot read {arn} ({aws.error_summary(e)}): each job's own role needs it")
+        raise
+    return _ok(name, f"created per job by launch, within {arn}")
 
 
 def check_s3_route(region: str, subnet_flag: str | None, az: str | None, pip: bool = False) -> Check:
@@ -271,7 +294,8 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
         add(_skip("quotas", "give a job spec to check the quotas its layouts need"))
     if "sagemaker" in platforms:
         best = next((o for o in plan.options if o.platform == "sagemaker"), None) if plan else None
-        add(check_execution_role(region, role or (spec.role if spec else None) or "trainctl-sagemaker-execution"))
+        given = role or (spec.role if spec else None)
+        add(check_execution_role(region, given) if given else check_job_role_boundary(region))
         if best is not None and best.count == 1:
             add(_skip("subnet reaches S3", "the best SageMaker option has one node: it runs outside any VPC"))
         else:

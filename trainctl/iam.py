@@ -8,9 +8,10 @@ role). `cli_policy()` groups the table into statements; nothing is derived from 
 tests/test_iam_policy.py checks the table against the calls trainctl really makes in the sandbox: each
 one must be here, and each row must be made by some command.
 
-Policies for the other two principals are separate documents: the SageMaker execution role (what
-the training container does) and the EC2 node role (trainctl's EC2 backend creates one per job with
-`backends.ec2.node_policy`; the one printed here is its shape for every job, for review).
+Policies for the other two principals are separate documents, each written per job by the backend that
+creates the job's role under /trainctl/ with the permissions boundary: the SageMaker execution role (what
+the training container does; `backends.sagemaker_role.execution_policy`) and the EC2 node role
+(`backends.ec2.node_policy`). The ones printed here are their shapes, with placeholders, for review.
 """
 from __future__ import annotations
 
@@ -123,8 +124,8 @@ CALLS: tuple[Call, ...] = (
     Call("sagemaker:CreateTrainingJob", SM, (
         _g("sagemaker:CreateTrainingJob", "sagemaker:AddTags", resources=("arn:aws:sagemaker:*:*:training-job/*",),
            condition=TAGGED_REQUEST),
-        _g("iam:PassRole", resources=("arn:aws:iam::*:role/{execution_role}",), condition=SAGEMAKER_PASS,
-           why="only the execution role, only to SageMaker"))),
+        _g("iam:PassRole", resources=("arn:aws:iam::*:role/trainctl/*", "arn:aws:iam::*:role/{execution_role}"),
+           condition=SAGEMAKER_PASS, why="only the per-job execution roles and a given role, only to SageMaker"))),
     Call("sagemaker:DescribeTrainingJob", SM, (_g("sagemaker:DescribeTrainingJob",
                                                   resources=("arn:aws:sagemaker:*:*:training-job/*",)),)),
     Call("sagemaker:ListTags", SM, (_g("sagemaker:ListTags", resources=("arn:aws:sagemaker:*:*:training-job/*",)),)),
@@ -179,16 +180,17 @@ CALLS: tuple[Call, ...] = (
     Call("s3:ListObjectsV2", E2, (_g("s3:ListBucket", **ON_BUCKET),)),
     # Creating a role or writing its policy requires trainctl's permissions boundary on it: without it,
     # iam:CreateRole + iam:PutRolePolicy would let the holder of this policy make itself an admin.
-    Call("iam:GetPolicy", E2, (_g("iam:GetPolicy", resources=(f"arn:aws:iam::*:policy/{BOUNDARY_POLICY}",)),)),
-    Call("iam:CreateRole", E2, (
+    # Both platforms make one role per job: EC2 for its nodes, SageMaker as the job's execution role.
+    Call("iam:GetPolicy", BOTH, (_g("iam:GetPolicy", resources=(f"arn:aws:iam::*:policy/{BOUNDARY_POLICY}",)),)),
+    Call("iam:CreateRole", BOTH, (
         _g("iam:CreateRole", resources=("arn:aws:iam::*:role/trainctl/*",), condition=WITH_BOUNDARY),
         _g("iam:TagRole", resources=("arn:aws:iam::*:role/trainctl/*",), condition=TAGGED_REQUEST))),
-    Call("iam:PutRolePolicy", E2, (_g("iam:PutRolePolicy", resources=("arn:aws:iam::*:role/trainctl/*",),
-                                      condition=WITH_BOUNDARY),)),
-    *(Call(f"iam:{op}", E2, (_g(f"iam:{op}", *extra, resources=("arn:aws:iam::*:role/trainctl/*",)),))
-      for op, extra in (("DeleteRolePolicy", ()),
-                        ("ListRoleTags", ()), ("ListRolePolicies", ()), ("ListAttachedRolePolicies", ()),
-                        ("DetachRolePolicy", ()), ("ListInstanceProfilesForRole", ()), ("DeleteRole", ()))),
+    Call("iam:PutRolePolicy", BOTH, (_g("iam:PutRolePolicy", resources=("arn:aws:iam::*:role/trainctl/*",),
+                                        condition=WITH_BOUNDARY),)),
+    *(Call(f"iam:{op}", platforms, (_g(f"iam:{op}", resources=("arn:aws:iam::*:role/trainctl/*",)),))
+      for op, platforms in (("DeleteRolePolicy", BOTH), ("ListRoleTags", BOTH), ("ListRolePolicies", BOTH),
+                            ("ListAttachedRolePolicies", BOTH), ("DetachRolePolicy", BOTH),
+                            ("ListInstanceProfilesForRole", E2), ("DeleteRole", BOTH))),
     *(Call(f"iam:{op}", E2, (_g(f"iam:{op}", *extra, resources=("arn:aws:iam::*:instance-profile/trainctl/*",)),))
       for op, extra in (("CreateInstanceProfile", ("iam:TagInstanceProfile",)), ("DeleteInstanceProfile", ()),
                         ("RemoveRoleFromInstanceProfile", ()), ("AddRoleToInstanceProfile", ()))),
@@ -231,10 +233,9 @@ def cli_policy(platform: str = "all", execution_role: str = EXECUTION_ROLE) -> d
         if g["condition"]:
             st["Condition"] = g["condition"]
         statements.append(st)
-    if platform in ("ec2", "all"):  # the platform that creates roles: keep their boundary in place
-        from trainctl.iam_boundary import cli_denies
+    from trainctl.iam_boundary import cli_denies  # both platforms create roles: keep their boundary in place
 
-        statements += cli_denies()
+    statements += cli_denies()
     return {"Version": "2012-10-17", "Statement": statements}
 
 
@@ -249,9 +250,14 @@ def granted_actions(policy: dict) -> set[str]:
 
 
 def sagemaker_execution_policy() -> dict:
-    from trainctl.iam_boundary import sagemaker_execution_policy as policy
+    """The per-job execution role's shape: the SageMaker launch writes this per job with the job id, bucket,
+    code key, image, region and account filled in (backends.sagemaker_role); here with placeholders, for review."""
+    from trainctl.awsinfra.bucket import code_key
+    from trainctl.backends.sagemaker_role import execution_policy
 
-    return policy()
+    return execution_policy("JOB_ID", "trainctl-ACCOUNT-REGION", "REGION", "ACCOUNT", code_key("SHA256"),
+                            "DLC_ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPOSITORY:TAG",
+                            ("arn:aws:ssm:REGION:ACCOUNT:parameter/trainctl/NAME",), in_vpc=True)
 
 
 SAGEMAKER_TRUST = {"Version": "2012-10-17", "Statement": [
@@ -289,8 +295,10 @@ def documents(platform: str = "all", role: str = "cli", execution_role: str = EX
     if role == "cli":
         return {"role": role, "platform": platform, "policy": cli_policy(platform, execution_role)}
     if role == "sagemaker-execution":
-        return {"role": role, "role_name": execution_role, "policy": sagemaker_execution_policy(),
-                "trust_policy": SAGEMAKER_TRUST}
+        return {"role": role, "note": "created per job by `trainctl launch` (SageMaker) under /trainctl/ with the "
+                                      "permissions boundary, removed by `trainctl down`; with --role NAME, that role "
+                                      "is used instead and keeping jobs apart is its policy's job",
+                "policy": sagemaker_execution_policy(), "trust_policy": SAGEMAKER_TRUST}
     if role == "ec2-node":
         from trainctl.backends.ec2 import TRUST_POLICY
 

@@ -1,12 +1,13 @@
-"""The permissions boundary of every role trainctl creates, the statements that keep it in place, and the
-policy of the SageMaker execution role.
+"""The permissions boundary of every role trainctl creates (the EC2 nodes' and the SageMaker jobs' execution
+roles, one per job) and the statements that keep it in place.
 
 Why a boundary: the cli policy lets its holder create roles under /trainctl/ and write their inline policy
 (the EC2 backend makes one role per job). Without a boundary, that is a way to become admin: create a role
 trusting yourself, give it `*:*`, assume it. With `iam:PermissionsBoundary` required on CreateRole and
 PutRolePolicy, whatever policy such a role gets, it can do at most what `boundary_policy()` allows: read and
-write the account's trainctl job buckets in the job layout, its /trainctl/ log groups, describe instances,
-mark an instance interrupted, and read secrets named under trainctl/. The deny statements of
+write the account's trainctl job buckets in the job layout, its /trainctl/ log groups and SageMaker's
+training log group, describe instances, mark an instance interrupted, read secrets named under trainctl/,
+and what a SageMaker training job needs besides (its metrics, pulling its image, its VPC interfaces). The deny statements of
 `cli_denies()` keep the holder from removing or swapping the boundary, or rewriting the boundary policy.
 
 An administrator creates the boundary once (`trainctl iam-policy --role boundary`, docs/security.md); the
@@ -19,7 +20,7 @@ from trainctl.iam import BOUNDARY_ARN, BOUNDARY_POLICY, BUCKET, SAME_ACCOUNT, WI
 S3_BUCKET = f"arn:aws:s3:::{BUCKET}"
 ACCOUNT = "${aws:PrincipalAccount}"
 TRAINCTL_ROLES = "arn:aws:iam::*:role/trainctl/*"
-CODE_OBJECTS = f"{S3_BUCKET}/trainctl/code/*"
+SAGEMAKER_LOGS = "arn:aws:logs:*:*:log-group:/aws/sagemaker/TrainingJobs:*"
 # Secrets a job may be handed (the spec's `secrets:`) live under these names, so the boundary can name them.
 SECRET_PARAMETERS = f"arn:aws:ssm:*:{ACCOUNT}:parameter/trainctl/*"
 SECRET_VALUES = f"arn:aws:secretsmanager:*:{ACCOUNT}:secret:trainctl/*"
@@ -58,7 +59,17 @@ def boundary_policy() -> dict:
          "Resource": job_objects("checkpoints"), "Condition": SAME_ACCOUNT},
         {"Sid": "JobLogs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream",
                                                           "logs:PutLogEvents", "logs:DescribeLogStreams"],
-         "Resource": "arn:aws:logs:*:*:log-group:/trainctl/*"},
+         "Resource": ["arn:aws:logs:*:*:log-group:/trainctl/*", SAGEMAKER_LOGS]},
+        # what a SageMaker job's own execution role needs besides S3 and logs (backends/sagemaker_role.py)
+        {"Sid": "SageMakerMetrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
+         "Condition": {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}},
+        {"Sid": "PullTrainingImage", "Effect": "Allow", "Resource": "*", "Action": [
+            "ecr:GetAuthorizationToken", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer",
+            "ecr:BatchCheckLayerAvailability"]},
+        {"Sid": "SageMakerVpcInterfaces", "Effect": "Allow", "Resource": "*", "Action": [
+            "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
+            "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
+            "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"]},
         {"Sid": "FindPeers", "Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"},
         {"Sid": "MarkInterrupted", "Effect": "Allow", "Action": "ec2:CreateTags",
          "Resource": "arn:aws:ec2:*:*:instance/*",
@@ -84,32 +95,3 @@ def cli_denies() -> list[dict]:
 
 def boundary_arn(account: str, partition: str = "aws") -> str:
     return BOUNDARY_ARN.replace("${aws:PrincipalAccount}", account).replace("arn:aws:", f"arn:{partition}:", 1)
-
-
-def sagemaker_execution_policy() -> dict:
-    """What the SageMaker training container needs: read the content-addressed code (never write it), write
-    checkpoints and model output in the job layout, logs and metrics, the training image, network
-    interfaces in the job's VPC subnet, and read the secrets named under trainctl/ (the spec's `secrets:`)."""
-    return {"Version": "2012-10-17", "Statement": [
-        {"Sid": "ReadCode", "Effect": "Allow", "Action": "s3:GetObject", "Resource": CODE_OBJECTS,
-         "Condition": SAME_ACCOUNT},
-        {"Sid": "JobCheckpoints", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-         "Resource": job_objects("checkpoints"), "Condition": SAME_ACCOUNT},
-        {"Sid": "JobOutput", "Effect": "Allow", "Action": "s3:PutObject", "Resource": job_objects("output"),
-         "Condition": SAME_ACCOUNT},
-        {"Sid": "ListJobFolders", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": S3_BUCKET,
-         "Condition": {**SAME_ACCOUNT, "StringLike": {"s3:prefix": ["*/checkpoints*", "*/output*"]}}},
-        {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream",
-                                                       "logs:PutLogEvents", "logs:DescribeLogStreams"],
-         "Resource": "arn:aws:logs:*:*:log-group:/aws/sagemaker/TrainingJobs:*"},
-        {"Sid": "Metrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
-         "Condition": {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}},
-        {"Sid": "PullImage", "Effect": "Allow", "Action": ["ecr:GetAuthorizationToken", "ecr:BatchGetImage",
-                                                            "ecr:GetDownloadUrlForLayer",
-                                                            "ecr:BatchCheckLayerAvailability"], "Resource": "*"},
-        {"Sid": "VpcInterfaces", "Effect": "Allow", "Action": [
-            "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
-            "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
-            "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"], "Resource": "*"},
-        *secret_statements([SECRET_PARAMETERS], [SECRET_VALUES]),
-    ]}

@@ -21,7 +21,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 JOBS = Path(__file__).parent / "sandbox_jobs"
-ROLE = "arn:aws:iam::123456789012:role/SageMakerRole"
+ROLE = "arn:aws:iam::123456789012:role/trainctl-sagemaker-execution"  # seeded: SageMaker must be able to assume it
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5.1-cpu-py311"
 BUCKET = "trainctl-sandbox-tests"
 TERMINAL = ("Completed", "Failed", "Stopped")
@@ -450,3 +450,29 @@ def test_sagemaker_distributed_libraries_run_with_torchrun_or_fail_where_sagemak
     p5 = wait_ended(sb, "smddp-p5-mpi")
     assert p5["FailureReason"] == "ClientError: SMModelParallel and SMDataParallel currently do not support p5 " \
                                   "instances."
+
+
+def test_a_role_sagemaker_cannot_assume_is_refused(sandbox):
+    """AWS assumes the execution role at CreateTrainingJob: a missing role, one that does not trust
+    SageMaker, or one too new for IAM to have propagated it is refused with AWS's message."""
+    sm, iam = sandbox.client("sagemaker"), sandbox.client("iam")
+    params = dict(AlgorithmSpecification={"TrainingImage": "img", "TrainingInputMode": "File"},
+                  OutputDataConfig={"S3OutputPath": "s3://trainctl-123456789012-us-east-1/out"},
+                  ResourceConfig={"InstanceType": "ml.m5.large", "InstanceCount": 1, "VolumeSizeInGB": 1},
+                  StoppingCondition={"MaxRuntimeInSeconds": 60})
+    with pytest.raises(sm.exceptions.ClientError, match="Could not assume role .*sagemaker.amazonaws.com"):
+        sm.create_training_job(TrainingJobName="no-role", RoleArn="arn:aws:iam::123456789012:role/none", **params)
+    ec2_trust = {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+    ec2_only = iam.create_role(RoleName="ec2-only", AssumeRolePolicyDocument=json.dumps(ec2_trust))["Role"]["Arn"]
+    with pytest.raises(sm.exceptions.ClientError, match="Could not assume role"):
+        sm.create_training_job(TrainingJobName="ec2-role", RoleArn=ec2_only, **params)
+    before = sandbox.admin.action("configure_training_jobs")
+    sandbox.admin.action("configure_training_jobs", role_propagation_s=3600 / before["time_scale"])
+    try:
+        trust = {**ec2_trust, "Statement": [{**ec2_trust["Statement"][0], "Principal": {"Service": "sagemaker.amazonaws.com"}}]}
+        fresh = iam.create_role(RoleName="fresh", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+        with pytest.raises(sm.exceptions.ClientError, match="Could not assume role"):
+            sm.create_training_job(TrainingJobName="fresh-role", RoleArn=fresh, **params)
+    finally:
+        sandbox.admin.action("configure_training_jobs", role_propagation_s=0)

@@ -28,6 +28,7 @@ Choices where the sandbox must stand in for AWS (details in sagemaker_runner.py)
 - torchrun per host only with `sagemaker_torch_distributed_enabled: "true"` (as the PyTorch
   container does); otherwise one python process per host. requirements.txt is not installed:
   the server's own interpreter is the image.
+- The execution role must exist and trust SageMaker (sagemaker_validation.check_role; `role_propagation_s`).
 - In VPC mode the job has no internet (vpc_reach.py): without an S3 gateway endpoint or a NAT the code
   download times out, without a NAT a requirements.txt fails with InstallRequirementsError, and EFA hosts
   whose security group lets no traffic out to itself fail at their first collective.
@@ -52,7 +53,7 @@ from trainctl_sandbox.context import SandboxContext
 from trainctl_sandbox.sagemaker_processes import kill_marked, marked_pids
 from trainctl_sandbox.sagemaker_runner import JobRunner
 from trainctl_sandbox.sagemaker_state import JobState, Settings
-from trainctl_sandbox.sagemaker_validation import DEFAULT_MAX_RUNTIME, constraint as _constraint, validate
+from trainctl_sandbox.sagemaker_validation import DEFAULT_MAX_RUNTIME, check_role, constraint as _constraint, validate
 
 TIME_SCALE_ENV = "TRAINCTL_SANDBOX_TIME_SCALE"
 
@@ -176,6 +177,7 @@ def _create_training_job(self: SageMakerResponse) -> ActionResult:
     request = copy.deepcopy(dict(self.params))
     account_id, region = self.current_account, self.region
     azs = validate(request, account_id, region)
+    check_role(request, account_id, _settings.real("role_propagation_s"))
     backend = self.sagemaker_backend
     with _lock:
         name = request["TrainingJobName"]

@@ -24,6 +24,7 @@ class Settings:
     stop_grace_s: float = 30.0       # SIGTERM -> SIGKILL (AWS: 120 s)
     sync_interval_s: float = 2.0     # checkpoint folder -> S3
     capacity_retry_s: float = 4.0    # how long an On-Demand job retries before CapacityError
+    role_propagation_s: float = 0.0  # a younger execution role cannot be assumed yet (IAM's eventual consistency)
 
     def real(self, name: str) -> float:
         return getattr(self, name) * self.time_scale

@@ -173,3 +173,33 @@ def script_mode_refusal(request: dict[str, Any]) -> tuple[str | None, Any, Any]:
         return ("AlgorithmError: the sandbox runs script-mode jobs only: HyperParameters need sagemaker_program "
                 "and sagemaker_submit_directory (an s3:// URI of sourcedir.tar.gz)"), program, submit
     return distribution_failure(hps, request["ResourceConfig"]["InstanceType"]), program, submit
+
+
+def check_role(request: dict[str, Any], account_id: str, propagation_s: float) -> None:
+    """SageMaker assumes the execution role when the job is created: a role that does not exist, does not
+    trust sagemaker.amazonaws.com, or was made too recently for IAM to have propagated it (IAM is eventually
+    consistent; `propagation_s`, real seconds) is refused with AWS's message. Another account's role is
+    taken as it is (its trust is that account's)."""
+    import json
+    import urllib.parse
+    from datetime import datetime, timezone
+
+    from moto.iam.models import iam_backends
+
+    arn = request.get("RoleArn", "")
+    if arn.split(":")[4:5] != [account_id]:
+        return
+    refusal = ValidationError(f"Could not assume role {arn}. Please ensure that the role exists and allows "
+                              "principal 'sagemaker.amazonaws.com' to assume the role.")
+    role = next((r for r in iam_backends[account_id]["global"].get_roles() if r.arn == arn), None)
+    if role is None:
+        raise refusal
+    trust = json.loads(urllib.parse.unquote(role.assume_role_policy_document))
+    services: list[str] = []
+    for st in trust.get("Statement", []):
+        named = (st.get("Principal") or {}).get("Service") or [] if st.get("Effect") == "Allow" else []
+        services += [named] if isinstance(named, str) else named
+    created = role.create_date if role.create_date.tzinfo else role.create_date.replace(tzinfo=timezone.utc)
+    if "sagemaker.amazonaws.com" not in services or \
+            (datetime.now(timezone.utc) - created).total_seconds() < propagation_s:
+        raise refusal

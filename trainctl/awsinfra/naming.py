@@ -14,7 +14,6 @@ PREFIX = "trainctl-"
 IAM_PATH = "/trainctl/"
 ROLE_NAME_MAX = 64                   # IAM: role names are at most 64 characters
 TRAINING_JOB_NAME_MAX = 63           # SageMaker CreateTrainingJob: TrainingJobName {1,63}
-SAGEMAKER_EXECUTION_ROLE = "trainctl-sagemaker-execution"
 SAGEMAKER_LOG_GROUP = "/aws/sagemaker/TrainingJobs"   # where SageMaker writes every training job's logs
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -30,6 +31,22 @@ class CapacityError(Exception):
 
 class NotOurs(Exception):
     """An "already done" answer names a resource that another job or user owns: never adopted, never cleaned."""
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Ask again, with a doubling delay, while AWS answers `code` with `message` in its text: a refusal that
+    passes (IAM's eventual consistency: a role made seconds ago that SageMaker cannot assume yet)."""
+
+    code: str
+    message: str
+    attempts: int       # calls in all, the first included
+    delay_s: float      # before the second call; doubled after each refusal
+
+    def matches(self, exc: BaseException) -> bool:
+        resp = getattr(exc, "response", None)
+        error = resp.get("Error", {}) if isinstance(resp, dict) else {}
+        return error.get("Code") == self.code and self.message in str(error.get("Message", ""))
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,7 @@ class AwsCall:
     # (key, value): this read's answer must list the tag, or what it found is not ours (a name taken by
     # someone else) and the "already done" error stands
     owner_tag: tuple[str, str] | None = None
+    retry: Retry | None = None    # a transient refusal that this call is asked again for
 
     def method_name(self) -> str:
         return re.sub(r"(?<!^)(?=[A-Z])", "_", self.operation).lower()
@@ -68,6 +86,8 @@ class AwsCall:
             doc["fallback"] = [c.to_json() for c in _as_tuple(self.fallback)]
         if self.owner_tag:
             doc["owner_tag"] = f"{self.owner_tag[0]}={self.owner_tag[1]}"
+        if self.retry:
+            doc["retry"] = {"on": f"{self.retry.code}: {self.retry.message}", "attempts": self.retry.attempts}
         if self.alternative_of:
             doc["alternative_of"] = self.alternative_of
         if self.about:
@@ -192,13 +212,25 @@ class Executor:
     def run_one(self, call: AwsCall, outputs: dict[str, Any]) -> dict[str, Any]:
         self._announce(call)
         try:
-            response = self.invoke(call, fill_placeholders(call.params, outputs))
+            response = self.invoke_retrying(call, fill_placeholders(call.params, outputs))
         except Exception as e:  # noqa: BLE001 - only the declared "already done" codes are swallowed
             if _error_code(e) not in call.ok_errors:
                 raise
             return self.adopt(call, e, outputs)
         self.check_owner(call, response)
         return {name: extract(response, path) for name, path in call.outputs.items()}
+
+    def invoke_retrying(self, call: AwsCall, params: dict) -> Any:
+        delay = call.retry.delay_s if call.retry else 0.0
+        for attempt in range(call.retry.attempts if call.retry else 1):
+            try:
+                return self.invoke(call, params)
+            except Exception as e:  # noqa: BLE001 - only the declared transient refusal is asked again
+                if not (call.retry and call.retry.matches(e)) or attempt == call.retry.attempts - 1:
+                    raise
+                self.say(f"{call.operation}: {_error_code(e)} (IAM not yet consistent); asking again in {delay:g} s")
+                time.sleep(delay)
+                delay *= 2
 
     def adopt(self, call: AwsCall, error: Exception, outputs: dict[str, Any]) -> dict[str, Any]:
         """An "already done" answer (a retry of a call whose first answer was lost, or a re-run): the fallback

@@ -37,8 +37,8 @@ _MAX_RUNTIME = ("Stop the training job after this many hours; it checkpoints fir
 
 @dataclass(frozen=True)
 class SageMakerOptions:
-    role: str | None = opt("SageMaker execution role name or ARN (default: the spec's role, or "
-                           "trainctl-sagemaker-execution).")
+    role: str | None = opt("SageMaker execution role name or ARN (default: the spec's role, or one "
+                           "created for the job and deleted by down).")
     image: str | None = opt("Training image URI (default: trainctl's image table).")
     bucket: str | None = opt(_BUCKET)
     subnet: str | None = opt(_SUBNET)

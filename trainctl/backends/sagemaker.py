@@ -4,11 +4,13 @@ backends/sagemaker_request.py; here are the job's reads (describe, logs) and wri
 from __future__ import annotations
 
 import re
+import time
 from typing import Any, Callable
 
 from trainctl import aws
 from trainctl.awsinfra.naming import SAGEMAKER_LOG_GROUP
 from trainctl.backends import logtail
+from trainctl.backends import sagemaker_role as job_role
 from trainctl.backends.base import JOB_TAG, Backend, Capabilities, JobView, LaunchRequest, LaunchSettings, LogLine, \
     Transition
 from trainctl.backends.options import SageMakerOptions
@@ -17,6 +19,8 @@ from trainctl.errors import TrainctlError, UsageError
 
 __all__ = ["SageMakerBackend", "trusts_sagemaker"]
 NOT_FOUND = ("ValidationException", "ResourceNotFound")
+ENDED = ("Completed", "Failed", "Stopped")
+ENDED_POLLS = 70  # about ten minutes: SageMaker gives a stopped job 120 s, then its uploads take their time
 
 
 def _newest_attempt_streams(streams: list[str]) -> int:
@@ -32,6 +36,16 @@ def _host(stream: str) -> str:
 
 def _ts(v: Any) -> Any:
     return v.timestamp() if hasattr(v, "timestamp") else v
+
+
+def _wait_ended(sm, job_id: str) -> None:
+    """Until the job is Completed, Failed or Stopped (a stop takes as long as its last checkpoint upload)."""
+    for attempt in range(ENDED_POLLS):
+        if sm.describe_training_job(TrainingJobName=job_id)["TrainingJobStatus"] in ENDED:
+            return
+        time.sleep(min(10.0, 0.5 * 2 ** attempt))
+    raise TrainctlError(f"{job_id} is still stopping after {ENDED_POLLS} checks: its execution role stays until it "
+                        f"has ended; run `trainctl down {job_id}` again then")
 
 
 class SageMakerBackend(Backend):
@@ -60,8 +74,9 @@ class SageMakerBackend(Backend):
         return {"job_id": job_id, "platform": self.platform, "region": region, "requested": "StopTrainingJob"}
 
     def cleanup(self, job_id: str, region: str) -> list[str]:
-        """Stop the job if it still runs, then delete the security groups tagged with it (the bucket is shared
-        and code objects are shared by hash; checkpoints, model and logs are the job's output and stay)."""
+        """Stop the job if it still runs, then delete the security groups tagged with it and, once the job has
+        ended, its own execution role (the bucket is shared and code objects are shared by hash; checkpoints,
+        model and logs are the job's output and stay)."""
         removed = []
         sm = self.client_for("sagemaker", region)
         try:
@@ -77,6 +92,9 @@ class SageMakerBackend(Backend):
             sm.stop_training_job(TrainingJobName=job_id)
             removed.append(f"training job {job_id} (it had reached SageMaker; stopping: it checkpoints, "
                            "uploads its model, then ends)")
+        if ours and found.get("TrainingJobStatus") in ("InProgress", "Stopping"):
+            # the container uploads its checkpoints and model with the execution role: it goes last
+            _wait_ended(sm, job_id)
         ec2 = self.client_for("ec2", region)
         for g in ec2.describe_security_groups(Filters=[{"Name": f"tag:{JOB_TAG}", "Values": [job_id]}])[
                 "SecurityGroups"]:
@@ -89,7 +107,7 @@ class SageMakerBackend(Backend):
                                         f"hosts: run `trainctl down {job_id}` again once the job has ended") from None
                 if aws.error_code(e) != "InvalidGroup.NotFound":
                     raise
-        return removed
+        return removed + job_role.delete_role(self.client_for("iam", region), job_id)
 
     def describe(self, job_id: str, region: str) -> JobView:
         try:

@@ -13,6 +13,7 @@ from trainctl.job_args import entrypoint_args, layout_note
 from trainctl.awsinfra import bucket as layout
 from trainctl.awsinfra import naming, network
 from trainctl.backends import sagemaker_distribution as distribution
+from trainctl.backends import sagemaker_role as job_role
 from trainctl.backends.base import JOB_TAG, AwsCall, LaunchRequest, LaunchSettings, tags
 from trainctl.backends.security_group import self_only_security_group
 from trainctl.errors import TrainctlError, UsageError
@@ -44,15 +45,16 @@ def trusts_sagemaker(doc: Any) -> bool:
     return False
 
 
-def role_arn(iam, account: str, region: str, wanted: str | None) -> tuple[str, str]:
-    name = wanted or naming.SAGEMAKER_EXECUTION_ROLE
+def role_arn(iam, account: str, region: str, wanted: str) -> tuple[str, str]:
+    """A user-given execution role (--role or the spec's role:), checked to exist and trust SageMaker."""
+    name = wanted
     arn = name if name.startswith("arn:") else None
     if arn:
         name = arn.rsplit("/", 1)[-1]
         if f":{account}:" not in arn:  # another account's role: we cannot read it, SageMaker will check
             return arn, f"execution role {arn} (another account: not checked)"
-    fix = (f"create an IAM role named {naming.SAGEMAKER_EXECUTION_ROLE} that trusts sagemaker.amazonaws.com with "
-           "S3 access to the job bucket, or pass --role NAME|ARN (or set role: in the spec)")
+    fix = ("pass --role NAME|ARN of a role that trusts sagemaker.amazonaws.com with S3 access to the job bucket, "
+           "or leave --role (and the spec's role:) out: trainctl then creates the job's own role")
     try:
         role = iam.get_role(RoleName=name)["Role"]
     except Exception as e:  # noqa: BLE001
@@ -161,6 +163,32 @@ def _check_vpc_routes(ec2, region: str, subnet: str, vpc: str, pip: bool, notes:
                                                else f"S3 through gateway endpoint {route.s3_gateway}"))
 
 
+def _managed_spot(params: dict, spec, bucket: str, job_id: str, notes: list[str]) -> None:
+    stopping, wait = params["StoppingCondition"], int(spec.constraints.max_spot_wait_hours * 3600)
+    stopping["MaxWaitTimeInSeconds"] = min(MAX_SECONDS, stopping["MaxRuntimeInSeconds"] + wait)
+    params["EnableManagedSpotTraining"] = True
+    params["CheckpointConfig"] = {"S3Uri": layout.sagemaker_checkpoints(bucket, job_id), "LocalPath": CHECKPOINT_LOCAL}
+    notes.append(f"managed Spot: MaxWait {stopping['MaxWaitTimeInSeconds']} s (runtime "
+                 f"{stopping['MaxRuntimeInSeconds']} s + max_spot_wait_hours "
+                 f"{spec.constraints.max_spot_wait_hours:g}); checkpoints synced to "
+                 f"{params['CheckpointConfig']['S3Uri']}")
+
+
+def _job_role(client_for, job_id: str, region: str, account: str, bucket: str, source_uri: str, image: str, spec,
+              in_vpc: bool, notes: list[str]) -> tuple[str, list[AwsCall]]:
+    """The job's own execution role (backends/sagemaker_role.py): its ARN and the calls that make it."""
+    from trainctl.backends.ec2.requests import boundary
+
+    bounded_by = boundary(client_for("iam", region), account, region, notes, role="the job's execution role")
+    code_key = source_uri.removeprefix(f"s3://{bucket}/")
+    policy = job_role.execution_policy(job_id, bucket, region, account, code_key, image,
+                                       tuple(spec.secrets.values()), in_vpc)
+    arn, calls = job_role.role_calls(job_id, region, account, bounded_by, policy)
+    notes.append(f"execution role {arn}: this job's own, writes only under s3://{bucket}/{job_id}/; "
+                 "`trainctl down` deletes it once the job has ended")
+    return arn, calls
+
+
 def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
     from trainctl.backends.bucket_calls import job_bucket_calls
     from trainctl.catalog import load_catalog
@@ -177,8 +205,11 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     mp_parameters = distribution.smp_parameters(option, inst.accelerator_count) if kind == "smp" else None
     notes: list[str] = [layout_note(spec, option), distribution.describe(kind, mp_parameters)]
     account = client_for("sts", region).get_caller_identity()["Account"]
-    arn, note = role_arn(client_for("iam", region), account, region, opts.role or spec.role)
-    notes.append(note)
+    given_role = opts.role or spec.role
+    if given_role:
+        arn, note = role_arn(client_for("iam", region), account, region, given_role)
+        notes.append(note + ": given, so trainctl creates no role; keeping jobs out of each other's S3 prefixes "
+                            "is then that role's policy's job (docs/security.md)")
     s3 = client_for("s3", region)
     bucket, calls = job_bucket_calls(s3, job_id, region, account, opts.bucket, notes)
     program, source_uri, upload, pip = _code_calls(s3, spec, settings, bucket, account, region, notes)
@@ -187,6 +218,10 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     image = opts.image or training_image(region, inst.accelerator.kind)
     notes.append(f"image {image}" + (" (--image)" if opts.image else f" (trainctl's {inst.accelerator.kind} "
                                                                       "image table)"))
+    if not given_role:
+        arn, role_calls = _job_role(client_for, job_id, region, account, bucket, source_uri, image, spec,
+                                    bool(vpc_config), notes)
+        calls += role_calls
     stopping = {"MaxRuntimeInSeconds": max_runtime_s(option, opts.max_runtime_hours)}
     params: dict[str, Any] = {
         "TrainingJobName": job_id, "RoleArn": arn,
@@ -206,18 +241,11 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     if vpc_config:
         params["VpcConfig"] = vpc_config
     if option.market == "spot":
-        wait = int(spec.constraints.max_spot_wait_hours * 3600)
-        stopping["MaxWaitTimeInSeconds"] = min(MAX_SECONDS, stopping["MaxRuntimeInSeconds"] + wait)
-        params["EnableManagedSpotTraining"] = True
-        params["CheckpointConfig"] = {"S3Uri": layout.sagemaker_checkpoints(bucket, job_id),
-                                      "LocalPath": CHECKPOINT_LOCAL}
-        notes.append(f"managed Spot: MaxWait {stopping['MaxWaitTimeInSeconds']} s (runtime "
-                     f"{stopping['MaxRuntimeInSeconds']} s + max_spot_wait_hours "
-                     f"{spec.constraints.max_spot_wait_hours:g}); checkpoints synced to "
-                     f"{params['CheckpointConfig']['S3Uri']}")
+        _managed_spot(params, spec, bucket, job_id, notes)
     calls.append(AwsCall("sagemaker", "CreateTrainingJob", params, region,
                          outputs={"training_job_arn": "TrainingJobArn"},
                          why=f"{option.count} x ml.{option.instance_type} {option.market}",
-                         ok_errors=("ResourceInUse",), fallback=adopt_training_job(job_id, region)))
+                         ok_errors=("ResourceInUse",), fallback=adopt_training_job(job_id, region),
+                         retry=None if given_role else job_role.ASSUME_RETRY))
     return LaunchRequest(platform="sagemaker", job_id=job_id, region=region, option=option, calls=tuple(calls),
                          notes=tuple(notes))

@@ -268,7 +268,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
                          notes=tuple(notes), alternatives=(FLEET_GROUP,))
 
 
-def boundary(iam, account: str, region: str, notes: list[str]) -> str:
+def boundary(iam, account: str, region: str, notes: list[str], role: str = "node role") -> str:
     """The ARN of trainctl's permissions boundary, which every role trainctl creates carries; an
     administrator creates it once (the cli policy may not), so a missing one is an error with the fix."""
     from trainctl.iam import BOUNDARY_POLICY
@@ -285,7 +285,7 @@ def boundary(iam, account: str, region: str, notes: list[str]) -> str:
                                 "(docs/security.md)") from None
         if aws.error_code(e) not in ("AccessDenied", "AccessDeniedException"):
             raise
-    notes.append(f"node role bounded by {arn}")
+    notes.append(f"{role} bounded by {arn}")
     return arn
 
 
