@@ -7,18 +7,19 @@ CloudWatch Logs before the node goes down.
 """
 from __future__ import annotations
 
-import http.server
 import os
 import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
+from tests.node_agent_helpers import FakeImds, code_tarball
 from trainctl.bootstrap import render_user_data
 
 JOB = "shutdown-1"
 
+
+INSTANCE_ID = "i-0shutdown000000001"  # the node the fake IMDS answers for
 
 def _closed_port() -> int:
     with socket.socket() as s:
@@ -61,74 +62,45 @@ def test_a_node_that_cannot_reach_imds_or_aws_shuts_down(tmp_path):
     assert record.read_text().split("\n")[0] == "-h now"
 
 
-class _Imds(http.server.BaseHTTPRequestHandler):
-    """IMDSv2 as a node sees it: a token, then its instance id and private IP."""
-
-    values = {"instance-id": "i-0shutdown000000001", "local-ipv4": "10.0.0.5"}
-
-    def do_PUT(self):  # noqa: N802 - http.server's naming
-        self._answer(200, b"token")
-
-    def do_GET(self):  # noqa: N802
-        key = self.path.removeprefix("/latest/meta-data/")
-        value = self.values.get(key)
-        self._answer(200, value.encode()) if value else self._answer(404, b"")
-
-    def _answer(self, code: int, body: bytes) -> None:
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 def test_a_node_whose_code_is_missing_ships_its_log_and_shuts_down(sandbox_env, tmp_path):
     sb = sandbox_env
     bucket = "trainctl-123456789012-us-east-1"
     sb.client("s3").create_bucket(Bucket=bucket)
-    imds = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Imds)
-    threading.Thread(target=imds.serve_forever, daemon=True).start()
+    imds = FakeImds(INSTANCE_ID, "10.0.0.5")
     bin_dir, record = _fake_shutdown(tmp_path)
     try:
         proc = _run_user_data(tmp_path, {
             "PATH": f"{bin_dir}:{os.environ['PATH']}",
-            "TRAINCTL_IMDS_ENDPOINT": f"http://127.0.0.1:{imds.server_address[1]}",
+            "TRAINCTL_IMDS_ENDPOINT": imds.endpoint,
             "AWS_ENDPOINT_URL": sb.endpoint_url, "AWS_ACCESS_KEY_ID": sb.env["AWS_ACCESS_KEY_ID"],
             "AWS_SECRET_ACCESS_KEY": sb.env["AWS_SECRET_ACCESS_KEY"]}, bucket=bucket)
     finally:
-        imds.shutdown()
-        imds.server_close()
+        imds.close()
     assert proc.returncode != 0
     assert record.read_text().split("\n")[0] == "-h now"
     events = sb.client("logs").get_log_events(logGroupName=f"/trainctl/{JOB}",
-                                              logStreamName=_Imds.values["instance-id"])["events"]
+                                              logStreamName=INSTANCE_ID)["events"]
     assert any("failed" in e["message"] and "shutting this node down" in e["message"] for e in events)
 
 
 def test_a_node_of_a_stopped_job_shuts_down_at_once_not_after_the_finished_jobs_minute(sandbox_env, tmp_path):
     """`trainctl stop` waits a bounded grace for the nodes to go (issue 14, item 15): a node whose job carries
     the stop mark has nothing to keep it, so its agent shuts it down now, not after a finished job's minute."""
-    from tests.node_agent_helpers import code_tarball
-
     sb = sandbox_env
     bucket = "trainctl-123456789012-us-east-1"
     sb.client("s3").create_bucket(Bucket=bucket)
     code = code_tarball({"train.py": "print('never run')\n"})
     sb.client("s3").put_object(Bucket=bucket, Key=f"{JOB}/code/sourcedir.tar.gz", Body=code)
     sb.client("s3").put_object(Bucket=bucket, Key=f"{JOB}/status/stopped", Body=b"trainctl stop")
-    imds = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Imds)
-    threading.Thread(target=imds.serve_forever, daemon=True).start()
+    imds = FakeImds(INSTANCE_ID, "10.0.0.5")
     bin_dir, record = _fake_shutdown(tmp_path)
     try:
         proc = _run_user_data(tmp_path, {
             "PATH": f"{bin_dir}:{os.environ['PATH']}",
-            "TRAINCTL_IMDS_ENDPOINT": f"http://127.0.0.1:{imds.server_address[1]}",
+            "TRAINCTL_IMDS_ENDPOINT": imds.endpoint,
             "AWS_ENDPOINT_URL": sb.endpoint_url, "AWS_ACCESS_KEY_ID": sb.env["AWS_ACCESS_KEY_ID"],
             "AWS_SECRET_ACCESS_KEY": sb.env["AWS_SECRET_ACCESS_KEY"]}, bucket=bucket)
     finally:
-        imds.shutdown()
-        imds.server_close()
+        imds.close()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert record.read_text().split("\n")[0] == "-h now"

@@ -7,15 +7,14 @@ of a 133k-parameter model. Nothing is timed; the limits only bound a hung job.""
 from __future__ import annotations
 
 import base64
-import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
+from tests.node_agent_helpers import FakeImds
 import pytest
 
 from tests.helpers import CONFIGS, run_cli
@@ -54,28 +53,6 @@ def test_llm_tiny_on_sagemaker_launch_watch_completed_and_measured(sm, tmp_path)
     _measured_in_next_plan(sm, home, "sagemaker", "g5.xlarge:2:spot", doc["throughput_samples_per_s"])
 
 
-class _Imds(http.server.BaseHTTPRequestHandler):
-    """IMDSv2 as the sandbox's instance would answer it: a token, its id, its private IP."""
-
-    values: dict[str, str] = {}
-
-    def do_PUT(self):  # noqa: N802 - http.server's naming
-        self._answer(200, b"token")
-
-    def do_GET(self):  # noqa: N802
-        value = self.values.get(self.path.removeprefix("/latest/meta-data/"))
-        self._answer(200, value.encode()) if value else self._answer(404, b"")
-
-    def _answer(self, code: int, body: bytes) -> None:
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 def _with_address(ip: str):
     """The instance's private IP on the loopback while the node runs (root only), so that the agent finds
     itself among the job's instances and torchrun's rendezvous reaches it."""
@@ -89,10 +66,8 @@ def _with_address(ip: str):
 
 def _run_node(sb, tmp_path: Path, user_data: str, instance: dict) -> subprocess.CompletedProcess:
     """The launch's user data on this machine as the node: the real agent, torchrun and train_lm.py."""
-    _Imds.values = {"instance-id": instance["InstanceId"], "local-ipv4": instance["PrivateIpAddress"]}
     remove = _with_address(instance["PrivateIpAddress"])
-    imds = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Imds)
-    threading.Thread(target=imds.serve_forever, daemon=True).start()
+    imds = FakeImds(instance["InstanceId"], instance["PrivateIpAddress"])
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "shutdown").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "shutdown-called"}\n')
@@ -101,7 +76,7 @@ def _run_node(sb, tmp_path: Path, user_data: str, instance: dict) -> subprocess.
     script.write_text(user_data)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path), "LANG": "C.UTF-8",
            "TRAINCTL_ROOT": str(tmp_path / "root"), "TRAINCTL_PYTHON": sys.executable,
-           "TRAINCTL_IMDS_ENDPOINT": f"http://127.0.0.1:{imds.server_address[1]}",
+           "TRAINCTL_IMDS_ENDPOINT": imds.endpoint,
            "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": str(tmp_path / "none"),
            "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "AWS_ENDPOINT_URL": sb.endpoint_url,
            "AWS_ACCESS_KEY_ID": sb.env["AWS_ACCESS_KEY_ID"], "AWS_SECRET_ACCESS_KEY": sb.env["AWS_SECRET_ACCESS_KEY"]}
@@ -109,8 +84,7 @@ def _run_node(sb, tmp_path: Path, user_data: str, instance: dict) -> subprocess.
         return subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=360)
     finally:
         remove()
-        imds.shutdown()
-        imds.server_close()
+        imds.close()
 
 
 @pytest.mark.timeout(480)

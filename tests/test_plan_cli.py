@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from tests.helpers import CONFIGS, ROOT, clean_env, run_cli, run_json
+from tests.helpers import ROOT, clean_env, run_cli, run_json
 
 OPTION_KEYS = {"rank": int, "platform": str, "instance_type": str, "count": int, "market": str, "region": str,
                "availability_zone": (str, type(None)), "accelerators": int, "hourly_usd": float,

@@ -4,18 +4,14 @@ content-addressed and checked; secrets reach the job by ARN only."""
 from __future__ import annotations
 
 import hashlib
-import http.server
-import io
 import json
-import tarfile
-import threading
 
 import pytest
 from botocore.exceptions import ClientError
 
 from tests.helpers import run_cli
 from tests.policy_eval import Request, decide
-from tests.test_bootstrap_shutdown import _Imds
+from tests.node_agent_helpers import FakeImds, code_tarball
 from tests.test_ec2_backend import SPEC as EC2_SPEC
 from tests.test_ec2_backend import option, settings
 from trainctl_sandbox.testing import add_nat
@@ -148,20 +144,9 @@ def test_an_object_at_the_code_key_that_is_not_the_code_is_replaced_and_a_wrong_
 # ---------------------------------------------------------------- the node agent
 @pytest.fixture
 def imds():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Imds)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-
-
-def _tarball(text: str) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        data = text.encode()
-        info = tarfile.TarInfo("train.py")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+    server = FakeImds("i-0shutdown000000001", "10.0.0.5")
+    yield server.endpoint
+    server.close()
 
 
 def _agent(imds_url: str, root, **cfg):
@@ -176,7 +161,7 @@ def _agent(imds_url: str, root, **cfg):
 
 
 def test_the_node_runs_only_the_code_whose_hash_the_config_names(sandbox_env, imds, tmp_path):
-    good, bad = _tarball("print('mine')"), _tarball("print('theirs')")
+    good, bad = code_tarball({"train.py": "print('mine')"}), code_tarball({"train.py": "print('theirs')"})
     sha = hashlib.sha256(good).hexdigest()
     sandbox_env.client("s3").put_object(Bucket=BUCKET, Key=code_key(sha), Body=bad)
     agent = _agent(imds, tmp_path, code_key=code_key(sha), code_sha256=sha)
@@ -190,7 +175,7 @@ def test_the_node_runs_only_the_code_whose_hash_the_config_names(sandbox_env, im
 
 def test_the_node_refuses_a_bucket_of_another_account(sandbox_env, imds, tmp_path, squat):
     squat(sandbox_env)
-    code = _tarball("print('theirs')")
+    code = code_tarball({"train.py": "print('theirs')"})
     sha = hashlib.sha256(code).hexdigest()
     as_account(sandbox_env, THEM).put_object(Bucket=BUCKET, Key=code_key(sha), Body=code)
     agent = _agent(imds, tmp_path, code_key=code_key(sha), code_sha256=sha)
