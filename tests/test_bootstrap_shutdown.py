@@ -62,10 +62,8 @@ def test_a_node_that_cannot_reach_imds_or_aws_shuts_down(tmp_path):
     assert record.read_text().split("\n")[0] == "-h now"
 
 
-def test_a_node_whose_code_is_missing_ships_its_log_and_shuts_down(sandbox_env, tmp_path):
-    sb = sandbox_env
-    bucket = "trainctl-123456789012-us-east-1"
-    sb.client("s3").create_bucket(Bucket=bucket)
+def _run_node_against(sb, tmp_path, bucket: str):
+    """The user data as a node of the sandbox's account: a fake IMDS and a recording `shutdown`."""
     imds = FakeImds(INSTANCE_ID, "10.0.0.5")
     bin_dir, record = _fake_shutdown(tmp_path)
     try:
@@ -76,6 +74,14 @@ def test_a_node_whose_code_is_missing_ships_its_log_and_shuts_down(sandbox_env, 
             "AWS_SECRET_ACCESS_KEY": sb.env["AWS_SECRET_ACCESS_KEY"]}, bucket=bucket)
     finally:
         imds.close()
+    return proc, record
+
+
+def test_a_node_whose_code_is_missing_ships_its_log_and_shuts_down(sandbox_env, tmp_path):
+    sb = sandbox_env
+    bucket = "trainctl-123456789012-us-east-1"
+    sb.client("s3").create_bucket(Bucket=bucket)
+    proc, record = _run_node_against(sb, tmp_path, bucket)
     assert proc.returncode != 0
     assert record.read_text().split("\n")[0] == "-h now"
     events = sb.client("logs").get_log_events(logGroupName=f"/trainctl/{JOB}",
@@ -92,15 +98,6 @@ def test_a_node_of_a_stopped_job_shuts_down_at_once_not_after_the_finished_jobs_
     code = code_tarball({"train.py": "print('never run')\n"})
     sb.client("s3").put_object(Bucket=bucket, Key=f"{JOB}/code/sourcedir.tar.gz", Body=code)
     sb.client("s3").put_object(Bucket=bucket, Key=f"{JOB}/status/stopped", Body=b"trainctl stop")
-    imds = FakeImds(INSTANCE_ID, "10.0.0.5")
-    bin_dir, record = _fake_shutdown(tmp_path)
-    try:
-        proc = _run_user_data(tmp_path, {
-            "PATH": f"{bin_dir}:{os.environ['PATH']}",
-            "TRAINCTL_IMDS_ENDPOINT": imds.endpoint,
-            "AWS_ENDPOINT_URL": sb.endpoint_url, "AWS_ACCESS_KEY_ID": sb.env["AWS_ACCESS_KEY_ID"],
-            "AWS_SECRET_ACCESS_KEY": sb.env["AWS_SECRET_ACCESS_KEY"]}, bucket=bucket)
-    finally:
-        imds.close()
+    proc, record = _run_node_against(sb, tmp_path, bucket)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert record.read_text().split("\n")[0] == "-h now"
