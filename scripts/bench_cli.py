@@ -39,7 +39,7 @@ def planner_scaling() -> list[tuple[int, int, int, float]]:
     """(layouts considered, regions, options out, median seconds of plan()) for growing candidate sets."""
     from trainctl.catalog import load_catalog
     from trainctl.planner import plan
-    from trainctl.quotes import Quotes
+    from trainctl.planner.quotes import Quotes
     from trainctl.spec import JobSpec, load_spec
 
     cat = load_catalog()

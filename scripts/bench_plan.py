@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def main(n: int = 15) -> None:
     os.environ.setdefault("TRAINCTL_HOME", tempfile.mkdtemp(prefix="trainctl-bench-"))
     sys.path.insert(0, str(ROOT))
-    from trainctl import simulate
-    from trainctl.planning import PlanInputs, make_plan
+    from trainctl.planner.spot import simulation as simulate
+    from trainctl.usecases.plan import PlanInputs, make_plan
 
     inputs = PlanInputs(spec_path=str(ROOT / "configs" / "vit-base-g5.yaml"), offline=True)
     _, first = make_plan(inputs)  # warm-up: imports, catalog parse, numpy

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainctl import perf_fit  # noqa: E402
+from trainctl.perf import compute_rate as perf_fit  # noqa: E402
 from trainctl.catalog import RESIDUALS_PATH, load_calibration, load_catalog  # noqa: E402
 
 REPORT_PATH = ROOT / "docs" / "model-accuracy.md"

@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers import run_cli
 from tests.test_ec2_backend import SPEC, option, settings
-from trainctl import aws
+from trainctl.aws import clients as aws
 from trainctl.backends.base import Backend, LaunchSettings
 from trainctl.backends.ec2 import Ec2Backend, log_group
 from trainctl.backends.options import SageMakerOptions

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from trainctl import aws
+from trainctl.aws import clients as aws
 from trainctl.backends.base import JOB_TAG, LaunchSettings
 from trainctl.backends.ec2 import Ec2Backend, log_group
 from trainctl.spec import load_spec

@@ -108,7 +108,7 @@ def test_sandbox_jobs_and_other_accounts_stay_apart(tmp_path, options):
 
 def test_a_later_job_on_the_same_layout_keeps_the_earlier_comparison(tmp_path, options):
     """The measured table keeps one row per layout; the comparison watch records stays with each job."""
-    from trainctl.calibration_report import record_comparison
+    from trainctl.usecases.calibration import record_comparison
 
     a = options[0]
     with JobStore(tmp_path / "state.db", endpoint="") as store:

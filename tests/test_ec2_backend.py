@@ -9,7 +9,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError
 from botocore.validate import validate_parameters
 
-from trainctl import aws
+from trainctl.aws import clients as aws
 from trainctl.backends.base import JOB_TAG, CapacityError, LaunchSettings
 from trainctl.backends.ec2 import Ec2Backend, name_for
 from trainctl.backends.options import Ec2Options
@@ -294,7 +294,7 @@ def test_spot_dollars_follow_the_prices_in_force():
 
 
 def test_the_node_policy_is_limited_to_the_job():
-    from trainctl.backends.ec2 import node_policy
+    from trainctl.iam.node_role import node_policy
 
     doc = node_policy("job-1", "bucket", "us-east-1", "123456789012", "trainctl/code/" + "0" * 64 + "/sourcedir.tar.gz")
     actions = {a for s in doc["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tests.test_ec2_backend import live
 from tests.test_ec2_watch import launched  # noqa: F401 - the fixture
-from trainctl import aws
+from trainctl.aws import clients as aws
 
 JOB, REGION = "job-1", "us-east-1"
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers import run_cli
 from tests.test_ec2_backend import SPEC, leftovers, live, option
-from trainctl import aws
+from trainctl.aws import clients as aws
 from trainctl.backends.base import LaunchSettings
 from trainctl.backends.ec2 import Ec2Backend, log_group
 from trainctl.backends.options import Ec2Options

@@ -49,7 +49,7 @@ def load(path: Path, text: str | bytes):
 
 
 def plan_offline(path: Path) -> dict:
-    from trainctl.planning import PlanInputs, make_plan
+    from trainctl.usecases.plan import PlanInputs, make_plan
 
     _, result = make_plan(PlanInputs(spec_path=str(path), offline=True))
     doc = result.model_dump(mode="json")  # the `plan -o json` document

@@ -9,10 +9,10 @@ import pytest
 from tests.helpers import run_cli
 from tests.policy_eval import Request, decide
 from trainctl import iam
-from trainctl.awsinfra.bucket import code_key
-from trainctl.backends.ec2 import node_policy
-from trainctl.backends.sagemaker_role import execution_policy
-from trainctl.iam_boundary import boundary_arn, boundary_policy
+from trainctl.naming.bucket import code_key
+from trainctl.iam.node_role import node_policy
+from trainctl.iam.execution_role import execution_policy
+from trainctl.iam.boundary import boundary_arn, boundary_policy
 
 ME, THEM = "111122223333", "999988887777"
 BOUNDARY = boundary_arn(ME)

@@ -44,7 +44,7 @@ def made_since(sandbox, before: dict[str, int]) -> set[str]:
 @pytest.fixture
 def recorder(sandbox_env, monkeypatch):
     """In-process callers: a botocore before-call hook on trainctl's session records service:Operation."""
-    from trainctl import aws
+    from trainctl.aws import clients as aws
 
     monkeypatch.setenv("TRAINCTL_CACHE_TTL", "0")
     aws.reset_session()
@@ -104,8 +104,8 @@ def test_policy_matches_the_calls_of_every_command(sandbox, tmp_path, recorder, 
     assert iam_client.list_roles(PathPrefix="/trainctl/")["Roles"] == []
     ec2_calls = made_since(sandbox, ec2_before)
 
-    # in-process too (the hook sees what this process calls through trainctl.aws)
-    from trainctl.planning import PlanInputs, make_plan
+    # in-process too (the hook sees what this process calls through trainctl.aws.clients)
+    from trainctl.usecases.plan import PlanInputs, make_plan
 
     make_plan(PlanInputs(spec_path=SPEC))
     hooked = {op.replace("servicequotas:", "service-quotas:") for op in recorder}  # endpoint prefix -> client name

@@ -13,7 +13,7 @@ from botocore.httpsession import URLLib3Session
 
 from tests.test_backend_contract import env  # noqa: F401 - the fixture
 from tests.test_ec2_backend import option
-from trainctl import aws
+from trainctl.aws import clients as aws
 from trainctl.backends.base import LaunchSettings
 from trainctl.backends.calls import NotOurs
 from trainctl.backends.options import SageMakerOptions

@@ -5,7 +5,7 @@ import io
 import os
 import tarfile
 
-from trainctl.packaging import pack
+from trainctl.backends.packaging import pack
 
 
 def _tree(root, files):

@@ -11,8 +11,8 @@ import pytest
 
 from tests.helpers import CONFIGS, run_cli
 from tests.test_plan_cli import check_contract
-from trainctl import aws
-from trainctl.planning import PlanInputs, make_plan
+from trainctl.aws import clients as aws
+from trainctl.usecases.plan import PlanInputs, make_plan
 
 
 class _Raw:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import CONFIGS
-from trainctl import perf, perf_network
+from trainctl import perf
+from trainctl.perf import network as perf_network
 from trainctl.catalog import load_catalog
 from trainctl.planner import model_shape, plan
 from trainctl.spec import JobSpec, load_spec

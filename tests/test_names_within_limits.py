@@ -7,8 +7,8 @@ import json
 
 from tests.helpers import run_cli
 
-from trainctl.awsinfra import naming
-from trainctl.launch import new_job_id
+from trainctl.naming import resources as naming
+from trainctl.usecases.launch import new_job_id
 
 LONGEST = "n" + "-x" * 19 + "z"   # 40 characters: the spec's maximum
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tests.helpers import run_cli
-from trainctl.images import training_image
+from trainctl.backends.sagemaker.images import training_image
 
 
 def _arns(value) -> list[str]:

@@ -4,9 +4,12 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import CONFIGS
-from trainctl import perf, perf_fit, perf_layout, perf_network
+from trainctl import perf
+from trainctl.perf import compute_rate as perf_fit
+from trainctl.perf import estimator as perf_layout
+from trainctl.perf import network as perf_network
 from trainctl.catalog import load_calibration, load_calibration_residuals, load_catalog
-from trainctl.perf_network import fabric, fsdp_sync_seconds, gradient_sync_seconds, inter_node_link
+from trainctl.perf.network import fabric, fsdp_sync_seconds, gradient_sync_seconds, inter_node_link
 from trainctl.planner import model_shape
 from trainctl.spec import load_spec
 

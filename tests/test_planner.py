@@ -8,7 +8,7 @@ import pytest
 from tests.helpers import CONFIGS
 from trainctl.catalog import load_catalog
 from trainctl.planner import MeasuredRate, PlanRequest, plan
-from trainctl.quotes import Quotes, SpotPrice
+from trainctl.planner.quotes import Quotes, SpotPrice
 from trainctl.spec import JobSpec, Layout, load_spec
 
 CAT = load_catalog()

@@ -8,11 +8,14 @@ from dataclasses import replace
 import pytest
 
 from tests.helpers import CONFIGS, run_cli, run_json
-from trainctl import input_pipeline, launch_overheads, risk, simulate
+from trainctl.perf import input_pipeline
+from trainctl.planner.spot import launch_overheads
+from trainctl.planner.spot import risk
+from trainctl.planner.spot import simulation as simulate
 from trainctl.catalog import load_catalog
-from trainctl.catalog.spot_hazard import band_hazard, load_hazard_table
+from trainctl.planner.spot.hazard import band_hazard, load_hazard_table
 from trainctl.planner import plan
-from trainctl.quotes import Quotes
+from trainctl.planner.quotes import Quotes
 from trainctl.spec import load_spec
 
 TABLE = load_hazard_table()

@@ -15,11 +15,11 @@ from tests.node_agent_helpers import FakeImds, code_tarball
 from tests.test_ec2_backend import SPEC as EC2_SPEC
 from tests.test_ec2_backend import option, settings
 from trainctl_sandbox.testing import add_nat
-from trainctl import aws
-from trainctl.awsinfra.bucket import code_key
+from trainctl.aws import clients as aws
+from trainctl.naming.bucket import code_key
 from trainctl.backends.ec2 import Ec2Backend
 from trainctl.errors import TrainctlError
-from trainctl.iam_boundary import boundary_policy
+from trainctl.iam.boundary import boundary_policy
 from trainctl.spec import load_spec
 
 ME, THEM = "123456789012", "999988887777"

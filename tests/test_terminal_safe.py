@@ -6,7 +6,7 @@ import time
 
 from tests.helpers import run_cli
 from tests.test_ec2_watch import launched  # noqa: F401 - the fixture: an EC2 job of 2 nodes in the sandbox
-from trainctl.awsinfra.bucket import status_key
+from trainctl.naming.bucket import status_key
 from trainctl.backends.ec2 import log_group
 from trainctl.render.safe import clean
 

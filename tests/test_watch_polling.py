@@ -30,7 +30,8 @@ def test_following_a_four_host_job_costs_a_bounded_number_of_calls_per_cycle(san
         assert proc.returncode == 0, proc.stderr
         job = json.loads(proc.stdout)["job_id"]
 
-        from trainctl import aws, watch
+        from trainctl.aws import clients as aws
+        from trainctl.usecases import watch
         from trainctl.backends import get_backend
 
         aws.reset_session()  # this process's clients must point at the sandbox of this test
@@ -44,7 +45,7 @@ def test_following_a_four_host_job_costs_a_bounded_number_of_calls_per_cycle(san
                                       on_line=lambda ln: (hosts.add(ln.host), lines.append(ln)))
     finally:
         sb.admin.action("configure_training_jobs", time_scale=before["time_scale"])
-        from trainctl import aws
+        from trainctl.aws import clients as aws
 
         aws.reset_session()
 

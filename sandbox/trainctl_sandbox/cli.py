@@ -14,7 +14,7 @@ import time
 
 import typer
 
-from trainctl.plugins import Plugin
+from trainctl.cli.plugins import Plugin
 from trainctl_sandbox import fault_commands, process
 
 # rich_markup_mode=None: plain help text, like the rest of trainctl's commands

@@ -93,7 +93,7 @@ def seed_core(ctx: SandboxContext) -> None:
     service_linked_roles.seed(ctx)  # the Spot service-linked role, as most accounts have it
     # What an administrator creates once per account: the permissions boundary of every role trainctl creates
     from trainctl.iam import BOUNDARY_POLICY
-    from trainctl.iam_boundary import boundary_policy
+    from trainctl.iam.boundary import boundary_policy
 
     iam.create_policy(description="trainctl: the most any role trainctl creates may do", path="/",
                       policy_document=json.dumps(boundary_policy()), policy_name=BOUNDARY_POLICY, tags=[])

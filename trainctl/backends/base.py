@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, final
 from trainctl.backends.calls import (AwsCall, Alternatives, CapacityError, Executor, LaunchRequest, Verdict,
                                      fill_placeholders)
 from trainctl.errors import UsageError
+from trainctl.naming.tags import JOB_TAG
 
 if TYPE_CHECKING:
     from trainctl.plans import Option
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["JOB_TAG", "AwsCall", "Alternatives", "Backend", "Capabilities", "CapacityError", "JobView",
            "LaunchRequest", "LaunchSettings", "LogLine", "Transition", "Verdict", "fill_placeholders", "tags"]
 
-JOB_TAG = "trainctl:job"
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class Backend(abc.ABC):
             raise TypeError(f"{cls.__name__} must not override submit(); express the launch as calls")
 
     def __init__(self, client_for: Callable[[str, str], Any] | None = None):
-        from trainctl import aws
+        from trainctl.aws import clients as aws
 
         self.client_for = client_for or (lambda service, region: aws.client(service, region))
 

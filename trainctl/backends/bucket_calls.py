@@ -14,8 +14,8 @@ import binascii
 import urllib.parse
 from typing import Any
 
-from trainctl import aws
-from trainctl.awsinfra.bucket import code_key, job_bucket, owner
+from trainctl.aws import clients as aws
+from trainctl.naming.bucket import code_key, job_bucket, owner
 from trainctl.backends.base import JOB_TAG, AwsCall, tags
 from trainctl.errors import TrainctlError, UsageError
 

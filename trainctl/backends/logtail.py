@@ -44,7 +44,7 @@ def _list_streams(logs, source: LogSource) -> list[str] | None:
             if not token:
                 return sorted(s for s in streams if s.startswith(source.prefix))
     except Exception as e:  # noqa: BLE001
-        from trainctl import aws
+        from trainctl.aws import clients as aws
 
         if aws.error_code(e) == "ResourceNotFoundException":
             return None

@@ -11,7 +11,7 @@ def _rate(x: float | None) -> str:
 def calibration_table(doc: dict) -> None:
     from rich.table import Table
 
-    from trainctl.calibration_report import summary_line
+    from trainctl.usecases.calibration import summary_line
 
     con = table_console(100)
     if doc["jobs"]:

@@ -9,7 +9,7 @@ from trainctl.render import table_console
 from trainctl.render.columns import Column, fitted_table
 from trainctl.render.logfold import TracebackFolder
 from trainctl.render.safe import clean, plain
-from trainctl.watch import JobRef, Progress, follow, summary
+from trainctl.usecases.watch import JobRef, Progress, follow, summary
 
 
 def follow_live(backend, job: JobRef, *, interval: float, logs: bool, recover: Callable[[Any], bool] | None,

@@ -1,68 +1,8 @@
-"""EC2 backend: a plan option launched as a raw instant EC2 Fleet in a cluster placement group.
+"""Raw EC2: a plan option as an instant EC2 Fleet in a cluster placement group, with trainctl's node agent on
+every instance (trainctl/bootstrap). The backend's class is in `backend`; each of its abstract methods is a
+module here, with the same names as in `backends/sagemaker/`; `fleet` (all-or-nothing fleets, recovery),
+`attempts` (recovery tokens), `spot_role` (the Spot service-linked role), `common` (tags and lookups by tag)."""
+from trainctl.backends.ec2.backend import Ec2Backend
+from trainctl.backends.ec2.common import log_group, name_for
 
-The package by concern: `requests` (what a launch asks AWS for: prepare), `fleet` (all-or-nothing fleets:
-the acceptance check of the request's fleet alternatives, giving back a short fleet, recovery), `status`
-(describe, dollars, logs, the stop mark), `stopping` (`trainctl stop`: the mark, a grace, then
-terminate), `cleanup` (`trainctl down`), `common` (tags and the reads that find a job's
-resources by tag). Nodes run trainctl/bootstrap (user data + agent).
-"""
-from __future__ import annotations
-
-from typing import Any, Callable
-
-from trainctl.backends.base import Alternatives, AwsCall, Backend, Capabilities, LaunchRequest, LaunchSettings, Verdict
-from trainctl.backends.ec2 import cleanup as _cleanup
-from trainctl.backends.ec2 import fleet, status, stopping
-from trainctl.backends.ec2.common import LIVE_STATES, PLATFORM, instances, log_group, name_for
-from trainctl.backends.ec2.requests import TRUST_POLICY, node_policy, prepare
-from trainctl.backends.options import Ec2Options
-
-__all__ = ["Ec2Backend", "TRUST_POLICY", "log_group", "name_for", "node_policy"]
-
-
-class Ec2Backend(Backend):
-    platform = PLATFORM
-    # An instant fleet gives all N instances or submit raises CapacityError: nothing to wait for afterwards.
-    capabilities = Capabilities(capacity_at_submit=True, recover=True)
-    options_type = Ec2Options
-
-    def prepare(self, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
-        return prepare(self.client_for, option, spec, settings)
-
-    def before_submit(self, request: LaunchRequest) -> list[str]:
-        """The job's instances already running: a re-run must never tear the running job down."""
-        return [i["InstanceId"] for i in instances(self.client_for("ec2", request.region), request.job_id,
-                                                   LIVE_STATES)]
-
-    def after_failed_submit(self, request: LaunchRequest, before: list[str], error: BaseException,
-                            say: Callable[[str], None]) -> None:
-        if before:
-            return
-        from trainctl import aws
-
-        why = str(error) if isinstance(error, fleet.CapacityError) else aws.error_summary(error)
-        say(f"launch failed ({why}); deleting what was created for the job")
-        for line in self.cleanup(request.job_id, request.region):
-            say(f"removed {line}")
-
-    def judge(self, group: Alternatives, call: AwsCall, params: dict, response: Any, attempt: int) -> Verdict:
-        return fleet.judge(self.client_for("ec2", call.region), call, params, response, attempt)
-
-    def compensate(self, group: Alternatives, call: AwsCall, verdict: Verdict, say: Callable[[str], None]) -> None:
-        fleet.compensate(self.client_for("ec2", call.region), verdict, say)
-
-    def describe(self, job_id: str, region: str):
-        return status.describe(self.client_for, job_id, region)
-
-    def logs(self, job_id: str, region: str, cursor: dict | None):
-        return status.logs(self.client_for, job_id, region, cursor)
-
-    def stop(self, job_id: str, region: str, grace_s: float | None = None,
-             say: Callable[[str], None] | None = None) -> dict:
-        return stopping.stop(self.client_for, job_id, region, grace_s, say)
-
-    def recover(self, job_id: str, region: str, progress: Callable[[str], None] | None = None) -> dict:
-        return fleet.recover(self, job_id, region, progress)
-
-    def cleanup(self, job_id: str, region: str) -> list[str]:
-        return _cleanup.cleanup(self.client_for, job_id, region)
+__all__ = ["Ec2Backend", "log_group", "name_for"]

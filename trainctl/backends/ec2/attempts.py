@@ -16,9 +16,9 @@ import hashlib
 import json
 from typing import Callable
 
-from trainctl.awsinfra.bucket import owner
+from trainctl.naming.bucket import owner
 from trainctl.backends.ec2.common import bucket_of, instances, job_config
-from trainctl.backends.ec2.requests import token
+from trainctl.backends.ec2.prepare import token
 
 
 def recovery_prefix(job_id: str, lost_set: str) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from trainctl import aws
-from trainctl.awsinfra.naming import IAM_PATH
+from trainctl.aws import clients as aws
+from trainctl.naming.resources import IAM_PATH
 from trainctl.backends.base import JOB_TAG
 from trainctl.backends.ec2.common import instances, job_filter, launch_template, name_for, tag_map
 from trainctl.backends.ec2.fleet import terminate

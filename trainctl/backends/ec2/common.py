@@ -5,15 +5,11 @@ from __future__ import annotations
 import base64
 import json
 
-from trainctl.awsinfra import bucket as job_bucket_layout
-from trainctl.awsinfra.naming import ec2_log_group, job_resource_name
-from trainctl.backends.base import JOB_TAG
+from trainctl.naming import bucket as job_bucket_layout
+from trainctl.naming.resources import ec2_log_group, job_resource_name
+from trainctl.naming.tags import JOB_TAG, MARKET_TAG, NODES_TAG, STATE_TAG, TERMINATED_BY_TAG  # noqa: F401 (the backend's tags)
 
 PLATFORM = "ec2"
-STATE_TAG = "trainctl:state"            # set to "interrupted" by a node's agent on a Spot notice
-TERMINATED_BY_TAG = "trainctl:terminated-by"  # set before trainctl terminates an instance itself
-NODES_TAG = "trainctl:nodes"
-MARKET_TAG = "trainctl:market"
 LIVE_STATES = ("pending", "running")
 MAX_AZ_ATTEMPTS = 3
 # The user data carries the node config between these markers (bootstrap/userdata.sh).

@@ -9,7 +9,7 @@ from trainctl.backends.base import AwsCall, CapacityError, Verdict
 from trainctl.backends.ec2.common import (LIVE_STATES, MAX_AZ_ATTEMPTS, STATE_TAG, TERMINATED_BY_TAG,
                                           instances, job_config, name_for, security_group, tag_map)
 from trainctl.backends.ec2.attempts import RecoveryAttempts
-from trainctl.backends.ec2.requests import az_order, fleet_params
+from trainctl.backends.ec2.prepare import az_order, fleet_params
 from trainctl.errors import TrainctlError
 
 PROFILE_RETRIES, PROFILE_RETRY_S = 5, 2.0
@@ -94,7 +94,7 @@ def terminate(ec2, instance_ids: list[str], fleet_id: str | None = None) -> None
         try:
             ec2.delete_fleets(FleetIds=[fleet_id], TerminateInstances=True)
         except Exception as e:  # noqa: BLE001
-            from trainctl import aws
+            from trainctl.aws import clients as aws
 
             # The instances are terminated above; an instant fleet left is only a record. EC2 answers
             # InvalidParameterCombination when the fleet has no instance left to end.

@@ -8,7 +8,7 @@ import re
 import time
 from datetime import datetime, timedelta, timezone
 
-from trainctl.awsinfra import bucket as layout
+from trainctl.naming import bucket as layout
 from trainctl.backends import logtail
 from trainctl.backends.base import JobView, LogLine, Transition
 from trainctl.backends.ec2.common import (LIVE_STATES, PLATFORM, STATE_TAG, TERMINATED_BY_TAG, bucket_of,
@@ -31,7 +31,7 @@ def never_checked_in(logs, job_id: str, alive: list[dict], now: float) -> list[s
         for page in pages:
             streams.update(s["logStreamName"] for s in page.get("logStreams", []))
     except Exception as e:  # noqa: BLE001 - no log group yet: no node checked in
-        from trainctl import aws
+        from trainctl.aws import clients as aws
 
         if aws.error_code(e) != "ResourceNotFoundException":
             raise
@@ -235,7 +235,7 @@ def mark_stopped(client_for, job_id: str, region: str) -> bool:
     """Write the job's stop mark (s3://<bucket>/<job>/status/stopped): the nodes end their run at it and
     `watch --recover` launches nothing once it is there. False when there is no bucket to hold it (a launch
     that failed before the bucket existed: nothing can be running)."""
-    from trainctl import aws
+    from trainctl.aws import clients as aws
 
     bucket, account = bucket_of(client_for, region, job_config(client_for("ec2", region), job_id))
     try:

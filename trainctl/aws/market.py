@@ -1,0 +1,359 @@
+"""Live market data: Spot placement scores, Spot price history, On-Demand prices, service quotas.
+
+All regions and calls run concurrently. A call that fails is data, not an exception: it becomes a
+warning, and a region whose EC2 market data cannot be read drops out of the plan. On-Demand prices
+fall back to the catalog; unknown quotas are simply not checked. Answers are cached on disk briefly
+(TRAINCTL_CACHE_TTL seconds, default 600) so re-planning does not re-ask AWS.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from trainctl.aws import clients as aws
+from trainctl.catalog import Catalog
+from trainctl.planner.quotes import Quotes, SpotPrice
+
+DEFAULT_WINDOW_HOURS = 7 * 24
+SCORES_NOTE = ("Spot placement scores compare only within one configuration (the same instance types and count; "
+               "EC2 User Guide); a score asked for one or two types is low by design and is not taken as capacity "
+               "odds")
+
+
+@dataclass(frozen=True)
+class MarketRequest:
+    regions: tuple[str, ...]
+    instance_types: tuple[str, ...]          # plain names
+    spot_counts: dict[str, tuple[int, ...]]  # instance type -> node counts wanted on Spot
+    platforms: tuple[str, ...]
+    markets: tuple[str, ...]
+    window_hours: float = DEFAULT_WINDOW_HOURS
+
+
+# ----------------------------------------------------------------------------- disk cache
+def _home() -> Path:
+    return Path(os.environ.get("TRAINCTL_HOME", Path.home() / ".trainctl"))
+
+
+class DiskCache:
+    """Answers on disk, keyed by the endpoint and the account that gave them (issue 11/14): the sandbox's
+    answers never serve a plan for AWS, and after the sandbox is gone nothing of it is read back, because
+    the account is read live (GetCallerIdentity) before the cache is consulted."""
+
+    def __init__(self, account: str, ttl_s: float | None = None):
+        self.ttl = float(os.environ.get("TRAINCTL_CACHE_TTL", "600")) if ttl_s is None else ttl_s
+        self.dir = _home() / "cache"
+        self.account = account
+
+    def _path(self, key: dict) -> Path:
+        ident = {"endpoint": aws.endpoint_url() or "aws", "account": self.account, **key}
+        digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:32]
+        return self.dir / f"{digest}.json"
+
+    def get(self, key: dict):
+        if self.ttl <= 0:
+            return None
+        p = self._path(key)
+        try:
+            if time.time() - p.stat().st_mtime < self.ttl:
+                return json.loads(p.read_text())
+        except (OSError, ValueError):
+            pass
+        return None
+
+    def put(self, key: dict, value) -> None:
+        if self.ttl <= 0:
+            return
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            p = self._path(key)
+            tmp = p.with_suffix(".tmp")
+            tmp.write_text(json.dumps(value))
+            tmp.replace(p)
+        except OSError:
+            pass  # a cache that cannot be written is only slower
+
+
+def caller_account(region: str | None = None) -> str:
+    """The account the credentials belong to, asked live (never cached), with few attempts: an endpoint that
+    does not answer (a sandbox since stopped) fails fast instead of being retried with backoff."""
+    return aws.client("sts", region or aws.default_region(), max_attempts=2).get_caller_identity()["Account"]
+
+
+def _cached(cache: DiskCache, key: dict, fetch):
+    hit = cache.get(key)
+    if hit is not None:
+        return hit
+    value = fetch()
+    cache.put(key, value)
+    return value
+
+
+# ----------------------------------------------------------------------------- per-call fetchers
+def _availability_zones(region: str) -> dict[str, str]:
+    """AZ id (use1-az4) -> AZ name (us-east-1a) for this account: the mapping differs per account."""
+    from trainctl.aws import zones
+
+    return zones.az_ids_to_names(aws.client("ec2", region))
+
+
+def score_group(catalog: Catalog, instance_type: str) -> list[str]:
+    """The placement-score configuration asked for a type (awsinfra.zones.score_types: the family's sizes, padded
+    with types of its accelerator). One configuration per family and count, whoever asks (plan, launch, doctor):
+    an account may ask only a limited number of new configurations per 24 h (MaxConfigLimitExceeded), and a score
+    compares only with scores of the same configuration. Fewer than three types still score low by AWS's design."""
+    from trainctl.aws import zones
+
+    return zones.score_types(catalog, instance_type)
+
+
+def _score_groups(catalog: Catalog, types: list[str]) -> list[list[str]]:
+    return [list(g) for g in sorted({tuple(score_group(catalog, t)) for t in types})]
+
+
+def placement_scores_for(ec2, region: str, instance_type: str, count: int) -> tuple[dict[str, int], tuple[str, ...]]:
+    """(AZ name -> score, the configuration's types) for `count` x `instance_type`: the plan's configuration,
+    read from the plan's cache when it is fresh, so launch and doctor spend no new configuration."""
+    from trainctl.aws import zones
+    from trainctl.catalog import load_catalog
+
+    group = score_group(load_catalog(), instance_type)
+    try:
+        cache = DiskCache(caller_account(region))
+    except Exception:  # noqa: BLE001 - without the account there is no cache to share, only the same question
+        cache = DiskCache("", ttl_s=0)
+    by_id = _cached(cache, {"op": "score", "region": region, "types": group, "count": count},
+                    lambda: zones.placement_scores(ec2, region, group, count))
+    names = _cached(cache, {"op": "azs", "region": region}, lambda: zones.az_ids_to_names(ec2))
+    return {names[z]: s for z, s in by_id.items() if z in names}, tuple(group)
+
+
+def _placement_scores(region: str, types: list[str], count: int) -> dict[str, int]:
+    """AZ id -> score: the one query shared with the EC2 backend and doctor (awsinfra.zones)."""
+    from trainctl.aws import zones
+
+    return zones.placement_scores(aws.client("ec2", region), region, types, count)
+
+
+def _spot_price_history(region: str, types: list[str], window_hours: float) -> dict[str, dict[str, dict]]:
+    """type -> AZ name -> {mean, latest}: time-weighted mean over the window and the price in force now."""
+    end = datetime.now(timezone.utc)
+    start = end - timedelta(hours=window_hours)
+    ec2 = aws.client("ec2", region)
+    points: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    paginator = ec2.get_paginator("describe_spot_price_history")
+    for page in paginator.paginate(InstanceTypes=types, ProductDescriptions=["Linux/UNIX"],
+                                   StartTime=start, EndTime=end):
+        for p in page.get("SpotPriceHistory", []):
+            ts = p["Timestamp"].timestamp()
+            points.setdefault((p["InstanceType"], p["AvailabilityZone"]), []).append((ts, float(p["SpotPrice"])))
+    out: dict[str, dict[str, dict]] = {}
+    for (itype, az), pts in points.items():
+        mean, latest = time_weighted_mean(pts, start.timestamp(), end.timestamp())
+        out.setdefault(itype, {})[az] = {"mean": mean, "latest": latest}
+    return out
+
+
+def time_weighted_mean(points: list[tuple[float, float]], start: float, end: float) -> tuple[float, float]:
+    """Mean of a step function (each price holds until the next change) over [start, end], and the last price.
+
+    AWS returns the price in force at StartTime with its earlier timestamp, so a point before `start`
+    counts from `start`."""
+    pts = sorted(points)
+    total = weighted = 0.0
+    for i, (ts, price) in enumerate(pts):
+        seg_start = max(ts, start)
+        seg_end = min(pts[i + 1][0] if i + 1 < len(pts) else end, end)
+        if seg_end > seg_start:
+            weighted += price * (seg_end - seg_start)
+            total += seg_end - seg_start
+    latest = pts[-1][1]
+    return (weighted / total if total > 0 else latest), latest
+
+
+def _on_demand_price(service: str, region: str, instance_type: str) -> float | None:
+    pricing = aws.client("pricing", aws.PRICING_REGION)
+    if service == "AmazonEC2":
+        attrs = {"instanceType": instance_type, "regionCode": region, "operatingSystem": "Linux",
+                 "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used"}
+    else:
+        attrs = {"instanceName": f"ml.{instance_type}", "regionCode": region, "component": "Training"}
+    filters = [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in attrs.items()]
+    resp = pricing.get_products(ServiceCode=service, Filters=filters, FormatVersion="aws_v1", MaxResults=10)
+    for item in resp.get("PriceList", []):
+        doc = json.loads(item) if isinstance(item, str) else item
+        for term in doc.get("terms", {}).get("OnDemand", {}).values():
+            for dim in term.get("priceDimensions", {}).values():
+                usd = float(dim.get("pricePerUnit", {}).get("USD", "0") or 0)
+                if usd > 0:
+                    return usd
+    return None
+
+
+def _quotas(region: str, service_code: str, wanted: set[str]) -> dict[str, float]:
+    """Quota values by QuotaCode (ec2) or QuotaName (sagemaker). ListServiceQuotas leaves out quotas that have
+    no applied value (botocore docstring); an EC2 code it leaves out is read with GetAWSDefaultServiceQuota."""
+    sq = aws.client("service-quotas", region)
+    field = "QuotaCode" if service_code == "ec2" else "QuotaName"
+    found: dict[str, float] = {}
+    for page in sq.get_paginator("list_service_quotas").paginate(ServiceCode=service_code):
+        for q in page.get("Quotas", []):
+            if q.get(field) in wanted:
+                found[q[field]] = float(q["Value"])
+    if service_code == "ec2":
+        for code in sorted(wanted - set(found)):
+            found[code] = float(sq.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
+    return found
+
+
+# ----------------------------------------------------------------------------- the whole fetch
+def fetch_quotes(catalog: Catalog, req: MarketRequest, cache: DiskCache) -> Quotes:
+    """Live quotes for every region of the request, asked concurrently. A failed call is a warning and never
+    costs more than what it was asked for: a refused placement-score call (no permission, or the account's
+    daily configuration budget spent: MaxConfigLimitExceeded) leaves that region's Spot options with an
+    unknown score, a failed price-history call leaves them priced from the Spot advisor; only a region whose
+    AZs cannot be listed is left out."""
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        jobs = _submit_all(pool, cache, catalog, req)
+        results: dict[tuple, object] = {}
+        errors: dict[tuple, BaseException] = {}
+        for key, fut in jobs.items():
+            try:
+                results[key] = fut.result()
+            except Exception as e:  # noqa: BLE001 - every failure becomes a warning, by design
+                errors[key] = e
+    return _assemble(catalog, req, results, errors)
+
+
+def _submit_all(pool, cache: DiskCache, catalog: Catalog, req: MarketRequest) -> dict[tuple, object]:
+    spot_types = sorted(t for t, counts in req.spot_counts.items() if counts)
+    counts = sorted({c for cs in req.spot_counts.values() for c in cs})
+    groups = _score_groups(catalog, spot_types) if spot_types else []
+    jobs: dict[tuple, object] = {}
+    for region in req.regions:
+        jobs[("azs", region)] = pool.submit(_cached, cache, {"op": "azs", "region": region},
+                                            lambda r=region: _availability_zones(r))
+        if spot_types:
+            jobs[("spot", region)] = pool.submit(
+                _cached, cache, {"op": "spot", "region": region, "types": spot_types,
+                                 "window": req.window_hours, "hour": int(time.time() // 3600)},
+                lambda r=region: _spot_price_history(r, spot_types, req.window_hours))
+        for group in groups:
+            for c in counts:
+                if any(c in req.spot_counts.get(t, ()) for t in group):
+                    jobs[("score", region, tuple(group), c)] = pool.submit(
+                        _cached, cache, {"op": "score", "region": region, "types": group, "count": c},
+                        lambda r=region, g=group, n=c: _placement_scores(r, g, n))
+        for platform in req.platforms:
+            service = "AmazonEC2" if platform == "ec2" else "AmazonSageMaker"
+            for t in req.instance_types:
+                if platform == "sagemaker" and not catalog.instances[t].sagemaker_training:
+                    continue
+                jobs[("price", platform, region, t)] = pool.submit(
+                    _cached, cache, {"op": "price", "service": service, "region": region, "type": t},
+                    lambda s=service, r=region, it=t: _on_demand_price(s, r, it))
+        for platform in req.platforms:
+            code, keys = _quota_keys(catalog, req, platform)
+            jobs[("quota", region, code)] = pool.submit(
+                _cached, cache, {"op": "quota", "region": region, "service": code, "keys": sorted(keys)},
+                lambda r=region, c=code, k=keys: _quotas(r, c, k))
+    return jobs
+
+
+def _quota_keys(catalog: Catalog, req: MarketRequest, platform: str) -> tuple[str, set[str]]:
+    """(service code, what identifies each quota): EC2 by QuotaCode, SageMaker by QuotaName."""
+    if platform == "ec2":
+        return "ec2", {catalog.ec2_quota(t, m)[0] for t in req.instance_types for m in req.markets}
+    return "sagemaker", {f"ml.{t} for {'spot ' if m == 'spot' else ''}training job usage"
+                         for t in req.instance_types for m in req.markets}
+
+
+def _assemble(catalog: Catalog, req: MarketRequest, results: dict, errors: dict) -> Quotes:
+    warnings: list[str] = []
+    live_regions = []
+    spot_prices: dict[tuple[str, str], dict[str, SpotPrice]] = {}
+    scores_out: dict[tuple[str, str, int], dict[str, int]] = {}
+    configs: dict[tuple[str, str, int], tuple[str, ...]] = {}
+    for region in req.regions:
+        if ("azs", region) in errors:
+            warnings.append(f"{region}: DescribeAvailabilityZones failed ({aws.error_summary(errors[('azs', region)])})"
+                            f"; {region}'s options are left out")
+            continue
+        live_regions.append(region)
+        warnings += _partial_failures(region, errors)
+        az_names = results[("azs", region)]
+        for itype, per_az in (results.get(("spot", region)) or {}).items():
+            spot_prices[(region, itype)] = {az: SpotPrice(v["mean"], v["latest"], req.window_hours)
+                                            for az, v in per_az.items()}
+        for key, val in results.items():
+            if key[0] == "score" and key[1] == region:
+                _, _, group, c = key
+                by_name = {az_names.get(zid, zid): s for zid, s in val.items()}
+                for t in group:
+                    if c in req.spot_counts.get(t, ()):
+                        scores_out[(region, t, c)] = by_name
+                        configs[(region, t, c)] = tuple(group)
+    warnings += _score_refusals(errors, live_regions)
+    on_demand, quotas = _prices_and_quotas(catalog, results, errors, warnings)
+    if scores_out:
+        warnings.append(SCORES_NOTE)
+    return Quotes(source="live", regions=tuple(live_regions), on_demand=on_demand, spot_prices=spot_prices,
+                  placement_scores=scores_out, score_configs=configs, quotas=quotas, warnings=tuple(warnings))
+
+
+def _partial_failures(region: str, errors: dict) -> list[str]:
+    """One warning per failed Spot read of a region that stays in the plan."""
+    out = []
+    if ("spot", region) in errors:
+        out.append(f"{region}: DescribeSpotPriceHistory failed ({aws.error_summary(errors[('spot', region)])}); "
+                   "its Spot options are priced from the Spot advisor's savings")
+    return out
+
+
+def _score_refusals(errors: dict, live_regions: list[str]) -> list[str]:
+    """One warning per family whose placement scores AWS refused (p3 gets InvalidParameterValue: AWS does not
+    score every type), with the regions, node counts and reason: its Spot options stay, with the score unknown."""
+    grouped: dict[tuple[tuple[str, ...], str], tuple[set[str], set[int]]] = {}
+    for key, e in errors.items():
+        if key[0] == "score" and key[1] in live_regions:
+            regions, counts = grouped.setdefault((key[2], aws.error_summary(e)), (set(), set()))
+            regions.add(key[1])
+            counts.add(key[3])
+    out = []
+    for (types, why), (regions, counts) in sorted(grouped.items()):
+        families = sorted({t.split(".")[0] for t in types})
+        out.append(f"no Spot placement scores for {', '.join(families)} ({', '.join(types)}) in "
+                   f"{', '.join(sorted(regions))} for {', '.join(f'x{c}' for c in sorted(counts))}: "
+                   f"GetSpotPlacementScores refused ({why}); those Spot options keep their place with the score "
+                   "unknown")
+    return out
+
+
+def _prices_and_quotas(catalog: Catalog, results: dict, errors: dict, warnings: list[str]):
+    on_demand: dict[tuple[str, str, str], float] = {}
+    quotas: dict[tuple[str, str, str], float] = {}
+    for key, val in results.items():
+        if key[0] == "price" and val is not None:
+            _, platform, region, t = key
+            on_demand[(platform, region, t)] = float(val)
+        if key[0] == "quota":
+            _, region, code = key
+            for name, v in val.items():
+                quotas[(region, code, name)] = v
+    price_failures: dict[str, str] = {}
+    for key, e in errors.items():
+        if key[0] == "price":
+            price_failures.setdefault(key[1], aws.error_summary(e))
+        if key[0] == "quota":
+            warnings.append(f"{key[1]}: Service Quotas for {key[2]} unreadable ({aws.error_summary(e)}); "
+                            "quotas not checked there")
+    for platform, why in price_failures.items():
+        warnings.append(f"Pricing API for {platform} failed ({why}); its On-Demand prices come from the catalog "
+                        f"dated {catalog.date}")
+    return on_demand, quotas

@@ -1,0 +1,68 @@
+"""EC2 backend: a plan option launched as a raw instant EC2 Fleet in a cluster placement group.
+
+Each abstract method is a module of this folder, named as in `backends/sagemaker/`: `prepare` (what a launch
+asks AWS for), `fleet` (all-or-nothing fleets:
+the acceptance check of the request's fleet alternatives, giving back a short fleet, recovery), `status`
+(describe, dollars, logs, the stop mark), `stopping` (`trainctl stop`: the mark, a grace, then
+terminate), `cleanup` (`trainctl down`), `common` (tags and the reads that find a job's
+resources by tag). Nodes run trainctl/bootstrap (user data + agent).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from trainctl.backends.base import Alternatives, AwsCall, Backend, Capabilities, LaunchRequest, LaunchSettings, Verdict
+from trainctl.backends.ec2 import cleanup as _cleanup
+from trainctl.backends.ec2 import fleet, status, stopping
+from trainctl.backends.ec2.common import LIVE_STATES, PLATFORM, instances
+from trainctl.backends.ec2.prepare import prepare
+from trainctl.backends.options import Ec2Options
+
+
+
+class Ec2Backend(Backend):
+    platform = PLATFORM
+    # An instant fleet gives all N instances or submit raises CapacityError: nothing to wait for afterwards.
+    capabilities = Capabilities(capacity_at_submit=True, recover=True)
+    options_type = Ec2Options
+
+    def prepare(self, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
+        return prepare(self.client_for, option, spec, settings)
+
+    def before_submit(self, request: LaunchRequest) -> list[str]:
+        """The job's instances already running: a re-run must never tear the running job down."""
+        return [i["InstanceId"] for i in instances(self.client_for("ec2", request.region), request.job_id,
+                                                   LIVE_STATES)]
+
+    def after_failed_submit(self, request: LaunchRequest, before: list[str], error: BaseException,
+                            say: Callable[[str], None]) -> None:
+        if before:
+            return
+        from trainctl.aws import clients as aws
+
+        why = str(error) if isinstance(error, fleet.CapacityError) else aws.error_summary(error)
+        say(f"launch failed ({why}); deleting what was created for the job")
+        for line in self.cleanup(request.job_id, request.region):
+            say(f"removed {line}")
+
+    def judge(self, group: Alternatives, call: AwsCall, params: dict, response: Any, attempt: int) -> Verdict:
+        return fleet.judge(self.client_for("ec2", call.region), call, params, response, attempt)
+
+    def compensate(self, group: Alternatives, call: AwsCall, verdict: Verdict, say: Callable[[str], None]) -> None:
+        fleet.compensate(self.client_for("ec2", call.region), verdict, say)
+
+    def describe(self, job_id: str, region: str):
+        return status.describe(self.client_for, job_id, region)
+
+    def logs(self, job_id: str, region: str, cursor: dict | None):
+        return status.logs(self.client_for, job_id, region, cursor)
+
+    def stop(self, job_id: str, region: str, grace_s: float | None = None,
+             say: Callable[[str], None] | None = None) -> dict:
+        return stopping.stop(self.client_for, job_id, region, grace_s, say)
+
+    def recover(self, job_id: str, region: str, progress: Callable[[str], None] | None = None) -> dict:
+        return fleet.recover(self, job_id, region, progress)
+
+    def cleanup(self, job_id: str, region: str) -> list[str]:
+        return _cleanup.cleanup(self.client_for, job_id, region)

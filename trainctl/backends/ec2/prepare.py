@@ -1,0 +1,330 @@
+"""What an EC2 launch asks AWS for: `prepare` reads (account, bucket, AMI, subnets, AZ order, what exists
+for the job) and returns the exact calls, writing nothing.
+
+The calls: the code in S3 (<bucket>/<job>/code/), an IAM role and instance profile that allow only what a
+node needs, a security group that admits traffic only from itself (SSH only when asked, from one CIDR), a
+cluster placement group, a launch template (IMDSv2 required, encrypted gp3 root volume, the Deep Learning
+AMI from its public SSM parameter, EFA on every card the type has) and one instant `CreateFleet` per AZ as
+alternatives: all or nothing, the next AZ only when the one before came back short.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import ipaddress
+import json
+import time
+from typing import Any
+
+from trainctl.aws import clients as aws
+from trainctl.backends.job_args import as_command_line, entrypoint_args, layout_note
+from trainctl.naming import resources as naming
+from trainctl.aws import network
+from trainctl.backends.ec2 import spot_role
+from trainctl.backends.base import Alternatives, AwsCall, CapacityError, LaunchRequest, LaunchSettings, tags
+from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMPTS, NODES_TAG, PLATFORM, instances, launch_template, log_group, name_for, security_group)
+from trainctl.backends.security_group import self_only_security_group
+from trainctl.errors import TrainctlError, UsageError
+from trainctl.iam.node_role import EC2_TRUST, node_policy
+
+GPU_AMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.7-ubuntu-22.04/latest/ami-id"
+NEURON_AMI_PARAMETER = "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id"
+ROOT_VOLUME_GIB = 200
+MASTER_PORT = 29500
+FLEET_GROUP = Alternatives(
+    "fleet", accept="every instance asked for is pending or running (all or nothing)",
+    otherwise="terminate what the fleet got (tagged trainctl:terminated-by) and make the next AZ's fleet",
+    exhausted="no AZ gave all the instances")
+# ----------------------------------------------------------------------------- pure pieces (tested directly)
+def stopping_condition(option, max_runtime_hours: float | None, now: float | None = None) -> dict:
+    """SageMaker's MaxRuntimeInSeconds for EC2 jobs: the same default (twice the expected hours plus 30
+    minutes), enforced by the node agent against a wall-clock end written into the node config."""
+    import time
+
+    from trainctl.backends.sagemaker.prepare import max_runtime_s
+
+    seconds = max_runtime_s(option, max_runtime_hours)
+    return {"max_runtime_s": seconds, "not_after": int((time.time() if now is None else now) + seconds)}
+
+
+def network_interfaces(efa_interfaces: int, group: str) -> list[dict]:
+    """EFA on every network card the type has (p4d 4, trn1.32xlarge 8, p5 32): card 0 is the primary
+    interface (device 0); the others are device 1 on their own card, as AWS documents for multi-card types."""
+    return [{"NetworkCardIndex": card, "DeviceIndex": 0 if card == 0 else 1, "InterfaceType": "efa",
+             "Groups": [group], "DeleteOnTermination": True} for card in range(efa_interfaces)]
+
+
+def no_public_ipv4(inst) -> bool:
+    """EC2 auto-assigns no public IPv4 to an instance launched with more than one network interface (EC2 User
+    Guide, "using-instance-addressing"); the template gives a multi-card type one EFA interface per card."""
+    return inst.efa and inst.efa_interfaces > 1
+
+
+def nproc_per_node(instance) -> int:
+    if instance.accelerator.kind == "neuron":
+        # torchrun runs one process per NeuronCore: 2 per Trainium chip (trn1.32xlarge: 32).
+        return 2 * instance.accelerator_count
+    return max(1, instance.accelerator_count)
+
+
+def token(job: str, what: str, content: Any) -> str:
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return f"{job[:40]}-{what[-6:]}-{digest}"[:64]
+
+
+def ssh_cidr(cidr: str) -> str:
+    try:
+        net = ipaddress.ip_network(cidr, strict=False)
+    except ValueError as e:
+        raise UsageError(f"--ssh-cidr {cidr!r} is not a CIDR (e.g. 203.0.113.7/32)") from e
+    if net.prefixlen == 0:
+        raise UsageError(f"--ssh-cidr {cidr}: opening SSH to the whole internet is refused; give your own /32")
+    return str(net)
+
+
+def template_data(inst, ami: str, name: str, group: str, user_data: str, job_tags: list[dict]) -> dict:
+    data: dict[str, Any] = {
+        "ImageId": ami, "InstanceType": inst.name,
+        "IamInstanceProfile": {"Name": name},
+        # IMDSv2 only, and one hop: containers on the node cannot borrow the node's credentials.
+        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1,
+                            "InstanceMetadataTags": "disabled"},
+        "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {
+            "VolumeSize": ROOT_VOLUME_GIB, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}}],
+        # A node that finishes shuts itself down; that must end the bill, not leave a stopped instance.
+        "InstanceInitiatedShutdownBehavior": "terminate",
+        "UserData": base64.b64encode(user_data.encode()).decode(),
+        "TagSpecifications": [{"ResourceType": r, "Tags": job_tags} for r in ("instance", "volume", "network-interface")],
+    }
+    if inst.efa:
+        data["NetworkInterfaces"] = network_interfaces(inst.efa_interfaces, group)
+    else:
+        data["SecurityGroupIds"] = [group]
+    return data
+
+
+def fleet_params(job: str, name: str, instance_type: str, count: int, market: str, subnets: list[str],
+                 client_token: str) -> dict:
+    """An instant fleet of `count` nodes over one AZ's subnets, all or nothing (MinTargetCapacity).
+
+    Spot settings live here, not in the launch template: EC2 Fleet rejects templates with
+    InstanceMarketOptions. Instant fleets are one-time requests; reclaimed nodes terminate."""
+    single = {"SingleAvailabilityZone": True, "SingleInstanceType": True, "MinTargetCapacity": count}
+    params: dict[str, Any] = {
+        "Type": "instant", "ClientToken": client_token,
+        "LaunchTemplateConfigs": [{
+            "LaunchTemplateSpecification": {"LaunchTemplateName": name, "Version": "$Latest"},
+            "Overrides": [{"InstanceType": instance_type, "SubnetId": s,
+                           "Placement": {"GroupName": name}} for s in subnets]}],
+        "TargetCapacitySpecification": {"TotalTargetCapacity": count, "DefaultTargetCapacityType": market},
+        "TagSpecifications": [{"ResourceType": "fleet", "Tags": tags(job)},
+                              {"ResourceType": "instance", "Tags": tags(job)}],
+    }
+    if market == "spot":
+        params["SpotOptions"] = {"AllocationStrategy": "capacity-optimized",
+                                 "InstanceInterruptionBehavior": "terminate", **single}
+    else:
+        params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price", **single}
+    return params
+
+
+def fleet_call(job: str, instance_type: str, count: int, market: str, az: str, subnets: list[str],
+               client_token: str, region: str) -> AwsCall:
+    params = fleet_params(job, name_for(job), instance_type, count, market, subnets, client_token)
+    return AwsCall("ec2", "CreateFleet", params, region, alternative_of=FLEET_GROUP.name,
+                   about={"availability_zone": az}, why=f"{count} x {instance_type} {market} in {az}")
+
+
+# ----------------------------------------------------------------------------- reads
+def dlami(client_for, region: str, kind: str, notes: list[str]) -> str:
+    parameter = NEURON_AMI_PARAMETER if kind == "neuron" else GPU_AMI_PARAMETER
+    try:
+        ami = client_for("ssm", region).get_parameter(Name=parameter)["Parameter"]["Value"]
+    except Exception as e:  # noqa: BLE001
+        raise TrainctlError(f"cannot read the Deep Learning AMI from SSM {parameter} in {region} "
+                            f"({aws.error_summary(e)}); pass --ami") from e
+    notes.append(f"AMI from SSM {parameter}")
+    return ami
+
+
+def az_order(ec2, region: str, instance_type: str, count: int, market: str, first: str | None,
+             azs_with_subnets: list[str], notes: list[str]) -> list[str]:
+    """The plan's AZ first, then the other AZs with subnets that offer the type, best placement score first."""
+    offered = {o["Location"] for o in ec2.describe_instance_type_offerings(
+        LocationType="availability-zone",
+        Filters=[{"Name": "instance-type", "Values": [instance_type]}])["InstanceTypeOfferings"]}
+    azs = [az for az in azs_with_subnets if az in offered]
+    scores: dict[str, int] = {}
+    if market == "spot" and len(azs) > 1:
+        try:
+            # the plan's configuration (its family), from the plan's cache: never a new single-type one
+            from trainctl.aws.market import placement_scores_for
+
+            scores, _ = placement_scores_for(ec2, region, instance_type, count)
+        except Exception as e:  # noqa: BLE001 - without scores the AZs keep their name order
+            notes.append(f"no Spot placement scores ({aws.error_summary(e)}); AZs in name order")
+    azs.sort(key=lambda az: (az != first, -scores.get(az, 0), az))
+    if first and first not in azs:
+        notes.append(f"the plan's AZ {first} has no usable subnet or does not offer {instance_type}")
+    if scores:
+        notes.append("AZ order: " + ", ".join(f"{az} (score {scores.get(az, '-')})" for az in azs))
+    return azs
+
+
+def private_subnets(ec2, region: str, inst, net, notes: list[str]):
+    """Only the subnets whose nodes reach S3, EC2 and CloudWatch Logs without a public IP (a NAT route, or the
+    endpoints); none: the launch is refused, since such nodes would bill while their agent cannot start."""
+    kept, why = network.reachable_network(ec2, region, net, network.AGENT_INTERFACE_SERVICES)
+    if not kept.by_az:
+        raise UsageError(f"{inst.name} has {inst.efa_interfaces} network cards and gets no public IPv4, so its "
+                         f"nodes reach AWS only through a NAT or VPC endpoints: {why}")
+    notes.append(f"{inst.name}: no public IPv4 ({inst.efa_interfaces} network cards); subnets with a NAT route or "
+                 f"the S3, EC2 and Logs endpoints only: {', '.join(s for ids in kept.by_az.values() for s in ids)}")
+    return kept
+
+
+# ----------------------------------------------------------------------------- prepare
+def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
+    from trainctl.backends.bucket_calls import code_calls, job_bucket_calls
+    from trainctl.catalog import load_catalog
+    from trainctl.backends.packaging import job_code
+
+    job, region, opts = settings.job_id, option.region, settings.options
+    inst = load_catalog().instance(option.instance_type)
+    if inst is None:
+        raise UsageError(f"instance type {option.instance_type!r} is not in the catalog; see `trainctl catalog`")
+    ec2, notes = client_for("ec2", region), [layout_note(spec, option)]
+    if getattr(spec, "distribution", "torch_distributed") != "torch_distributed":
+        notes.append(f"distribution {spec.distribution} is SageMaker's: on EC2 the job runs torchrun with NCCL")
+    account = client_for("sts", region).get_caller_identity()["Account"]
+    bucket, calls = job_bucket_calls(client_for("s3", region), job, region, account, opts.bucket, notes)
+    calls[:0] = spot_role.calls_if_missing(client_for("iam", region), region, option.market, notes)  # first
+    ami = opts.ami or dlami(client_for, region, inst.accelerator.kind, notes)
+    net = network.job_network(ec2, region, opts.subnet)
+    if no_public_ipv4(inst):
+        net = private_subnets(ec2, region, inst, net, notes)
+    azs = az_order(ec2, region, option.instance_type, option.count, option.market, option.availability_zone,
+                   list(net.by_az), notes)
+    if not azs:
+        raise CapacityError(f"no subnet in {region} is in an AZ that offers {option.instance_type}")
+    pkg, script = job_code(spec, settings.spec_path)
+    code_key, upload = code_calls(client_for("s3", region), bucket, account, pkg, job, region,
+                                  why=f"the job's code ({len(pkg.files)} files, runs {script}) for the nodes")
+    secrets = dict(getattr(spec, "secrets", None) or {})
+    config = {"job_id": job, "region": region, "bucket": bucket, "bucket_owner": account, "code_key": code_key,
+              "code_sha256": pkg.sha256, "secrets": secrets, "script": script,
+              "args": as_command_line(entrypoint_args(spec, option, inst)), "nnodes": option.count, "nproc_per_node": nproc_per_node(inst),
+              "accelerator": inst.accelerator.kind, "efa": inst.efa, "master_port": MASTER_PORT,
+              "shutdown_when_done": True, **stopping_condition(option, opts.max_runtime_hours)}
+    calls += upload
+    calls += _iam_calls(job, bucket, region, account, code_key, tuple(secrets.values()),
+                        boundary(client_for("iam", region), account, region, notes))
+    group = _security_group_calls(ec2, job, net.vpc_id, region, opts, calls, notes)
+    calls.append(AwsCall("ec2", "CreatePlacementGroup", {
+        "GroupName": name_for(job), "Strategy": "cluster",
+        "TagSpecifications": [{"ResourceType": "placement-group", "Tags": tags(job)}]},
+        region, ok_errors=("InvalidPlacementGroup.Duplicate",), why="all nodes on one low-latency network spine"))
+    _template_call(ec2, job, inst, ami, group, config, option, region, calls, notes)
+    _fleet_calls(ec2, job, option, azs, net, region, calls, notes)
+    notes += [f"AMI {ami}", f"code s3://{bucket}/{code_key} (sha256 {pkg.sha256[:12]})",
+              f"subnets in {azs[0]}: {', '.join(net.by_az[azs[0]])}", f"logs: CloudWatch Logs {log_group(job)}"]
+    return LaunchRequest(platform=PLATFORM, job_id=job, region=region, option=option, calls=tuple(calls),
+                         notes=tuple(notes), alternatives=(FLEET_GROUP,))
+
+
+def boundary(iam, account: str, region: str, notes: list[str], role: str = "node role") -> str:
+    """The ARN of trainctl's permissions boundary, which every role trainctl creates carries; an
+    administrator creates it once (the cli policy may not), so a missing one is an error with the fix."""
+    from trainctl.iam import BOUNDARY_POLICY
+    from trainctl.iam.boundary import boundary_arn
+
+    arn = boundary_arn(account, naming.partition(region))
+    try:
+        iam.get_policy(PolicyArn=arn)
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) == "NoSuchEntity":
+            raise TrainctlError(f"permissions boundary {arn} does not exist: an administrator creates it once with "
+                                f"`trainctl iam-policy --role boundary > b.json && aws iam create-policy "
+                                f"--policy-name {BOUNDARY_POLICY} --policy-document file://b.json` "
+                                "(docs/security.md)") from None
+        if aws.error_code(e) not in ("AccessDenied", "AccessDeniedException"):
+            raise
+    notes.append(f"{role} bounded by {arn}")
+    return arn
+
+
+def _iam_calls(job: str, bucket: str, region: str, account: str, code_key: str, secrets: tuple[str, ...],
+               boundary_arn: str) -> list[AwsCall]:
+    name, job_tags = name_for(job), tags(job)
+    policy = node_policy(job, bucket, region, account, code_key, secrets)
+    return [
+        AwsCall("iam", "CreateRole", {"RoleName": name, "Path": naming.IAM_PATH,
+                                      "AssumeRolePolicyDocument": json.dumps(EC2_TRUST),
+                                      "PermissionsBoundary": boundary_arn,
+                                      "Description": f"trainctl job {job} nodes", "Tags": job_tags},
+                region, ok_errors=("EntityAlreadyExists",), why="the nodes' role, within trainctl's boundary"),
+        AwsCall("iam", "PutRolePolicy", {"RoleName": name, "PolicyName": "trainctl-node",
+                                         "PolicyDocument": json.dumps(policy)},
+                region, why="its code, its job's S3 folders, its log group, describing peers, its secrets"),
+        AwsCall("iam", "CreateInstanceProfile", {"InstanceProfileName": name, "Path": naming.IAM_PATH,
+                                                 "Tags": job_tags},
+                region, ok_errors=("EntityAlreadyExists",), why="carries the role to the instances"),
+        AwsCall("iam", "AddRoleToInstanceProfile", {"InstanceProfileName": name, "RoleName": name}, region,
+                ok_errors=("LimitExceeded", "EntityAlreadyExists"), why="the profile holds one role"),
+    ]
+
+
+def _security_group_calls(ec2, job: str, vpc: str, region: str, opts, calls: list[AwsCall],
+                          notes: list[str]) -> str:
+    """Adds the group's calls; returns the group id or placeholder the launch template uses."""
+    if opts.security_group:
+        # The user's group: used as it is (it must already let the nodes talk to each other) and, being
+        # untagged for the job, never deleted by cleanup.
+        notes.append(f"security group {opts.security_group} given: no rules added; it must allow all traffic "
+                     "in from and out to itself")
+        return opts.security_group
+    existing = security_group(ec2, job, vpc)
+    if existing:
+        notes.append(f"security group {existing} exists for the job; reusing it")
+    calls.extend(self_only_security_group(job, name_for(job), vpc, region, tags(job), existing_group=existing))
+    group = existing or "${security_group_id}"
+    if opts.ssh_cidr:
+        cidr = ssh_cidr(opts.ssh_cidr)
+        calls.append(AwsCall("ec2", "AuthorizeSecurityGroupIngress", {
+            "GroupId": group, "IpPermissions": [{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22,
+                                                 "IpRanges": [{"CidrIp": cidr, "Description": "SSH, asked for"}]}],
+            "TagSpecifications": [{"ResourceType": "security-group-rule", "Tags": tags(job)}]},
+            region, ok_errors=("InvalidPermission.Duplicate",), why=f"SSH from {cidr} only"))
+    return group
+
+
+def _template_call(ec2, job: str, inst, ami: str, group: str, config: dict, option, region: str,
+                   calls: list[AwsCall], notes: list[str]) -> None:
+    from trainctl.bootstrap import render_user_data
+
+    existing = launch_template(ec2, job)
+    if existing:
+        notes.append(f"launch template {existing} exists for the job; reusing it")
+        return
+    data = template_data(inst, ami, name_for(job), group, render_user_data(config), tags(job))
+    calls.append(AwsCall("ec2", "CreateLaunchTemplate", {
+        "LaunchTemplateName": name_for(job), "VersionDescription": f"trainctl job {job}",
+        "ClientToken": token(job, "lt", data), "LaunchTemplateData": data,
+        "TagSpecifications": [{"ResourceType": "launch-template",
+                               "Tags": tags(job, **{NODES_TAG: str(option.count), MARKET_TAG: option.market})}]},
+        region, ok_errors=("InvalidLaunchTemplateName.AlreadyExistsException",), why="what every node boots with"))
+
+
+def _fleet_calls(ec2, job: str, option, azs: list[str], net, region: str, calls: list[AwsCall],
+                 notes: list[str]) -> None:
+    running = instances(ec2, job, LIVE_STATES)
+    if len(running) >= option.count:
+        notes.append(f"{len(running)} instances of the job are already running: nothing to launch")
+        return
+    nonce = f"{time.time_ns()}"  # a new launch is a new fleet; the same request re-submitted is not
+    for az in azs[:MAX_AZ_ATTEMPTS]:
+        calls.append(fleet_call(job, option.instance_type, option.count - len(running), option.market, az,
+                                list(net.by_az[az]), token(job, f"fleet-{az}", nonce), region))
+    if len(azs) > 1:
+        notes.append("the fleets are alternatives: the next AZ's only when the one before got fewer than "
+                     f"{option.count} instances, which are terminated first (all or nothing)")

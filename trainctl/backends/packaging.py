@@ -1,0 +1,114 @@
+"""The job's code as `sourcedir.tar.gz`, byte-for-byte deterministic so its sha256 names it; one packager
+for both platforms (and the bundled entrypoints), so the same spec ships the same bytes everywhere.
+
+Same files -> same bytes -> same S3 key, so unchanged code is never uploaded twice: names sorted,
+mtimes/uids/gids/owner names fixed, modes normalised, gzip header without a timestamp or file name.
+Excluded: ALWAYS_EXCLUDE (never overridable: caches, VCS data, local environments, .env), then the source
+folder's .gitignore and .trainctlignore with git's own semantics (pathspec's GitIgnoreSpec: negation,
+anchoring, `**`). A spec's `source_dir` is relative to the spec file's folder, wherever trainctl runs.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainctl.errors import UsageError
+
+# Never shipped: caches, VCS data and local environments (large, machine-specific, or secret).
+ALWAYS_EXCLUDE = (".git/", "__pycache__/", "*.pyc", "*.pyo", ".venv/", "venv/", ".mypy_cache/", ".pytest_cache/",
+                  ".ipynb_checkpoints/", ".DS_Store", ".env", "*.egg-info/")
+MAX_BYTES = 200 * 1024 * 1024  # the container downloads this before every start; data belongs in channels
+ENTRYPOINTS_DIR = Path(__file__).resolve().parents[1] / "entrypoints"
+BUNDLED_PROGRAMS = {"ddp": "train_ddp.py", "neuron": "train_neuron.py", "lm": "train_lm.py"}
+# The bundled folder is a package here (for tests and imports); on the hosts its scripts run as scripts.
+BUNDLED_SKIP = ("__init__.py",)
+
+
+@dataclass(frozen=True)
+class Package:
+    data: bytes
+    sha256: str
+    files: tuple[str, ...]
+
+    @property
+    def key_hash(self) -> str:
+        return self.sha256[:20]
+
+
+def _ignore_spec(root: Path, skip: tuple[str, ...]):
+    import pathspec
+
+    lines: list[str] = list(skip)
+    for name in (".gitignore", ".trainctlignore"):
+        f = root / name
+        if f.is_file():
+            lines += f.read_text().splitlines()
+    return pathspec.GitIgnoreSpec.from_lines(ALWAYS_EXCLUDE), pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def list_files(root: Path, skip: tuple[str, ...] = ()) -> list[str]:
+    always, ignored = _ignore_spec(root, skip)
+
+    def excluded(rel: str) -> bool:
+        return always.match_file(rel) or ignored.match_file(rel)
+
+    out: list[str] = []
+
+    def walk(d: Path, prefix: str) -> None:
+        for child in sorted(d.iterdir(), key=lambda p: p.name):
+            rel = prefix + child.name
+            if child.is_symlink():
+                continue  # a link may point outside the source dir; never follow it into the tarball
+            if child.is_dir():
+                if not excluded(rel + "/"):  # git does not look inside an excluded folder
+                    walk(child, rel + "/")
+            elif child.is_file() and not excluded(rel):
+                out.append(rel)
+
+    walk(root, "")
+    return out
+
+
+def job_code(spec: Any, spec_path: str) -> tuple[Package, str]:
+    """(the job's code package, the script to run): the bundled entrypoints, or the spec's source_dir
+    resolved from the spec file's folder (never from the current directory)."""
+    ep = spec.entrypoint
+    if ep.bundled:
+        return pack(ENTRYPOINTS_DIR, BUNDLED_SKIP), BUNDLED_PROGRAMS[ep.bundled]
+    root = (Path(spec_path).resolve().parent / Path(ep.source_dir).expanduser()).resolve()
+    if not (root / ep.script).is_file():
+        raise UsageError(f"entrypoint script {ep.script} not found in source_dir {root} (source_dir is relative "
+                         f"to the spec's folder)")
+    return pack(root), ep.script
+
+
+def pack(root: str | Path, skip: tuple[str, ...] = ()) -> Package:
+    root = Path(root)
+    if not root.is_dir():
+        raise UsageError(f"source_dir {root}: no such directory")
+    files = list_files(root, skip)
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for rel in files:
+            path = root / rel
+            data = path.read_bytes()
+            info = tarfile.TarInfo(rel)
+            info.size = len(data)
+            info.mtime = 0
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
+            tar.addfile(info, io.BytesIO(data))
+    gz = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=gz, mtime=0, compresslevel=6) as f:
+        f.write(raw.getvalue())
+    data = gz.getvalue()
+    if len(data) > MAX_BYTES:
+        raise UsageError(f"source_dir {root} packs to {len(data) / 1e6:.0f} MB (limit {MAX_BYTES // 1_000_000} MB): "
+                         "exclude data and outputs with a .gitignore or .trainctlignore")
+    return Package(data=data, sha256=hashlib.sha256(data).hexdigest(), files=tuple(files))

@@ -1,0 +1,81 @@
+"""The commands about the account: doctor (can it launch the spec?) and iam-policy (what it must allow)."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from trainctl.cli.app import OPTS, app
+
+
+@app.command()
+def doctor(
+    spec: Optional[str] = typer.Argument(None, help="Job spec YAML: also check the quotas its layouts need."),
+    platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2: check only what that "
+                                                                     "platform needs (default: both)."),
+    role: Optional[str] = typer.Option(None, "--role", help="SageMaker execution role (name or ARN) you launch with; "
+                                                            "without it, each job gets its own."),
+    bucket: Optional[str] = typer.Option(None, "--bucket", help="Job bucket (default trainctl-ACCOUNT-REGION)."),
+    subnet: Optional[str] = typer.Option(None, "--subnet", help="Subnet id(s) as given to launch (default: the "
+                                                               "subnet launch would choose for the plan's AZ)."),
+) -> None:
+    """Check that this account and region can launch the spec.
+
+    One pass/fail line per check (credentials, quotas, role, route to S3, bucket, scores), with the fix."""
+    from trainctl.usecases import doctor as d
+    from trainctl.render import table_console
+
+    width = table_console(100).width  # each check wrapped under its text; a `command` is never split
+    on_check = None if OPTS.output == "json" else (lambda c: typer.echo(d.render([c], width).rsplit("\n", 1)[0]))
+    checks = d.run(spec, role=role, bucket=bucket, subnet=subnet, platform=platform, on_check=on_check)
+    if OPTS.output == "json":
+        from trainctl import render
+
+        render.print_json(d.to_json(checks))
+    else:
+        typer.echo(d.render(checks).rsplit("\n", 1)[1])
+    if any(c.status == "fail" for c in checks):
+        raise typer.Exit(1)
+
+
+@app.command("iam-policy")
+def iam_policy(
+    platform: str = typer.Option("all", "--platform", help="sagemaker, ec2 or all: the calls of which backends."),
+    role: str = typer.Option("cli", "--role", help="cli (whoever runs trainctl), sagemaker-execution (a "
+                                                   "SageMaker job's own role), ec2-node (an EC2 job's nodes' role) or "
+                                                   "boundary (the most any of those may do)."),
+    execution_role: str = typer.Option("trainctl-sagemaker-execution", "--execution-role",
+                                       help="A role of yours the cli policy may pass to SageMaker "
+                                            "(launch --role), besides each job's own role."),
+    split: bool = typer.Option(False, "--split", help="Print a JSON list of policies, each under the 6,144 "
+                                                      "characters of a managed policy; attach them all."),
+) -> None:
+    """Print the least-privilege IAM policies trainctl needs."""
+    import json as _json
+
+    from trainctl import iam, render
+    from trainctl.aws import clients as aws
+    from trainctl.naming.resources import partition
+
+    # ARNs carry the partition of the region asked (--region): aws, aws-cn or aws-us-gov
+    doc = iam.in_partition(iam.documents(platform, role, execution_role), partition(aws.default_region()))
+    size = iam.policy_size(doc["policy"])
+    say = lambda message: render.stderr_console().print(message, markup=False, soft_wrap=True)  # noqa: E731
+    if split:
+        doc["policies"] = iam.split_policy(doc.pop("policy"))
+        if OPTS.output != "json":
+            typer.echo(_json.dumps(doc["policies"], indent=2))
+            say(f"{len(doc['policies'])} policies of at most {iam.MANAGED_POLICY_LIMIT:,} characters "
+                             "each (whitespace not counted): attach them all (jq '.[0]', '.[1]', ...)")
+            return
+    elif size > iam.MANAGED_POLICY_LIMIT:
+        say(f"warning: this policy is {size:,} characters (whitespace not counted), over the "
+                         f"{iam.MANAGED_POLICY_LIMIT:,} of a managed policy: --split prints "
+                         f"{len(iam.split_policy(doc['policy']))} that fit, or put it inline on a role (10,240)")
+    if OPTS.output == "json":
+        render.print_json(doc)
+    else:  # the policy itself, ready for `aws iam put-role-policy --policy-document file://...`
+        typer.echo(_json.dumps(doc["policy"], indent=2))
+        if "trust_policy" in doc:
+            render.stderr_console().print("trust policy (--output json shows it with the policy): "
+                                          + _json.dumps(doc["trust_policy"]), markup=False, soft_wrap=True)

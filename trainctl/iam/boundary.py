@@ -1,0 +1,97 @@
+"""The permissions boundary of every role trainctl creates (the EC2 nodes' and the SageMaker jobs' execution
+roles, one per job) and the statements that keep it in place.
+
+Why a boundary: the cli policy lets its holder create roles under /trainctl/ and write their inline policy
+(the EC2 backend makes one role per job). Without a boundary, that is a way to become admin: create a role
+trusting yourself, give it `*:*`, assume it. With `iam:PermissionsBoundary` required on CreateRole and
+PutRolePolicy, whatever policy such a role gets, it can do at most what `boundary_policy()` allows: read and
+write the account's trainctl job buckets in the job layout, its /trainctl/ log groups and SageMaker's
+training log group, describe instances, mark an instance interrupted, read secrets named under trainctl/,
+and what a SageMaker training job needs besides (its metrics, pulling its image, its VPC interfaces). The deny statements of
+`cli_denies()` keep the holder from removing or swapping the boundary, or rewriting the boundary policy.
+
+An administrator creates the boundary once (`trainctl iam-policy --role boundary`, docs/security.md); the
+cli policy can neither create nor change it.
+"""
+from __future__ import annotations
+
+from trainctl.iam.constants import BOUNDARY_ARN, BOUNDARY_POLICY, BUCKET, SAME_ACCOUNT, WITH_BOUNDARY
+
+S3_BUCKET = f"arn:aws:s3:::{BUCKET}"
+ACCOUNT = "${aws:PrincipalAccount}"
+TRAINCTL_ROLES = "arn:aws:iam::*:role/trainctl/*"
+SAGEMAKER_LOGS = "arn:aws:logs:*:*:log-group:/aws/sagemaker/TrainingJobs:*"
+# Secrets a job may be handed (the spec's `secrets:`) live under these names, so the boundary can name them.
+SECRET_PARAMETERS = f"arn:aws:ssm:*:{ACCOUNT}:parameter/trainctl/*"
+SECRET_VALUES = f"arn:aws:secretsmanager:*:{ACCOUNT}:secret:trainctl/*"
+VIA_SECRET_SERVICES = {"StringLike": {"kms:ViaService": ["ssm.*.amazonaws.com", "secretsmanager.*.amazonaws.com"]}}
+
+
+def job_objects(*folders: str) -> list[str]:
+    """Objects under every job's given folders: `<bucket>/<job>/<folder>/...` for any job."""
+    return [f"{S3_BUCKET}/*/{folder}/*" for folder in folders]
+
+
+def secret_statements(parameters, values, sid: str = "JobSecrets") -> list[dict]:
+    """Reading exactly the given SSM parameters and Secrets Manager secrets (and decrypting them through
+    those services only)."""
+    out = []
+    if parameters:
+        out.append({"Sid": f"{sid}Parameters", "Effect": "Allow", "Action": "ssm:GetParameter",
+                    "Resource": list(parameters)})
+    if values:
+        out.append({"Sid": f"{sid}Values", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
+                    "Resource": list(values)})
+    if out:
+        out.append({"Sid": f"{sid}Decrypt", "Effect": "Allow", "Action": "kms:Decrypt", "Resource": "*",
+                    "Condition": VIA_SECRET_SERVICES})
+    return out
+
+
+def boundary_policy() -> dict:
+    """The most any role trainctl creates may do, whatever its own policy says."""
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "ReadJobBuckets", "Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"],
+         "Resource": [S3_BUCKET, f"{S3_BUCKET}/*"], "Condition": SAME_ACCOUNT},
+        {"Sid": "WriteJobFolders", "Effect": "Allow", "Action": "s3:PutObject",
+         "Resource": job_objects("checkpoints", "logs", "status", "output"), "Condition": SAME_ACCOUNT},
+        {"Sid": "PruneCheckpoints", "Effect": "Allow", "Action": "s3:DeleteObject",
+         "Resource": job_objects("checkpoints"), "Condition": SAME_ACCOUNT},
+        {"Sid": "JobLogs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream",
+                                                          "logs:PutLogEvents", "logs:DescribeLogStreams"],
+         "Resource": ["arn:aws:logs:*:*:log-group:/trainctl/*", SAGEMAKER_LOGS]},
+        # what a SageMaker job's own execution role needs besides S3 and logs (backends/sagemaker_role.py)
+        {"Sid": "SageMakerMetrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
+         "Condition": {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}},
+        {"Sid": "PullTrainingImage", "Effect": "Allow", "Resource": "*", "Action": [
+            "ecr:GetAuthorizationToken", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer",
+            "ecr:BatchCheckLayerAvailability"]},
+        {"Sid": "SageMakerVpcInterfaces", "Effect": "Allow", "Resource": "*", "Action": [
+            "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
+            "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
+            "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"]},
+        {"Sid": "FindPeers", "Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"},
+        {"Sid": "MarkInterrupted", "Effect": "Allow", "Action": "ec2:CreateTags",
+         "Resource": "arn:aws:ec2:*:*:instance/*",
+         "Condition": {"ForAllValues:StringEquals": {"aws:TagKeys": ["trainctl:state"]}}},
+        *secret_statements([SECRET_PARAMETERS], [SECRET_VALUES], sid="Secrets"),
+    ]}
+
+
+def cli_denies() -> list[dict]:
+    """Explicit denies of the cli policy: they hold even if another policy of the same principal allows more."""
+    return [
+        {"Sid": "RolesKeepTheBoundary", "Effect": "Deny",
+         "Action": ["iam:CreateRole", "iam:PutRolePolicy", "iam:AttachRolePolicy", "iam:PutRolePermissionsBoundary"],
+         "Resource": TRAINCTL_ROLES, "Condition": {"StringNotEquals": WITH_BOUNDARY["StringEquals"]}},
+        {"Sid": "BoundaryStays", "Effect": "Deny", "Action": "iam:DeleteRolePermissionsBoundary",
+         "Resource": TRAINCTL_ROLES},
+        {"Sid": "BoundaryIsFixed", "Effect": "Deny",
+         "Action": ["iam:CreatePolicy", "iam:CreatePolicyVersion", "iam:DeletePolicy", "iam:DeletePolicyVersion",
+                    "iam:SetDefaultPolicyVersion"],
+         "Resource": f"arn:aws:iam::*:policy/{BOUNDARY_POLICY}"},
+    ]
+
+
+def boundary_arn(account: str, partition: str = "aws") -> str:
+    return BOUNDARY_ARN.replace("${aws:PrincipalAccount}", account).replace("arn:aws:", f"arn:{partition}:", 1)

@@ -1,0 +1,43 @@
+"""The EC2 nodes' role of one job: its trust policy and what the nodes may do (written per job by the EC2
+launch under /trainctl/ with the permissions boundary)."""
+from __future__ import annotations
+
+from trainctl.iam.boundary import secret_statements
+from trainctl.naming.bucket import JOB_WRITABLE
+from trainctl.naming.resources import arn, ec2_log_group, s3_arn
+from trainctl.naming.tags import JOB_TAG, STATE_TAG
+
+EC2_TRUST = {"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+
+
+
+def node_policy(job_id: str, bucket: str, region: str, account: str, code_key: str,
+                secrets: tuple[str, ...] = ()) -> dict:
+    """What a node may do: read its code (by content hash) and its job's objects, write only its job's
+    checkpoints/, logs/ and status/, in a bucket its account owns; its job's log group; see its peers; mark
+    itself interrupted; read exactly the job's secrets. Always within the boundary (iam/boundary.py)."""
+    group, own = ec2_log_group(job_id), {"StringEquals": {"s3:ResourceAccount": account}}
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "ReadCodeAndJob", "Effect": "Allow", "Action": "s3:GetObject", "Condition": own,
+         "Resource": [s3_arn(region, f"{bucket}/{code_key}"), s3_arn(region, f"{bucket}/{job_id}/*")]},
+        {"Sid": "WriteJobFolders", "Effect": "Allow", "Action": "s3:PutObject", "Condition": own,
+         "Resource": [s3_arn(region, f"{bucket}/{job_id}/{folder}/*") for folder in JOB_WRITABLE]},
+        # Nodes prune old checkpoints after each upload (a long job would fill the bucket and every restore).
+        {"Sid": "PruneJobCheckpoints", "Effect": "Allow", "Action": "s3:DeleteObject", "Condition": own,
+         "Resource": s3_arn(region, f"{bucket}/{job_id}/checkpoints/*")},
+        {"Sid": "ListJobPrefix", "Effect": "Allow", "Action": "s3:ListBucket",
+         "Resource": s3_arn(region, bucket),
+         "Condition": {**own, "StringLike": {"s3:prefix": [f"{job_id}/*"]}}},
+        {"Sid": "JobLogs", "Effect": "Allow",
+         "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+         "Resource": [arn(region, "logs", account, f"log-group:{group}"),
+                      arn(region, "logs", account, f"log-group:{group}:*")]},
+        # EC2's Describe actions cannot be limited to resources; they reveal no data, only metadata.
+        {"Sid": "FindPeers", "Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"},
+        {"Sid": "MarkInterrupted", "Effect": "Allow", "Action": "ec2:CreateTags",
+         "Resource": arn(region, "ec2", account, "instance/*"),
+         "Condition": {"StringEquals": {f"aws:ResourceTag/{JOB_TAG}": job_id},
+                       "ForAllValues:StringEquals": {"aws:TagKeys": [STATE_TAG]}}},
+        *secret_statements([a for a in secrets if ":ssm:" in a], [a for a in secrets if ":secretsmanager:" in a]),
+    ]}

@@ -1,0 +1,135 @@
+"""The throughput of one layout as a plan states it: where the rate comes from, the network it assumed,
+and how far off it may be.
+
+Pure. Source, in order of preference: a measurement of this model and batch on this instance type
+(exact on the layout it was measured on; on another node count its compute rate is recovered by inverting
+the network model for the measured layout, then the network model of the new layout is applied), a rate
+given in the spec, or the calibrated model (perf_fit.py). "Up to" links run at burst for the first
+BURST_MINUTES of a fresh instance and at baseline after that; the estimate blends the two by time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainctl import perf
+from trainctl.perf import compute_rate as perf_fit
+from trainctl.catalog import Calibration, Catalog, InstanceType, load_calibration_residuals
+from trainctl.perf.network import BURST_MINUTES, fabric
+
+
+@dataclass(frozen=True)
+class MeasuredRate:
+    samples_per_s: float   # the whole layout
+    count: int             # nodes it was measured on
+    job_id: str
+    platform: str | None = None   # None: not recorded; taken as the platform being planned
+
+
+@dataclass(frozen=True)
+class Estimate:
+    samples_per_s: float                 # over the whole run (burst and baseline blended)
+    source: str                          # measured | given | model
+    words: tuple[str, ...]               # the plan's why lines about throughput
+    band: tuple[float, float] | None     # samples/s, about the 10th and 90th percentile of the model's error
+    sustained: perf.Throughput           # at the bandwidth the link keeps for hours
+    network: str                         # burst | baseline | burst, then baseline | none
+
+
+@dataclass(frozen=True)
+class Job:
+    """What the estimate needs of the spec."""
+
+    shape: perf.ModelShape
+    model_name: str
+    batch: int               # per rank and micro-batch
+    samples: int
+    strategy: str            # ddp | fsdp | hsdp (after the memory fit)
+    given: float | None      # samples/s per rank from the spec
+    accum: int = 1           # micro-batches per optimizer step (gradient accumulation)
+
+
+def estimate(job: Job, inst: InstanceType, count: int, platform: str, measured: MeasuredRate | None,
+             catalog: Catalog, calibration: Calibration) -> Estimate:
+    rk = perf.ranks(inst, calibration)
+    rate, source, words, band_ratio = _compute_rate(job, inst, count, platform, measured, catalog, calibration, rk)
+    base_fab = fabric(inst, rk.per_node, count, platform, "baseline")
+    burst_fab = fabric(inst, rk.per_node, count, platform, "burst")
+    base = perf.layout_throughput(job.shape, base_fab, count, job.batch, rate, job.strategy, job.accum)
+    burst = perf.layout_throughput(job.shape, burst_fab, count, job.batch, rate, job.strategy, job.accum)
+    samples_per_s, network, net_words = _blend(job.samples, burst, base, inst.network_up_to)
+    if count == 1:
+        network = "none"
+    if measured is not None and measured.count == count:
+        samples_per_s, network, net_words = measured.samples_per_s, "as measured", ""
+    lines = [words]
+    if base.bottleneck_link:
+        lines.append(f"{job.strategy} sync {base.comm_seconds:.3f} s/step over {base.bottleneck_link} vs "
+                     f"{base.compute_seconds:.3f} s compute ({base.scaling_efficiency:.0%} scaling)")
+    if net_words:
+        lines.append(net_words)
+    band = None
+    if band_ratio is not None:
+        band = (samples_per_s * band_ratio[0], samples_per_s * band_ratio[1])
+        lines.append(f"throughput band {band[0]:,.0f}-{band[1]:,.0f} samples/s (10th-90th percentile of the "
+                     f"calibration's leave-one-out errors{band_ratio[2]})")
+    return Estimate(samples_per_s, source, tuple(lines), band, base, network)
+
+
+def _blend(samples: int, burst: perf.Throughput, base: perf.Throughput, up_to: bool) -> tuple[float, str, str]:
+    """Samples/s over the run: burst credits last BURST_MINUTES on a fresh instance, then the baseline."""
+    if not up_to or burst.samples_per_s <= base.samples_per_s:
+        return base.samples_per_s, "sustained", ""
+    window = BURST_MINUTES * 60.0
+    if samples / burst.samples_per_s <= window:
+        return burst.samples_per_s, "burst", (f"network: a run this short ({samples / burst.samples_per_s / 60:.1f} "
+                                              f"min) stays within the ~{BURST_MINUTES:g} min of burst credits")
+    seconds = window + (samples - window * burst.samples_per_s) / base.samples_per_s
+    share = 1 - window / seconds
+    return samples / seconds, "burst, then baseline", (
+        f"network: burst for the first ~{BURST_MINUTES:g} min (fresh credits), then baseline for {share:.0%} "
+        f"of the run ({burst.samples_per_s:,.0f} then {base.samples_per_s:,.0f} samples/s)")
+
+
+def _compute_rate(job: Job, inst: InstanceType, count: int, platform: str, measured: MeasuredRate | None,
+                  catalog: Catalog, calibration: Calibration, rk: perf.Ranks):
+    """(per-rank compute rate, source, words, band as (low ratio, high ratio, words) or None)."""
+    unit = rk.unit
+    if measured is not None:
+        fab = fabric(inst, rk.per_node, measured.count, measured.platform or platform, "baseline")
+        device = perf_fit.device_for(catalog, calibration, inst.accelerator.key)
+        peak_rate = device.peak_tflops[job.shape.precision] * 1e12 / job.shape.training_flops_per_sample
+        rate = perf.invert_compute_rate(job.shape, fab, measured.count, job.batch, measured.samples_per_s,
+                                        job.strategy, job.accum, max_rate=peak_rate)
+        where = "this layout" if measured.count == count else \
+            f"{measured.count} node{'s' if measured.count > 1 else ''}, rescaled by the network model"
+        capped = " (capped at the peak: the measured step is almost all communication)" if rate >= peak_rate else ""
+        return rate, "measured", (f"throughput measured by job {measured.job_id} on {where}: "
+                                  f"{measured.samples_per_s:,.0f} samples/s; compute {rate:,.1f} samples/s per "
+                                  f"{unit} once its modelled communication is taken out{capped}"), None
+    if job.given is not None:
+        return job.given, "given", f"throughput given in the spec: {job.given:g} samples/s per {unit}", None
+    fit = perf_fit.calibrated(catalog, calibration)
+    device = perf_fit.device_for(catalog, calibration, inst.accelerator.key)
+    eff, basis = fit.group_efficiency(device.group, job.shape.family)
+    seconds = perf_fit.seconds_per_sample(job.shape, device, eff, fit.size_knee, fit.attention_factor, eager=False)
+    rate = 1.0 / seconds
+    # The leave-one-out band holds where rows of this device and this model family were in the fit; anywhere
+    # else (A10G: only its die's RTX 3090 rows; the 40 GB A100 for a vision model: only 80 GB rows) the model leans
+    # on rows it has not seen the like of, and the band is that of a whole die group left out.
+    seen = basis == f"{device.group}/{job.shape.family}" and any(
+        r.device == inst.accelerator.key and calibration.shapes[r.model].family == job.shape.family
+        for r in calibration.rows)
+    res = load_calibration_residuals().get("row_loo" if seen else "group_out")
+    band = None
+    if res:
+        band = (res["ratio_p10"], res["ratio_p90"],
+                "" if seen else f"; no published {inst.accelerator.key} {job.shape.family or 'custom'}-model row: "
+                                "the band of a device group left out of the fit")
+    h = perf_fit.width(job.shape)
+    peak = device.peak_tflops[job.shape.precision]
+    basis_words = f"efficiency of {basis} rows" if basis != "none" else "no rows of this die: mean of the others"
+    width_words = "" if job.shape.hidden else " (estimated from the parameter count)"
+    words = (f"throughput modelled (calibrated on {fit.rows} published measurements): {inst.accelerator.key} "
+             f"{peak:g} TFLOPS {job.shape.precision} per {unit} x {eff:.0%} ({basis_words}) x width "
+             f"{h:,.0f}{width_words}/({h:,.0f}+{fit.size_knee:g}) = {rate:,.1f} samples/s per {unit}")
+    return rate, "model", words, band

@@ -1,0 +1,163 @@
+"""Pure arithmetic: what a model is to perf (its shape), the ranks of an instance, and the memory fit per layout.
+
+No I/O, no clock. Every figure comes with the words that explain it, because a plan that cannot
+say why it believes a number is not worth trusting with a GPU bill. The reasoning and the sources
+of the constants are written out in docs/cost-model.md. The links and collectives are in
+perf/network.py; the calibrated compute rate of one rank is in perf/compute_rate.py; step time in
+perf/step_time.py.
+
+The unit of parallelism is the rank, as torchrun starts it: one per GPU, one per NeuronCore on Trainium
+(2 per chip: trn1.32xlarge runs 32 ranks of 16 GiB each). Batch, memory and throughput per accelerator
+are all per rank.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from trainctl.catalog import Calibration, InstanceType
+
+GIB = 1024**3
+
+# Share of accelerator memory left for the training process (CUDA/Neuron runtime, allocator slack).
+USABLE_MEMORY_FRACTION = 0.90
+# ddp: replicated; fsdp: sharded over every rank; hsdp: sharded within a node, replicated across nodes.
+SHARDED = ("fsdp", "hsdp")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What perf needs to know about the model (built from the spec by the planner)."""
+
+    params: float
+    training_flops_per_sample: float
+    precision: str               # bf16 | fp16 | fp32
+    optimizer: str               # adam | adamw | sgd | sgd-momentum
+    activation_bytes_per_sample: float | None  # None: unknown
+    hidden: int | None = None    # transformer width; None: estimated from params (perf_fit.py)
+    tokens: int | None = None    # sequence length (patches + class token for ViT)
+    layers: int | None = None
+    heads: int | None = None
+    family: str | None = None    # vision | language
+    vocab: int | None = None     # output classes per token (language models): the logits buffer
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """What one rank (a GPU, or a NeuronCore) of an instance type is."""
+
+    per_node: int
+    memory_gib: float
+    unit: str                    # GPU | NeuronCore
+    per_accelerator: int         # ranks per chip: 1 on GPUs, 2 on Trainium1
+
+
+def ranks(instance: InstanceType, calibration: Calibration) -> Ranks:
+    """torchrun's processes per node: one per GPU, one per NeuronCore (backends/ec2.py nproc_per_node,
+    the SageMaker toolkit's process count), with the accelerator's memory split between its cores."""
+    spec = calibration.device(instance.accelerator.key)
+    per_acc = spec.ranks_per_accelerator if spec else 1
+    unit = "NeuronCore" if instance.accelerator.kind == "neuron" else "GPU"
+    return Ranks(instance.accelerator_count * per_acc, instance.accelerator_memory_gib / per_acc, unit, per_acc)
+
+
+# ----------------------------------------------------------------------------- memory
+def state_bytes_per_param(optimizer: str) -> float:
+    """fp32 weights and gradients (autocast keeps fp32 master weights) plus optimizer state."""
+    optimizer_bytes = {"adam": 8.0, "adamw": 8.0, "sgd-momentum": 4.0, "sgd": 0.0}[optimizer]
+    return 4.0 + 4.0 + optimizer_bytes
+
+
+def transformer_activation_bytes(tokens: int, hidden: int, heads: int, layers: int, precision: str,
+                                 checkpointing: bool, fused_attention: bool = True) -> float:
+    """Activation memory of one sample (Korthikanti et al. 2022, eq. 1: s*h*(34 + 5*a*s/h) bytes per layer
+    in 16-bit). The 5*a*s/h term is the attention scores, softmax and dropout mask (a x s^2 per layer): fused
+    attention (PyTorch's scaled_dot_product_attention on GPUs, FlashAttention) never keeps them, which leaves
+    34*s*h, the paper's eq. 2 without tensor parallelism. With activation checkpointing only each layer's
+    input is kept, plus one layer's full set."""
+    scores = 0.0 if fused_attention else 5 * heads * tokens / hidden
+    per_layer = tokens * hidden * (34 + scores)
+    scale = 2.0 if precision == "fp32" else 1.0
+    if checkpointing:
+        return scale * (layers * 2 * tokens * hidden + per_layer)
+    return scale * layers * per_layer
+
+
+def _compute_bytes(precision: str) -> float:
+    return 4.0 if precision == "fp32" else 2.0
+
+
+def logits_bytes_per_sample(model: ModelShape) -> float:
+    """The output layer's buffer of one sample: tokens x vocabulary logits in the compute precision, their
+    fp32 copy for the loss and the fp32 log-softmax (the size of the gradient that flows back); 0 without a
+    vocabulary (vision: one row of classes per sample, negligible)."""
+    if not model.vocab or not model.tokens:
+        return 0.0
+    return model.tokens * model.vocab * (_compute_bytes(model.precision) + 4.0 + 4.0)
+
+
+def unsharded_layer_bytes(model: ModelShape, strategy: str) -> float:
+    """Sharded training all-gathers one layer's parameters to compute it and prefetches the next one's (two
+    layers of 16-bit parameters), and holds that layer's unsharded gradients (fp32, the reduce precision)
+    until they are reduce-scattered. DDP already counts the whole model in its state."""
+    if strategy not in SHARDED:
+        return 0.0
+    layer = model.params / max(1, model.layers or 1)
+    return layer * (2 * _compute_bytes(model.precision) + 4.0)
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    strategy: str                     # ddp | fsdp | hsdp
+    state_gib: float                  # weights + grads + optimizer state per accelerator
+    activation_gib: float | None      # per accelerator for the micro-batch, None when unknown
+    usable_gib: float
+    fits: bool
+    min_accelerators_sharded: int | None  # with fsdp, fewest accelerators that hold it; None: never fits
+    micro_batch: int = 1              # samples per rank per forward/backward
+    grad_accum: int = 1               # micro-batches per optimizer step
+    working_gib: float = 0.0          # logits buffer and the unsharded layer being computed
+
+    @property
+    def total_gib(self) -> float:
+        return self.state_gib + (self.activation_gib or 0.0) + self.working_gib
+
+
+def micro_batches(batch: int, accumulate: bool) -> list[int]:
+    """The micro-batches that split `batch` evenly, largest first (only `batch` itself without accumulation)."""
+    if not accumulate:
+        return [batch]
+    return [m for m in range(batch, 0, -1) if batch % m == 0]
+
+
+def memory_fit(model: ModelShape, rank_memory_gib: float, total_accelerators: int, batch_per_accelerator: int,
+               strategy: str, ranks_per_node: int | None = None, accumulate: bool = False) -> MemoryFit:
+    """Memory per rank under `strategy` ('ddp', 'fsdp', 'hsdp', or 'auto': ddp when it fits, else fsdp), at
+    the largest micro-batch that fits: with `accumulate`, the per-rank batch of an optimizer step may be split
+    into equal micro-batches (gradient accumulation); hsdp shards within a node of `ranks_per_node` ranks."""
+    if strategy == "auto":
+        ddp = memory_fit(model, rank_memory_gib, total_accelerators, batch_per_accelerator, "ddp",
+                         ranks_per_node, accumulate)
+        if ddp.fits or total_accelerators == 1:
+            return ddp
+        return memory_fit(model, rank_memory_gib, total_accelerators, batch_per_accelerator, "fsdp",
+                          ranks_per_node, accumulate)
+    usable = rank_memory_gib * USABLE_MEMORY_FRACTION
+    full_state = model.params * state_bytes_per_param(model.optimizer) / GIB
+    ways = {"ddp": 1, "fsdp": total_accelerators,
+            "hsdp": min(total_accelerators, ranks_per_node or total_accelerators)}[strategy]
+    state = full_state / ways
+    layer = unsharded_layer_bytes(model, strategy) / GIB
+    fit = None
+    for micro in micro_batches(batch_per_accelerator, accumulate):
+        act = None if model.activation_bytes_per_sample is None else \
+            model.activation_bytes_per_sample * micro / GIB
+        working = layer + logits_bytes_per_sample(model) * micro / GIB
+        # Fewest accelerators that hold a fully sharded model (states split; activations and buffers not).
+        room = usable - (act or 0.0) - working - (unsharded_layer_bytes(model, "fsdp") / GIB - layer)
+        min_sharded = math.ceil(full_state / room) if room > 0 else None
+        fit = MemoryFit(strategy, state, act, usable, state + (act or 0.0) + working <= usable, min_sharded,
+                        micro, batch_per_accelerator // micro, working)
+        if fit.fits:
+            return fit
+    return fit

@@ -1,0 +1,184 @@
+"""Pricing one layout on one platform, region and market: its price per hour (On-Demand, Spot history or the
+Spot advisor), the run model (interruptions, waits, restarts, start-up billing), the input-pipeline cap, the
+quota check and the typed `Option` with the lines that explain it. Pure, like the planner that calls it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainctl import perf
+from trainctl.perf import input_pipeline
+from trainctl.planner.spot import risk
+from trainctl.planner.spot import simulation as simulate
+from trainctl.catalog import InstanceType
+from trainctl.planner.spot.hazard import load_hazard_table
+from trainctl.plans import Option
+from trainctl.spec import JobSpec
+
+# When a Spot request is refused, the next try comes after about this long (the placement score is
+# re-asked and another AZ or option is tried); used to turn capacity odds into an expected wait.
+CAPACITY_RETRY_HOURS = 0.5
+# Pessimistic band for a type the Spot advisor has no data for.
+UNKNOWN_BAND = ">20%"
+MIN_SCORE_TYPES = 3  # AWS: a placement-score request of fewer instance types always scores low
+# Checkpoints are written to local disk and synced in the background; ~500 MB/s sustained.
+CHECKPOINT_WRITE_BYTES_PER_S = 500e6
+
+
+def job_times(spec: JobSpec, shape: perf.ModelShape, inst: InstanceType, count: int, strategy: str,
+               n_ranks: int, samples_per_s: float) -> risk.JobTimes:
+    """The run's work and checkpoint times at this throughput (what the run model interrupts and restarts)."""
+    cons = spec.constraints
+    # DDP: rank 0 writes the whole state; FSDP: every node writes its shard in parallel.
+    ckpt_bytes = shape.params * perf.state_bytes_per_param(shape.optimizer)
+    ckpt_s = ckpt_bytes / (count if strategy in perf.SHARDED else 1) / CHECKPOINT_WRITE_BYTES_PER_S
+    ckpt_share = ckpt_s / (cons.checkpoint_interval_minutes * 60.0)
+    base_hours = spec.workload.total_samples / samples_per_s / 3600.0
+    return risk.JobTimes(work_hours=base_hours * (1 + ckpt_share),
+                         step_s=spec.workload.batch_size_per_accelerator * n_ranks / samples_per_s,
+                         checkpoint_s=ckpt_s, interval_hours=cons.checkpoint_interval_minutes / 60.0,
+                         restart_minutes=cons.restart_minutes, accelerator_kind=inst.accelerator.kind)
+
+
+@dataclass(frozen=True)
+class _Feed:
+    samples_per_s: float
+    bound: bool
+    ratio: float | None      # modelled rate / input capacity (None: no CPU work per sample)
+    words: str | None
+
+
+def input_limit(spec: JobSpec, inst: InstanceType, count: int, samples_per_s: float) -> _Feed:
+    """Cap the layout's throughput at what its CPUs can feed (trainctl/input_pipeline.py)."""
+    source = spec.input_source
+    if source is None:
+        return _Feed(samples_per_s, False, None, "input pipeline not modelled: set workload.data_source")
+    cap = input_pipeline.node_capacity(source, inst.vcpus, inst.accelerator_count)
+    capped, bound = input_pipeline.capped_throughput(samples_per_s, count, cap)
+    ratio = samples_per_s / (cap.samples_per_s * count) if cap.samples_per_s else None
+    words = cap.words(capped / count)
+    if bound:
+        words = (f"INPUT-BOUND: {words}; capped from {samples_per_s:,.0f} to {capped:,.0f} samples/s "
+                 "(more vCPUs per accelerator, or data prepared offline, would lift it)")
+    return _Feed(capped, bound, ratio, words)
+
+
+def spot_price(catalog, quotes, inst, count, platform, region, market, od, exclude):
+    """(hourly price per node, its source words, band, AZ, placement score, capacity odds) or None if unpriced."""
+    advice = catalog.spot_advice(region, inst.name)
+    band = advice.interruption_band if advice else UNKNOWN_BAND
+    spot = quotes.spot_prices.get((region, inst.name), {})
+    scores = quotes.placement_scores.get((region, inst.name, count), {})
+    az = score = odds = None
+    if scores:
+        # Best AZ: highest placement score, then lowest Spot price there.
+        az = max(scores, key=lambda z: (scores[z], -(spot[z].mean_usd if z in spot else 1e9)))
+        score = scores[az]
+        config = quotes.score_configs.get((region, inst.name, count), ())
+        # AWS: fewer than three instance types always score low, so such a score says nothing about the odds
+        odds = score / 10.0 if len(config) >= MIN_SCORE_TYPES or not config else None
+    ec2_od = quotes.on_demand.get(("ec2", region, inst.name))
+    if ec2_od is None and (cat_price := catalog.on_demand_price("ec2", region, inst.name)) is not None:
+        ec2_od = cat_price.usd_per_hour
+    if spot and (az in spot or az is None):
+        sp = spot[az] if az in spot else min(spot.values(), key=lambda s: s.mean_usd)
+        discount = 1 - sp.mean_usd / ec2_od if ec2_od else None
+        if platform == "ec2":
+            return sp.mean_usd, f"Spot price history, {sp.window_hours:g} h mean", band, az, score, odds
+        if discount is not None:
+            return (od * (1 - discount), f"SageMaker On-Demand x (1 - EC2 Spot discount {discount:.0%}) (assumption)",
+                    band, az, score, odds)
+        exclude(inst.name, count, "no EC2 On-Demand price to turn the Spot price into a discount",
+                platform=platform, market=market, region=region)
+        return None
+    if advice is not None:
+        src = f"On-Demand x (1 - {advice.savings_pct:g}% Spot advisor savings, {catalog.data_dates['spot_advisor']})"
+        if platform == "sagemaker":
+            src += " (assumes managed Spot matches the EC2 Spot discount)"
+        return od * (1 - advice.savings_pct / 100.0), src, band, az, score, odds
+    exclude(inst.name, count, f"no Spot price or Spot advisor data for {region}", platform=platform,
+            market=market, region=region)
+    return None
+
+
+def _score_words(quotes, itype: str, count: int, region: str, az, score, odds) -> str:
+    if score is None:
+        return "placement score unknown (offline, or the score call was refused): capacity odds not checked"
+    where = f"placement score {score}/10 for {count} node{'s' if count > 1 else ''} in {az}"
+    if odds is None:
+        config = quotes.score_configs.get((region, itype, count), ())
+        return (f"{where}, asked for {len(config)} type{'s' if len(config) != 1 else ''} ({', '.join(config)}): "
+                "low by AWS's design below three types, so not taken as capacity odds")
+    return where + (" (capacity unlikely)" if score <= 3 else "")
+
+
+def price_option(catalog, quotes, inst, count, platform, region, market, od, od_src, times, fit, tp, feed,
+                  n_ranks, cons_wait, exclude) -> risk.Priced | None:
+    why: list[str] = []
+    az = score = band = None
+    odds: float | None = 1.0
+    if market == "on-demand":
+        hourly_node, price_src = od, od_src
+    else:
+        got = spot_price(catalog, quotes, inst, count, platform, region, market, od, exclude)
+        if got is None:
+            return None
+        hourly_node, price_src, band, az, score, odds = got
+    model, risk_words = risk.run_model(platform, market, count, hourly_node, times, odds, band, load_hazard_table(),
+                                       CAPACITY_RETRY_HOURS)
+    if market == "spot" and model.event_rate * model.lost_per_event >= 0.5:
+        exclude(inst.name, count, f"interrupted too often for its checkpoint interval ({band} band)",
+                platform=platform, market=market, region=region)
+        return None
+    if odds is not None and odds < 1.0 and model.capacity_wait() > cons_wait:
+        exclude(inst.name, count, f"Spot capacity unlikely: placement score {score}/10 means "
+                                  f"~{model.capacity_wait():.1f} h expected wait > max_spot_wait_hours {cons_wait:g}",
+                platform=platform, market=market, region=region)
+        return None
+    exp = simulate.expected(model)
+    if market == "spot":
+        assumed = "" if catalog.spot_advice(region, inst.name) else " (assumed: no advisor data)"
+        why.append(f"Spot: interruption band {band}{assumed} -> {exp.interruptions:.2f} interruptions expected")
+        why.append(_score_words(quotes, inst.name, count, region, az, score, odds))
+    why.extend(risk_words)
+    quota_ok = quota_check(catalog, quotes, inst, count, platform, region, market, why)
+    why.extend(tp.words)
+    if feed.words:
+        why.append(feed.words)
+    if fit.strategy in perf.SHARDED:
+        how = "within each node, replicated across nodes (hsdp)" if fit.strategy == "hsdp" else "(fsdp)"
+        why.append(f"model sharded {how}: {fit.total_gib:.1f} of {fit.usable_gib:.1f} GiB per accelerator")
+    if fit.grad_accum > 1:
+        why.append(f"micro-batch {fit.micro_batch} x {fit.grad_accum} accumulated: the largest micro-batch "
+                   "that fits")
+    why.append(f"price: {price_src}")
+    option = Option(rank=0, platform=platform, instance_type=inst.name, count=count, market=market, region=region,
+                    availability_zone=az, accelerators=n_ranks, hourly_usd=hourly_node * count,
+                    throughput_samples_per_s=feed.samples_per_s, throughput_source=tp.source,
+                    throughput_band=tp.band, network_assumed=tp.network, hours=exp.billed_hours,
+                    expected_cost_usd=exp.cost_usd, spot_placement_score=score,
+                    interruptions_expected=exp.interruptions, fits_memory=True, pareto=False, why=tuple(why),
+                    strategy=fit.strategy, micro_batch=fit.micro_batch, grad_accum=fit.grad_accum,
+                    capacity_odds=odds, wall_hours=exp.wall_hours, quota_ok=quota_ok,
+                    price_source=price_src, input_bound=feed.bound)
+    return risk.Priced(option, model, feed.ratio)
+
+
+def quota_check(catalog, quotes, inst, count, platform, region, market, why) -> bool | None:
+    if platform == "ec2":
+        code, name = catalog.ec2_quota(inst.name, market)
+        have = quotes.quotas.get((region, "ec2", code))  # by QuotaCode: names change (P became "P4, P3 and P2")
+        need = inst.vcpus * count
+        unit = "vCPUs"
+    else:
+        code = name = f"ml.{inst.name} for {'spot ' if market == 'spot' else ''}training job usage"
+        have = quotes.quotas.get((region, "sagemaker", name))
+        need, unit = count, "instances"
+    if have is None:
+        return None
+    if need > have:
+        named = f"'{name}'" + (f" ({code})" if code != name else "")
+        why.append(f"over quota: needs {need} {unit}, {named} is {have:g} in {region}; request an increase in "
+                   "Service Quotas")
+        return False
+    return True

@@ -1,0 +1,313 @@
+"""Pure planning: valid layouts, expected time and cost with interruptions, capacity odds, ranking.
+
+`plan(spec, catalog, quotes, ...)` takes data and returns a `Plan`; no boto3, no clock, no printing.
+The numbers' meaning and the assumptions behind them are written out in docs/cost-model.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trainctl import perf
+from trainctl.perf import estimator as perf_layout
+from trainctl.perf.estimator import MeasuredRate
+from trainctl.planner.spot import risk
+from trainctl.catalog import Catalog, InstanceType, load_calibration
+from trainctl.planner.pricing import input_limit, job_times, price_option
+from trainctl.plans import Excluded, Option, Plan
+from trainctl.planner.quotes import Quotes
+from trainctl.spec import JobSpec, Layout
+
+# --objective values: rank by expected cost, by the 90th percentile of simulated cost, or by wall hours.
+OBJECTIVES = ("cost", "p90-cost", "time")
+
+
+
+@dataclass
+class _Candidate:
+    instance: InstanceType
+    count: int
+    markets: tuple[str, ...]
+
+
+@dataclass
+class PlanRequest:
+    """What to plan beyond the spec: the CLI's flags."""
+
+    objective: str = "cost"                       # one of OBJECTIVES
+    platforms: tuple[str, ...] | None = None      # None: the spec's
+    layouts: tuple[Layout, ...] = ()              # non-empty: exactly these layouts
+    extra_warnings: tuple[str, ...] = field(default_factory=tuple)
+    spec_path: str = ""                           # as the user gave it; the plan document names it
+
+
+# ----------------------------------------------------------------------------- helpers
+def model_shape(spec: JobSpec) -> perf.ModelShape:
+    m = spec.model
+    act = None
+    if m.activation_gib_per_sample is not None:
+        act = m.activation_gib_per_sample * perf.GIB
+    elif m.arch is not None:
+        a = m.arch
+        act = perf.transformer_activation_bytes(a.tokens_per_sample, a.hidden, a.heads, a.layers, m.precision,
+                                                m.activation_checkpointing)
+    a = m.arch
+    return perf.ModelShape(params=m.param_count, training_flops_per_sample=m.training_flops_per_sample,
+                           precision=m.precision, optimizer=m.optimizer, activation_bytes_per_sample=act,
+                           hidden=a.hidden if a else None, tokens=a.tokens_per_sample if a else None,
+                           layers=a.layers if a else None, heads=a.heads if a else None,
+                           family=a.family if a else None, vocab=a.vocab if a else None)
+
+
+def candidates(spec: JobSpec, catalog: Catalog, request: PlanRequest) -> list[_Candidate]:
+    """Every (instance type, node count, markets) the plan will consider: what market.py must quote."""
+    cands = spec.candidates
+    layouts = list(request.layouts) or list(cands.layouts)
+    out: list[_Candidate] = []
+    if layouts:
+        for lay in layouts:
+            inst = catalog.instance(lay.instance_type)
+            if inst is not None:
+                out.append(_Candidate(inst, lay.count, (lay.market,) if lay.market else tuple(cands.markets)))
+        if request.layouts:
+            return out
+    families = cands.families or ([] if cands.layouts else catalog.families)
+    for inst in sorted(catalog.instances.values(), key=lambda i: i.name):
+        if inst.family not in families:
+            continue
+        for n in range(cands.nodes.min, cands.nodes.max + 1):
+            out.append(_Candidate(inst, n, tuple(cands.markets)))
+    return out
+
+
+def _entrypoint_mismatch(spec: JobSpec, inst: InstanceType) -> str | None:
+    bundled = spec.entrypoint.bundled
+    if bundled == "ddp" and inst.accelerator.kind == "neuron":
+        return "the bundled ddp entrypoint runs on GPUs; use 'bundled: neuron' for Trainium"
+    if bundled == "neuron" and inst.accelerator.kind != "neuron":
+        return "the bundled neuron entrypoint runs on Trainium; use 'bundled: ddp' for GPUs"
+    if bundled == "lm" and inst.accelerator.kind == "neuron":
+        return "the bundled lm entrypoint (PyTorch FSDP) runs on GPUs, not Trainium"
+    return None
+
+
+def _validity(inst: InstanceType, count: int) -> str | None:
+    if inst.accelerator.kind == "neuron" and count > 1 and inst.name not in ("trn1.32xlarge", "trn1n.32xlarge"):
+        return (f"{inst.name} is single-node only: multi-node Trainium needs EFA, i.e. trn1.32xlarge or "
+                "trn1n.32xlarge")
+    return None
+
+
+def _throughput(spec: JobSpec, shape: perf.ModelShape, inst: InstanceType, count: int, platform: str,
+                measured: dict[tuple[str, int, str], MeasuredRate], fit: perf.MemoryFit,
+                catalog: Catalog) -> perf_layout.Estimate:
+    """Samples/s of the layout on this platform (SageMaker turns EFA on for some types only), with its source,
+    for the fit's strategy and its micro-batches."""
+    batch = spec.workload.batch_size_per_accelerator
+    given = spec.throughput.get(inst.name) or spec.throughput.get(inst.accelerator.key)
+    job = perf_layout.Job(shape, spec.model.name, fit.micro_batch, spec.workload.total_samples, fit.strategy,
+                          given, fit.grad_accum)
+    return perf_layout.estimate(job, inst, count, platform, measured.get((spec.model.name, batch, inst.name)),
+                                catalog, load_calibration())
+
+
+def _pareto(options: list[Option]) -> set[int]:
+    """Indices of options that no other option beats on both expected cost and hours."""
+    idx = sorted(range(len(options)), key=lambda i: (options[i].expected_cost_usd, options[i].hours))
+    keep, best_hours = set(), float("inf")
+    for i in idx:
+        if options[i].hours < best_hours - 1e-12:
+            keep.add(i)
+            best_hours = options[i].hours
+    return keep
+
+
+# ----------------------------------------------------------------------------- the plan
+def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest | None = None,
+         measured: dict[tuple[str, int, str], MeasuredRate] | None = None) -> Plan:
+    run = _Planning(spec, catalog, quotes, request or PlanRequest(), measured or {})
+    options = [o for cand in candidates(spec, catalog, run.request) for o in run.layout_options(cand)]
+    warnings = run.warnings()
+    ranked, kept = run.rank(run.within_constraints(options))
+    if not ranked:
+        warnings.append("no layout is left: see the excluded layouts (--show-excluded) for why")
+    elif (line := risk.sensitivity(kept, run.request.objective)) is not None:
+        warnings.append(line)
+    return Plan(spec=run.request.spec_path or spec.name, spec_name=spec.name, source=quotes.source,
+                catalog_date=catalog.date, objective=run.request.objective, options=tuple(ranked),
+                excluded=tuple(run.excluded), warnings=tuple(warnings))
+
+
+class _Planning:
+    """One plan in the making: what it was asked, what it left out and why."""
+
+    def __init__(self, spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest,
+                 measured: dict[tuple[str, int, str], MeasuredRate]):
+        self.spec, self.catalog, self.quotes, self.request, self.measured = spec, catalog, quotes, request, measured
+        self.shape = model_shape(spec)
+        self.platforms = request.platforms or tuple(spec.candidates.platforms)
+        self.regions = [r for r in spec.candidates.regions if r in quotes.regions]
+        self.excluded: list[Excluded] = []
+        self._seen: set[tuple[str, int, str]] = set()
+        self.unpriced: dict[tuple[str, str], set[str]] = {}
+
+    def exclude(self, inst_name: str, count: int, reason: str, **where) -> None:
+        key = (inst_name, count, reason)
+        if key not in self._seen:  # one line per layout and reason, not per platform x region x market
+            self._seen.add(key)
+            self.excluded.append(Excluded(instance_type=inst_name, count=count, reason=reason, **where))
+
+    def warnings(self) -> list[str]:
+        out = list(self.quotes.warnings) + list(self.request.extra_warnings)
+        if self.shape.activation_bytes_per_sample is None:
+            out.append("activation memory unknown (no architecture and no model.activation_gib_per_sample): "
+                       "memory fit counts weights, gradients and optimizer state only")
+        for (platform, region), types in sorted(self.unpriced.items()):
+            out.append(f"{region}: no {platform} On-Demand price for {', '.join(sorted(types))} in the catalog "
+                       f"{'or the Pricing API' if self.quotes.source == 'live' else '(offline)'}; those "
+                       f"{platform} options are left out")
+        return out
+
+    def fit(self, inst: InstanceType, count: int):
+        """(memory fits to choose from, ranks in the layout), or None when the layout is left out (with its
+        reason). Several fits when sharding may be full or hybrid: the throughput decides, per platform."""
+        shape, spec = self.shape, self.spec
+        reason = _entrypoint_mismatch(spec, inst) or _validity(inst, count)
+        if reason:
+            self.exclude(inst.name, count, reason)
+            return None
+        if not inst.accelerator.supports(shape.precision):
+            self.exclude(inst.name, count, f"{inst.accelerator.key} has no {shape.precision} support; set "
+                                           f"model.precision to one of {', '.join(sorted(inst.accelerator.peak_tflops))}"
+                                           " to consider it")
+            return None
+        ranks = perf.ranks(inst, load_calibration())  # GPUs, or NeuronCores: the entrypoint's unit
+        n_acc = count * ranks.per_node
+        # The ViT and Neuron entrypoints replicate the model (DDP) and take no micro-batch; the LM entrypoint
+        # shards (full or hybrid) and accumulates gradients over micro-batches.
+        replicated_only = spec.entrypoint.bundled in ("ddp", "neuron")
+        strategy = "ddp" if replicated_only else spec.model.strategy
+        accumulate = spec.entrypoint.bundled == "lm"
+        batch = spec.workload.batch_size_per_accelerator
+        fit = perf.memory_fit(shape, ranks.memory_gib, n_acc, batch, strategy, ranks.per_node, accumulate)
+        fits = [fit] if fit.fits else []
+        if fit.strategy == "fsdp" and count > 1 and ranks.per_node > 1:
+            hybrid = perf.memory_fit(shape, ranks.memory_gib, n_acc, batch, "hsdp", ranks.per_node, accumulate)
+            fits += [hybrid] if hybrid.fits else []
+        if fits:
+            return fits, n_acc
+        unit = "NeuronCore" if ranks.unit == "NeuronCore" else inst.accelerator.key
+        need = (f"with full sharding (fsdp) it needs at least {fit.min_accelerators_sharded} "
+                f"{'NeuronCores' if ranks.unit == 'NeuronCore' else 'accelerators'}"
+                if fit.min_accelerators_sharded else
+                "even fully sharded it does not fit: the batch's activations alone exceed memory; lower "
+                "workload.batch_size_per_accelerator or set model.activation_checkpointing")
+        if replicated_only:
+            need += (f"; the bundled {spec.entrypoint.bundled} entrypoint replicates the model (DDP): shard it "
+                     "with 'bundled: lm' or your own script")
+        at = f" at micro-batch {fit.micro_batch}" if accumulate else ""
+        self.exclude(inst.name, count, f"out of memory: {fit.total_gib:.1f} GiB per {unit} "
+                                       f"({fit.strategy}{at}) > {fit.usable_gib:.1f} GiB usable; {need}")
+        return None
+
+    def layout_options(self, cand: _Candidate) -> list[risk.Priced]:
+        inst, count = cand.instance, cand.count
+        fitted = self.fit(inst, count)
+        if fitted is None:
+            return []
+        fits, n_acc = fitted
+        out = []
+        for platform in self.platforms:
+            if platform == "sagemaker" and not inst.sagemaker_training:
+                self.exclude(inst.name, count, "SageMaker training does not offer this type", platform=platform)
+                continue
+            # Full or hybrid sharding: the faster on this platform's network (full on a tie: less memory).
+            fit, tp = max(((f, _throughput(self.spec, self.shape, inst, count, platform, self.measured, f,
+                                           self.catalog)) for f in fits),
+                          key=lambda pair: (pair[1].samples_per_s, pair[0].strategy != "hsdp"))
+            feed = input_limit(self.spec, inst, count, tp.samples_per_s)
+            times = job_times(self.spec, self.shape, inst, count, fit.strategy, n_acc, feed.samples_per_s)
+            for region in self.regions:
+                price = self.on_demand(platform, region, inst)
+                for market in cand.markets if price else ():
+                    opt = price_option(self.catalog, self.quotes, inst, count, platform, region, market, *price,
+                                       times, fit, tp, feed, n_acc, self.spec.constraints.max_spot_wait_hours,
+                                       self.exclude)
+                    if opt is not None:
+                        out.append(opt)
+        return out
+
+    def on_demand(self, platform: str, region: str, inst: InstanceType) -> tuple[float, str] | None:
+        """(On-Demand $/h per node, where it came from), or None (noted as unpriced)."""
+        live = self.quotes.on_demand.get((platform, region, inst.name))
+        if live is not None:
+            return live, "Pricing API"
+        cat = self.catalog.on_demand_price(platform, region, inst.name)
+        if cat is not None:
+            return cat.usd_per_hour, f"catalog {self.catalog.date} ({cat.source})"
+        self.unpriced.setdefault((platform, region), set()).add(inst.name)
+        return None
+
+    def within_constraints(self, options: list[risk.Priced]) -> list[risk.Priced]:
+        cons, kept = self.spec.constraints, []
+        for priced in options:
+            o = priced.option
+            where = {"platform": o.platform, "market": o.market, "region": o.region}
+            if cons.deadline_hours is not None and o.wall_hours > cons.deadline_hours:
+                self.exclude(o.instance_type, o.count, f"misses the deadline: {o.wall_hours:.1f} h expected > "
+                                                       f"{cons.deadline_hours:g} h", **where)
+            elif cons.budget_usd is not None and o.expected_cost_usd > cons.budget_usd:
+                self.exclude(o.instance_type, o.count, f"over budget: ${o.expected_cost_usd:,.0f} expected > "
+                                                       f"${cons.budget_usd:,.0f}", **where)
+            else:
+                kept.append(priced)
+        return [risk.Priced(risk.with_spread(p), p.model, p.input_limit_ratio) for p in kept]
+
+    def rank(self, kept: list[risk.Priced]) -> tuple[list[Option], list[risk.Priced]]:
+        objective = self.request.objective
+
+        def key(p: risk.Priced):
+            o = p.option
+            primary = {"cost": o.expected_cost_usd, "p90-cost": o.cost_p90_usd}.get(objective, o.wall_hours)
+            secondary = o.wall_hours if objective != "time" else o.expected_cost_usd
+            # Layouts the account cannot launch (over quota) go after those it can, whatever their price.
+            return (o.quota_ok is False, primary, secondary, o.instance_type, o.count, o.platform, o.region)
+
+        kept = sorted(kept, key=key)
+        ordered = [p.option for p in kept]
+        front = _pareto(ordered)
+        ranked = [o.model_copy(update={"rank": i + 1, "pareto": i in front,
+                                       "why": _ranking_words(o, i, ordered, objective) + o.why})
+                  for i, o in enumerate(ordered)]
+        return ranked, kept
+
+
+def _ranking_words(o: Option, i: int, ranked: list[Option], objective: str) -> tuple[str, ...]:
+    """One line saying why this option sits where it does."""
+    if not ranked:
+        return ()
+    best = ranked[0]
+    if i == 0:
+        runner = next((r for r in ranked[1:] if r.market != o.market or r.instance_type != o.instance_type), None)
+        if objective == "p90-cost":
+            line = f"lowest 90th-percentile cost: ${o.cost_p90_usd:,.2f} (expected ${o.expected_cost_usd:,.2f})"
+            if runner:
+                line += (f", ${runner.cost_p90_usd - o.cost_p90_usd:,.2f} less at p90 than the next layout "
+                         f"({runner.instance_type} x{runner.count} {runner.market})")
+        elif objective == "cost":
+            line = f"lowest expected cost: ${o.expected_cost_usd:,.2f}"
+            if runner:
+                line += (f", ${runner.expected_cost_usd - o.expected_cost_usd:,.2f} less than the next layout "
+                         f"({runner.instance_type} x{runner.count} {runner.market})")
+        else:
+            line = f"fastest: {o.wall_hours:.2f} h"
+            if runner:
+                line += f", {runner.wall_hours - o.wall_hours:.2f} h sooner than {runner.instance_type} x{runner.count}"
+        return (line,)
+    if objective == "p90-cost":
+        return (f"${o.cost_p90_usd - best.cost_p90_usd:,.2f} more than #1 at p90",)
+    if objective == "cost":
+        return (f"${o.expected_cost_usd - best.expected_cost_usd:,.2f} more than #1"
+                + (f", {best.hours - o.hours:.2f} h faster" if o.hours < best.hours else ""),)
+    return (f"{o.wall_hours - best.wall_hours:.2f} h slower than #1"
+            + (f", ${best.expected_cost_usd - o.expected_cost_usd:,.2f} cheaper" if
+               o.expected_cost_usd < best.expected_cost_usd else ""),)

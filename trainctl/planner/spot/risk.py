@@ -1,0 +1,146 @@
+"""Pure: each option's run model (Spot hazard, correlation, notice checkpoint, waits, fixed costs), its spread
+by Monte Carlo, and the sensitivity pass that names the assumption that most changes the plan's top choice.
+
+The planner prices an option and calls `run_model`; after constraints it calls `with_spread` and
+`sensitivity`. Sources: trainctl/catalog/spot_hazard.json, trainctl/launch_overheads.py, docs/cost-model.md.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from trainctl.planner.spot import launch_overheads
+from trainctl.planner.spot import simulation as simulate
+from trainctl.planner.spot.hazard import HazardTable
+from trainctl.plans import Option
+
+# The EC2 node agent polls the instance metadata for the notice every 5 s (trainctl/bootstrap/agent.py,
+# spot_poll_s); SageMaker SIGTERMs the container itself (assumed to give the same 120 s as a stop).
+NOTICE_POLL_S = {"ec2": 5.0, "sagemaker": 0.0}
+# The checkpoint must also reach S3 before the instance goes (the agent's sync / SageMaker's checkpoint
+# upload); taken at the same 500 MB/s as the local write (option_pricing.CHECKPOINT_WRITE_BYTES_PER_S).
+CHECKPOINT_SYNC_FACTOR = 2.0
+# The sensitivity line names a closest call only where an assumption moves the top option's lead by more
+# than this (a tenth of a percent): smaller moves are rounding, not a reason to doubt the choice.
+MARGIN_MOVE = 0.001
+
+
+@dataclass(frozen=True)
+class JobTimes:
+    """What the planner knows about one layout's run before pricing it."""
+
+    work_hours: float       # samples / throughput, checkpoint writes included
+    step_s: float           # one optimizer step of the layout
+    checkpoint_s: float     # one checkpoint write
+    interval_hours: float   # checkpoint interval
+    restart_minutes: float
+    accelerator_kind: str   # gpu | neuron
+
+
+@dataclass(frozen=True)
+class Priced:
+    option: Option
+    model: simulate.RunModel
+    input_limit_ratio: float | None
+
+
+def notice_terms(platform: str, times: JobTimes, notice_s: float) -> tuple[bool, float, str]:
+    """(the notice checkpoint fits, hours lost per event when it does, words)."""
+    needed = NOTICE_POLL_S[platform] + times.step_s + CHECKPOINT_SYNC_FACTOR * times.checkpoint_s
+    if needed <= notice_s:
+        lost_h = (NOTICE_POLL_S[platform] + times.checkpoint_s) / 3600.0
+        return True, lost_h, (f"checkpoint on the {notice_s:.0f} s notice ({needed:.0f} s to finish the step, "
+                              "write and upload): an interruption loses almost no work")
+    return False, 0.0, (f"no time to checkpoint on the {notice_s:.0f} s notice ({needed:.0f} s needed): each "
+                        f"interruption loses half a checkpoint interval on average")
+
+
+def run_model(platform: str, market: str, count: int, node_usd: float, times: JobTimes, odds: float | None,
+              band: str | None, table: HazardTable, capacity_retry_hours: float) -> tuple[simulate.RunModel, list[str]]:
+    start = launch_overheads.start_cost(platform, times.accelerator_kind)
+    base = dict(work_hours=times.work_hours, nodes=count, node_usd_per_hour=node_usd,
+                start_unbilled_hours=start.unbilled_hours, start_billed_hours=start.billed_hours,
+                capacity_odds=odds if odds is not None else 1.0, capacity_retry_hours=capacity_retry_hours,
+                interval_hours=times.interval_hours)
+    words = [f"start-up: {start.wall_hours * 60:.0f} min per launch, {start.billed_hours * 60:.0f} billed on "
+             f"{platform}" + (" (Neuron compiles on every start)" if times.accelerator_kind == "neuron" else "")]
+    if market != "spot" or band is None:
+        return simulate.RunModel(**base), words
+    hazard = table.for_band(band)
+    ok, lost_h, notice_words = notice_terms(platform, times, table.notice_seconds)
+    (m1, s1), (m4, s4) = table.wait_one, table.wait_four
+    model = simulate.RunModel(
+        **base, hazard=hazard.per_instance_hour, hazard_log_sd=hazard.log_sd,
+        same_event_p=table.same_event_probability if count > 1 else 0.0, notice_ok=ok, lost_hours_notice=lost_h,
+        restart_hours=launch_overheads.restart_billed_hours(times.restart_minutes, times.accelerator_kind),
+        wait_median_one=m1, wait_exponent=math.log(m4 / m1) / math.log(4.0), wait_log_sd_one=s1,
+        wait_log_sd_many=s4, survivors_billed=platform == "ec2")
+    words.append(f"Spot hazard {hazard.per_instance_hour:.3f}/instance-hour (band {band} scaled to GPU lifetime "
+                 f"traces; the advisor alone says {hazard.advisor_only:.5f})")
+    words.append(notice_words)
+    if count > 1:
+        words.append(f"{table.same_event_probability:.0%} of the other nodes go in the same reclaim; "
+                     + ("EC2 bills the surviving nodes while replacements come" if platform == "ec2" else
+                        "SageMaker bills no node while it waits for capacity"))
+    return model, words
+
+
+def with_spread(priced: Priced) -> Option:
+    """The option with p50/p90 of cost and hours from a seeded Monte Carlo (On-Demand: no spread)."""
+    o, m = priced.option, priced.model
+    if m.hazard <= 0 and m.capacity_odds >= 1.0:
+        return o.model_copy(update={"cost_p50_usd": o.expected_cost_usd, "cost_p90_usd": o.expected_cost_usd,
+                                    "hours_p50": o.hours, "hours_p90": o.hours})
+    s = simulate.simulate(m)  # seeded by the run itself: the same layout and billing gives the same spread
+    return o.model_copy(update={"cost_p50_usd": s.cost_usd[1], "cost_p90_usd": s.cost_usd[2],
+                                "hours_p50": s.hours[1], "hours_p90": s.hours[2],
+                                "why": o.why + (f"risk: ${s.cost_usd[0]:,.2f} / ${s.cost_usd[1]:,.2f} / "
+                                                f"${s.cost_usd[2]:,.2f} (p10/p50/p90 of {simulate.RUNS} seeded runs), "
+                                                f"{s.wall_hours[2]:.1f} h wall at p90",)})
+
+
+def sensitivity(ranked: list[Priced], objective: str) -> str | None:
+    """Perturb each key assumption and re-price every option (expected cost); return one line naming the
+    assumption that most changes the cheapest choice: the one that replaces it at the highest cost of keeping
+    it, or, when none replaces it, the one that brings the runner-up closest (the closest call)."""
+    pool = [p for p in ranked if p.option.quota_ok is not False]
+    if len(pool) < 2 or objective == "time":
+        return None
+    base = [simulate.expected(p.model).cost_usd for p in pool]
+    top = min(range(len(pool)), key=lambda i: (base[i], i))
+    worst: tuple[float, str, int] | None = None
+    # Rivals: other layouts. The same layout in another region moves with the top one under every assumption.
+    rivals = [i for i, p in enumerate(pool) if (p.option.layout, p.option.platform) !=
+              (pool[top].option.layout, pool[top].option.platform)]
+    closest: tuple[float, str] = (_margin(base, top, rivals), "")
+    for pert in simulate.PERTURBATIONS:
+        costs = [simulate.expected(simulate.perturbed(p.model, pert, p.input_limit_ratio)).cost_usd for p in pool]
+        best = min(range(len(pool)), key=lambda i: (costs[i], i))
+        if best == top or costs[best] >= costs[top]:
+            if rivals and _margin(costs, top, rivals) < closest[0] - MARGIN_MOVE:
+                closest = (_margin(costs, top, rivals), pert.name)
+            continue
+        regret = costs[top] / costs[best] - 1.0  # how much more today's choice would cost in that world
+        if worst is None or regret > worst[0]:
+            worst = (regret, pert.name, best)
+    now = pool[top].option
+    if worst is None:
+        line = (f"sensitivity: the cheapest choice ({now.layout} on {now.platform}) stays cheapest under every "
+                f"perturbed assumption ({len(simulate.PERTURBATIONS)} tried: Spot hazard x2 and x0.5, no notice "
+                "checkpoint, correlation, waits, start-up, Spot prices, input cost)")
+        if closest[1]:
+            line += (f"; the assumption that most changes it is '{closest[1]}': its lead over the next layout "
+                     f"falls from {_margin(base, top, rivals):.1%} to {closest[0]:.1%}")
+        elif rivals:
+            line += (f"; none moves its {_margin(base, top, rivals):.1%} lead over the next layout by more than "
+                     f"{MARGIN_MOVE:.1%}")
+        return line
+    regret, name, best = worst
+    new = pool[best].option
+    return (f"sensitivity: the assumption that most changes the top choice is '{name}': then {new.layout} on "
+            f"{new.platform} ({new.region}) is cheapest and {now.layout} on {now.platform} costs {regret:.0%} more")
+
+
+def _margin(costs: list[float], top: int, rivals: list[int]) -> float:
+    """How much more the cheapest rival costs than the top option (0.04: 4% more; inf without rivals)."""
+    return min(costs[i] for i in rivals) / costs[top] - 1.0 if rivals else math.inf

@@ -1,0 +1,355 @@
+"""The job spec: a YAML file describing the training work, validated by pydantic v2.
+
+`load_spec(path)` returns a `JobSpec` or raises `UsageError` with one line that names the file,
+the field (and the YAML line where there is one) and the fix.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Precision = Literal["bf16", "fp16", "fp32"]
+Market = Literal["spot", "on-demand"]
+Platform = Literal["sagemaker", "ec2"]
+
+LAYOUT_RE = re.compile(r"^(?P<type>(ml\.)?[a-z0-9-]+\.[a-z0-9]+):(?P<count>-?\d+)(:(?P<market>spot|on-demand))?$")
+
+
+# Bounds that keep every derived number finite (a spec is hostile input until validated).
+MAX_NODES = 64
+MAX_SAMPLES = 10**15
+MAX_SPEC_BYTES = 1024 * 1024
+MAX_BATCH = 10**7  # samples per accelerator per step: far beyond any memory
+
+
+def _clip(value: object, limit: int = 60) -> str:
+    """repr() of a user's value for a one-line message: escaped, and cut short."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 5] + "...'"
+
+
+class Strict(BaseModel):
+    # allow_inf_nan=False: .inf and .nan are valid YAML floats, but no field of a spec means them
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+# ---------------------------------------------------------------- known architectures
+class Architecture(Strict):
+    """Transformer shape from which parameters, FLOPs and activation memory are derived."""
+
+    params: float                 # parameter count
+    layers: int
+    hidden: int
+    heads: int
+    tokens_per_sample: int        # sequence length (patches + class token for ViT)
+    forward_flops_per_sample: float  # published forward FLOPs (2 x MACs) where known
+    family: Literal["vision", "language"]
+    vocab: int | None = None      # language models: logits per token (the output buffer in the memory fit)
+
+
+# Published figures: timm model cards (ViT GMACs/params), BERT paper, LLaMA paper. Forward FLOPs =
+# 2 x MACs; for the language models 2 x params x tokens plus attention (4 x layers x tokens^2 x hidden).
+ARCHITECTURES: dict[str, Architecture] = {
+    "vit_base_patch16_224": Architecture(params=86.6e6, layers=12, hidden=768, heads=12, tokens_per_sample=197,
+                                         forward_flops_per_sample=2 * 17.6e9, family="vision"),
+    "vit_large_patch16_224": Architecture(params=304.3e6, layers=24, hidden=1024, heads=16, tokens_per_sample=197,
+                                          forward_flops_per_sample=2 * 61.6e9, family="vision"),
+    "bert-large": Architecture(params=335e6, layers=24, hidden=1024, heads=16, tokens_per_sample=512,
+                               forward_flops_per_sample=2 * 335e6 * 512 + 4 * 24 * 512**2 * 1024, family="language",
+                               vocab=30522),
+    "llama-7b": Architecture(params=6.74e9, layers=32, hidden=4096, heads=32, tokens_per_sample=2048,
+                             forward_flops_per_sample=2 * 6.74e9 * 2048 + 4 * 32 * 2048**2 * 4096, family="language",
+                             vocab=32000),
+    # The tiny model of the bundled entrypoint's tests and demos (32x32 images, patch 4, 2 blocks, width 64).
+    "vit_micro": Architecture(params=0.11e6, layers=2, hidden=64, heads=2, tokens_per_sample=65,
+                              forward_flops_per_sample=2 * 0.11e6 * 65, family="vision"),
+}
+
+
+# ---------------------------------------------------------------- sections
+class Entrypoint(Strict):
+    # ddp: train_ddp.py (timm ViT, GPUs); neuron: train_neuron.py (Trainium); lm: train_lm.py
+    # (decoder-only LM with FSDP, GPUs)
+    bundled: Literal["ddp", "neuron", "lm"] | None = None
+    script: str | None = Field(None, description="the user's training script, relative to source_dir")
+    source_dir: str | None = Field(None, description="directory shipped as the job's code")
+    args: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def one_kind(self) -> Entrypoint:
+        if (self.bundled is None) == (self.script is None):
+            raise ValueError("give either 'bundled: ddp|neuron|lm' or 'script:' (with 'source_dir:'), not both")
+        if self.script is not None and self.source_dir is None:
+            raise ValueError("'script:' needs 'source_dir:', the directory shipped with the job")
+        return self
+
+
+class Model(Strict):
+    architecture: str | None = Field(None, description=f"one of: {', '.join(ARCHITECTURES)}")
+    # at least 1: a model of 1e-300 parameters made a step of zero seconds (a division by zero in the planner)
+    # and at most far beyond any model: 1.7e308 parameters overflowed the memory arithmetic to infinity
+    params: float | None = Field(None, ge=1, le=1e15, description="parameter count, when no architecture is given")
+    flops_per_sample: float | None = Field(None, ge=1, le=1e21,
+                                           description="training FLOPs per sample (forward+backward)")
+    activation_gib_per_sample: float | None = Field(None, ge=0, le=1e6, description="activation memory per sample")
+    precision: Precision = "bf16"
+    optimizer: Literal["adam", "adamw", "sgd", "sgd-momentum"] = "adam"
+    activation_checkpointing: bool = False
+    strategy: Literal["auto", "ddp", "fsdp"] = Field(
+        "auto", description="ddp replicates the model on every accelerator; fsdp shards it; auto picks ddp when "
+                            "it fits")
+
+    @field_validator("architecture")
+    @classmethod
+    def known_architecture(cls, v: str | None) -> str | None:
+        if v is not None and v not in ARCHITECTURES:
+            raise ValueError(f"unknown architecture {v!r}; known: {', '.join(ARCHITECTURES)} "
+                             "(or give params and flops_per_sample instead)")
+        return v
+
+    @model_validator(mode="after")
+    def sized(self) -> Model:
+        if self.architecture is None and (self.params is None or self.flops_per_sample is None):
+            raise ValueError("give 'architecture:' or both 'params:' and 'flops_per_sample:'")
+        return self
+
+    @property
+    def arch(self) -> Architecture | None:
+        return ARCHITECTURES.get(self.architecture) if self.architecture else None
+
+    @property
+    def name(self) -> str:
+        return self.architecture or f"custom-{self.param_count:.3g}"
+
+    @property
+    def param_count(self) -> float:
+        return self.params if self.params is not None else self.arch.params
+
+    @property
+    def training_flops_per_sample(self) -> float:
+        """Forward + backward ~ 3x forward; recomputing activations adds one more forward."""
+        if self.flops_per_sample is not None:
+            return self.flops_per_sample
+        factor = 4.0 if self.activation_checkpointing else 3.0
+        return factor * self.arch.forward_flops_per_sample
+
+
+class Workload(Strict):
+    samples: Annotated[int, Field(gt=0)] | None = None
+    epochs: float | None = Field(None, gt=0)
+    dataset_size: int | None = Field(None, gt=0)
+    # at most MAX_BATCH: 2**63 passed validation and overflowed SQLite's 64-bit INTEGER in the store's query
+    batch_size_per_accelerator: int = Field(gt=0, le=MAX_BATCH,
+                                            description="the one batch size: the launch passes it to the bundled "
+                                                        "entrypoints as --batch-size")
+    data_source: Literal["auto", "device", "cpu-synthetic", "jpeg"] = Field(
+        "auto", description="where samples come from, for the input-pipeline check: device (made on the "
+                            "accelerator), cpu-synthetic (made by CPU workers), jpeg (decoded and augmented on the "
+                            "CPU); auto: the bundled entrypoints' choice (jpeg with data-dir, else device)")
+
+    @model_validator(mode="after")
+    def amount(self) -> Workload:
+        if self.samples is None and (self.epochs is None or self.dataset_size is None):
+            raise ValueError("give 'samples:' or both 'epochs:' and 'dataset_size:'")
+        if self.samples is not None and self.epochs is not None:
+            raise ValueError("give 'samples:' or 'epochs:' with 'dataset_size:', not both")
+        if self.samples is None and not self.epochs * self.dataset_size <= MAX_SAMPLES:
+            raise ValueError(f"epochs x dataset_size is more than {MAX_SAMPLES:.0e} samples; check both numbers")
+        if self.samples is not None and self.samples > MAX_SAMPLES:
+            raise ValueError(f"samples is more than {MAX_SAMPLES:.0e}; check the number")
+        return self
+
+    @property
+    def total_samples(self) -> int:
+        return self.samples if self.samples is not None else math.ceil(self.epochs * self.dataset_size)
+
+
+class NodeRange(Strict):
+    min: int = Field(1, ge=1)
+    max: int = Field(8, ge=1, le=MAX_NODES)
+
+    @model_validator(mode="after")
+    def ordered(self) -> NodeRange:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) is larger than max ({self.max})")
+        return self
+
+
+class Layout(Strict):
+    instance_type: str
+    count: int = Field(ge=1, le=MAX_NODES)
+    market: Market | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Layout:
+        """'g5.2xlarge:4:spot' -> Layout. Raises ValueError with the fix."""
+        m = LAYOUT_RE.match(text.strip()) if len(text) <= 100 else None
+        if not m:
+            raise ValueError(f"layout {_clip(text)} is not TYPE:COUNT[:MARKET], e.g. g5.2xlarge:4:spot")
+        count = int(m["count"])
+        if not 1 <= count <= MAX_NODES:
+            raise ValueError(f"layout {_clip(text)}: the node count must be between 1 and {MAX_NODES}")
+        return cls(instance_type=m["type"].removeprefix("ml."), count=count, market=m["market"])
+
+    def __str__(self) -> str:
+        return f"{self.instance_type}:{self.count}" + (f":{self.market}" if self.market else "")
+
+
+class Candidates(Strict):
+    families: list[str] = Field(default_factory=list, description="instance families, e.g. [g5, p4d, trn1]")
+    layouts: list[Layout] = Field(default_factory=list, description="explicit layouts: 'g5.2xlarge:4:spot'")
+    nodes: NodeRange = Field(default_factory=NodeRange)
+    markets: list[Market] = Field(default_factory=lambda: ["spot", "on-demand"])
+    platforms: list[Platform] = Field(default_factory=lambda: ["sagemaker", "ec2"])
+    regions: list[str] = Field(default_factory=lambda: ["us-east-1", "us-west-2"])
+
+    @field_validator("layouts", mode="before")
+    @classmethod
+    def parse_layouts(cls, v):
+        if isinstance(v, list):
+            return [Layout.parse(x) if isinstance(x, str) else x for x in v]
+        return v
+
+    @field_validator("markets", "platforms", "regions")
+    @classmethod
+    def not_empty(cls, v):
+        if not v:
+            raise ValueError("must list at least one value")
+        return v
+
+    @field_validator("regions")
+    @classmethod
+    def region_names(cls, v: list[str]) -> list[str]:
+        for r in v:
+            if not re.fullmatch(r"[a-z]{2}(-gov)?-[a-z]+-\d", r):
+                raise ValueError(f"{r!r} is not an AWS region name such as us-east-1")
+        return v
+
+
+class Constraints(Strict):
+    deadline_hours: float | None = Field(None, gt=0)
+    budget_usd: float | None = Field(None, gt=0)
+    checkpoint_interval_minutes: float = Field(30, gt=0)
+    max_spot_wait_hours: float = Field(4, ge=0)
+    restart_minutes: float = Field(10, ge=0, description="time to get back to training after an interruption")
+
+
+# The bundled entrypoints' arguments (trainctl/entrypoints/trainctl_common.py build_parser): kind and lower bound.
+# A value the entrypoint would refuse after minutes of start-up is refused here, in one line, before launch.
+BUNDLED_ARGS: dict[str, tuple[str, float | None]] = {
+    "model": ("str", None), "num-classes": ("int", 1), "batch-size": ("int", 1), "steps": ("int", 1),
+    "lr": ("float", 0), "warmup-steps": ("int", 0), "seed": ("int", 0), "device": ("str", None),
+    "bf16": ("bool", None), "checkpoint-dir": ("str", None), "checkpoint-every": ("int", 0),
+    "checkpoint-seconds": ("float", 0), "keep": ("int", 1), "log-every": ("int", 1), "data-dir": ("str", None),
+    "data-workers": ("int", 0), "model-dir": ("str", None), "peak-tflops": ("float", 0),
+    "dist-backend": ("str", None),
+}
+# train_lm.py's own arguments (trainctl/entrypoints/trainctl_lm_args.py), on top of the shared ones.
+LM_ARGS: dict[str, tuple[str, float | None]] = {
+    "preset": ("str", None), "vocab-size": ("int", 1), "seq-len": ("int", 1), "layers": ("int", 1),
+    "hidden": ("int", 1), "heads": ("int", 1), "ffn-hidden": ("int", 1), "grad-accum": ("int", 1),
+    "global-batch-size": ("int", 1), "sharding": ("str", None), "activation-checkpointing": ("bool", None),
+    "meta-init": ("str", None), "compile": ("bool", None), "weight-decay": ("float", 0), "grad-clip": ("float", 0),
+    "data-file": ("str", None), "token-dtype": ("str", None),
+}
+PATH_OFF = ("", "none", "null", "off", "false")
+
+
+def bundled_arg_problem(key: str, value: object, bundled: str = "ddp") -> str | None:
+    """Why the bundled entrypoint would refuse `--key value`, with the fix; None if it takes it."""
+    name = key.replace("_", "-")
+    known = {**BUNDLED_ARGS, **LM_ARGS} if bundled == "lm" else BUNDLED_ARGS
+    if name not in known:
+        return f"the bundled {bundled} entrypoint has no --{name}; known: {', '.join(sorted(known))}"
+    kind, low = known[name]
+    if kind == "bool":
+        ok = isinstance(value, bool) or str(value).strip().lower() in ("true", "false", "1", "0", "yes", "no")
+        return None if ok else f"--{name} takes true or false, got {_clip(value)}"
+    if kind in ("int", "float"):
+        try:
+            number = int(str(value)) if kind == "int" and not isinstance(value, bool) else float(str(value))
+        except ValueError:
+            number = None
+        if number is None or isinstance(value, bool) or not math.isfinite(number):
+            return f"--{name} takes {'a whole number' if kind == 'int' else 'a number'}, got {_clip(value)}"
+        if low is not None and number < low:
+            return f"--{name} must be at least {low:g}, got {_clip(value)}"
+    return None
+
+
+SECRET_NAME = r"^[A-Z_][A-Z0-9_]{0,63}$"
+RESERVED_ENV = ("TRAINCTL_", "AWS_", "SM_", "PYTHON", "LD_", "NCCL_", "FI_")  # set by trainctl or the platform
+SECRET_ARN = (r"^arn:aws[a-z-]*:(ssm:[a-z0-9-]+:[0-9]{12}:parameter/trainctl/[A-Za-z0-9_./-]{1,900}"
+              r"|secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:trainctl/[A-Za-z0-9_/+=.@-]{1,500})$")
+
+
+class JobSpec(Strict):
+    name: str = Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,39}$",
+                      description="letters, digits and hyphens, at most 40 characters")
+    entrypoint: Entrypoint
+    model: Model
+    workload: Workload
+    # bounded: 5e-324 samples/s made a division by zero in the planner
+    throughput: dict[str, Annotated[float, Field(ge=1e-3, le=1e9)]] = Field(
+        default_factory=dict,
+        description="samples/s per accelerator you measured, keyed by instance type (g5.2xlarge) or accelerator "
+                    "(A10G, L4, V100, A100, H100, Trainium1)")
+    candidates: Candidates = Field(default_factory=Candidates)
+    constraints: Constraints = Field(default_factory=Constraints)
+    role: str | None = Field(None, description="SageMaker execution role ARN or name")
+    # The channel for secrets (API tokens, passwords): the job reads them at start from SSM or Secrets Manager
+    # into env vars; the values never pass through user data, hyperparameters, logs or trainctl itself.
+    secrets: dict[Annotated[str, Field(pattern=SECRET_NAME)], Annotated[str, Field(pattern=SECRET_ARN)]] = Field(
+        default_factory=dict, max_length=20,
+        description="env var name -> ARN of an SSM SecureString parameter under /trainctl/ or a Secrets Manager "
+                    "secret named trainctl/..., read by the job at start (docs/security.md)")
+
+    @field_validator("secrets")
+    @classmethod
+    def own_names(cls, secrets: dict[str, str]) -> dict[str, str]:
+        taken = [n for n in secrets if n.startswith(RESERVED_ENV) or n in ("PATH", "HOME")]
+        if taken:
+            raise ValueError(f"{taken[0]} is an environment variable trainctl or the platform sets; name the secret "
+                             "otherwise")
+        return secrets
+    distribution: Literal["torch_distributed", "smddp", "smp"] = Field(
+        "torch_distributed", description="SageMaker's distributed training: torchrun with NCCL, SageMaker's data "
+                                         "parallelism library (smddp) or its model parallelism library v2 (smp); "
+                                         "`launch --distribution` overrides it; EC2 always runs torchrun with NCCL")
+
+    @model_validator(mode="before")
+    @classmethod
+    def one_batch_size(cls, data):
+        """workload.batch_size_per_accelerator is the one batch size: a bundled entrypoint gets it as --batch-size
+        (a differing entrypoint arg is refused by load_spec, with its line)."""
+        if not isinstance(data, dict):
+            return data
+        ep, work = data.get("entrypoint"), data.get("workload")
+        if not (isinstance(ep, dict) and ep.get("bundled") and isinstance(work, dict)):
+            return data
+        args = ep.get("args") if isinstance(ep.get("args"), dict) else {}
+        batch = work.get("batch_size_per_accelerator")
+        if isinstance(batch, int) and not isinstance(batch, bool) and not {"batch-size", "batch_size"} & set(args):
+            data = {**data, "entrypoint": {**ep, "args": {**args, "batch-size": batch}}}
+        return data
+
+    @property
+    def input_source(self) -> str | None:
+        """The data source the input-pipeline check uses (None: a user script of unknown input)."""
+        chosen = self.workload.data_source
+        if chosen != "auto":
+            return chosen
+        if self.entrypoint.bundled:
+            args = {k.replace("_", "-"): v for k, v in self.entrypoint.args.items()}
+            data_dir = args.get("data-dir")
+            return "jpeg" if data_dir is not None and str(data_dir).strip().lower() not in PATH_OFF else "device"
+        arch = self.model.arch
+        return "device" if arch is not None and arch.family == "language" else None
+
+
+def json_schema() -> dict:
+    return JobSpec.model_json_schema()
+

@@ -1,0 +1,314 @@
+"""Launch orchestration, the same for every platform: choose an option (re-plan, a saved plan, or an
+exact layout), prepare (reads only), show, confirm, submit exactly what was shown, fail over to the
+next-ranked option when capacity is refused, and record every attempt in the job store. Works on the typed
+plan (`trainctl.plans`) throughout: no stage reads an option as a dict."""
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, NoReturn
+
+from pydantic import BaseModel
+
+from trainctl.errors import TrainctlError, UsageError
+from trainctl.plans import Option, Plan, load_saved_plan
+from trainctl.store import JobStore
+
+CAPACITY_WORDS = ("CapacityError", "InsufficientInstanceCapacity", "Insufficient capacity", "InsufficientCapacity")
+STARTED_STATUSES = ("Downloading", "Training", "Uploading", "Completed")
+EXIT_NO_CAPACITY = 4
+
+
+@dataclass
+class LaunchArgs:
+    spec_path: str
+    option_rank: int | None = None
+    plan_path: str | None = None
+    layouts: tuple[str, ...] = ()
+    platform: str | None = None
+    objective: str = "cost"
+    offline: bool = False
+    dry_run: bool = False
+    yes: bool = False
+    failover: bool = False
+    allow_duplicate: bool = False     # launch even while an earlier job of the same spec runs
+    poll_seconds: float = 10.0        # how often a --failover launch checks that the job got capacity
+    # the platform flags given (backends/options.py declares them); each backend resolves its own, typed
+    platform_options: dict = field(default_factory=dict)
+
+
+def new_job_id(spec_name: str) -> str:
+    # SageMaker job names: <= 63 chars of [a-zA-Z0-9-]; leave room for a failover suffix (-f9).
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return f"{spec_name[:36].strip('-')}-{stamp}-{secrets.token_hex(2)}"
+
+
+def choose_options(args: LaunchArgs, store: JobStore | None) -> tuple[Any, Plan, list[Option], int]:
+    """(spec, plan, its options on the asked platform in rank order, index of the chosen one). A re-plan uses
+    the store's measured throughput; a saved plan is validated by the plan model."""
+    from trainctl.backends import BACKENDS
+    from trainctl.spec import load_spec
+
+    if args.plan_path and args.layouts:
+        raise UsageError("give --plan or --layout, not both")
+    if args.plan_path:
+        plan = load_saved_plan(args.plan_path)
+        _check_known_types(plan, args.plan_path)
+        spec = load_spec(args.spec_path)
+    else:
+        from trainctl.usecases.plan import PlanInputs, make_plan
+
+        spec, plan = make_plan(PlanInputs(spec_path=args.spec_path, objective=args.objective, layouts=args.layouts,
+                                          platform=args.platform, offline=args.offline), store)
+    options = [o for o in plan.options if args.platform in (None, o.platform)]
+    if not options:
+        raise TrainctlError("the plan has no option to launch (`trainctl plan SPEC --show-excluded` says why)",
+                            exit_code=3)
+    if args.option_rank is not None:
+        idx = next((i for i, o in enumerate(options) if o.rank == args.option_rank), None)
+        if idx is None:
+            raise UsageError(f"--option {args.option_rank}: the plan's ranks are "
+                             f"{', '.join(str(o.rank) for o in options[:20])}")
+    else:
+        idx = next((i for i, o in enumerate(options) if o.platform in BACKENDS), None)
+        if idx is None:
+            raise UsageError(f"no option of the plan is on a platform trainctl can launch yet "
+                             f"({', '.join(sorted(BACKENDS))}); try --platform sagemaker")
+    return spec, plan, options, idx
+
+
+def _check_known_types(plan: Plan, path: str) -> None:
+    """A saved plan may come from another trainctl or a hand edit: every type must be one the catalog knows."""
+    from trainctl.catalog import load_catalog
+
+    known = load_catalog().instances
+    for i, o in enumerate(plan.options):
+        if o.instance_type not in known:
+            raise UsageError(f"--plan {path}: options.{i}.instance_type {o.instance_type[:40]!r} is not in the "
+                             "catalog (`trainctl catalog` lists the known types); save the plan again with "
+                             "`trainctl plan SPEC -o json > plan.json`")
+
+
+def capacity_problem(view) -> str | None:
+    """Why the job could not get capacity, or None (it got it, or failed for another reason)."""
+    reason = view.failure_reason or ""
+    if view.status == "Failed" and any(w in reason for w in CAPACITY_WORDS):
+        return reason.splitlines()[0]
+    if view.status == "Stopped" and view.secondary_status == "MaxWaitTimeExceeded" and not _started(view):
+        return "Spot capacity: MaxWaitTimeExceeded before training started"
+    return None
+
+
+def _started(view) -> bool:
+    return any(t.status in STARTED_STATUSES for t in view.transitions)
+
+
+def wait_for_capacity(backend, job_id: str, region: str, poll_seconds: float,
+                      say: Callable[[str], None]) -> str | None:
+    """Poll until the job has its instances (None) or was refused capacity (the reason)."""
+    delay = poll_seconds
+    last = None
+    while True:
+        view = backend.describe(job_id, region)
+        if view.secondary_status != last:
+            last = view.secondary_status
+            msg = view.transitions[-1].message if view.transitions else ""
+            say(f"{job_id}: {view.status}/{view.secondary_status}" + (f" - {msg}" if msg else ""))
+        problem = capacity_problem(view)
+        if problem:
+            return problem
+        if _started(view):
+            return None
+        if view.finished:
+            raise TrainctlError(f"{job_id} ended {view.status} before training started: "
+                                f"{view.failure_reason or view.secondary_status}")
+        time.sleep(delay)
+        delay = min(delay * 1.5, max(poll_seconds, 60.0))
+
+
+class Attempt(BaseModel):
+    """One option tried by a launch, and what came of it."""
+
+    job_id: str
+    rank: int
+    layout: str
+    region: str
+    outcome: str                  # submitted | running | no capacity: <why>
+
+
+class LaunchResult(BaseModel):
+    """What `trainctl launch -o json` prints: the job that runs, its option, and every attempt before it."""
+
+    job_id: str
+    platform: str
+    region: str
+    option: Option
+    attempts: list[Attempt]
+
+
+@dataclass
+class _Run:
+    """What every attempt of one launch shares."""
+
+    args: LaunchArgs
+    spec: Any
+    plan: Plan
+    store: JobStore
+    say: Callable[[str], None]
+    account: str | None = None
+
+
+def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: Callable[[Option, Any], None],
+           confirm: Callable[[str], bool]) -> dict | LaunchResult:
+    """The --dry-run document (dry run), or the LaunchResult of a submitted launch."""
+    from trainctl.backends import BACKENDS, get_backend
+    from trainctl.backends.base import LaunchSettings
+
+    spec, plan, options, idx = choose_options(args, store)
+    sequence = [options[idx]]
+    if args.failover:
+        sequence += [o for o in options[idx + 1:] if o.platform in BACKENDS]
+    run = _Run(args, spec, plan, store, say)
+    base_id = new_job_id(spec.name)
+    attempts: list[Attempt] = []
+    for n, option in enumerate(sequence):
+        job_id = base_id if n == 0 else f"{base_id}-f{n}"
+        backend = get_backend(option.platform)
+        settings = LaunchSettings(job_id=job_id, spec_path=args.spec_path,
+                                  options=backend.options(args.platform_options, f"option {option.rank}"))
+        request = backend.prepare(option, spec, settings)
+        if args.dry_run:
+            return _dry_run_document(request, spec, option)
+        show(option, request)
+        if n == 0:
+            _confirm(run, confirm, f"Launch {job_id} ({len(request.calls)} AWS calls)?")
+        attempt, problem = _attempt(run, backend, request, option,
+                                    previous=attempts[-1].job_id if attempts else None)
+        attempts.append(attempt)
+        if problem is None:
+            return LaunchResult(job_id=job_id, platform=option.platform, region=attempt.region, option=option,
+                                attempts=attempts)
+        nxt = sequence[n + 1] if n + 1 < len(sequence) else None
+        if nxt is None:
+            raise TrainctlError(f"no capacity for any option tried ({', '.join(a.layout for a in attempts)}); "
+                                f"last: {problem}", exit_code=EXIT_NO_CAPACITY)
+        say(f"failover: {job_id} got no capacity ({problem}); moving to {nxt.describe()}")
+        store.add_event(job_id, "failover", f"to option {nxt.rank} {nxt.layout}")
+    raise AssertionError("unreachable: the loop returns or raises")
+
+
+def _dry_run_document(request, spec, option: Option) -> dict:
+    """The exact requests, and the settings that reach the job (what the summary of table mode shows)."""
+    from trainctl.catalog import load_catalog
+    from trainctl.backends.job_args import job_settings
+
+    return {**request.to_json(),
+            "job_settings": job_settings(spec, option, load_catalog().instance(option.instance_type))}
+
+
+def _confirm(run: _Run, confirm: Callable[[str], bool], question: str) -> None:
+    """Ask before launching (unless --yes); first, whether to run a second job of a spec whose job still runs
+    (under --yes that is refused unless --allow-duplicate)."""
+    from trainctl.usecases.duplicates import duplicate_question, running_jobs_of
+
+    args = run.args
+    running = [] if args.allow_duplicate else running_jobs_of(run.store, run.spec.name)
+    if running:
+        said = duplicate_question(running, run.spec.name)
+        if args.yes:
+            raise TrainctlError(f"not launched: {said}; `trainctl stop {running[0][0]}` first, or launch a second "
+                                "job on purpose with --allow-duplicate", exit_code=1)
+        if not confirm(f"{said}. Launch a second one anyway?"):
+            raise TrainctlError(f"not launched ({said})", exit_code=1)
+    if not args.yes and not confirm(question):
+        raise TrainctlError("not launched", exit_code=1)
+
+
+def _attempt(run: _Run, backend, request, option: Option, previous: str | None) -> tuple[Attempt, str | None]:
+    """Record, submit and (with --failover) wait for capacity: the attempt, and why it got no capacity (None:
+    it got it, or was not asked to wait). Raises what ends the launch."""
+    from trainctl.backends.base import CapacityError
+
+    job_id, store, say = request.job_id, run.store, run.say
+    if run.account is None:
+        run.account = _account(request.region)
+    store.record_job(job_id=job_id, account=run.account, platform=request.platform, region=request.region,
+                     spec_path=run.args.spec_path, spec_name=run.spec.name, model=run.spec.model.name,
+                     batch_size=run.spec.workload.batch_size_per_accelerator, option=option,
+                     plan_json=run.plan.model_dump_json(), status="Submitting", failover_from=previous)
+    store.add_event(job_id, "launch", option.describe())
+    attempt = Attempt(job_id=job_id, rank=option.rank, layout=option.layout, region=request.region,
+                      outcome="submitted")
+    try:
+        outputs = backend.submit(request, progress=lambda m: say(f"  {m}"))
+    except KeyboardInterrupt:
+        # Ctrl-C mid-submit: what was created carries the job's tag; say how to remove it, and stop
+        # (a second Ctrl-C must not land in a half-run cleanup).
+        store.set_status(job_id, "Interrupted")
+        store.add_event(job_id, "interrupted", "Ctrl-C during submit")
+        say(f"interrupted: `trainctl down {job_id}` removes what the launch created (tagged trainctl:job={job_id})"
+            + ("; if CreateTrainingJob reached SageMaker, `trainctl stop` the job first"
+               if request.platform == "sagemaker" else ""))
+        raise
+    except CapacityError as e:
+        # Refused at submit (EC2: no AZ gave all N instances). The backend already removed what it made.
+        _no_capacity(store, job_id, str(e))
+        if not run.args.failover:
+            raise TrainctlError(f"launch of {job_id} got no capacity: {e}; try another option "
+                                "(--option N) or let trainctl move on by itself (--failover)",
+                                exit_code=EXIT_NO_CAPACITY) from e
+        return attempt.model_copy(update={"outcome": f"no capacity: {e}"}), str(e)
+    except Exception as e:  # noqa: BLE001 - recorded, resources removed by tag, then reported in one line
+        _submit_failed(store, backend, job_id, request.region, e, say)
+    store.set_status(job_id, "InProgress")
+    store.add_event(job_id, "submitted", json.dumps({k: v for k, v in outputs.items() if isinstance(v, str)}))
+    say(f"submitted {job_id} ({option.describe()})")
+    if not run.args.failover:
+        return attempt, None
+    problem = None if backend.capabilities.capacity_at_submit else \
+        wait_for_capacity(backend, job_id, request.region, run.args.poll_seconds, say)
+    if problem is None:
+        store.add_event(job_id, "capacity", "instances obtained; training started")
+        return attempt.model_copy(update={"outcome": "running"}), None
+    _no_capacity(store, job_id, problem)
+    try:
+        backend.cleanup(job_id, request.region)
+    except Exception as e:  # noqa: BLE001 - a leftover security group is tagged; `down` can retry
+        from trainctl.aws.clients import error_summary
+
+        say(f"cleanup of {job_id} did not finish ({error_summary(e)})")
+    return attempt.model_copy(update={"outcome": f"no capacity: {problem}"}), problem
+
+
+def _no_capacity(store: JobStore, job_id: str, problem: str) -> None:
+    store.set_status(job_id, "NoCapacity")
+    store.add_event(job_id, "no-capacity", problem)
+
+
+def _submit_failed(store: JobStore, backend, job_id: str, region: str, e: Exception,
+                   say: Callable[[str], None]) -> NoReturn:
+    from trainctl.aws.clients import error_summary
+
+    store.set_status(job_id, "SubmitFailed")
+    store.add_event(job_id, "submit-failed", error_summary(e))
+    try:
+        removed = backend.cleanup(job_id, region)
+        if removed:
+            say(f"removed after the failed launch: {', '.join(removed)}")
+    except Exception as ce:  # noqa: BLE001 - the launch error matters more; cleanup can be re-run
+        say(f"cleanup after the failed launch did not finish ({error_summary(ce)})")
+    from trainctl.backends.ec2.spot_role import hint
+
+    raise TrainctlError(f"launch of {job_id} failed: {error_summary(e)}{hint(e)}") from e
+
+
+def _account(region: str) -> str:
+    """The account the job is launched in, recorded with it ('' when AWS does not say)."""
+    from trainctl.aws import clients as aws
+
+    try:
+        return aws.client("sts", region).get_caller_identity()["Account"]
+    except Exception:  # noqa: BLE001 - the record is still useful without it; submit reports real problems
+        return ""

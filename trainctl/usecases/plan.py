@@ -1,0 +1,97 @@
+"""The I/O shell around the pure planner: load the spec, gather quotes (live or offline), measured
+throughput from the job store, and return the plan. The CLI calls this and renders the result."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainctl.catalog import load_catalog
+from trainctl.errors import UsageError
+from trainctl.planner import OBJECTIVES, Plan, PlanRequest, candidates, plan
+from trainctl.planner.quotes import Quotes
+from trainctl.spec import JobSpec, Layout, load_spec
+from trainctl.store import JobStore
+
+
+@dataclass
+class PlanInputs:
+    spec_path: str
+    objective: str = "cost"
+    layouts: tuple[str, ...] = ()
+    platform: str | None = None
+    offline: bool = False
+    window_hours: float = 168.0
+
+
+def parse_layouts(texts: tuple[str, ...] | list[str], known: set[str]) -> tuple[Layout, ...]:
+    out = []
+    for text in texts:
+        try:
+            lay = Layout.parse(text)
+        except ValueError as e:
+            raise UsageError(f"--layout: {e}") from None
+        if lay.instance_type not in known:
+            raise UsageError(f"--layout {text}: unknown instance type {lay.instance_type!r}; `trainctl catalog` "
+                             "lists the known types")
+        out.append(lay)
+    return tuple(out)
+
+
+def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpec, Plan]:
+    """The spec and its plan; `store` (if any) gives the throughput measured by earlier jobs of this endpoint."""
+    catalog = load_catalog()
+    spec = only_region(load_spec(inputs.spec_path, catalog=catalog))
+    if inputs.objective not in OBJECTIVES:
+        raise UsageError(f"--objective {inputs.objective!r}: use {', '.join(OBJECTIVES[:-1])} or {OBJECTIVES[-1]}")
+    if inputs.platform not in (None, "sagemaker", "ec2"):
+        raise UsageError(f"--platform {inputs.platform!r}: use sagemaker or ec2")
+    request = PlanRequest(objective=inputs.objective,
+                          platforms=(inputs.platform,) if inputs.platform else None,
+                          layouts=parse_layouts(inputs.layouts, set(catalog.instances)),
+                          spec_path=inputs.spec_path)
+    quotes = gather_quotes(spec, catalog, request, inputs)
+    measured = store.measured_rates(spec.model.name, spec.workload.batch_size_per_accelerator) if store else {}
+    return spec, plan(spec, catalog, quotes, request, measured)
+
+
+def only_region(spec: JobSpec) -> JobSpec:
+    """The spec planned in the global `--region` alone when one was given (as in the AWS CLI, the flag names the
+    region to work in): the plan, the launch and `doctor` then agree on it."""
+    from trainctl.aws import clients as aws
+
+    region = aws.SETTINGS.region
+    if region is None or list(spec.candidates.regions) == [region]:
+        return spec
+    return spec.model_copy(update={"candidates": spec.candidates.model_copy(update={"regions": [region]})})
+
+
+def gather_quotes(spec: JobSpec, catalog, request: PlanRequest, inputs: PlanInputs) -> Quotes:
+    regions = tuple(spec.candidates.regions)
+    dated = (f"planned from the bundled catalog dated {catalog.date} (prices {catalog.data_dates['ec2_prices_us_east_1']}"
+             f", Spot advisor {catalog.data_dates['spot_advisor']}); no placement scores or quotas checked")
+    if inputs.offline:
+        return Quotes.offline(regions, (f"--offline: {dated}",))
+    from trainctl.aws import clients as aws
+
+    if not aws.has_credentials():
+        return Quotes.offline(regions, (f"no AWS credentials found: {dated}; configure credentials (or use "
+                                        "`trainctl --sandbox`) for live prices, placement scores and quotas",))
+    from trainctl.aws.market import DiskCache, MarketRequest, caller_account, fetch_quotes
+
+    try:
+        account = caller_account()
+    except Exception as e:  # noqa: BLE001 - an endpoint that does not answer plans from the catalog, and says so
+        where = aws.endpoint_url() or "AWS"
+        return Quotes.offline(regions, (f"{where} did not answer GetCallerIdentity ({aws.error_summary(e)}): "
+                                        f"{dated}",))
+
+    cands = candidates(spec, catalog, request)
+    platforms = request.platforms or tuple(spec.candidates.platforms)
+    spot_counts: dict[str, set[int]] = {}
+    for c in cands:
+        if "spot" in c.markets:
+            spot_counts.setdefault(c.instance.name, set()).add(c.count)
+    markets = tuple(sorted({m for c in cands for m in c.markets}))
+    req = MarketRequest(regions=regions, instance_types=tuple(sorted({c.instance.name for c in cands})),
+                        spot_counts={t: tuple(sorted(v)) for t, v in spot_counts.items()},
+                        platforms=platforms, markets=markets, window_hours=inputs.window_hours)
+    return fetch_quotes(catalog, req, DiskCache(account))
