@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from trainctl_sandbox import process
+from trainctl_sandbox.server import process
 from trainctl_sandbox.admin import SandboxAdmin
 
 
@@ -90,7 +90,7 @@ def sandbox_env(sandbox: Sandbox, monkeypatch, tmp_path) -> Sandbox:
 
 
 # ------------------------------------------------------------------ session-wide IAM policy check
-# The sandbox counts every call whose User-Agent carries trainctl/ (sandbox/trainctl_sandbox/call_log.py). When
+# The sandbox counts every call whose User-Agent carries trainctl/ (sandbox/trainctl_sandbox/server/call_log.py). When
 # the session's sandbox stops, its log is read; at the end of the session any call that the policy of
 # trainctl/iam.py does not cover fails the run (tests/test_iam_policy.py checks the other direction).
 _SESSION_CALLS: set[str] = set()
