@@ -33,7 +33,7 @@ fuzz-wide: install
 
 bench: install
 	$(BIN)/python scripts/bench_cli.py
-	$(BIN)/python -m trainctl_sandbox.bench_start --runs 5
+	$(BIN)/python -m trainctl_sandbox.server.bench_start --runs 5
 
 # Opt-in: the Neuron entrypoint through torch_xla on the CPU, in its own environment (.xla-venv/,
 # torch 2.9.0 + torch-xla 2.9.0, a multi-GB download). Not part of `make test`.

@@ -53,7 +53,7 @@ def main() -> int:
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
 
-    from trainctl_sandbox import process
+    from trainctl_sandbox.server import process
     from trainctl_sandbox.admin import SandboxAdmin
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-watch-"))

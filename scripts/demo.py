@@ -35,7 +35,7 @@ def say(text: str) -> None:
 
 class Demo:
     def __init__(self, home: str, endpoint_url: str) -> None:
-        from trainctl_sandbox import process
+        from trainctl_sandbox.server import process
 
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         env.update(process.sandbox_env(endpoint_url), TRAINCTL_HOME=home,
@@ -69,7 +69,7 @@ class Demo:
 
 
 def main() -> int:
-    from trainctl_sandbox import process
+    from trainctl_sandbox.server import process
     from trainctl_sandbox.admin import SandboxAdmin
 
     started = time.perf_counter()

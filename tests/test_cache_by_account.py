@@ -6,7 +6,7 @@ import json
 import os
 
 from tests.helpers import run_cli
-from trainctl_sandbox import process
+from trainctl_sandbox.server import process
 
 SPEC = "configs/vit-base-g5.yaml"
 

@@ -14,7 +14,7 @@ from trainctl.backends.base import JOB_TAG, CapacityError, LaunchSettings
 from trainctl.backends.ec2 import Ec2Backend, name_for
 from trainctl.backends.options import Ec2Options
 from trainctl.plans import Option
-from trainctl_sandbox import seed
+from trainctl_sandbox.server import seed
 from trainctl_sandbox.testing import add_nat
 from trainctl.spec import load_spec
 

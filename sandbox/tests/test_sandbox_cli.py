@@ -11,7 +11,8 @@ from pathlib import Path
 
 import boto3
 
-from trainctl_sandbox import cli, process
+from trainctl_sandbox import cli
+from trainctl_sandbox.server import process
 
 ENV_NAMES = {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "TRAINCTL_SANDBOX"}
 

@@ -93,7 +93,7 @@ def test_admin_errors_say_what_is_wrong(sandbox):
 def test_info_lists_extensions_and_admin_actions(sandbox):
     info = sandbox.admin.info()
     assert info["ec2_ready"] and info["endpoint_url"] == sandbox.endpoint_url
-    assert {"trainctl_sandbox.fleet", "trainctl_sandbox.pricing"} <= set(info["extensions"])
+    assert {"trainctl_sandbox.ec2.fleet", "trainctl_sandbox.market.pricing"} <= set(info["extensions"])
     assert {"set_capacity", "throttle", "set_latency", "set_quota"} <= set(info["admin_actions"])
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from trainctl_sandbox import seed
+from trainctl_sandbox.server import seed
 
 AMI = seed.ami_id("us-east-1", "gpu-pytorch-2.7")
 TAG = {"Key": "trainctl:job", "Value": "job-1"}

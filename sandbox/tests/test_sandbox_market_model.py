@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainctl_sandbox import market_model as mm
+from trainctl_sandbox.market import model as mm
 
 T0 = datetime(2026, 6, 1, tzinfo=timezone.utc)
 

@@ -6,7 +6,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from trainctl_sandbox import seed
+from trainctl_sandbox.server import seed
 
 REGIONS = ("us-east-1", "us-west-2")
 

@@ -9,7 +9,7 @@ import botocore.session
 import pytest
 from botocore.serialize import create_serializer
 
-from trainctl_sandbox import strict_requests as strict
+from trainctl_sandbox.server import strict_requests as strict
 
 
 def _wire(service: str, operation: str, params: dict):

@@ -15,7 +15,8 @@ import time
 import typer
 
 from trainctl.cli.plugins import Plugin
-from trainctl_sandbox import fault_commands, process
+from trainctl_sandbox.faults import commands as fault_commands
+from trainctl_sandbox.server import process
 
 # rich_markup_mode=None: plain help text, like the rest of trainctl's commands
 app = typer.Typer(help="A local AWS for demos and tests: moto's server plus what moto lacks, and its fault "
@@ -58,7 +59,7 @@ def up(port: int = typer.Option(process.DEFAULT_PORT, "--port", "-p", help="Port
              f"{time.perf_counter() - t0:.1f}s, log {state.get('log')}); stop it with `trainctl sandbox down`")
         _print_env(state["endpoint_url"])
         return
-    from trainctl_sandbox.server import serve
+    from trainctl_sandbox.server.main import serve
 
     def ready(server) -> None:
         _print_env(server.ctx.endpoint_url)
@@ -87,7 +88,7 @@ def down() -> None:
     _say("no sandbox running" if pid is None else f"sandbox stopped (pid {pid})")
 
 
-# The fault switches: `sandbox interrupt JOB`, `sandbox capacity TYPE AZ off`, ... (fault_commands.py)
+# The fault switches: `sandbox interrupt JOB`, `sandbox capacity TYPE AZ off`, ... (faults/commands.py)
 fault_commands.add_to(app)
 
 

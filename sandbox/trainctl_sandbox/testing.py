@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from trainctl_sandbox import process
+from trainctl_sandbox.server import process
 from trainctl_sandbox.admin import SandboxAdmin
 
 
@@ -90,9 +90,9 @@ def sandbox_env(sandbox: Sandbox, monkeypatch, tmp_path) -> Sandbox:
 
 
 # ------------------------------------------------------------------ session-wide IAM policy check
-# The sandbox counts every call whose User-Agent carries trainctl/ (sandbox/trainctl_sandbox/call_log.py). When
+# The sandbox counts every call whose User-Agent carries trainctl/ (sandbox/trainctl_sandbox/server/call_log.py). When
 # the session's sandbox stops, its log is read; at the end of the session any call that the policy of
-# trainctl/iam.py does not cover fails the run (tests/test_iam_policy.py checks the other direction).
+# trainctl/iam/ does not cover fails the run (tests/test_iam_policy.py checks the other direction).
 _SESSION_CALLS: set[str] = set()
 
 
@@ -119,7 +119,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     missing = _uncovered()
     if missing:
-        terminalreporter.write_line(f"IAM policy check FAILED: trainctl made calls that trainctl/iam.py does not "
+        terminalreporter.write_line(f"IAM policy check FAILED: trainctl made calls that trainctl/iam/ does not "
                                     f"allow: {', '.join(missing)}", red=True)
     else:
         terminalreporter.write_line(f"IAM policy check: all {len(_SESSION_CALLS)} kinds of AWS call trainctl made "

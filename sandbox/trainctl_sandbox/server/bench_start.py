@@ -1,6 +1,6 @@
 """Measure how long the sandbox takes to start, as a user starts it, and how long a reset takes.
 
-    python -m trainctl_sandbox.bench_start [--runs 5]
+    python -m trainctl_sandbox.server.bench_start [--runs 5]
 
 Per run, from launching `python -m trainctl_sandbox.cli up --detach --port 0` (a fresh interpreter,
 as the shell would): (1) until that command has printed the environment and exited, (2) until the
@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trainctl_sandbox import process
+from trainctl_sandbox.server import process
 from trainctl_sandbox.admin import SandboxAdmin
 
 

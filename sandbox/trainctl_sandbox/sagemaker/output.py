@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from typing import IO, Callable
 
-from trainctl_sandbox.sagemaker_container import Host
-from trainctl_sandbox.sagemaker_storage import MotoLogs
+from trainctl_sandbox.sagemaker.container import Host
+from trainctl_sandbox.sagemaker.storage import MotoLogs
 
 MAX_EVENT_BYTES = 256 * 1024 - 26  # CloudWatch's limit on one event (message bytes + 26)
 STEP_RE = re.compile(r"\btrainctl step=(\d+)")

@@ -165,7 +165,7 @@ def _subnet_azs(request: dict[str, Any], account_id: str, region: str) -> list[s
 
 def script_mode_refusal(request: dict[str, Any]) -> tuple[str | None, Any, Any]:
     """(why the container refuses the job before its download, or None; the program; the code's S3 URI)."""
-    from trainctl_sandbox.sagemaker_container import decode_hyperparameter
+    from trainctl_sandbox.sagemaker.container import decode_hyperparameter
 
     hps = {k: decode_hyperparameter(v) for k, v in (request.get("HyperParameters") or {}).items()}
     program, submit = hps.get("sagemaker_program"), hps.get("sagemaker_submit_directory")

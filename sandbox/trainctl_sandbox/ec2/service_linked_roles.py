@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 
-from trainctl_sandbox.context import SandboxContext
-from trainctl_sandbox.protocol import AwsError
+from trainctl_sandbox.server.context import SandboxContext
+from trainctl_sandbox.server.protocol import AwsError
 
 ROLE_NAME = "AWSServiceRoleForEC2Spot"
 SERVICE = "spot.amazonaws.com"

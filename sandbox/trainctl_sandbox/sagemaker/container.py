@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainctl_sandbox.sagemaker_processes import MARKER_ENV
-from trainctl_sandbox.sagemaker_storage import write_file
+from trainctl_sandbox.sagemaker.processes import MARKER_ENV
+from trainctl_sandbox.sagemaker.storage import write_file
 
 NPROC_ENV = "TRAINCTL_SANDBOX_NPROC_PER_NODE"
 DEFAULT_CHECKPOINT_PATH = "/opt/ml/checkpoints"

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from trainctl_sandbox import process
+from trainctl_sandbox.server import process
 from trainctl_sandbox.admin import SandboxAdmin, SandboxAdminError
 
 

@@ -13,9 +13,10 @@ from typing import Any
 
 from moto.core.responses import ActionResult
 
-from trainctl_sandbox import client_tokens, ec2_actions, ec2_data, node_agents, placement_groups, service_linked_roles
-from trainctl_sandbox.context import SandboxContext
-from trainctl_sandbox.protocol import AwsError
+from trainctl_sandbox.ec2 import actions as ec2_actions, client_tokens, data as ec2_data, node_agents, placement_groups
+from trainctl_sandbox.ec2 import service_linked_roles
+from trainctl_sandbox.server.context import SandboxContext
+from trainctl_sandbox.server.protocol import AwsError
 
 DEFAULT_INSTANCE_TYPE = "m1.small"  # moto's default when neither request nor template names one
 

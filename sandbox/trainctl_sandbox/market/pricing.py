@@ -14,8 +14,8 @@ import json
 from functools import lru_cache
 
 from trainctl.catalog import load_catalog
-from trainctl_sandbox.context import SandboxContext
-from trainctl_sandbox.protocol import AwsCall, AwsError
+from trainctl_sandbox.server.context import SandboxContext
+from trainctl_sandbox.server.protocol import AwsCall, AwsError
 
 SERVICE = "pricing"
 FORMAT_VERSION = "aws_v1"

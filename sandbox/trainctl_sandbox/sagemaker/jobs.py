@@ -5,7 +5,7 @@ name and has no StopTrainingJob. `install(ctx)` replaces, process-wide, moto's S
 handlers for CreateTrainingJob / DescribeTrainingJob / ListTrainingJobs and adds StopTrainingJob:
 - CreateTrainingJob validates like AWS (ValidationException / ResourceInUse), stores the whole
   request in a `SandboxTrainingJob` (a moto FakeTrainingJob, so ListTags/AddTags/Search by ARN keep
-  working) and starts a `JobRunner` thread (sagemaker_runner.py) that really runs the job.
+  working) and starts a `JobRunner` thread (runner.py) that really runs the job.
 - DescribeTrainingJob / ListTrainingJobs report the runner's live state.
 - StopTrainingJob: SIGTERM to the job's processes, Stopping -> Stopped, the model still uploaded.
 
@@ -17,7 +17,7 @@ Admin errors: the server's AdminError with status 404 (no such job), ValueError 
 Simulated waits are scaled by TRAINCTL_SANDBOX_TIME_SCALE (read at install) or the admin action
 `configure_training_jobs`.
 
-Choices where the sandbox must stand in for AWS (details in sagemaker_runner.py):
+Choices where the sandbox must stand in for AWS (details in runner.py):
 - No capacity (`ctx.faults`, per instance type and the AZs of VpcConfig's subnets): a Spot job
   waits in Starting ("Insufficient capacity error from EC2 while launching instances, retrying!")
   and ends Stopped/MaxWaitTimeExceeded at MaxWaitTimeInSeconds, or starts when capacity returns;
@@ -29,7 +29,7 @@ Choices where the sandbox must stand in for AWS (details in sagemaker_runner.py)
   container does); otherwise one python process per host. requirements.txt is not installed:
   the server's own interpreter is the image.
 - The execution role must exist and trust SageMaker (sagemaker_validation.check_role; `role_propagation_s`).
-- In VPC mode the job has no internet (vpc_reach.py): without an S3 gateway endpoint or a NAT the code
+- In VPC mode the job has no internet (ec2/vpc_reach.py): without an S3 gateway endpoint or a NAT the code
   download times out, without a NAT a requirements.txt fails with InstallRequirementsError, and EFA hosts
   whose security group lets no traffic out to itself fail at their first collective.
 """
@@ -49,11 +49,11 @@ from moto.sagemaker.exceptions import ResourceInUseException, ResourceNotFound, 
 from moto.sagemaker.models import FakeTrainingJob, sagemaker_backends
 from moto.sagemaker.responses import SageMakerResponse
 
-from trainctl_sandbox.context import SandboxContext
-from trainctl_sandbox.sagemaker_processes import kill_marked, marked_pids
-from trainctl_sandbox.sagemaker_runner import JobRunner
-from trainctl_sandbox.sagemaker_state import JobState, Settings
-from trainctl_sandbox.sagemaker_validation import DEFAULT_MAX_RUNTIME, check_role, constraint as _constraint, validate
+from trainctl_sandbox.sagemaker.processes import kill_marked, marked_pids
+from trainctl_sandbox.sagemaker.runner import JobRunner
+from trainctl_sandbox.sagemaker.state import JobState, Settings
+from trainctl_sandbox.sagemaker.validation import DEFAULT_MAX_RUNTIME, check_role, constraint as _constraint, validate
+from trainctl_sandbox.server.context import SandboxContext
 
 TIME_SCALE_ENV = "TRAINCTL_SANDBOX_TIME_SCALE"
 
@@ -328,7 +328,7 @@ def shutdown(ctx: SandboxContext) -> None:
 
 def _not_found(message: str) -> Exception:
     try:  # the server answers AdminError with its status; a KeyError would be a 400
-        from trainctl_sandbox.middleware import AdminError
+        from trainctl_sandbox.server.middleware import AdminError
 
         return AdminError(message, 404)
     except ImportError:

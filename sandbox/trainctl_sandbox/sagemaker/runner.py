@@ -1,4 +1,4 @@
-"""Runs one sandbox SageMaker training job for real: the lifecycle thread behind sagemaker_jobs.py.
+"""Runs one sandbox SageMaker training job for real: the lifecycle thread behind jobs.py.
 
 A job here is what SageMaker does with a script-mode PyTorch job, on this machine:
 - Starting: a simulated wait for instances (scaled by `Settings.time_scale`); capacity faults
@@ -25,14 +25,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from trainctl_sandbox.sagemaker_container import DEFAULT_CHECKPOINT_PATH, Container, Host
-from trainctl_sandbox.sagemaker_output import algorithm_error, pump
-from trainctl_sandbox.sagemaker_processes import free_port, kill_marked, marked_pids, terminate
-from trainctl_sandbox import vpc_reach
-from trainctl_sandbox.sagemaker_state import Aborted, JobState, Settings
-from trainctl_sandbox.sagemaker_storage import (CheckpointSync, MotoLogs, MotoS3, channel_objects, parse_s3_uri,
+from trainctl_sandbox.ec2 import vpc_reach
+from trainctl_sandbox.sagemaker.container import DEFAULT_CHECKPOINT_PATH, Container, Host
+from trainctl_sandbox.sagemaker.output import algorithm_error, pump
+from trainctl_sandbox.sagemaker.processes import free_port, kill_marked, marked_pids, terminate
+from trainctl_sandbox.sagemaker.state import Aborted, JobState, Settings
+from trainctl_sandbox.sagemaker.storage import (CheckpointSync, MotoLogs, MotoS3, channel_objects, parse_s3_uri,
                                                 s3_error, upload_artifacts)
-from trainctl_sandbox.sagemaker_validation import script_mode_refusal
+from trainctl_sandbox.sagemaker.validation import script_mode_refusal
 
 
 class JobRunner(threading.Thread):

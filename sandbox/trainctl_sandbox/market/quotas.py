@@ -22,8 +22,8 @@ import hashlib
 from functools import lru_cache
 
 from trainctl.catalog import load_catalog
-from trainctl_sandbox.context import SandboxContext
-from trainctl_sandbox.protocol import NOT_HANDLED, AwsCall, AwsError
+from trainctl_sandbox.server.context import SandboxContext
+from trainctl_sandbox.server.protocol import NOT_HANDLED, AwsCall, AwsError
 
 SERVICE = "service-quotas"
 EC2_NAME = "Amazon Elastic Compute Cloud (Amazon EC2)"

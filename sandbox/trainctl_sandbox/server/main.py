@@ -5,14 +5,14 @@ Structure (one server per process):
 - Extension modules add what moto lacks. Each may define `install(ctx)`, `reset(ctx)`,
   `shutdown(ctx)`, `ADMIN_ACTIONS` {name: fn(ctx, payload) -> dict} and `JSON_OPERATIONS`
   {(service, operation): fn(ctx, call, params) -> dict}. EC2 extensions patch moto's EC2Response
-  (ec2_actions.py); JSON-protocol services moto lacks are answered by the middleware.
+  (ec2/actions.py); JSON-protocol services moto lacks are answered by the middleware.
 - Start-up is split for speed: importing moto's EC2 takes about a second (its data files), so the
   server listens as soon as the core is ready and a warm-up thread imports EC2, installs the EC2
   extensions and seeds EC2/SSM; only EC2-dependent calls wait for it.
-- `trainctl_sandbox.sagemaker_jobs` (another module's job), when importable, is installed with the
+- `trainctl_sandbox.sagemaker.jobs` (another module's job), when importable, is installed with the
   core extensions, reset after moto's reset and shut down at stop; its ADMIN_ACTIONS are routed.
 
-`python -m trainctl_sandbox.server --port N --seed S --state-dir DIR` runs it in the foreground
+`python -m trainctl_sandbox.server.main --port N --seed S --state-dir DIR` runs it in the foreground
 and writes the state files of process.py once it listens.
 """
 from __future__ import annotations
@@ -33,19 +33,21 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from trainctl_sandbox import process, speedups
-from trainctl_sandbox.context import SandboxContext
-from trainctl_sandbox.middleware import AdminError, SandboxApp
-from trainctl_sandbox.protocol import AwsCall, AwsError
+from trainctl_sandbox.server import process, speedups
+from trainctl_sandbox.server.context import SandboxContext
+from trainctl_sandbox.server.middleware import AdminError, SandboxApp
+from trainctl_sandbox.server.protocol import AwsCall, AwsError
 
-# Installed before serving. sagemaker_jobs is optional (installed only when the module exists).
-CORE_EXTENSIONS = ("trainctl_sandbox.faults", "trainctl_sandbox.pricing", "trainctl_sandbox.quotas",
-                   "trainctl_sandbox.service_linked_roles", "trainctl_sandbox.fleet_errors")
-OPTIONAL_EXTENSIONS = ("trainctl_sandbox.sagemaker_jobs",)
+# Installed before serving. sagemaker.jobs is optional (installed only when the module exists, so a stale
+# path here would switch SageMaker jobs off silently: sandbox/tests/test_sandbox_layout.py checks them all).
+CORE_EXTENSIONS = ("trainctl_sandbox.faults.switches", "trainctl_sandbox.market.pricing",
+                   "trainctl_sandbox.market.quotas", "trainctl_sandbox.ec2.service_linked_roles",
+                   "trainctl_sandbox.ec2.fleet_errors")
+OPTIONAL_EXTENSIONS = ("trainctl_sandbox.sagemaker.jobs",)
 # Installed by the warm-up thread, after moto's EC2 is imported.
-EC2_EXTENSIONS = ("trainctl_sandbox.placement_groups", "trainctl_sandbox.spot_scores",
-                  "trainctl_sandbox.spot_prices", "trainctl_sandbox.launch", "trainctl_sandbox.fleet",
-                  "trainctl_sandbox.ec2_interrupts")
+EC2_EXTENSIONS = ("trainctl_sandbox.ec2.placement_groups", "trainctl_sandbox.market.spot_scores",
+                  "trainctl_sandbox.market.spot_prices", "trainctl_sandbox.ec2.launch", "trainctl_sandbox.ec2.fleet",
+                  "trainctl_sandbox.ec2.interrupts")
 # Services whose moto backends do not import moto's EC2: their calls need not wait for the warm-up.
 NO_EC2_NEEDED = frozenset({"s3", "iam", "sts", "sagemaker", "logs", "pricing", "service-quotas"})
 WARMUP_TIMEOUT_S = 120.0
@@ -87,7 +89,7 @@ class SandboxServer:
                                   workdir=Path(tempfile.mkdtemp(prefix="trainctl-sandbox-")), seed=self.seed)
         self.app = SandboxApp(self.ctx, DomainDispatcherApplication(create_backend_app), self.admin,
                               self.json_operations, self._wait_ready)
-        from trainctl_sandbox import seed
+        from trainctl_sandbox.server import seed
 
         names = list(CORE_EXTENSIONS) + [n for n in OPTIONAL_EXTENSIONS if importlib.util.find_spec(n) is not None]
         self._install(names)
@@ -117,7 +119,7 @@ class SandboxServer:
         try:
             import moto.ec2.responses  # noqa: F401 - the slow import, done off the serving path
 
-            from trainctl_sandbox import seed
+            from trainctl_sandbox.server import seed
 
             self._install(list(EC2_EXTENSIONS))
             seed.seed_ec2(self.ctx)
@@ -175,7 +177,7 @@ class SandboxServer:
         self._wait_ready()
         from moto.moto_api._internal.models import moto_api_backend
 
-        from trainctl_sandbox import seed
+        from trainctl_sandbox.server import seed
 
         t0 = time.perf_counter()
         with self.reset_lock:
@@ -248,7 +250,7 @@ def serve(port: int = 0, seed: int = 0, state_dir: Path | None = None, parent_pi
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainctl_sandbox.server", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m trainctl_sandbox.server.main", description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the market model")
     parser.add_argument("--state-dir", type=Path, help="write sandbox.pid and state.json here once listening")

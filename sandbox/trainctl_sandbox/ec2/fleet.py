@@ -18,10 +18,11 @@ from datetime import datetime, timezone
 from typing import Any
 
 from trainctl.catalog import load_catalog
-from trainctl_sandbox import client_tokens, ec2_actions, ec2_data, launch, market_model, placement_groups, spot_prices
-from trainctl_sandbox import fleet_errors, node_agents, spot_scores
-from trainctl_sandbox.context import SandboxContext
-from trainctl_sandbox.protocol import AwsError
+from trainctl_sandbox.ec2 import actions as ec2_actions, client_tokens, data as ec2_data, fleet_errors, launch
+from trainctl_sandbox.ec2 import node_agents, placement_groups
+from trainctl_sandbox.market import model as market_model, spot_prices, spot_scores
+from trainctl_sandbox.server.context import SandboxContext
+from trainctl_sandbox.server.protocol import AwsError
 
 UNLIMITED = 1 << 30
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import fnmatch
 import secrets
 
-from trainctl_sandbox import ec2_actions
-from trainctl_sandbox.context import SandboxContext
-from trainctl_sandbox.protocol import AwsError
+from trainctl_sandbox.ec2 import actions as ec2_actions
+from trainctl_sandbox.server.context import SandboxContext
+from trainctl_sandbox.server.protocol import AwsError
 
 STRATEGIES = ("cluster", "spread", "partition")
 MAX_PARTITIONS = 7

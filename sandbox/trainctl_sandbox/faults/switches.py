@@ -1,12 +1,12 @@
 """Admin actions that turn the fault switches (context.FaultSwitches) on and off.
 
 The switches themselves are applied elsewhere: throttling and latency to every call in the
-middleware, capacity by launches (launch.py, fleet.py, and the SageMaker job lifecycle).
+middleware, capacity by launches (ec2/launch.py, ec2/fleet.py, and the SageMaker job lifecycle).
 Operation names are plain ("RunInstances") or qualified by service ("ec2:RunInstances").
 """
 from __future__ import annotations
 
-from trainctl_sandbox.context import SandboxContext
+from trainctl_sandbox.server.context import SandboxContext
 
 
 def _require(payload: dict, *names: str) -> None:

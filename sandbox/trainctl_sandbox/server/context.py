@@ -1,6 +1,6 @@
 """What every part of the sandbox server shares: where it listens, where it keeps files, the fault switches.
 
-One `SandboxContext` exists per sandbox server process. The server (server.py) creates it, calls
+One `SandboxContext` exists per sandbox server process. The server (main.py) creates it, calls
 `install(ctx)` of each extension module (EC2/pricing/quotas extensions, SageMaker job lifecycle),
 routes admin actions to them and calls their `reset(ctx)` / `shutdown(ctx)`.
 """

@@ -19,7 +19,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from trainctl_sandbox.context import SandboxContext
+from trainctl_sandbox.server.context import SandboxContext
 
 JOB_TAG = "trainctl:job"
 SPOT_CODE, SHUTDOWN_CODE = "Server.SpotInstanceTermination", "Client.InstanceInitiatedShutdown"
@@ -30,7 +30,7 @@ _timers: list[threading.Timer] = []
 
 
 def _not_found(message: str) -> Exception:
-    from trainctl_sandbox.middleware import AdminError
+    from trainctl_sandbox.server.middleware import AdminError
 
     return AdminError(message, 404)
 

@@ -17,8 +17,8 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from trainctl_sandbox import service_linked_roles
-from trainctl_sandbox.context import SandboxContext
+from trainctl_sandbox.ec2 import service_linked_roles
+from trainctl_sandbox.server.context import SandboxContext
 
 EXECUTION_ROLE = "trainctl-sagemaker-execution"
 DLAMI_OWNER = "898082745236"  # the account AWS publishes its Deep Learning AMIs from

@@ -15,8 +15,8 @@ from moto.core.responses import ActionResult
 from moto.core.utils import camelcase_to_underscores
 from moto.ec2.responses import EC2Response
 
-from trainctl_sandbox.context import SandboxContext
-from trainctl_sandbox.protocol import AwsCall, AwsError, error_response
+from trainctl_sandbox.server.context import SandboxContext
+from trainctl_sandbox.server.protocol import AwsCall, AwsError, error_response
 
 # moto's own implementation of each wrapped action, kept so that wrapping twice (a second
 # install in the same process) wraps the original rather than the previous wrapper.

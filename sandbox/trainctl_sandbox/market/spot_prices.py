@@ -14,9 +14,10 @@ from collections import OrderedDict
 from datetime import datetime, timezone
 
 from trainctl.catalog import load_catalog
-from trainctl_sandbox import ec2_actions, ec2_data, market_model
-from trainctl_sandbox.context import SandboxContext
-from trainctl_sandbox.protocol import AwsError
+from trainctl_sandbox.ec2 import actions as ec2_actions, data as ec2_data
+from trainctl_sandbox.market import model as market_model
+from trainctl_sandbox.server.context import SandboxContext
+from trainctl_sandbox.server.protocol import AwsError
 
 PRODUCTS = ("Linux/UNIX", "Linux/UNIX (Amazon VPC)")  # the same price: VPC is the only kind now
 DEFAULT_PAGE = 1000

@@ -144,7 +144,7 @@ def start_detached(port: int = DEFAULT_PORT, seed: int = 0, directory: Path | No
     directory = directory or state_dir()
     directory.mkdir(parents=True, exist_ok=True)
     log_path = directory / LOG_FILE
-    cmd = [sys.executable, "-m", "trainctl_sandbox.server", "--port", str(port), "--seed", str(seed),
+    cmd = [sys.executable, "-m", "trainctl_sandbox.server.main", "--port", str(port), "--seed", str(seed),
            "--state-dir", str(directory)]
     if parent_pid:
         cmd += ["--parent-pid", str(parent_pid)]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainctl_sandbox import vpc_reach
+from trainctl_sandbox.ec2 import vpc_reach
 
 JOB_TAG = "trainctl:job"
 

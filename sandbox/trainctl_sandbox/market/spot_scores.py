@@ -13,9 +13,10 @@ import json
 import time
 
 from trainctl.catalog import load_catalog
-from trainctl_sandbox import ec2_actions, ec2_data, market_model
-from trainctl_sandbox.context import SandboxContext
-from trainctl_sandbox.protocol import AwsError
+from trainctl_sandbox.ec2 import actions as ec2_actions, data as ec2_data
+from trainctl_sandbox.market import model as market_model
+from trainctl_sandbox.server.context import SandboxContext
+from trainctl_sandbox.server.protocol import AwsError
 
 DEFAULT_PAGE = 10  # AWS lists the top 10 locations unless asked for more
 # New request configurations an account may ask per 24 h. AWS publishes no number ("we can limit the number

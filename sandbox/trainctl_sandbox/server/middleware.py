@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
-from trainctl_sandbox.call_log import ACTION as CALL_LOG_ACTION
-from trainctl_sandbox.call_log import CallLog
-from trainctl_sandbox import s3_checks, strict_requests
-from trainctl_sandbox.context import SandboxContext
-from trainctl_sandbox.protocol import (
+from trainctl_sandbox.server import s3_checks, strict_requests
+from trainctl_sandbox.server.call_log import ACTION as CALL_LOG_ACTION
+from trainctl_sandbox.server.call_log import CallLog
+from trainctl_sandbox.server.context import SandboxContext
+from trainctl_sandbox.server.protocol import (
     NOT_HANDLED,
     AwsCall,
     AwsError,

@@ -10,8 +10,8 @@ parameter (InvalidParameterValue), the missing Spot service-linked role
 """
 from __future__ import annotations
 
-from trainctl_sandbox import service_linked_roles
-from trainctl_sandbox.context import SandboxContext
+from trainctl_sandbox.ec2 import service_linked_roles
+from trainctl_sandbox.server.context import SandboxContext
 
 # AWS's wording for the codes a test most often switches on (the EC2 API reference's error code list).
 MESSAGES = {
