@@ -29,7 +29,7 @@ test: install
 # Opt-in: the hostile-input tests with a random, 20 times wider search (`make test` runs them derandomized,
 # the same examples every time, so it is green or red for the code and not for the draw).
 fuzz-wide: install
-	TRAINCTL_FUZZ=wide $(BIN)/python -m pytest -q tests/test_fuzz_cli.py tests/test_fuzz_spec.py
+	TRAINCTL_FUZZ=wide $(BIN)/python -m pytest -q tests/cli/test_fuzz_cli.py tests/cli/test_fuzz_spec.py
 
 bench: install
 	$(BIN)/python scripts/bench_cli.py

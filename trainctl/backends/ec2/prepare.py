@@ -26,6 +26,7 @@ from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMP
 from trainctl.backends.security_group import self_only_security_group
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.iam.node_role import EC2_TRUST, node_policy
+from trainctl.backends.launch_limits import boundary, max_runtime_s
 
 GPU_AMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.7-ubuntu-22.04/latest/ami-id"
 NEURON_AMI_PARAMETER = "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id"
@@ -41,7 +42,6 @@ def stopping_condition(option, max_runtime_hours: float | None, now: float | Non
     minutes), enforced by the node agent against a wall-clock end written into the node config."""
     import time
 
-    from trainctl.backends.sagemaker.prepare import max_runtime_s
 
     seconds = max_runtime_s(option, max_runtime_hours)
     return {"max_runtime_s": seconds, "not_after": int((time.time() if now is None else now) + seconds)}
@@ -230,27 +230,6 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               f"subnets in {azs[0]}: {', '.join(net.by_az[azs[0]])}", f"logs: CloudWatch Logs {log_group(job)}"]
     return LaunchRequest(platform=PLATFORM, job_id=job, region=region, option=option, calls=tuple(calls),
                          notes=tuple(notes), alternatives=(FLEET_GROUP,))
-
-
-def boundary(iam, account: str, region: str, notes: list[str], role: str = "node role") -> str:
-    """The ARN of trainctl's permissions boundary, which every role trainctl creates carries; an
-    administrator creates it once (the cli policy may not), so a missing one is an error with the fix."""
-    from trainctl.iam import BOUNDARY_POLICY
-    from trainctl.iam.boundary import boundary_arn
-
-    arn = boundary_arn(account, naming.partition(region))
-    try:
-        iam.get_policy(PolicyArn=arn)
-    except Exception as e:  # noqa: BLE001
-        if aws.error_code(e) == "NoSuchEntity":
-            raise TrainctlError(f"permissions boundary {arn} does not exist: an administrator creates it once with "
-                                f"`trainctl iam-policy --role boundary > b.json && aws iam create-policy "
-                                f"--policy-name {BOUNDARY_POLICY} --policy-document file://b.json` "
-                                "(docs/security.md)") from None
-        if aws.error_code(e) not in ("AccessDenied", "AccessDeniedException"):
-            raise
-    notes.append(f"{role} bounded by {arn}")
-    return arn
 
 
 def _iam_calls(job: str, bucket: str, region: str, account: str, code_key: str, secrets: tuple[str, ...],

@@ -18,10 +18,10 @@ from trainctl.backends.sagemaker import role as job_role
 from trainctl.backends.base import JOB_TAG, AwsCall, LaunchRequest, LaunchSettings, tags
 from trainctl.backends.security_group import self_only_security_group
 from trainctl.errors import TrainctlError, UsageError
+from trainctl.backends.launch_limits import MAX_SECONDS, boundary, max_runtime_s
 
 CHECKPOINT_LOCAL = "/opt/ml/checkpoints"
 SECRET_ENV_PREFIX = "TRAINCTL_SECRET_ARN_"  # + the env var name: the ARN the container reads the value from
-MAX_SECONDS = 2419200  # SageMaker's limit on MaxRuntime and MaxWait (28 days)
 METRICS = [{"Name": "train:loss", "Regex": r"trainctl step=\d+ loss=([0-9.eE+-]+)"},
            {"Name": "train:samples_per_s", "Regex": r"samples_per_s=([0-9.eE+-]+)"}]
 
@@ -105,14 +105,6 @@ def hyperparameters(spec, inst, option, program: str, source_uri: str, job_id: s
     return hps
 
 
-def max_runtime_s(option, max_runtime_hours: float | None) -> int:
-    if max_runtime_hours:
-        seconds = int(max_runtime_hours * 3600)
-    else:  # twice the expected billed hours and half an hour: room for a slow start, not for a hung job
-        seconds = int((option.hours or 1.0) * 2 * 3600) + 1800
-    return max(60, min(MAX_SECONDS, seconds))
-
-
 def _network(client_for, job_id: str, option, opts, pip: bool, calls: list, notes: list[str]) -> dict | None:
     """VpcConfig for a job of several nodes: one subnet in the plan's AZ (the same rule as EC2 and doctor); a
     group that only talks to itself unless one is given. A single node needs no VPC: it runs with SageMaker's
@@ -178,7 +170,6 @@ def _managed_spot(params: dict, spec, bucket: str, job_id: str, notes: list[str]
 def _job_role(client_for, job_id: str, region: str, account: str, bucket: str, source_uri: str, image: str, spec,
               in_vpc: bool, notes: list[str]) -> tuple[str, list[AwsCall]]:
     """The job's own execution role (backends/sagemaker_role.py): its ARN and the calls that make it."""
-    from trainctl.backends.ec2.prepare import boundary
 
     bounded_by = boundary(client_for("iam", region), account, region, notes, role="the job's execution role")
     code_key = source_uri.removeprefix(f"s3://{bucket}/")

@@ -1,0 +1,137 @@
+"""Ctrl-C at each step of a launch leaves nothing, or only resources tagged with the job that `trainctl down`
+removes.
+
+For each step the sandbox adds latency to that step's operation; the test starts `trainctl launch --yes`
+in a subprocess, waits until the sandbox's call log shows the call arriving (so the CLI is blocked on it),
+sends SIGINT, waits until the sandbox has finished answering (it completes the call the client gave up
+on, as AWS would), runs `trainctl down JOB` and checks what is left. Waits are for events, never timed.
+"""
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.support.helpers import CONFIGS, ROOT, clean_env, run_cli
+
+SPEC = str(Path(__file__).parents[1] / "support" / "launch_specs" / "tiny-vit-sagemaker.yaml")
+LATENCY_MS = 4000
+
+
+def count(sandbox, operation: str) -> int:
+    return sum(c["count"] for c in sandbox.admin.call_log() if c["operation"] == operation)
+
+
+def interrupt_launch_at(sandbox, home: Path, args: list[str], operation: str) -> subprocess.CompletedProcess:
+    before = count(sandbox, operation)
+    sandbox.admin.set_latency(operation, LATENCY_MS)
+    proc = subprocess.Popen([sys.executable, "-m", "trainctl.cli", "launch", *args, "--yes"], cwd=ROOT,
+                            env=clean_env(home, sandbox.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        while count(sandbox, operation) == before:  # until the call reaches the sandbox (pytest-timeout bounds it)
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        sandbox.admin.set_latency(operation, 0)
+    while sandbox.admin.calls_in_flight() > 0:  # the sandbox finishes the call the client gave up on
+        time.sleep(0.02)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def job_of(stderr: str) -> str | None:
+    m = re.search(r"^(\S+): option \d+:", stderr, re.M)
+    return m.group(1) if m else None
+
+
+def check_interrupted(proc: subprocess.CompletedProcess) -> None:
+    assert proc.returncode == 130, (proc.returncode, proc.stderr)
+    assert proc.stderr.strip().splitlines()[-1:] == ["trainctl: interrupted"], (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+
+
+def tagged_security_groups(sandbox, region: str, job: str | None) -> list:
+    filters = ([{"Name": "tag:trainctl:job", "Values": [job]}] if job else [{"Name": "tag-key", "Values": ["trainctl:job"]}])
+    return sandbox.client("ec2", region).describe_security_groups(Filters=filters)["SecurityGroups"]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("operation", ["GetProducts", "PutBucketEncryption", "PutPublicAccessBlock",
+                                       "PutObject", "CreateSecurityGroup", "AuthorizeSecurityGroupIngress",
+                                       "AuthorizeSecurityGroupEgress", "CreateRole", "PutRolePolicy",
+                                       "CreateTrainingJob"])
+def test_sagemaker_launch_interrupted(sm, tmp_path, operation):
+    home = tmp_path / "home"
+    # the group's steps need two nodes: such a job runs in the VPC with its own group (one node uses no VPC)
+    nodes = 2 if "SecurityGroup" in operation else 1
+    proc = interrupt_launch_at(sm, home, [SPEC, "--layout", f"g5.xlarge:{nodes}:on-demand"], operation)
+    check_interrupted(proc)
+    job = job_of(proc.stderr)
+    sagemaker = sm.client("sagemaker")
+    if operation == "GetProducts":  # still planning: nothing was created
+        assert job is None, proc.stderr
+        assert tagged_security_groups(sm, "us-east-1", None) == []
+        assert sagemaker.list_training_jobs()["TrainingJobSummaries"] == []
+        return
+    assert job and f"trainctl down {job}" in proc.stderr
+    jobs = json.loads(run_cli(["-o", "json", "ls", "--no-status"], home, env=sm.env).stdout)["jobs"]
+    assert [(j["job_id"], j["recorded_status"]) for j in jobs] == [(job, "Interrupted")]
+    down = run_cli(["-o", "json", "down", job], home, env=sm.env)
+    assert down.returncode == 0, down.stderr
+    assert tagged_security_groups(sm, "us-east-1", job) == []
+    for summary in sagemaker.list_training_jobs()["TrainingJobSummaries"]:
+        # the request reached SageMaker before the client gave up: the job exists, tagged with its id
+        arn = sagemaker.describe_training_job(TrainingJobName=summary["TrainingJobName"])["TrainingJobArn"]
+        assert {"Key": "trainctl:job", "Value": job} in sagemaker.list_tags(ResourceArn=arn)["Tags"]
+        assert summary["TrainingJobName"] == job and operation == "CreateTrainingJob"
+        # down stopped it: nothing of the job keeps running (and billing)
+        status = sagemaker.describe_training_job(TrainingJobName=job)["TrainingJobStatus"]
+        # down waited for it to end before deleting its execution role (the stopping job still uploads)
+        assert status == "Stopped", status
+    assert sm.client("iam").list_roles(PathPrefix="/trainctl/")["Roles"] == []  # the job's own role went too
+    s3 = sm.client("s3")
+    for obj in s3.list_objects_v2(Bucket="trainctl-123456789012-us-east-1", Prefix="trainctl/code/").get(
+            "Contents", []):
+        # the content-addressed code object (shared by every job with the same code) carries the job tag
+        tags = s3.get_object_tagging(Bucket="trainctl-123456789012-us-east-1", Key=obj["Key"])["TagSet"]
+        assert {"Key": "trainctl:job", "Value": job} in tags, obj["Key"]
+
+
+EC2_ARGS = [str(CONFIGS / "vit-base-g5.yaml"), "--platform", "ec2", "--layout", "g5.xlarge:2:spot"]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("operation", ["PutObject", "CreateRole", "PutRolePolicy", "CreateInstanceProfile",
+                                       "AddRoleToInstanceProfile", "CreateSecurityGroup",
+                                       "AuthorizeSecurityGroupIngress", "CreatePlacementGroup",
+                                       "CreateLaunchTemplate", "CreateFleet"])
+def test_ec2_launch_interrupted(sandbox, tmp_path, operation):
+    home = tmp_path / "home"
+    proc = interrupt_launch_at(sandbox, home, EC2_ARGS, operation)
+    check_interrupted(proc)
+    job = job_of(proc.stderr)
+    assert job, proc.stderr
+    down = run_cli(["-o", "json", "down", job], home, env=sandbox.env)
+    assert down.returncode == 0, down.stderr
+    tag = [{"Name": "tag:trainctl:job", "Values": [job]}]
+    for region in ("us-east-1", "us-west-2"):
+        ec2 = sandbox.client("ec2", region)
+        assert ec2.describe_security_groups(Filters=tag)["SecurityGroups"] == []
+        assert ec2.describe_launch_templates(Filters=tag)["LaunchTemplates"] == []
+        assert ec2.describe_placement_groups(Filters=tag)["PlacementGroups"] == []
+        live = [i for r in ec2.describe_instances(Filters=tag)["Reservations"] for i in r["Instances"]
+                if i["State"]["Name"] not in ("terminated", "shutting-down")]
+        assert live == []
+    iam = sandbox.client("iam")
+    assert iam.list_roles(PathPrefix="/trainctl/")["Roles"] == []
+    assert iam.list_instance_profiles(PathPrefix="/trainctl/")["InstanceProfiles"] == []

@@ -1,0 +1,244 @@
+"""The shared, device-independent part of the training scripts (trainctl_common.py), in-process,
+plus one SageMaker-shaped run of train_ddp.py from a copy of the shipped folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.entrypoint_helpers import (
+    ENTRYPOINTS, REPO, checkpoint_steps, clean_env, final_hash, import_common, run_to_end,
+)
+
+torch = pytest.importorskip("torch")
+common = import_common()
+
+
+def parse(argv, env=None):
+    parser = common.build_parser("test", devices=("cuda", "xla", "cpu"))
+    return common.parse_args(parser, argv, env=env or {})
+
+
+# ---- packaging --------------------------------------------------------------------------------
+
+def test_the_cli_package_never_imports_torch():
+    code = ("import sys, trainctl, trainctl.entrypoints; "
+            "assert 'torch' not in sys.modules, 'torch imported'; "
+            "print(trainctl.entrypoints.ENTRYPOINTS_DIR)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=REPO, check=True)
+    assert out.stdout.strip() == str(ENTRYPOINTS)
+
+
+def test_the_folder_ships_its_requirements():
+    lines = [line.strip() for line in (ENTRYPOINTS / "requirements.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert any(line.startswith("timm") for line in lines)
+    assert not any(line.startswith("torch") for line in lines), "the AWS images bring torch"
+
+
+# ---- arguments ----------------------------------------------------------------------------------
+
+def test_sagemaker_style_hyperparameters_are_accepted():
+    # SageMaker hands every hyperparameter over as a string, keys as the user spelled them.
+    args = parse(["--batch_size", "128", "--lr", "0.001", "--bf16", "True", "--steps", "10",
+                  "--checkpoint-every", "5", "--keep", "2", "--log_every", "1"])
+    assert (args.batch_size, args.lr, args.bf16, args.steps) == (128, 0.001, True, 10)
+    assert (args.checkpoint_every, args.keep, args.log_every) == (5, 2, 1)
+    assert parse(["--bf16", "false"]).bf16 is False
+    assert parse(["--model", '"vit_micro"', "--steps=7"]).model == "vit_micro"
+    assert parse(["--steps=7"]).steps == 7
+    with pytest.raises(SystemExit):
+        parse(["--bf16", "maybe"])
+    with pytest.raises(SystemExit):
+        parse(["--batch-size", "0"])
+
+
+def test_defaults_on_sagemaker_and_elsewhere():
+    sagemaker = {"SM_MODEL_DIR": "/opt/ml/model", "SM_CHANNEL_TRAIN": "/opt/ml/input/data/train",
+                 "SM_CURRENT_HOST": "algo-1", "SM_HOSTS": '["algo-1", "algo-2"]'}
+    args = parse([], env=sagemaker)
+    assert args.checkpoint_dir == "/opt/ml/checkpoints"
+    assert args.model_dir == "/opt/ml/model"
+    assert args.data_dir == "/opt/ml/input/data/train"
+    assert parse(["--checkpoint-dir", "none"], env=sagemaker).checkpoint_dir is None
+    assert parse(["--checkpoint-dir", "/x"], env=sagemaker).checkpoint_dir == "/x"
+
+    local = parse([], env={})
+    assert (local.checkpoint_dir, local.model_dir, local.data_dir) == (None, None, None)
+    assert local.model == "vit_base_patch16_224" and local.device is None
+    assert local.warmup_steps == 100  # steps / 10 by default
+
+    summary = common.platform_summary(sagemaker)
+    assert summary["platform"] == "sagemaker" and summary["hosts"] == '["algo-1","algo-2"]'
+
+
+# ---- checkpoints ------------------------------------------------------------------------------------
+
+def payload(step: int) -> dict:
+    return {"format": common.CHECKPOINT_FORMAT, "step": step, "model": {"w": torch.full((64,), step)},
+            "optimizer": {}, "scheduler": {}, "rng": []}
+
+
+def test_checkpoints_are_atomic_named_by_digest_and_only_the_last_k_kept(tmp_path):
+    store = common.CheckpointStore(str(tmp_path), keep=2)
+    for step in (1, 2, 3):
+        path = store.save(step, payload(step))
+        assert common.CHECKPOINT_RE.match(os.path.basename(path))
+        assert common.file_sha256(path).startswith(path.rsplit("-", 1)[1][:16])
+    assert store.steps() == [3, 2]
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for _, p in store.entries())
+    loaded, _ = store.load(3)
+    assert torch.equal(loaded["model"]["w"], torch.full((64,), 3))
+    # A step saved again (after a resume) keeps both files; the newer one is loaded.
+    os.utime(path, (1, 1))  # file times are coarse: make "older" unambiguous
+    store.save(3, payload(3) | {"extra": 1})
+    assert [step for step, _ in store.entries()] == [3, 3, 2]
+    assert store.load(3)[0].get("extra") == 1
+    store.save(4, payload(4))
+    assert store.steps() == [4, 3] and len(store.entries()) == 3
+
+
+def test_broken_files_do_not_load_and_temp_files_are_never_candidates(tmp_path):
+    store = common.CheckpointStore(str(tmp_path), keep=5)
+    good = store.save(1, payload(1))
+    truncated = store.save(2, payload(2))
+    damaged = store.save(3, payload(3))
+    with open(truncated, "r+b") as handle:
+        handle.truncate(os.path.getsize(truncated) // 2)
+    data = bytearray(open(damaged, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    open(damaged, "wb").write(bytes(data))
+    for name in (".ckpt-0000000004.host-1.tmp", "ckpt-0000000005.pt", "notes.txt"):
+        (tmp_path / name).write_bytes(b"junk")
+
+    assert store.steps() == [3, 2, 1]
+    for step in (2, 3):
+        with pytest.raises(ValueError, match="does not match the name"):
+            store.load(step)
+    assert store.load(1)[1] == good
+    store.remove_stale_temp_files()
+    assert not (tmp_path / ".ckpt-0000000004.host-1.tmp").exists()
+    store.set_aside(3)
+    assert store.steps() == [2, 1]
+
+
+def test_state_hash_is_order_independent_and_sensitive():
+    a = {"x": torch.arange(4, dtype=torch.bfloat16), "y": {1: torch.tensor(2.0)}, "lr": 0.1}
+    b = {"lr": 0.1, "y": {1: torch.tensor(2.0)}, "x": torch.arange(4, dtype=torch.bfloat16)}
+    assert common.state_sha256(a) == common.state_sha256(b)
+    b["y"][1] = torch.tensor(2.0000002)
+    assert common.state_sha256(a) != common.state_sha256(b)
+    assert common.state_sha256({"x": torch.zeros(2)}) != common.state_sha256({"x": torch.zeros(1, 2)})
+
+
+def test_rng_state_round_trips_through_a_checkpoint(tmp_path):
+    ops = CpuOps()
+    common.seed_host_rngs(7)
+    state = common.capture_rng(ops)
+    expected = (__import__("random").random(), __import__("numpy").random.rand(), torch.rand(1))
+    store = common.CheckpointStore(str(tmp_path), keep=1)
+    store.save(1, payload(1) | {"rng": [state]})
+    common.seed_host_rngs(99)
+    common.restore_rng(store.load(1)[0]["rng"][0], ops)
+    again = (__import__("random").random(), __import__("numpy").random.rand(), torch.rand(1))
+    assert expected[:2] == again[:2] and torch.equal(expected[2], again[2])
+
+
+# ---- data -----------------------------------------------------------------------------------------
+
+class CpuOps(common.DeviceOps):
+    """One CPU process: no process group to start."""
+
+    def setup(self, ctx):
+        pass
+
+    def random_stream(self, seed):
+        generator = torch.Generator().manual_seed(seed)
+        return lambda shape: torch.randn(shape, generator=generator)
+
+
+def test_synthetic_batches_are_reproducible_per_step_and_rank_and_learnable():
+    task = common.SyntheticTask(seed=3, num_classes=10, image_size=32, ops=CpuOps())
+    images, labels = task.batch(step=5, rank=1, batch_size=256)
+    again_images, again_labels = task.batch(step=5, rank=1, batch_size=256)
+    assert torch.equal(images, again_images) and torch.equal(labels, again_labels)
+    assert not torch.equal(images, task.batch(step=5, rank=0, batch_size=256)[0])
+    assert not torch.equal(images, task.batch(step=6, rank=1, batch_size=256)[0])
+    # The label is a function of the image alone...
+    assert torch.equal(labels, task.labels_for(images))
+    # ...and it is the class whose pattern was planted, so there is something to learn.
+    draw = CpuOps().random_stream(common.mix_seed(3, "data", 5, 1))
+    planted = draw((256, 10)).argmax(dim=1)
+    assert (planted == labels).float().mean() > 0.99
+    assert len(set(labels.tolist())) == 10
+
+
+def test_epoch_sampler_shards_disjointly_and_resumes_mid_epoch():
+    def shard(rank, start=0):
+        return list(common.ShardedEpochSampler(size=103, seed=1, epoch=2, rank=rank, world_size=2,
+                                               batch_size=5, start_batch=start))
+    zero, one = shard(0), shard(1)
+    assert len(zero) == len(one) == 50 and not set(zero) & set(one)
+    assert shard(0, start=3) == zero[15:]
+    other_epoch = list(common.ShardedEpochSampler(103, 1, 3, 0, 2, 5, 0))
+    assert other_epoch != zero
+
+
+def test_stop_signal_is_idempotent_and_takes_over_early_signals():
+    stop = common.StopSignal()
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        stop.install((signal.SIGTERM,), early=[signal.SIGTERM])
+        assert stop.requested and stop.signal_name == "SIGTERM"
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.signal_name == "SIGTERM"
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+# ---- one SageMaker-shaped run ------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_sagemaker_layout_with_an_image_folder_and_string_hyperparameters(tmp_path):
+    from PIL import Image
+
+    # What the container does: sourcedir.tar.gz's contents in /opt/ml/code, the script run by
+    # path, so only the sibling trainctl_common.py is importable (no trainctl package).
+    code = tmp_path / "code"
+    code.mkdir()
+    # The whole folder but __init__.py, as the SageMaker packer ships it.
+    for path in ENTRYPOINTS.iterdir():
+        if path.is_file() and path.name != "__init__.py" and path.suffix in (".py", ".txt"):
+            shutil.copy(path, code / path.name)
+    data = tmp_path / "train"
+    generator = torch.Generator().manual_seed(0)
+    for label, shade in (("cats", 40), ("dogs", 200)):
+        (data / label).mkdir(parents=True)
+        for index in range(8):
+            pixels = (torch.rand(40, 48, 3, generator=generator) * 50 + shade).to(torch.uint8)
+            Image.fromarray(pixels.numpy()).save(data / label / f"{index}.png")
+    env = clean_env(SM_MODEL_DIR=str(tmp_path / "model"), SM_CHANNEL_TRAIN=str(data),
+                    SM_CURRENT_HOST="algo-1", SM_HOSTS='["algo-1"]', SM_NUM_GPUS="0",
+                    SM_NUM_NEURONS="0", PYTHONPATH="")
+    argv = [sys.executable, "train_ddp.py", "--model", "vit_micro", "--batch_size", "4",
+            "--steps", "6", "--log_every", "3", "--bf16", "true", "--data_workers", "0",
+            "--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint_seconds", "0.001",
+            "--keep", "2"]
+    code_rc, text = run_to_end(argv, tmp_path / "log.txt", env=env, cwd=code)
+    assert code_rc == 0, text[-4000:]
+    assert "platform=sagemaker host=algo-1" in text
+    assert "trainctl step=6 " in text
+    final_hash(text)
+    saved = torch.load(tmp_path / "model" / "model.pt", weights_only=True)
+    assert saved["model"] == "vit_micro" and saved["num_classes"] == 2
+    assert saved["state_dict"]["head.weight"].shape[0] == 2
+    # A step takes longer than 1 ms, so the time trigger fires at every step boundary.
+    assert checkpoint_steps(tmp_path / "ckpt") == [5, 6]
+    assert "trainctl checkpoint step=1 " in text

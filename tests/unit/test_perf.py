@@ -1,0 +1,179 @@
+"""The performance model, checked against numbers worked out by hand."""
+from __future__ import annotations
+
+import pytest
+
+from tests.support.helpers import CONFIGS
+from trainctl import perf
+from trainctl.perf import compute_rate as perf_fit
+from trainctl.perf import estimator as perf_layout
+from trainctl.perf import network as perf_network
+from trainctl.catalog import load_calibration, load_calibration_residuals, load_catalog
+from trainctl.perf.network import fabric, fsdp_sync_seconds, gradient_sync_seconds, inter_node_link
+from trainctl.planner import model_shape
+from trainctl.spec import load_spec
+
+CAT = load_catalog()
+CAL = load_calibration()
+VIT = model_shape(load_spec(CONFIGS / "vit-base-g5.yaml"))
+LLM = model_shape(load_spec(CONFIGS / "llm-7b.yaml"))
+G5_2XL = CAT.instance("g5.2xlarge")
+# ViT-B/16 training FLOPs: 3 x 2 x 17.6 GMACs = 105.6 GFLOP per sample
+VIT_FLOPS = 105.6e9
+
+
+def test_ring_allreduce_vit_b16_over_four_g5_2xlarge():
+    """ViT-B/16: 86.6M fp32 gradients = 346.4 MB. Ring over 4 nodes moves 2*3/4 of it = 519.6 MB per node.
+    g5.2xlarge sustains its 5 Gbps baseline (10 Gbps burst lasts minutes); NCCL over TCP ~70% of it:
+    3.5 Gbps = 0.4375 GB/s -> 519.6 / 437.5 = 1.18766 s, plus 6 hops x 50 us = 0.3 ms."""
+    t = gradient_sync_seconds(4 * 86.6e6, 4, fabric(G5_2XL, 1, 4))
+    assert t == pytest.approx(1.18766 + 0.0003, rel=1e-4)
+    link = inter_node_link(G5_2XL)
+    assert link.gbytes_per_s == pytest.approx(0.4375)
+    assert "5 Gbps TCP baseline" in link.describe
+
+
+def test_burst_link_is_the_up_to_figure():
+    """Fresh credits: 10 Gbps x 70% / 8 = 0.875 GB/s on g5.2xlarge; g5.4xlarge 25 Gbps -> 2.1875 GB/s."""
+    assert inter_node_link(G5_2XL, "ec2", "burst").gbytes_per_s == pytest.approx(0.875)
+    assert inter_node_link(CAT.instance("g5.4xlarge"), "ec2", "burst").gbytes_per_s == pytest.approx(2.1875)
+    # a link that is not "up to" has no burst: g5.12xlarge 40 Gbps either way
+    g5_12 = CAT.instance("g5.12xlarge")
+    assert inter_node_link(g5_12, "ec2", "burst") == inter_node_link(g5_12, "ec2", "baseline")
+
+
+def test_sagemaker_talks_tcp_where_its_toolkit_enables_no_efa():
+    """g5.12xlarge has EFA on EC2 (40 x 0.9 / 8 = 4.5 GB/s) but is not on SageMaker's EFA list: TCP 3.5 GB/s.
+    p4d.24xlarge is on the list: EFA either way (400 x 0.9 / 8 = 45 GB/s). trn1n.32xlarge is not: TCP over one
+    of its 16 cards, 1600 / 16 = 100 Gbps x 0.7 / 8 = 8.75 GB/s."""
+    g5_12, p4d, trn1n = CAT.instance("g5.12xlarge"), CAT.instance("p4d.24xlarge"), CAT.instance("trn1n.32xlarge")
+    assert inter_node_link(g5_12, "ec2").gbytes_per_s == pytest.approx(4.5)
+    sm = inter_node_link(g5_12, "sagemaker")
+    assert sm.gbytes_per_s == pytest.approx(3.5) and "SageMaker enables EFA only on" in sm.describe
+    assert inter_node_link(p4d, "sagemaker").gbytes_per_s == pytest.approx(45.0)
+    assert inter_node_link(trn1n, "sagemaker").gbytes_per_s == pytest.approx(8.75)
+    assert inter_node_link(trn1n, "ec2").gbytes_per_s == pytest.approx(1600 * 0.9 / 8)
+
+
+def test_fsdp_ring_link_carries_one_ranks_volume():
+    """Bug 1. llm-7b on 2 x p4d.24xlarge: 16 ranks, each moves 3 x 2 B x 6.74e9 x 15/16 = 37.9125 GB. The node's
+    400 Gbps EFA (45 GB/s) is slower than NVSwitch (200 GB/s) and carries that volume once, not x8:
+    37.9125 / 45 = 0.8425 s + 3 x 15 hops x 15 us."""
+    p4d = CAT.instance("p4d.24xlarge")
+    t = fsdp_sync_seconds(LLM.params, 2, fabric(p4d, 8, 2))
+    assert t == pytest.approx(37.9125e9 / 45e9 + 45 * 15e-6, rel=1e-9)
+    # one node: 8 ranks over NVSwitch, 3 x 2 x 6.74e9 x 7/8 / 200 GB/s = 0.17693 s
+    one = fsdp_sync_seconds(LLM.params, 1, fabric(p4d, 8, 1))
+    assert one == pytest.approx(35.385e9 / 200e9 + 21 * 5e-6, rel=1e-9)
+
+
+def test_two_p4d_and_two_p5_beat_one_for_llm_7b():
+    """Bug 1 end to end: with the ring counted once per node, a second node adds throughput."""
+    for name in ("p4d.24xlarge", "p5.48xlarge"):
+        inst = CAT.instance(name)
+        rate = 1.0  # samples/s per GPU; llm-7b batch 1 -> 1 s of compute per step
+        one = perf.layout_throughput(LLM, fabric(inst, 8, 1), 1, 1, rate, "fsdp")
+        two = perf.layout_throughput(LLM, fabric(inst, 8, 2), 2, 1, rate, "fsdp")
+        assert two.samples_per_s > 1.2 * one.samples_per_s, name
+
+
+def test_compute_rate_formula_by_hand():
+    """seconds/sample = F / (P x e x h/(h+h0)) (+ eager attention traffic). ViT-B/16 on an A10G at e = 1,
+    h0 = 400: 105.6e9 / (70e12 x 768/1168) = 2.2943 ms; fused attention adds nothing."""
+    a10g = perf_fit.device_for(CAT, CAL, "A10G")
+    s = perf_fit.seconds_per_sample(VIT, a10g, 1.0, 400.0, 12.0, eager=False)
+    assert s == pytest.approx(VIT_FLOPS / (70e12 * 768 / 1168), rel=1e-9)
+    # eager: + k x 5 x heads x tokens^2 x layers bytes / bandwidth = 12 x 5 x 12 x 197^2 x 12 / 600e9
+    eager = perf_fit.seconds_per_sample(VIT, a10g, 1.0, 400.0, 12.0, eager=True)
+    assert eager - s == pytest.approx(12 * 5 * 12 * 197**2 * 12 / 600e9, rel=1e-9)
+
+
+def test_trainium_ranks_are_neuroncores():
+    """Bug 3. trn1.32xlarge: 16 chips x 2 NeuronCores = 32 ranks of 32/2 = 16 GiB, 190/2 = 95 TFLOPS bf16 each."""
+    rk = perf.ranks(CAT.instance("trn1.32xlarge"), CAL)
+    assert (rk.per_node, rk.memory_gib, rk.unit) == (32, 16.0, "NeuronCore")
+    assert perf.ranks(CAT.instance("trn1.2xlarge"), CAL).per_node == 2
+    assert perf_fit.device_for(CAT, CAL, "Trainium1").peak_tflops["bf16"] == pytest.approx(95.0)
+    assert perf.ranks(CAT.instance("p4d.24xlarge"), CAL).per_node == 8
+
+
+def test_inverse_returns_the_measurement_and_rescales_it():
+    """Bug 2. Invert a 4 x g5.2xlarge measurement, then apply the model again: the same layout gives the
+    measurement back, and the 1-node rate is the recovered compute rate, not the measured rate / 4."""
+    fab4 = fabric(G5_2XL, 1, 4)
+    modelled_rate = 400.0
+    measured = perf.layout_throughput(VIT, fab4, 4, 128, modelled_rate, "ddp").samples_per_s  # ~345 samples/s
+    rate = perf.invert_compute_rate(VIT, fab4, 4, 128, measured, "ddp")
+    assert rate == pytest.approx(modelled_rate, rel=1e-9)
+    one = perf.layout_throughput(VIT, fabric(G5_2XL, 1, 1), 1, 128, rate, "ddp")
+    assert one.samples_per_s == pytest.approx(400.0)
+    assert one.samples_per_s > 3 * measured / 4
+    # hidden communication: step = compute + tail, so compute = step - tail
+    g5_12 = CAT.instance("g5.12xlarge")
+    fab = fabric(g5_12, 4, 1)
+    s = perf.layout_throughput(VIT, fab, 1, 128, 300.0, "ddp").samples_per_s
+    assert perf.invert_compute_rate(VIT, fab, 1, 128, s, "ddp") == pytest.approx(300.0)
+
+
+def test_inverse_caps_a_step_of_pure_communication_at_the_peak():
+    """4 x g5.2xlarge exposes 1.188 s of all-reduce + 0.090 s of tail per step; a measured 1.28 s step
+    (400 samples/s) leaves 3 x 0.0021 s of compute, a rate no A10G reaches: capped at the bf16 peak,
+    70e12 / 105.6e9 = 662.9 samples/s."""
+    peak = 70e12 / VIT_FLOPS
+    rate = perf.invert_compute_rate(VIT, fabric(G5_2XL, 1, 4), 4, 128, 400.0, "ddp", max_rate=peak)
+    assert rate == pytest.approx(peak)
+
+
+def test_network_blend_burst_then_baseline():
+    """Burst 600 samples/s for the 5 credit minutes (180,000 samples), then baseline 300 samples/s:
+    1,170,000 samples take 300 s + 3,300 s, i.e. 325 samples/s over the run; 100,000 samples stay in burst."""
+    def tp(s):
+        return perf.Throughput(s, 1.0, 1.0, 1.0, 0.0, 0.0, "link")
+    assert perf_network.BURST_MINUTES == 5.0
+    rate, mode, words = perf_layout._blend(1_170_000, tp(600.0), tp(300.0), True)
+    assert rate == pytest.approx(325.0) and mode == "burst, then baseline" and "92%" in words
+    rate, mode, _ = perf_layout._blend(100_000, tp(600.0), tp(300.0), True)
+    assert (rate, mode) == (600.0, "burst")
+
+
+def test_calibrated_model_reproduces_its_published_rows():
+    """In-sample the fit is within 15% of the published timm ViT-B/16 (RTX 3090) and MosaicML 7B (A100) rows."""
+    pts = {p.row.id: p for p in perf_fit.points(CAT, CAL)}
+    f = perf_fit.calibrated(CAT, CAL)
+    for row_id in ("timm-vit_base_patch16_224-rtx3090", "mosaic-mpt-7b-2k-a100-80gb-8gpu"):
+        p = pts[row_id]
+        assert perf_fit.predict_layout(p, f) == pytest.approx(p.row.samples_per_s, rel=0.15)
+
+
+def test_band_comes_from_the_leave_one_out_residuals():
+    res = load_calibration_residuals()
+    assert res["row_loo"]["ratio_p10"] < 1 < res["row_loo"]["ratio_p90"]
+    # hardware without published rows gets the wider band of a device group left out entirely
+    assert res["group_out"]["ratio_p90"] - res["group_out"]["ratio_p10"] > \
+        res["row_loo"]["ratio_p90"] - res["row_loo"]["ratio_p10"]
+
+
+def test_memory_vit_fits_a10g():
+    fit = perf.memory_fit(VIT, 24.0, 1, 128, "auto")
+    # 16 bytes/param x 86.6M = 1.29 GiB state; activations 197*768*34 B x 12 layers x 128 with fused attention
+    # (timm 1.0's ViT calls scaled_dot_product_attention: no 5*a*s/h scores term)
+    act = 197 * 768 * 34 * 12 * 128 / 1024**3
+    assert fit.state_gib == pytest.approx(86.6e6 * 16 / 1024**3)
+    assert fit.activation_gib == pytest.approx(act)
+    assert fit.fits and fit.strategy == "ddp"
+
+
+def test_memory_llm_7b_needs_sharding():
+    one = perf.memory_fit(LLM, 24.0, 1, 1, "auto")
+    assert not one.fits
+    # 6.74e9 x 16 B = 100.4 GiB of state; usable 21.6 GiB minus activations (0.77), the logits buffer (0.61)
+    # and the unsharded layer (1.57) leaves 18.65 GiB -> 5.4 -> at least 6 A10Gs
+    assert one.min_accelerators_sharded == 6
+    eight = perf.memory_fit(LLM, 40.0, 8, 1, "auto")
+    assert eight.fits and eight.strategy == "fsdp"
+    assert not perf.memory_fit(LLM, 40.0, 8, 1, "ddp").fits
+
+
+def test_fsdp_comm_slower_across_tcp_nodes():
+    assert fsdp_sync_seconds(LLM.params, 8, fabric(G5_2XL, 1, 8)) > 100 * fsdp_sync_seconds(
+        LLM.params, 1, fabric(CAT.instance("p4d.24xlarge"), 8, 1))
