@@ -17,7 +17,7 @@ import pytest
 from tests.support.helpers import CONFIGS, run_cli
 from trainctl_sandbox.testing import add_endpoints, add_nat
 
-TINY_SM = str(CONFIGS.parent / "tests" / "launch_specs" / "tiny-vit-sagemaker.yaml")
+TINY_SM = str(CONFIGS.parent / "tests" / "support" / "launch_specs" / "tiny-vit-sagemaker.yaml")
 
 
 def dry_run(sb, tmp_path, *args: str):

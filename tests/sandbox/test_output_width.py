@@ -139,7 +139,7 @@ def test_with_no_layout_left_the_plan_says_why_grouped(tmp_path, columns):
     assert row.split("│")[1].strip() == "3"
 
 
-DOCTOR_SPEC = str(CONFIGS.parent / "tests" / "launch_specs" / "tiny-vit-sagemaker.yaml")
+DOCTOR_SPEC = str(CONFIGS.parent / "tests" / "support" / "launch_specs" / "tiny-vit-sagemaker.yaml")
 
 
 def test_doctor_wraps_under_each_check_and_never_splits_a_command(sandbox, tmp_path):

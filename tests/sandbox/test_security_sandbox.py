@@ -24,7 +24,7 @@ from trainctl.spec import load_spec
 
 ME, THEM = "123456789012", "999988887777"
 BUCKET = f"trainctl-{ME}-us-east-1"
-SM_SPEC = "tests/launch_specs/tiny-vit-sagemaker.yaml"
+SM_SPEC = "tests/support/launch_specs/tiny-vit-sagemaker.yaml"
 
 
 def as_account(sb, account: str):
