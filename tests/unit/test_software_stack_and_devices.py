@@ -112,3 +112,14 @@ def test_tiny_model_is_bounded_by_the_fixed_step_overhead():
     = 1.1 ms; compute is nanoseconds. 64 / 1.1 ms = 58,182 samples/s, not 215 million."""
     o = options(spec_of({"params": 1218, "flops_per_sample": 7308}))[0]
     assert o.throughput_samples_per_s == pytest.approx(64 / 1.1e-3, rel=1e-3)
+
+
+def test_l4_without_rows_is_not_promised_more_than_the_a10g():
+    """No published L4 training row: its die takes the least efficient die's effect, so ViT-B/16 on one L4
+    (121 TFLOPS, 300 GB/s) is not predicted faster than on one A10G (the A10's rows), and the plan says why."""
+    ep, vit = {"bundled": "ddp"}, {"architecture": "vit_base_patch16_224"}
+    l4 = options(spec_of(vit, ep, ("g6.xlarge:1:on-demand",), batch=128))[0]
+    a10g = options(spec_of(vit, ep, ("g5.xlarge:1:on-demand",), batch=128))[0]
+    assert l4.throughput_samples_per_s < a10g.throughput_samples_per_s
+    assert any("no AD104 rows: the least efficient die's effect" in w for w in l4.why)
+    assert any("the cross-device spread" in w for w in l4.why)
