@@ -123,3 +123,20 @@ def test_l4_without_rows_is_not_promised_more_than_the_a10g():
     assert l4.throughput_samples_per_s < a10g.throughput_samples_per_s
     assert any("no AD104 rows: the least efficient die's effect" in w for w in l4.why)
     assert any("the cross-device spread" in w for w in l4.why)
+
+
+def test_a_rate_measured_on_one_gpu_pays_the_synchronous_loss_on_four():
+    """150 samples/s measured on one g5.2xlarge (one GPU, no network): on 4 x g5.2xlarge each GPU computes
+    150 / (1 + loss) before the network model adds the all-reduce."""
+    from trainctl.planner import MeasuredRate
+
+    spec = spec_of({"architecture": "vit_base_patch16_224"}, {"bundled": "ddp"},
+                   ("g5.2xlarge:1:on-demand", "g5.2xlarge:4:on-demand"), batch=128)
+    measured = {("vit_base_patch16_224", 128, "g5.2xlarge"): MeasuredRate(150.0, 1, "job-1")}
+    p = plan(spec, CAT, Quotes.offline(["us-east-1"]), PlanRequest(platforms=("ec2",)), measured)
+    one = next(o for o in p.options if o.count == 1)
+    four = next(o for o in p.options if o.count == 4)
+    assert one.throughput_samples_per_s == 150.0
+    rate = 150.0 / (1 + FIT.sync_loss)
+    assert any(f"compute {rate:,.1f} samples/s per GPU" in w and "synchronous-step loss of 4 ranks" in w
+               for w in four.why)

@@ -102,12 +102,24 @@ def _compute_rate(job: Job, inst: InstanceType, count: int, platform: str, measu
         where = "this layout" if measured.count == count else \
             f"{measured.count} node{'s' if measured.count > 1 else ''}, rescaled by the network model"
         capped = " (capped at the peak: the measured step is almost all communication)" if rate >= peak_rate else ""
+        rate, sync_words = _sync_rescaled(rate, measured.count * rk.per_node, count * rk.per_node, catalog, calibration)
         return rate, "measured", (f"throughput measured by job {measured.job_id} on {where}: "
                                   f"{measured.samples_per_s:,.0f} samples/s; compute {rate:,.1f} samples/s per "
-                                  f"{unit} once its modelled communication is taken out{capped}"), None
+                                  f"{unit} once its modelled communication is taken out{capped}{sync_words}"), None
     if job.given is not None:
         return job.given, "given", f"throughput given in the spec: {job.given:g} samples/s per {unit}", None
     return _modelled_rate(job, inst, count, catalog, calibration, rk)
+
+
+def _sync_rescaled(rate: float, measured_ranks: int, ranks: int, catalog: Catalog, calibration: Calibration):
+    """A rate measured on one rank pays the synchronous step's loss on several, and one measured on several gets
+    it back on one (compute_rate.py: the fitted loss of published 1-GPU vs 8-GPU pairs)."""
+    if (measured_ranks > 1) == (ranks > 1):
+        return rate, ""
+    loss = perf_fit.calibrated(catalog, calibration, load_calibration_residuals()).sync_loss
+    if ranks > 1:
+        return rate / (1.0 + loss), f", less the {loss:.0%} synchronous-step loss of {ranks} ranks"
+    return rate * (1.0 + loss), f", plus the {loss:.0%} synchronous-step loss a single rank does not pay"
 
 
 STACK_WORDS = {"tuned": "a vendor-tuned stack", "amp": "plain PyTorch with autocast (AMP)", "compile": "torch.compile"}
