@@ -113,3 +113,8 @@ def test_hf_config_reads_gpt2_names_and_ties_by_default():
                             "activation_function": "gelu_new"})
     assert shape == {"layers": 12, "hidden": 768, "heads": 12, "seq_len": 1024, "vocab": 50257, "gated_mlp": False,
                      "tie_embeddings": True}
+
+
+def test_a_shape_beyond_any_model_is_refused_like_params_beyond_any_model():
+    with pytest.raises(ValueError, match="beyond any model"):
+        spec_with({"layers": 10000, "hidden": 1_000_000, "heads": 1, "seq_len": 10_000_000})

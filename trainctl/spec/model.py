@@ -109,6 +109,11 @@ class Model(Strict):
                              "'config:' (a Hugging Face config.json), or both 'params:' and 'flops_per_sample:'")
         if self.hidden is not None and self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) is not a multiple of heads ({self.heads})")
+        arch = self.arch
+        # the same bounds as params and flops_per_sample given directly: every derived number stays finite
+        if arch is not None and not (arch.params <= 1e15 and 3 * arch.forward_flops_per_sample <= 1e21):
+            raise ValueError(f"this shape makes {arch.params:.3g} parameters and {3 * arch.forward_flops_per_sample:.3g}"
+                             " training FLOPs per sample, beyond any model (at most 1e15 and 1e21); check the numbers")
         return self
 
     @property
