@@ -141,8 +141,8 @@ def scaling(loso: list[Result]) -> list[tuple[str, str, float, float]]:
 def spot_check() -> list[str]:
     """The plan's layout-level Spot event rate for 4 nodes of the traced type against the 4-node traces."""
     table = load_hazard_table()
-    band = table.reference_band
-    rate, per_event = table.layout_events(band, 4)
+    traced_band = table.reference_band
+    rate, per_event = table.layout_events(traced_band, 4)
     traces = table.layout_traces
     lines = ["## Spot reclaims of a 4-node layout (skypilot-org/spot-traces, 4 x p3.2xlarge)", "",
              "Events that take a whole layout down (from 4 running nodes) per hour the layout was whole, and nodes "
@@ -158,7 +158,7 @@ def spot_check() -> list[str]:
     hours = sum(t["whole_hours"] for t in traces.values())
     lost = sum(t["nodes_lost"] for t in traces.values())
     lines += ["", f"All traces: {events / hours:.3f} events/h, {lost / events:.2f} nodes per event. The plan's model "
-              f"for 4 nodes in the traced band ({band}): {rate:.3f} events/h, {per_event:.2f} nodes per event.", ""]
+              f"for 4 nodes in the traced band ({traced_band}): {rate:.3f} events/h, {per_event:.2f} nodes per event.", ""]
     return lines
 
 

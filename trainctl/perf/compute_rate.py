@@ -9,8 +9,9 @@ module fits a handful of numbers to it and predicts any (model, device, precisio
 - e = exp(G[die group] + M[model family] + S[software stack] + I[group/family]): main effects of the die, the
   family (vision transformer, language transformer, convolutional network) and the stack (`tuned`: vendor-tuned
   recipes; `amp`: plain PyTorch with autocast; `compile`: torch.compile), plus the group/family interaction where
-  rows of that pair exist (shrunk towards 0 by SHRINK rows). A die without rows takes the mean of the groups, a
-  family or stack without rows the mean of the families / the `amp` stack; the plan says which.
+  rows of that pair exist (shrunk towards 0 by SHRINK rows). A die without rows takes the least efficient die's
+  effect (conservative: L4 is not promised more than the dies that have rows), a family or stack without rows
+  the mean of the families / the `amp` stack; the plan says which.
 - knee(h) = h / (h + h0) for transformers of width h (small GEMMs keep tensor cores idle); 1 for CNNs.
 - k x A / B: attention scores over memory bandwidth, only where attention materialises them (eager PyTorch).
 - sync: the synchronous data-parallel step's loss (every rank waits for the slowest; stragglers, the data loader
