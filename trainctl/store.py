@@ -7,7 +7,7 @@
 - Every job and every measurement is keyed by the AWS endpoint it belongs to ('' is AWS itself, otherwise
   AWS_ENDPOINT_URL, e.g. the local sandbox) and records the account that launched it. A command sees the
   jobs and measured throughput of its own endpoint only, so the sandbox's CPU figures never enter a plan
-  for AWS, and `ls` against AWS never lists sandbox jobs (issue 11, item 13).
+  for AWS, and `ls` against AWS never lists sandbox jobs.
 """
 from __future__ import annotations
 

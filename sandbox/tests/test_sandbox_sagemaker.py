@@ -428,7 +428,7 @@ def test_reset_kills_every_process_of_running_jobs(sb):
 
 
 def test_sagemaker_distributed_libraries_run_with_torchrun_or_fail_where_sagemaker_refuses_them(sb):
-    """Issue 15. The SDK v2's smddp hyperparameters (with torch_distributed, as trainctl sends them) run the job
+    """The SDK v2's smddp hyperparameters (with torch_distributed, as trainctl sends them) run the job
     with torchrun on an SMDDP instance type; off SMDDP's types, and on p5 without torch_distributed (the SDK's
     own refusal), the job fails before the script runs."""
     source = upload_source(sb, "tiny", "code/dist/sourcedir.tar.gz")

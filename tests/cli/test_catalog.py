@@ -89,7 +89,7 @@ def test_catalog_command(tmp_path):
     assert bad.returncode == 2 and "no instance type matches" in bad.stderr
 
 
-# ----------------------------------------------------------------------------- calibration table (issue 12)
+# ----------------------------------------------------------------------------- calibration table
 def test_every_calibration_row_names_its_source_and_conditions():
     from trainctl.catalog import load_calibration
 

@@ -184,7 +184,7 @@ def test_the_calls_trainctl_makes_are_allowed():
     assert decide(req("ec2:TerminateInstances", f"arn:aws:ec2:us-east-1:{ME}:instance/i-1"), CLI) == "ImplicitDeny"
 
 
-# ---------------------------------------------------------------- issue 13: the size of a managed policy
+# ---------------------------------------------------------------- the size of a managed policy
 def test_split_policies_fit_a_managed_policy_and_keep_every_statement():
     policy = iam.cli_policy("all")
     assert iam.policy_size(policy) > iam.MANAGED_POLICY_LIMIT

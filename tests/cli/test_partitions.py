@@ -1,4 +1,4 @@
-"""Issue 11 item 12: ARNs and image accounts depend on the partition (aws, aws-cn, aws-us-gov)."""
+"""ARNs and image accounts depend on the partition (aws, aws-cn, aws-us-gov)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""`trainctl plan --plot` (issue 13): expected cost against hours in plain characters that fit the terminal,
+"""`trainctl plan --plot`: expected cost against hours in plain characters that fit the terminal,
 the Pareto front drawn as letters, axes labelled, and a legend that names every letter."""
 from __future__ import annotations
 

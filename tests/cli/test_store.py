@@ -135,7 +135,7 @@ def test_planning_and_listing_create_no_state(tmp_path):
 
 
 def test_a_sandbox_measurement_never_enters_a_plan_for_aws(tmp_path):
-    """Issue 11 item 13: after a sandbox job, an --offline plan for AWS must not say 'measured'."""
+    """After a sandbox job, an --offline plan for AWS must not say 'measured'."""
     home = tmp_path / "home"
     home.mkdir()
     with JobStore(home / "state.db", endpoint="http://127.0.0.1:5123") as sandbox:

@@ -1,4 +1,4 @@
-"""The code's shape, checked: small modules with one job (issue 10: none over 400 lines in trainctl/),
+"""The code's shape, checked: small modules with one job (none over 400 lines in trainctl/),
 functions short enough to read (none over 60 lines; tables, i.e. functions that are one literal, aside)."""
 from __future__ import annotations
 

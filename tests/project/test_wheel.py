@@ -136,7 +136,7 @@ def test_the_product_alone_plans_and_lists_the_sandbox_command(product_only_venv
     [str(CONFIGS / "vit-base-g5.yaml"), "--platform", "ec2", "--layout", "g5.xlarge:2:on-demand"],
 ], ids=["sagemaker", "ec2"])
 def test_the_product_alone_dry_runs_a_launch_on_each_platform(product_only_venv, sandbox, tmp_path, args):
-    """Issue 11 item 10: a launch's dry-run from the installed wheel. It reads AWS (account, bucket, image,
+    """A launch's dry-run from the installed wheel. It reads AWS (account, bucket, image,
     subnets) and writes nothing; here the AWS it reads is the sandbox's server, over HTTP like AWS itself:
     the wheel's environment holds no sandbox code. The EC2 dry-run renders the user data (userdata.sh)."""
     add_nat(sandbox)  # a multi-node SageMaker job runs in the VPC: its code download and pip need a NAT

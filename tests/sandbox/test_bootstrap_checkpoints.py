@@ -1,4 +1,4 @@
-"""A long EC2 job keeps its disk and its bucket bounded (issue 14, item 8): the node agent restores only the
+"""A long EC2 job keeps its disk and its bucket bounded: the node agent restores only the
 newest complete checkpoint, and prunes S3 to the job's last K steps after each upload. Sharded checkpoints
 (folders, complete with their manifest) travel as well, the manifest last."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A node that cannot do its work shuts itself down (issue 11: no GPU node may bill silently).
+"""A node that cannot do its work shuts itself down (no GPU node may bill silently).
 
 The real user data runs in a subprocess with a fake `shutdown` first on PATH that records how it was
 called: once when IMDS and AWS cannot be reached at all (a multi-card node with no public IP and no NAT),
@@ -90,7 +90,7 @@ def test_a_node_whose_code_is_missing_ships_its_log_and_shuts_down(sandbox_env, 
 
 
 def test_a_node_of_a_stopped_job_shuts_down_at_once_not_after_the_finished_jobs_minute(sandbox_env, tmp_path):
-    """`trainctl stop` waits a bounded grace for the nodes to go (issue 14, item 15): a node whose job carries
+    """`trainctl stop` waits a bounded grace for the nodes to go: a node whose job carries
     the stop mark has nothing to keep it, so its agent shuts it down now, not after a finished job's minute."""
     sb = sandbox_env
     bucket = "trainctl-123456789012-us-east-1"

@@ -1,4 +1,4 @@
-"""Issue 11 item 13 / issue 14 item 7: the market cache is keyed by endpoint and account, and the account is
+"""The market cache is keyed by endpoint and account, and the account is
 read live, so a plan made after `sandbox down` never comes from the sandbox's cached answers."""
 from __future__ import annotations
 

@@ -95,7 +95,7 @@ def test_a_job_trainctl_does_not_know_gets_one_answer_from_watch_logs_stop_and_d
 
 
 def test_a_sandbox_job_is_unknown_to_aws_and_not_listed_there(tmp_path):
-    """Issue 11 item 13: jobs are kept per endpoint; the sandbox's never show up among real ones."""
+    """Jobs are kept per endpoint; the sandbox's never show up among real ones."""
     option = Option(rank=1, platform="sagemaker", instance_type="g5.xlarge", count=1, market="on-demand",
                     region="us-east-1", accelerators=1, hourly_usd=1.4, throughput_samples_per_s=100,
                     throughput_source="model", hours=1.0, expected_cost_usd=1.4)

@@ -1,4 +1,4 @@
-"""`launch --dry-run` in table mode is a summary that fits the terminal (issue 13): the option with its cost
+"""`launch --dry-run` in table mode is a summary that fits the terminal: the option with its cost
 and time, the settings that reach the job, one numbered line per AWS call (the same calls, in the same order,
 as `-o json`) with its key parameters, and the alternatives. The full requests stay in `-o json`."""
 from __future__ import annotations

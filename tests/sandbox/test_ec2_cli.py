@@ -64,7 +64,7 @@ def test_launch_watch_and_down_through_the_cli(sandbox_env, tmp_path):
 
 
 def test_the_launch_s_az_scores_are_the_plan_s(sandbox_env, tmp_path):
-    """Issue 13: the plan said "score 10 in us-east-1a" and the EC2 launch "us-east-1a (score 3)": the launch
+    """The plan said "score 10 in us-east-1a" and the EC2 launch "us-east-1a (score 3)": the launch
     asked about one instance type, the plan about the family. Both now ask the same question."""
     import re
 

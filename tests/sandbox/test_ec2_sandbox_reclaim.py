@@ -1,4 +1,4 @@
-"""`trainctl sandbox interrupt JOB` on an EC2 job does what a Spot reclaim does (issue 13): EC2 posts the
+"""`trainctl sandbox interrupt JOB` on an EC2 job does what a Spot reclaim does: EC2 posts the
 instance-action notice, then terminates the instance with StateReason Server.SpotInstanceTermination; trainctl
 counts it as an interruption and `watch --recover` brings the node back. A SageMaker job is interrupted as
 before (sandbox/tests)."""

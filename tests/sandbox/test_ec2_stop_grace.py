@@ -1,4 +1,4 @@
-"""`trainctl stop` of an EC2 job gives the nodes' agents their graceful path (issue 14, item 15): the stop mark
+"""`trainctl stop` of an EC2 job gives the nodes' agents their graceful path: the stop mark
 first, then a bounded wait while the agents checkpoint, upload and shut their nodes down, and only then a
 terminate of the nodes still running, so a node whose agent is dead never bills forever. Through the CLI against
 the sandbox; the agents' part is played by a thread that, once it sees the mark, writes a checkpoint and shuts

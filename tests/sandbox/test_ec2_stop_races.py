@@ -1,4 +1,4 @@
-"""`trainctl down` and `stop` against a `watch --recover` running beside them (issue 14, item 10): the job is
+"""`trainctl down` and `stop` against a `watch --recover` running beside them: the job is
 marked stopped before any instance goes, and recovery reads that mark right before and after each fleet it
 makes, so it never brings back a job that someone is taking down. Faults and timing come from botocore event
 hooks on the clients trainctl uses, never from replacing trainctl's functions."""

@@ -1,4 +1,4 @@
-"""Issue 11 item 6: an instant CreateFleet reports several kinds of error in `Errors`, not only capacity.
+"""An instant CreateFleet reports several kinds of error in `Errors`, not only capacity.
 Only capacity codes mean "no capacity here" (another AZ, another option); any other error fails the launch
 at once with AWS's message, with no failover, leaving nothing behind."""
 from __future__ import annotations

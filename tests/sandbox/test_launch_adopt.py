@@ -1,4 +1,4 @@
-"""A transient error after CreateTrainingJob never stops the job it created (issue 14, item 9).
+"""A transient error after CreateTrainingJob never stops the job it created.
 
 SageMaker makes the job, the answer is lost (a read timeout; a botocore event hook sends the request to the
 sandbox itself, then raises what urllib3 would), botocore retries and gets ResourceInUse. The launch describes

@@ -83,7 +83,7 @@ def test_live_plan_uses_scores_prices_and_quotas(live):
 
 
 def test_refused_placement_scores_keep_the_region_with_the_score_unknown(live):
-    # Issue 11: a refused score call (throttled past retries here; MaxConfigLimitExceeded or AccessDenied on
+    # a refused score call (throttled past retries here; MaxConfigLimitExceeded or AccessDenied on
     # AWS) must not take the region's On-Demand and Spot options with it.
     state = inject("ec2", "GetSpotPlacementScores", "RequestLimitExceeded", status=503, region="us-west-2")
     p = plan_reference()
@@ -145,7 +145,7 @@ def test_cli_against_the_sandbox(sandbox, tmp_path):
 
 
 def test_a_family_without_placement_scores_keeps_every_layout_it_can_price(sandbox, tmp_path):
-    """Issue 13: the sandbox refuses p3's scores as AWS does (InvalidParameterValue); g5, g6 and p3 itself keep
+    """The sandbox refuses p3's scores as AWS does (InvalidParameterValue); g5, g6 and p3 itself keep
     their layouts, and one warning names the family without scores and why."""
     spec = tmp_path / "mixed.yaml"
     spec.write_text((CONFIGS / "vit-base-g5.yaml").read_text()

@@ -1,5 +1,5 @@
 """Every name trainctl builds fits AWS's limits for the longest spec name it accepts, failover suffix included
-(issue 11): the strict sandbox refuses an IAM role name over 64 characters as IAM does, so a real EC2 launch of
+the strict sandbox refuses an IAM role name over 64 characters as IAM does, so a real EC2 launch of
 such a spec (roles, instance profile, launch template, placement and security groups, log group) must pass."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 11, the network: what AWS does to hosts without a public IPv4, and to EFA without egress to itself,
+"""The network: what AWS does to hosts without a public IPv4, and to EFA without egress to itself,
 through the CLI against the strict sandbox (whose default VPC is AWS's: public subnets, an internet gateway,
 no NAT, no endpoints).
 

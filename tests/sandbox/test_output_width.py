@@ -1,4 +1,4 @@
-"""Every table and help screen is readable at 80, 100 and 200 columns (issue 13): columns are left out whole by
+"""Every table and help screen is readable at 80, 100 and 200 columns: columns are left out whole by
 importance and named, never cut with an ellipsis; the job id of `ls` is never cut; notes and reasons wrap;
 command descriptions in --help are whole sentences. Each case runs the real command with COLUMNS set."""
 from __future__ import annotations

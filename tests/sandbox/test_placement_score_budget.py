@@ -1,4 +1,4 @@
-"""Issue 11 items 7 and 8: GetSpotPlacementScores limits new configurations per account per 24 h
+"""GetSpotPlacementScores limits new configurations per account per 24 h
 (MaxConfigLimitExceeded); a refusal keeps the region with the score unknown; `launch` and `doctor` ask no
 configuration the plan did not ask; scores of one or two types are never turned into capacity odds, and the
 plan says scores compare only within one configuration. Through the CLI against the strict sandbox."""

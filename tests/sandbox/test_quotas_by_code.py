@@ -1,4 +1,4 @@
-"""Issue 11 item 9: quotas are matched by QuotaCode, not by name; p5 Spot draws on its own quota ("All P5 Spot
+"""Quotas are matched by QuotaCode, not by name; p5 Spot draws on its own quota ("All P5 Spot
 Instance Requests", L-C4BD4855); a quota with no applied value (left out of ListServiceQuotas) is read with
 GetAWSDefaultServiceQuota. Through the CLI against the strict sandbox, whose quotas carry AWS's codes and names."""
 from __future__ import annotations

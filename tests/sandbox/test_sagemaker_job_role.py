@@ -1,4 +1,4 @@
-"""Each SageMaker job runs with its own execution role (issue 14 item 3): the launch creates it under
+"""Each SageMaker job runs with its own execution role: the launch creates it under
 /trainctl/ with the permissions boundary, asks again while IAM has not yet made it assumable, and `down`
 deletes it once the job has ended. A given --role is used as it is. Through the CLI against the sandbox."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14, items 1-5, as a user and a node meet them, against the sandbox: another account's bucket under
+"""As a user and a node meet them, against the sandbox: another account's bucket under
 trainctl's name is refused by the CLI and the node; the node role is bounded and scoped to its job; code is
 content-addressed and checked; secrets reach the job by ARN only."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 11 item 5: EC2 needs the Spot service-linked role AWSServiceRoleForEC2Spot before the first Spot
+"""EC2 needs the Spot service-linked role AWSServiceRoleForEC2Spot before the first Spot
 request made through the API. The strict sandbox refuses Spot requests without it, with EC2's error code;
 `doctor` checks it; an EC2 Spot launch creates it when allowed, or fails at once saying how in one line."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The node agent stops well (issue 14, items 12 and 15), run in this process against the sandbox with a real
+"""The node agent stops well, run in this process against the sandbox with a real
 torchrun:
 - a Spot notice that arrives outside training ends the agent; it does not loop on S3 and EC2 until the reclaim;
 - the stop mark (`trainctl stop`/`down`) and the job's maximum runtime are watched during the run: the training

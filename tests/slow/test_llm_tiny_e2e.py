@@ -1,4 +1,4 @@
-"""configs/llm-tiny.yaml end to end against the sandbox (issue 15): launch, watch to Completed with tokens/s,
+"""Configs/llm-tiny.yaml end to end against the sandbox: launch, watch to Completed with tokens/s,
 and the measured throughput in the next plan, on SageMaker and on EC2. Real torchrun runs train_lm.py (FSDP,
 gloo on the CPU): on SageMaker in the sandbox's simulated containers, on EC2 through the node agent that the
 launch's own user data starts (a fake IMDS gives it the sandbox instance's id and private IP, which is added

@@ -1,4 +1,4 @@
-"""SageMaker's distributed libraries (issue 15): `launch --distribution smddp|smp` and the spec's
+"""SageMaker's distributed libraries: `launch --distribution smddp|smp` and the spec's
 `distribution:` send what the SageMaker Python SDK v2 sends for the equivalent PyTorch estimator.
 
 The expected hyperparameters below are read from aws/sagemaker-python-sdk v2.257.6 (not installed: no SDK at

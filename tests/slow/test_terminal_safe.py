@@ -1,4 +1,4 @@
-"""Text from AWS or a job never drives the terminal (issue 14, item 6): escape sequences and control characters
+"""Text from AWS or a job never drives the terminal: escape sequences and control characters
 are stripped before printing, and such text is printed as plain text, never as rich markup."""
 from __future__ import annotations
 

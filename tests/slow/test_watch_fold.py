@@ -1,5 +1,5 @@
 """`watch` folds torchrun's interruption tracebacks (about 25 lines each) into one line of its log pane, and
-`logs` keeps every line (issue 13). Through the CLI against the sandbox: an EC2 job whose host logged a
+`logs` keeps every line. Through the CLI against the sandbox: an EC2 job whose host logged a
 traceback between its metric lines, watched to its end."""
 from __future__ import annotations
 

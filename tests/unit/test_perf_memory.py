@@ -1,4 +1,4 @@
-"""The memory model of sharded training, checked by hand (issue 15): the unsharded layer being computed, the
+"""The memory model of sharded training, checked by hand: the unsharded layer being computed, the
 logits buffer, fused attention (no sequence-squared scores), hybrid sharding (sharded within a node,
 replicated across nodes), the largest micro-batch that fits, and the plan choosing full or hybrid sharding
 by its modelled communication."""

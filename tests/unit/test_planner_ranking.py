@@ -189,7 +189,7 @@ def test_measured_beats_given_beats_model():
     assert (g.throughput_source, g.throughput_samples_per_s) == ("given", pytest.approx(200.0))
 
 
-# ----------------------------------------------------------------------------- throughput (issue 12)
+# ----------------------------------------------------------------------------- throughput
 def _opts(spec, layouts, platforms=("ec2",), measured=None):
     req = PlanRequest(layouts=tuple(Layout.parse(x) for x in layouts), platforms=platforms)
     return plan(spec, CAT, offline(spec), req, measured)

@@ -42,7 +42,7 @@ def _home() -> Path:
 
 
 class DiskCache:
-    """Answers on disk, keyed by the endpoint and the account that gave them (issue 11/14): the sandbox's
+    """Answers on disk, keyed by the endpoint and the account that gave them: the sandbox's
     answers never serve a plan for AWS, and after the sandbox is gone nothing of it is read back, because
     the account is read live (GetCallerIdentity) before the cache is consulted."""
 

@@ -16,7 +16,7 @@ PROFILE_RETRIES, PROFILE_RETRY_S = 5, 2.0
 # CreateFleet's per-pool errors that mean "no capacity here" (EC2 API reference, error codes): another AZ
 # or another option may have it. Any other error with no instance fails the launch with AWS's message.
 # Quota errors (VcpuLimitExceeded, MaxSpotInstanceCountExceeded, InstanceLimitExceeded) are not capacity: the
-# quota is the region's, so another AZ cannot help; the launch fails with AWS's message (issue 11 item 6).
+# quota is the region's, so another AZ cannot help; the launch fails with AWS's message.
 CAPACITY_CODES = ("InsufficientInstanceCapacity", "InsufficientCapacity", "UnfulfillableCapacity",
                   "SpotMaxPriceTooLow", "Unsupported", "InsufficientFreeAddressesInSubnet")
 
