@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -145,13 +145,13 @@ class DeviceSpec:
 
 @dataclass(frozen=True)
 class ModelDims:
-    family: str            # vision | language
+    family: str            # vision | language | cnn
     params: float
-    layers: int
-    hidden: int
-    heads: int
-    tokens: int
     forward_flops: float
+    layers: int | None = None    # transformer shape; None for a convolutional network
+    hidden: int | None = None
+    heads: int | None = None
+    tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +174,7 @@ class CalibrationRow:
     inter_gbps: float = 0.0
     transport: str = "efa"
     scaling_base: str | None = None   # the row whose layout is this one's scaling reference
+    stack: str = "tuned"              # tuned (vendor-tuned recipe) | amp (plain PyTorch AMP) | compile (torch.compile)
 
 
 @dataclass(frozen=True)
@@ -183,9 +184,14 @@ class Calibration:
     devices: dict[str, DeviceSpec]
     shapes: dict[str, ModelDims]
     rows: tuple[CalibrationRow, ...]
+    source_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)  # resembling sources, held out together
 
     def device(self, key: str) -> DeviceSpec | None:
         return self.devices.get(key)
+
+    def source_group(self, source: str) -> str:
+        """The group of resembling sources a source belongs to (itself when it is in none)."""
+        return next((g for g, members in self.source_groups.items() if source in members), source)
 
 
 def parse_calibration(data: dict) -> Calibration:
@@ -194,7 +200,8 @@ def parse_calibration(data: dict) -> Calibration:
                              source=v["source"]) for k, v in data["devices"].items()}
     shapes = {k: ModelDims(**v) for k, v in data["model_shapes"].items()}
     rows = tuple(CalibrationRow(**r) for r in data["rows"])
-    return Calibration(data["date"], data["sources"], devices, shapes, rows)
+    groups = {g: tuple(v["sources"]) for g, v in data.get("source_groups", {}).items()}
+    return Calibration(data["date"], data["sources"], devices, shapes, rows, groups)
 
 
 @lru_cache(maxsize=1)

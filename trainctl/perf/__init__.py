@@ -7,10 +7,10 @@ inverse), `network` (links, collectives, burst credits), `compute_rate` (the cal
 its band), `estimator` (throughput of a layout: measured > given > modelled), `input_pipeline` (CPU caps).
 """
 from trainctl.perf.memory import (GIB, SHARDED, USABLE_MEMORY_FRACTION, MemoryFit, ModelShape, Ranks,
-                                  logits_bytes_per_sample, memory_fit, micro_batches, ranks, state_bytes_per_param,
+                                  layer_params, logits_bytes_per_sample, memory_fit, micro_batches, ranks, state_bytes_per_param,
                                   transformer_activation_bytes, unsharded_layer_bytes)
 from trainctl.perf.step_time import DDP_BUCKET_BYTES, Throughput, invert_compute_rate, layout_throughput
 
 __all__ = ["DDP_BUCKET_BYTES", "GIB", "SHARDED", "USABLE_MEMORY_FRACTION", "MemoryFit", "ModelShape", "Ranks",
-           "Throughput", "invert_compute_rate", "layout_throughput", "logits_bytes_per_sample", "memory_fit",
+           "Throughput", "invert_compute_rate", "layer_params", "layout_throughput", "logits_bytes_per_sample", "memory_fit",
            "micro_batches", "ranks", "state_bytes_per_param", "transformer_activation_bytes", "unsharded_layer_bytes"]

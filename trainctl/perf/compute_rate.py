@@ -1,40 +1,53 @@
 """The compute rate of one rank, calibrated on published training measurements.
 
-Pure: the table is trainctl/catalog/calibration.json (every row names its source); this module fits three
-kinds of numbers to it and predicts any (model, device, precision):
+Pure: the table is trainctl/catalog/calibration.json (every row names its source and its software stack); this
+module fits a handful of numbers to it and predicts any (model, device, precision, stack):
 
-    seconds per sample = F / (P x e[group] x h / (h + h0))  +  [eager attention] k x A / B
+    seconds per sample = [F / (P x e x knee(h))  +  eager k x A / B] x (1 + sync)  +  overhead(layers) / micro-batch
 
-- F: training FLOPs per sample (3 x forward, 4 x with activation checkpointing); P: the device's dense peak
-  for the precision; h: the transformer's width. Small matrices keep tensor cores idle: h / (h + h0) is the
-  share of the peak that GEMMs of width h reach (a roofline knee, fitted: `size_knee`).
-- e[group]: the efficiency of one die's software stack at large widths (GA102 = RTX 3090 and A10G, GA100,
-  GH100, Trainium1), fitted per model family (vision, language) where the group has rows of that family,
-  else over all its rows; a group with no published row takes the geometric mean of the others.
-- A: bytes of attention scores per sample (5 x heads x tokens^2 x layers, Korthikanti et al. 2022) over the
-  memory bandwidth B, times a fitted k: only where attention materialises its scores (eager PyTorch).
-  trainctl's bundled entrypoints run PyTorch 2's fused attention (and Neuron compiles it), so plans use
-  the fused form and this term only explains the older eager measurements.
+- F: training FLOPs per sample (3 x forward, 4 x with activation checkpointing); P: the device's dense peak.
+- e = exp(G[die group] + M[model family] + S[software stack] + I[group/family]): main effects of the die, the
+  family (vision transformer, language transformer, convolutional network) and the stack (`tuned`: vendor-tuned
+  recipes; `amp`: plain PyTorch with autocast; `compile`: torch.compile), plus the group/family interaction where
+  rows of that pair exist (shrunk towards 0 by SHRINK rows). A die without rows takes the least efficient die's
+  effect (conservative: L4 is not promised more than the dies that have rows), a family or stack without rows
+  the mean of the families / the `amp` stack; the plan says which.
+- knee(h) = h / (h + h0) for transformers of width h (small GEMMs keep tensor cores idle); 1 for CNNs.
+- k x A / B: attention scores over memory bandwidth, only where attention materialises them (eager PyTorch).
+- sync: the synchronous data-parallel step's loss (every rank waits for the slowest; stragglers, the data loader
+  sharing the host), fitted as the median over published 1-GPU vs n-GPU pairs of the same script and batch after
+  the network model has taken its share; applied to every layout of more than one rank.
+- overhead: the fixed cost of one eager step (kernel launches, the optimizer's step, loss.item()'s host-device
+  sync, the data loader's hand-over): STEP_OVERHEAD_S + LAYER_OVERHEAD_S x layers. ASSUMED (no published row is
+  overhead-bound; order of magnitude of CUDA's ~5-10 us per kernel launch x ~20 kernels per layer): it bounds
+  tiny models (a 1,218-parameter MLP no longer runs at 200 million samples/s) and costs large ones < 2%.
 
-The fit is a grid over (h0, k) with e[group] in closed form (the geometric mean of what each row implies),
-minimising the squared log error. A multi-node row is first reduced to one rank's compute time by inverting
-the network model (perf.invert_compute_rate) for the cluster it was measured on.
+The fit: a grid over (h0, k); for each, the effects by alternating least squares on the log of what each row
+implies; the grid point with the least squared log error wins. A multi-rank row is first reduced to one rank's
+compute time by inverting the network model (perf.invert_compute_rate) for the cluster it was measured on.
 """
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 
 from trainctl import perf
 from trainctl.catalog import Calibration, CalibrationRow, Catalog, ModelDims
+from trainctl.perf.memory import PARAMS_PER_WIDTH_CUBED  # width of a model given by params only (ASSUMED)
 from trainctl.perf.network import Fabric, cluster_fabric
 
-SIZE_KNEE_GRID = tuple(range(0, 2001, 100))
+SIZE_KNEE_GRID = tuple(range(0, 1201, 100))
 ATTENTION_FACTOR_GRID = tuple(float(k) for k in range(0, 17, 2))
-# Width assumed for a custom model given only params and FLOPs: a transformer has ~12 x layers x h^2
-# parameters, and published LMs keep about 100 of width per layer (LLaMA-7B 4096/32, GPT-3 12288/96):
-# params ~ 0.12 h^3. ASSUMED; the plan says so.
-PARAMS_PER_WIDTH_CUBED = 0.12
+# Bytes of memory traffic per training FLOP of a convolutional network (activations, batch norm, elementwise):
+# ResNet-50's published rate follows memory bandwidth more than peak across six GPUs (Lambda's table).
+CNN_TRAFFIC_GRID = tuple(b / 100 for b in range(0, 9))
+ALS_ROUNDS = 8
+SHRINK = 2.0             # rows of prior weight pulling a group/family interaction towards 0
+STACKS = ("tuned", "amp", "compile")
+DEFAULT_STACK = "amp"    # a user's own script: plain PyTorch with autocast
+STEP_OVERHEAD_S = 1.0e-3
+LAYER_OVERHEAD_S = 0.1e-3
 
 
 @dataclass(frozen=True)
@@ -50,19 +63,40 @@ class Device:
 class Fit:
     size_knee: float                      # h0
     attention_factor: float               # k
-    efficiency: dict[str, float]          # e per device group, all model families together
-    family_efficiency: dict[str, float]   # e per "group/family" (vision, language) where rows exist
-    fallback_efficiency: float            # for a group without rows
+    cnn_traffic: float                    # bytes per training FLOP of a convolutional network
+    sync_loss: float                      # step loss of a layout of more than one rank
+    groups: dict[str, float]              # log effects
+    families: dict[str, float]
+    stacks: dict[str, float]
+    pairs: dict[str, float]               # "group/family" interactions
     rows: int
 
-    def group_efficiency(self, group: str, family: str | None = None) -> tuple[float, str]:
-        """(efficiency, basis): 'group/family' rows, else the group's rows of any family, else 'none'."""
-        key = f"{group}/{family}"
-        if key in self.family_efficiency:
-            return self.family_efficiency[key], key
-        if group in self.efficiency:
-            return self.efficiency[group], group
-        return self.fallback_efficiency, "none"
+    def efficiency(self, group: str, family: str | None, stack: str) -> tuple[float, str]:
+        """(efficiency, the rows it rests on, in words)."""
+        family = family or "language"
+        g = self.groups.get(group, min(self.groups.values()))
+        m = self.families.get(family, statistics.fmean(self.families.values()))
+        s = self.stacks.get(stack, self.stacks.get(DEFAULT_STACK, 0.0))
+        pair = self.pairs.get(f"{group}/{family}", 0.0)
+        if group not in self.groups:
+            basis = f"no {group} rows: the least efficient die's effect"
+        elif f"{group}/{family}" in self.pairs:
+            basis = f"{group} {family} rows"
+        else:
+            basis = f"{group} rows with the {family} family's effect"
+        if stack not in self.stacks:
+            basis += f"; no {stack} rows: taken as {DEFAULT_STACK}"
+        return math.exp(g + m + s + pair), basis
+
+    def to_json(self) -> dict:
+        return {"size_knee": self.size_knee, "attention_factor": self.attention_factor,
+                "cnn_traffic": self.cnn_traffic, "sync_loss": self.sync_loss,
+                "groups": self.groups, "families": self.families, "stacks": self.stacks, "pairs": self.pairs,
+                "rows": self.rows}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Fit:
+        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -73,7 +107,11 @@ class Point:
     shape: perf.ModelShape
     device: Device
     fabric: Fabric
-    seconds_per_sample: float
+    seconds_per_sample: float     # compute, as the row's layout ran it (sync loss and overhead included)
+
+    @property
+    def multi_rank(self) -> bool:
+        return self.row.nodes * self.row.ranks_per_node > 1
 
 
 # ----------------------------------------------------------------------------- terms
@@ -83,11 +121,22 @@ def width(shape: perf.ModelShape) -> float:
     return (shape.params / PARAMS_PER_WIDTH_CUBED) ** (1.0 / 3.0)
 
 
+def knee(shape: perf.ModelShape, size_knee: float) -> float:
+    if shape.family == "cnn":
+        return 1.0
+    h = width(shape)
+    return h / (h + size_knee)
+
+
 def attention_score_bytes(shape: perf.ModelShape) -> float:
     if not (shape.heads and shape.tokens and shape.layers):
         return 0.0
     scale = 2.0 if shape.precision == "fp32" else 1.0
     return scale * 5.0 * shape.heads * shape.tokens ** 2 * shape.layers
+
+
+def step_overhead_seconds(shape: perf.ModelShape) -> float:
+    return STEP_OVERHEAD_S + LAYER_OVERHEAD_S * max(1, shape.layers or 1)
 
 
 def device_for(catalog: Catalog, calibration: Calibration, key: str) -> Device:
@@ -103,15 +152,25 @@ def device_for(catalog: Catalog, calibration: Calibration, key: str) -> Device:
     return Device(key, group, {p: v / per_acc for p, v in peak.items()}, bandwidth, per_acc)
 
 
-def seconds_per_sample(shape: perf.ModelShape, device: Device, efficiency: float, size_knee: float,
-                       attention_factor: float, eager: bool) -> float:
-    h = width(shape)
+def traffic_seconds(shape: perf.ModelShape, device: Device, eager: bool) -> tuple[float, float]:
+    """(eager attention-score seconds at k = 1, CNN traffic seconds at 1 byte per FLOP) at the memory bandwidth."""
+    if device.memory_gbytes_s <= 0:
+        return 0.0, 0.0
+    bandwidth = device.memory_gbytes_s * 1e9
+    eager_s = attention_score_bytes(shape) / bandwidth if eager else 0.0
+    cnn_s = shape.training_flops_per_sample / bandwidth if shape.family == "cnn" else 0.0
+    return eager_s, cnn_s
+
+
+def seconds_per_sample(shape: perf.ModelShape, device: Device, efficiency: float, fit: Fit, eager: bool,
+                       micro_batch: int, multi_rank: bool) -> float:
+    """One rank's seconds per sample: compute and memory traffic, slowed by the synchronous step's loss on more
+    than one rank, plus the fixed per-step overhead spread over the micro-batch."""
     compute = shape.training_flops_per_sample / (device.peak_tflops[shape.precision] * 1e12 * efficiency
-                                                 * h / (h + size_knee))
-    memory = 0.0
-    if eager and device.memory_gbytes_s > 0:
-        memory = attention_factor * attention_score_bytes(shape) / (device.memory_gbytes_s * 1e9)
-    return compute + memory
+                                                 * knee(shape, fit.size_knee))
+    eager_s, cnn_s = traffic_seconds(shape, device, eager)
+    compute += fit.attention_factor * eager_s + fit.cnn_traffic * cnn_s
+    return compute * (1.0 + (fit.sync_loss if multi_rank else 0.0)) + step_overhead_seconds(shape) / max(1, micro_batch)
 
 
 # ----------------------------------------------------------------------------- points and the fit
@@ -138,52 +197,86 @@ def points(catalog: Catalog, calibration: Calibration) -> tuple[Point, ...]:
     return tuple(out)
 
 
+def sync_loss(pts: tuple[Point, ...] | list[Point]) -> float:
+    """Median over published (1 rank, n ranks) pairs of the same series of 1-rank rate / n-rank compute rate - 1."""
+    by_id = {p.row.id: p for p in pts}
+    ratios = [p.seconds_per_sample / by_id[p.row.scaling_base].seconds_per_sample
+              for p in pts if p.row.scaling_base in by_id and not by_id[p.row.scaling_base].multi_rank]
+    return max(0.0, statistics.median(ratios) - 1.0) if ratios else 0.0
+
+
 def fit(pts: tuple[Point, ...] | list[Point]) -> Fit:
+    """Coordinate search: (h0, k) on a grid at a CNN traffic guess, then the traffic, then (h0, k) again."""
     if not pts:
         raise ValueError("no calibration rows to fit")
-    # Per row, the parts of seconds_per_sample that do not depend on the fitted numbers (a plan fits once,
-    # the evaluation once per left-out row: keep the grid's inner loop to a few multiplications).
+    sync = sync_loss(pts)
     terms = []
     for p in pts:
-        ideal = seconds_per_sample(p.shape, p.device, 1.0, 0.0, 0.0, False)   # at e = 1, no size penalty
-        memory = seconds_per_sample(p.shape, p.device, 1.0, 0.0, 1.0, p.row.attention == "eager") - ideal
-        terms.append((ideal, width(p.shape), memory, p.seconds_per_sample, p.device.group,
-                      f"{p.device.group}/{p.shape.family}"))
+        # what does not depend on the fitted numbers: ideal compute at e = 1 without the knee, the traffic terms,
+        # the compute seconds the row leaves once its sync loss and step overhead are taken out
+        ideal = p.shape.training_flops_per_sample / (p.device.peak_tflops[p.shape.precision] * 1e12)
+        eager_s, cnn_s = traffic_seconds(p.shape, p.device, p.row.attention == "eager")
+        left = (p.seconds_per_sample - step_overhead_seconds(p.shape) / p.row.micro_batch) / \
+            (1.0 + (sync if p.multi_rank else 0.0))
+        terms.append((ideal, 1.0 if p.shape.family == "cnn" else width(p.shape), p.shape.family == "cnn", eager_s,
+                      cnn_s, left, (p.device.group, p.shape.family or "language", p.row.stack)))
+    best = _best(terms, SIZE_KNEE_GRID, ATTENTION_FACTOR_GRID, (0.0,), sync)
+    best = _best(terms, (best[1].size_knee,), (best[1].attention_factor,), CNN_TRAFFIC_GRID, sync)
+    return _best(terms, SIZE_KNEE_GRID, ATTENTION_FACTOR_GRID, (best[1].cnn_traffic,), sync)[1]
+
+
+def _best(terms, knees, factors, traffics, sync: float) -> tuple[float, Fit]:
     best: tuple[float, Fit] | None = None
-    for knee in SIZE_KNEE_GRID:
-        for k in ATTENTION_FACTOR_GRID:
-            candidate = _fit_efficiencies(terms, knee, k, len(pts))
-            if candidate is None:
-                continue
-            err = 0.0
-            for ideal, h, memory, seconds, group, pair in terms:
-                e = candidate.family_efficiency[pair]
-                err += math.log((ideal * (h + knee) / h / e + k * memory) / seconds) ** 2
-            if best is None or err < best[0] - 1e-12:
-                best = (err, candidate)
-    assert best is not None, "k = 0 is always a candidate"
-    return best[1]
+    for h0 in knees:
+        for k in factors:
+            for beta in traffics:
+                found = _fit_effects(terms, float(h0), k, beta, sync)
+                if found is not None and (best is None or found[0] < best[0] - 1e-12):
+                    best = found
+    assert best is not None, "k = 0 and no traffic is always a candidate"
+    return best
 
 
-def _fit_efficiencies(terms, knee: float, k: float, n: int) -> Fit | None:
-    logs: dict[str, list[float]] = {}
-    family_logs: dict[str, list[float]] = {}
-    for ideal, h, memory, seconds, group, pair in terms:
-        left = seconds - k * memory
-        if left <= 0:
-            return None          # this k claims more time than the row took: not a candidate
-        implied = math.log(ideal * (h + knee) / h / left)
-        logs.setdefault(group, []).append(implied)
-        family_logs.setdefault(pair, []).append(implied)
-    eff = {g: math.exp(sum(v) / len(v)) for g, v in logs.items()}
-    by_family = {g: math.exp(sum(v) / len(v)) for g, v in family_logs.items()}
-    fallback = math.exp(sum(math.log(e) for e in eff.values()) / len(eff))
-    return Fit(float(knee), k, eff, by_family, fallback, n)
+def _fit_effects(terms, h0: float, k: float, beta: float, sync: float) -> tuple[float, Fit] | None:
+    ys, keys = [], []
+    for ideal, h, cnn, eager_s, cnn_s, left, key in terms:
+        compute = left - k * eager_s - beta * cnn_s
+        if compute <= 0:
+            return None          # these factors claim more time than the row took: not a candidate
+        ys.append(math.log(ideal * (1.0 if cnn else (h + h0) / h) / compute))
+        keys.append(key)
+    effects = _alternating_least_squares(ys, keys)
+    groups, families, stacks = effects
+    resid: dict[str, list[float]] = {}
+    for y, (g, f, s) in zip(ys, keys):
+        resid.setdefault(f"{g}/{f}", []).append(y - groups[g] - families[f] - stacks[s])
+    pairs = {pair: sum(v) / (len(v) + SHRINK) for pair, v in resid.items()}
+    err = 0.0
+    for (ideal, h, cnn, eager_s, cnn_s, left, (g, f, s)) in terms:
+        e = math.exp(groups[g] + families[f] + stacks[s] + pairs[f"{g}/{f}"])
+        err += math.log((ideal * (1.0 if cnn else (h + h0) / h) / e + k * eager_s + beta * cnn_s) / left) ** 2
+    return err, Fit(h0, k, beta, sync, groups, families, stacks, pairs, len(terms))
+
+
+def _alternating_least_squares(ys: list[float], keys: list[tuple[str, str, str]]):
+    """Main effects of group, family and stack on the log efficiency (each the mean of what its rows leave)."""
+    effects = tuple({key[i]: 0.0 for key in keys} for i in range(3))
+    for _ in range(ALS_ROUNDS):
+        for pos, table in enumerate(effects):
+            sums: dict[str, float] = dict.fromkeys(table, 0.0)
+            counts: dict[str, int] = dict.fromkeys(table, 0)
+            for y, key in zip(ys, keys):
+                rest = effects[0][key[0]] + effects[1][key[1]] + effects[2][key[2]] - table[key[pos]]
+                sums[key[pos]] += y - rest
+                counts[key[pos]] += 1
+            for name in table:
+                table[name] = sums[name] / counts[name]
+    return effects
 
 
 def predict_seconds(p: Point, f: Fit) -> float:
-    eff, _ = f.group_efficiency(p.device.group, p.shape.family)
-    return seconds_per_sample(p.shape, p.device, eff, f.size_knee, f.attention_factor, p.row.attention == "eager")
+    eff, _ = f.efficiency(p.device.group, p.shape.family, p.row.stack)
+    return seconds_per_sample(p.shape, p.device, eff, f, p.row.attention == "eager", p.row.micro_batch, p.multi_rank)
 
 
 def predict_layout(p: Point, f: Fit) -> float:
@@ -197,10 +290,15 @@ def predict_layout(p: Point, f: Fit) -> float:
 _FITS: dict[tuple[int, int], tuple[Catalog, Calibration, Fit]] = {}
 
 
-def calibrated(catalog: Catalog, calibration: Calibration) -> Fit:
-    """The fit over every row, once per (catalog, calibration) pair: both are loaded once and never change.
-    (Keyed by identity; the pair is kept in the value so that the ids cannot be reused while cached.)"""
+def calibrated(catalog: Catalog, calibration: Calibration, stored: dict | None = None) -> Fit:
+    """The fit over every row: the one scripts/eval_model.py stored (calibration_fit.json) when it was made from
+    this calibration table, else fitted here once per (catalog, calibration) pair."""
     key = (id(catalog), id(calibration))
     if key not in _FITS:
-        _FITS[key] = (catalog, calibration, fit(points(catalog, calibration)))
+        if stored and stored.get("calibration_date") == calibration.date and \
+                stored.get("fit", {}).get("rows") == len(calibration.rows):
+            f = Fit.from_json(stored["fit"])
+        else:
+            f = fit(points(catalog, calibration))
+        _FITS[key] = (catalog, calibration, f)
     return _FITS[key][2]

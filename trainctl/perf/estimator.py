@@ -70,8 +70,7 @@ def estimate(job: Job, inst: InstanceType, count: int, platform: str, measured: 
     band = None
     if band_ratio is not None:
         band = (samples_per_s * band_ratio[0], samples_per_s * band_ratio[1])
-        lines.append(f"throughput band {band[0]:,.0f}-{band[1]:,.0f} samples/s (10th-90th percentile of the "
-                     f"calibration's leave-one-out errors{band_ratio[2]})")
+        lines.append(f"throughput band {band[0]:,.0f}-{band[1]:,.0f} samples/s ({band_ratio[2]})")
     return Estimate(samples_per_s, source, tuple(lines), band, base, network)
 
 
@@ -103,33 +102,57 @@ def _compute_rate(job: Job, inst: InstanceType, count: int, platform: str, measu
         where = "this layout" if measured.count == count else \
             f"{measured.count} node{'s' if measured.count > 1 else ''}, rescaled by the network model"
         capped = " (capped at the peak: the measured step is almost all communication)" if rate >= peak_rate else ""
+        rate, sync_words = _sync_rescaled(rate, measured.count * rk.per_node, count * rk.per_node, catalog, calibration)
         return rate, "measured", (f"throughput measured by job {measured.job_id} on {where}: "
                                   f"{measured.samples_per_s:,.0f} samples/s; compute {rate:,.1f} samples/s per "
-                                  f"{unit} once its modelled communication is taken out{capped}"), None
+                                  f"{unit} once its modelled communication is taken out{capped}{sync_words}"), None
     if job.given is not None:
         return job.given, "given", f"throughput given in the spec: {job.given:g} samples/s per {unit}", None
-    fit = perf_fit.calibrated(catalog, calibration)
+    return _modelled_rate(job, inst, count, catalog, calibration, rk)
+
+
+def _sync_rescaled(rate: float, measured_ranks: int, ranks: int, catalog: Catalog, calibration: Calibration):
+    """A rate measured on one rank pays the synchronous step's loss on several, and one measured on several gets
+    it back on one (compute_rate.py: the fitted loss of published 1-GPU vs 8-GPU pairs)."""
+    if (measured_ranks > 1) == (ranks > 1):
+        return rate, ""
+    loss = perf_fit.calibrated(catalog, calibration, load_calibration_residuals()).sync_loss
+    if ranks > 1:
+        return rate / (1.0 + loss), f", less the {loss:.0%} synchronous-step loss of {ranks} ranks"
+    return rate * (1.0 + loss), f", plus the {loss:.0%} synchronous-step loss a single rank does not pay"
+
+
+STACK_WORDS = {"tuned": "a vendor-tuned stack", "amp": "plain PyTorch with autocast (AMP)", "compile": "torch.compile"}
+
+
+def _modelled_rate(job: Job, inst: InstanceType, count: int, catalog: Catalog, calibration: Calibration,
+                   rk: perf.Ranks):
+    residuals = load_calibration_residuals()
+    fit = perf_fit.calibrated(catalog, calibration, residuals)
     device = perf_fit.device_for(catalog, calibration, inst.accelerator.key)
-    eff, basis = fit.group_efficiency(device.group, job.shape.family)
-    seconds = perf_fit.seconds_per_sample(job.shape, device, eff, fit.size_knee, fit.attention_factor, eager=False)
+    shape, unit, key = job.shape, rk.unit, inst.accelerator.key
+    family = shape.family or "language"      # a model given by params and FLOPs: taken as a transformer LM
+    eff, basis = fit.efficiency(device.group, family, shape.stack)
+    multi = count * rk.per_node > 1
+    seconds = perf_fit.seconds_per_sample(shape, device, eff, fit, False, job.batch, multi)
     rate = 1.0 / seconds
-    # The leave-one-out band holds where rows of this device and this model family were in the fit; anywhere
-    # else (A10G: only its die's RTX 3090 rows; the 40 GB A100 for a vision model: only 80 GB rows) the model leans
-    # on rows it has not seen the like of, and the band is that of a whole die group left out.
-    seen = basis == f"{device.group}/{job.shape.family}" and any(
-        r.device == inst.accelerator.key and calibration.shapes[r.model].family == job.shape.family
-        for r in calibration.rows)
-    res = load_calibration_residuals().get("row_loo" if seen else "group_out")
+    # The band of out-of-source errors where published rows of this device and family were in the fit; anywhere
+    # else (the A10G: only the A10's rows; L4: no rows of its die) the cross-device band, and the plan says so.
+    seen = any(r.device == key and calibration.shapes[r.model].family == family for r in calibration.rows)
+    res = residuals.get("band_seen" if seen else "band_unseen")
     band = None
     if res:
-        band = (res["ratio_p10"], res["ratio_p90"],
-                "" if seen else f"; no published {inst.accelerator.key} {job.shape.family or 'custom'}-model row: "
-                                "the band of a device group left out of the fit")
-    h = perf_fit.width(job.shape)
-    peak = device.peak_tflops[job.shape.precision]
-    basis_words = f"efficiency of {basis} rows" if basis != "none" else "no rows of this die: mean of the others"
-    width_words = "" if job.shape.hidden else " (estimated from the parameter count)"
-    words = (f"throughput modelled (calibrated on {fit.rows} published measurements): {inst.accelerator.key} "
-             f"{peak:g} TFLOPS {job.shape.precision} per {unit} x {eff:.0%} ({basis_words}) x width "
-             f"{h:,.0f}{width_words}/({h:,.0f}+{fit.size_knee:g}) = {rate:,.1f} samples/s per {unit}")
+        low, high = residuals.get("band_percentiles", (2.5, 97.5))
+        origin = (f"{low:g}th-{high:g}th percentile of the model's errors on published sources left out of its fit")
+        band = (res["ratio_low"], res["ratio_high"], origin if seen else
+                f"{origin}; no published {key} {family}-model row: the cross-device spread")
+    width_words = "" if shape.family == "cnn" else \
+        (f" x width {perf_fit.width(shape):,.0f}{'' if shape.hidden else ' (estimated from the parameter count)'}"
+         f"/(+{fit.size_knee:g})")
+    overhead = perf_fit.step_overhead_seconds(shape)
+    words = (f"throughput modelled on {fit.rows} published measurements, assuming {STACK_WORDS[shape.stack]} "
+             f"(model.stack): {key} {device.peak_tflops[shape.precision]:g} TFLOPS {shape.precision} per {unit} x "
+             f"{eff:.0%} ({basis}){width_words}"
+             + (f", {fit.sync_loss:.0%} synchronous-step loss over {count * rk.per_node} ranks" if multi else "")
+             + f", {overhead * 1e3:.1f} ms fixed per step = {rate:,.1f} samples/s per {unit}")
     return rate, "model", words, band

@@ -38,8 +38,9 @@ class ModelShape:
     tokens: int | None = None    # sequence length (patches + class token for ViT)
     layers: int | None = None
     heads: int | None = None
-    family: str | None = None    # vision | language
+    family: str | None = None    # vision | language | cnn
     vocab: int | None = None     # output classes per token (language models): the logits buffer
+    stack: str = "amp"           # software stack the throughput model assumes: tuned | amp | compile
 
 
 @dataclass(frozen=True)
@@ -96,14 +97,30 @@ def logits_bytes_per_sample(model: ModelShape) -> float:
     return model.tokens * model.vocab * (_compute_bytes(model.precision) + 4.0 + 4.0)
 
 
+# A model given only by params and FLOPs has no layer count. A transformer has ~12 h^2 parameters per layer and
+# params ~ 0.12 h^3 (published LMs keep ~100 of width per layer: LLaMA-7B 4096/32, GPT-3 12288/96), so ~h/100
+# layers. FSDP's unsharded layer is then taken twice that big (fewer, larger layers than usual: conservative),
+# never more than the whole model. ASSUMED; the plan says so. (Counting the whole model as the one layer refused
+# a custom 7B model on 8 x A100 40GB, where the same model named llama-7b fits.)
+PARAMS_PER_WIDTH_CUBED = 0.12
+UNKNOWN_LAYER_FACTOR = 2.0
+
+
+def layer_params(model: ModelShape) -> float:
+    """Parameters of the largest layer FSDP gathers at once."""
+    if model.layers:
+        return model.params / model.layers
+    width = (model.params / PARAMS_PER_WIDTH_CUBED) ** (1.0 / 3.0)
+    return min(model.params, UNKNOWN_LAYER_FACTOR * 12.0 * width * width)
+
+
 def unsharded_layer_bytes(model: ModelShape, strategy: str) -> float:
     """Sharded training all-gathers one layer's parameters to compute it and prefetches the next one's (two
     layers of 16-bit parameters), and holds that layer's unsharded gradients (fp32, the reduce precision)
     until they are reduce-scattered. DDP already counts the whole model in its state."""
     if strategy not in SHARDED:
         return 0.0
-    layer = model.params / max(1, model.layers or 1)
-    return layer * (2 * _compute_bytes(model.precision) + 4.0)
+    return layer_params(model) * (2 * _compute_bytes(model.precision) + 4.0)
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ def model_shape(spec: JobSpec) -> perf.ModelShape:
                            precision=m.precision, optimizer=m.optimizer, activation_bytes_per_sample=act,
                            hidden=a.hidden if a else None, tokens=a.tokens_per_sample if a else None,
                            layers=a.layers if a else None, heads=a.heads if a else None,
-                           family=a.family if a else None, vocab=a.vocab if a else None)
+                           family=a.family if a else m.family, vocab=a.vocab if a else None, stack=spec.stack)
 
 
 def candidates(spec: JobSpec, catalog: Catalog, request: PlanRequest) -> list[_Candidate]:
@@ -158,6 +158,10 @@ class _Planning:
 
     def warnings(self) -> list[str]:
         out = list(self.quotes.warnings) + list(self.request.extra_warnings)
+        if self.shape.layers is None and self.shape.family != "cnn":
+            out.append(f"layer count unknown (model given by params and flops_per_sample): a sharded layer is "
+                       f"assumed to hold {perf.layer_params(self.shape):,.0f} parameters (twice a typical "
+                       "transformer layer of this size); give model.layers/hidden/heads/seq_len or model.config")
         if self.shape.activation_bytes_per_sample is None:
             out.append("activation memory unknown (no architecture and no model.activation_gib_per_sample): "
                        "memory fit counts weights, gradients and optimizer state only")
@@ -200,7 +204,11 @@ class _Planning:
                 f"{'NeuronCores' if ranks.unit == 'NeuronCore' else 'accelerators'}"
                 if fit.min_accelerators_sharded else
                 "even fully sharded it does not fit: the batch's activations alone exceed memory; lower "
-                "workload.batch_size_per_accelerator or set model.activation_checkpointing")
+                "workload.batch_size_per_accelerator or set model.activation_checkpointing"
+                if shape.activation_bytes_per_sample is not None else
+                "even fully sharded it does not fit: one unsharded layer and the output buffers alone exceed memory "
+                "(activations unknown, not counted); give the model's shape (model.layers, hidden, heads, seq_len) "
+                "or model.config for its real layer size")
         if replicated_only:
             need += (f"; the bundled {spec.entrypoint.bundled} entrypoint replicates the model (DDP): shard it "
                      "with 'bundled: lm' or your own script")

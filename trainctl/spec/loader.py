@@ -98,6 +98,7 @@ def load_spec(path: str | Path, *, catalog=None) -> JobSpec:
 def _load_spec(path: str | Path, catalog) -> JobSpec:
     p = Path(path)
     text, raw = _read_yaml(p)
+    raw = _with_hf_config(raw, text, p)
     try:
         spec = JobSpec.model_validate(raw)
     except ValidationError as e:
@@ -116,6 +117,35 @@ def _load_spec(path: str | Path, catalog) -> JobSpec:
     if catalog is not None:
         _check_against_catalog(spec, text, p, catalog)
     return spec
+
+
+def _with_hf_config(raw: dict, text: str, p: Path) -> dict:
+    """model.config: a Hugging Face config.json on disk (relative to the spec file) fills the model's shape fields;
+    fields the spec gives itself (seq_len: the training length, often shorter than max_position_embeddings) win."""
+    import json
+
+    from trainctl.spec.architectures import from_hf_config
+
+    model = raw.get("model")
+    if not isinstance(model, dict) or not isinstance(model.get("config"), str):
+        return raw
+    line = _yaml_line(text, ("model", "config"))
+    where = f"{p}{':' + str(line) if line else ''}: field 'model.config'"
+    path = (p.parent / model["config"]).resolve()
+    try:
+        if path.stat().st_size > MAX_SPEC_BYTES:
+            raise UsageError(f"{where}: {path} is larger than {MAX_SPEC_BYTES} bytes; give the model's config.json")
+        shape = from_hf_config(json.loads(path.read_text()))
+    except FileNotFoundError:
+        raise UsageError(f"{where}: no such file {path}; give the path of your model's config.json, relative to "
+                         "the spec file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UsageError(f"{where}: cannot read {path} as JSON ({e.__class__.__name__}); give the model's "
+                         "Hugging Face config.json") from None
+    except ValueError as e:
+        raise UsageError(f"{where}: {path}: {e}; give the shape in the spec instead (model.layers, hidden, heads, "
+                         "seq_len)") from None
+    return {**raw, "model": {**shape, **model}}
 
 
 def _read_yaml(p: Path) -> tuple[str, dict]:

@@ -36,38 +36,8 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-# ---------------------------------------------------------------- known architectures
-class Architecture(Strict):
-    """Transformer shape from which parameters, FLOPs and activation memory are derived."""
-
-    params: float                 # parameter count
-    layers: int
-    hidden: int
-    heads: int
-    tokens_per_sample: int        # sequence length (patches + class token for ViT)
-    forward_flops_per_sample: float  # published forward FLOPs (2 x MACs) where known
-    family: Literal["vision", "language"]
-    vocab: int | None = None      # language models: logits per token (the output buffer in the memory fit)
-
-
-# Published figures: timm model cards (ViT GMACs/params), BERT paper, LLaMA paper. Forward FLOPs =
-# 2 x MACs; for the language models 2 x params x tokens plus attention (4 x layers x tokens^2 x hidden).
-ARCHITECTURES: dict[str, Architecture] = {
-    "vit_base_patch16_224": Architecture(params=86.6e6, layers=12, hidden=768, heads=12, tokens_per_sample=197,
-                                         forward_flops_per_sample=2 * 17.6e9, family="vision"),
-    "vit_large_patch16_224": Architecture(params=304.3e6, layers=24, hidden=1024, heads=16, tokens_per_sample=197,
-                                          forward_flops_per_sample=2 * 61.6e9, family="vision"),
-    "bert-large": Architecture(params=335e6, layers=24, hidden=1024, heads=16, tokens_per_sample=512,
-                               forward_flops_per_sample=2 * 335e6 * 512 + 4 * 24 * 512**2 * 1024, family="language",
-                               vocab=30522),
-    "llama-7b": Architecture(params=6.74e9, layers=32, hidden=4096, heads=32, tokens_per_sample=2048,
-                             forward_flops_per_sample=2 * 6.74e9 * 2048 + 4 * 32 * 2048**2 * 4096, family="language",
-                             vocab=32000),
-    # The tiny model of the bundled entrypoint's tests and demos (32x32 images, patch 4, 2 blocks, width 64).
-    "vit_micro": Architecture(params=0.11e6, layers=2, hidden=64, heads=2, tokens_per_sample=65,
-                              forward_flops_per_sample=2 * 0.11e6 * 65, family="vision"),
-}
-
+# ---------------------------------------------------------------- known architectures (spec/architectures.py)
+from trainctl.spec.architectures import ARCHITECTURES, Architecture, Family, transformer  # noqa: E402
 
 # ---------------------------------------------------------------- sections
 class Entrypoint(Strict):
@@ -95,6 +65,23 @@ class Model(Strict):
     flops_per_sample: float | None = Field(None, ge=1, le=1e21,
                                            description="training FLOPs per sample (forward+backward)")
     activation_gib_per_sample: float | None = Field(None, ge=0, le=1e6, description="activation memory per sample")
+    # A transformer of your own, by its shape (params, FLOPs and activations follow), or a Hugging Face config.json
+    # of your own (read from disk by the loader, relative to the spec file; it fills these fields).
+    layers: int | None = Field(None, ge=1, le=10_000, description="transformer blocks")
+    hidden: int | None = Field(None, ge=1, le=1_000_000, description="model width")
+    heads: int | None = Field(None, ge=1, le=10_000, description="attention heads")
+    kv_heads: int | None = Field(None, ge=1, le=10_000, description="key/value heads (grouped-query attention)")
+    seq_len: int | None = Field(None, ge=1, le=10_000_000, description="tokens per sample")
+    vocab: int | None = Field(None, ge=1, le=100_000_000, description="vocabulary (language models)")
+    ffn: int | None = Field(None, ge=1, le=10_000_000, description="MLP width (default 4 x hidden)")
+    gated_mlp: bool = Field(False, description="SwiGLU/GeGLU MLP (LLaMA, Mistral, Qwen): three matrices")
+    tie_embeddings: bool = Field(False, description="the output layer shares the embedding matrix")
+    family: Family | None = Field(None, description="vision | language | cnn (default: language with a vocab)")
+    config: str | None = Field(None, description="a Hugging Face config.json of your own, relative to the spec")
+    stack: Literal["auto", "tuned", "amp", "compile"] = Field(
+        "auto", description="the software stack the throughput model assumes: tuned (vendor-tuned recipes), amp "
+                            "(plain PyTorch with autocast), compile (torch.compile); auto: the bundled entrypoint's "
+                            "own, amp for your script")
     precision: Precision = "bf16"
     optimizer: Literal["adam", "adamw", "sgd", "sgd-momentum"] = "adam"
     activation_checkpointing: bool = False
@@ -107,18 +94,36 @@ class Model(Strict):
     def known_architecture(cls, v: str | None) -> str | None:
         if v is not None and v not in ARCHITECTURES:
             raise ValueError(f"unknown architecture {v!r}; known: {', '.join(ARCHITECTURES)} "
-                             "(or give params and flops_per_sample instead)")
+                             "(or give params and flops_per_sample, or the shape: layers, hidden, heads, seq_len)")
         return v
 
     @model_validator(mode="after")
     def sized(self) -> Model:
-        if self.architecture is None and (self.params is None or self.flops_per_sample is None):
-            raise ValueError("give 'architecture:' or both 'params:' and 'flops_per_sample:'")
+        shape = [self.layers, self.hidden, self.heads, self.seq_len]
+        if any(v is not None for v in shape) and not all(v is not None for v in shape):
+            raise ValueError("a model given by its shape needs all of 'layers:', 'hidden:', 'heads:' and 'seq_len:'")
+        if self.architecture is not None and self.layers is not None:
+            raise ValueError("give 'architecture:' or the shape (layers, hidden, heads, seq_len), not both")
+        if self.architecture is None and self.layers is None and (self.params is None or self.flops_per_sample is None):
+            raise ValueError("give 'architecture:', the shape (layers, hidden, heads, seq_len[, vocab, ffn]), "
+                             "'config:' (a Hugging Face config.json), or both 'params:' and 'flops_per_sample:'")
+        if self.hidden is not None and self.hidden % self.heads:
+            raise ValueError(f"hidden ({self.hidden}) is not a multiple of heads ({self.heads})")
+        arch = self.arch
+        # the same bounds as params and flops_per_sample given directly: every derived number stays finite
+        if arch is not None and not (arch.params <= 1e15 and 3 * arch.forward_flops_per_sample <= 1e21):
+            raise ValueError(f"this shape makes {arch.params:.3g} parameters and {3 * arch.forward_flops_per_sample:.3g}"
+                             " training FLOPs per sample, beyond any model (at most 1e15 and 1e21); check the numbers")
         return self
 
     @property
     def arch(self) -> Architecture | None:
-        return ARCHITECTURES.get(self.architecture) if self.architecture else None
+        if self.architecture:
+            return ARCHITECTURES[self.architecture]
+        if self.layers is None:
+            return None
+        return transformer(self.layers, self.hidden, self.heads, self.seq_len, self.vocab, self.ffn, self.kv_heads,
+                           self.gated_mlp, self.tie_embeddings, self.family)
 
     @property
     def name(self) -> str:
@@ -335,6 +340,19 @@ class JobSpec(Strict):
         if isinstance(batch, int) and not isinstance(batch, bool) and not {"batch-size", "batch_size"} & set(args):
             data = {**data, "entrypoint": {**ep, "args": {**args, "batch-size": batch}}}
         return data
+
+    @property
+    def stack(self) -> str:
+        """The software stack the throughput model assumes: the spec's, else the bundled entrypoint's own, else plain
+        PyTorch AMP for a user's script. train_ddp.py (timm 1.0, fused attention, bf16) measured at the tuned level
+        on an H100 (docs/cost-model.md); train_neuron.py is compiled whole by Neuron; train_lm.py is plain PyTorch
+        FSDP, torch.compile with --compile."""
+        if self.model.stack != "auto":
+            return self.model.stack
+        args = {k.replace("_", "-"): str(v).strip().lower() for k, v in self.entrypoint.args.items()}
+        if self.entrypoint.bundled == "lm":
+            return "compile" if args.get("compile") in ("true", "1", "yes") else "amp"
+        return "tuned" if self.entrypoint.bundled in ("ddp", "neuron") else "amp"
 
     @property
     def input_source(self) -> str | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from trainctl.catalog import BAND_MONTHLY_FRACTION, CATALOG_PATH, HOURS_PER_MONTH
@@ -26,24 +26,35 @@ def band_hazard(band: str) -> float:
 @dataclass(frozen=True)
 class SpotHazard:
     band: str
-    per_instance_hour: float      # mean hazard of one running instance
-    log_sd: float                 # spread of the hazard between traces (a run draws its own level)
+    per_instance_hour: float      # node losses per node-hour of a running layout of `nodes`
+    log_sd: float                 # spread of the level between traces (a run draws its own level)
     advisor_only: float           # what the band alone would say, for the plan's words
+    events_per_hour: float        # reclaim events of the whole layout per hour it runs
+    nodes_per_event: float
 
 
 @dataclass(frozen=True)
 class HazardTable:
     reference_band: str
-    reference_hazard: float
+    per_node_event_rate: float       # events a node starts per hour, in the reference band (4-node traces)
     log_sd: float
-    same_event_probability: float
+    same_event_probability: float    # each other node goes in the same event with this probability
     wait_one: tuple[float, float]    # (median h, log sd) to replace one lost node
     wait_four: tuple[float, float]   # (median h, log sd) to make a 4-node layout whole again
     notice_seconds: float
+    layout_traces: dict = field(default_factory=dict)   # per 4-node trace: events, whole_hours, nodes_lost
 
-    def for_band(self, band: str, level: float = 1.0) -> SpotHazard:
+    def layout_events(self, band: str, nodes: int) -> tuple[float, float]:
+        """(events per hour of a whole layout of `nodes`, nodes lost per event): n nodes start n x rate events
+        an hour, each taking 1 + (n - 1) x p nodes."""
         ratio = band_hazard(band) / band_hazard(self.reference_band)
-        return SpotHazard(band, self.reference_hazard * ratio * level, self.log_sd, band_hazard(band))
+        return nodes * self.per_node_event_rate * ratio, 1.0 + (nodes - 1) * self.same_event_probability
+
+    def for_band(self, band: str, nodes: int = 1) -> SpotHazard:
+        """The hazard a layout of `nodes` sees. per_instance_hour is node losses per node-hour, so that
+        simulation.RunModel's events = hazard x n / (1 + (n - 1) p) give back n x rate."""
+        events, per_event = self.layout_events(band, nodes)
+        return SpotHazard(band, events * per_event / nodes, self.log_sd, band_hazard(band), events, per_event)
 
     def wait_median_hours(self, nodes_lost: float) -> float:
         """Median wait to replace `nodes_lost` nodes: a power law through the 1-node and 4-node traces."""
@@ -58,9 +69,9 @@ class HazardTable:
 @lru_cache(maxsize=1)
 def load_hazard_table() -> HazardTable:
     data = json.loads(HAZARD_PATH.read_text())
-    ref, corr, wait = data["trace_reference"], data["correlation"], data["replacement_wait_hours"]
-    return HazardTable(reference_band=ref["band"], reference_hazard=ref["hazard_per_instance_hour"],
-                       log_sd=ref["log_sd_between_traces"], same_event_probability=corr["same_event_probability"],
+    layout, wait = data["layout_events"], data["replacement_wait_hours"]
+    return HazardTable(reference_band=layout["band"], per_node_event_rate=layout["per_node_event_rate"],
+                       log_sd=layout["log_sd_between_traces"], same_event_probability=layout["same_event_probability"],
                        wait_one=(wait["one_node"]["median"], wait["one_node"]["log_sd"]),
                        wait_four=(wait["four_nodes"]["median"], wait["four_nodes"]["log_sd"]),
-                       notice_seconds=float(data["notice_seconds"]["value"]))
+                       notice_seconds=float(data["notice_seconds"]["value"]), layout_traces=layout["traces"])

@@ -66,7 +66,7 @@ def run_model(platform: str, market: str, count: int, node_usd: float, times: Jo
              f"{platform}" + (" (Neuron compiles on every start)" if times.accelerator_kind == "neuron" else "")]
     if market != "spot" or band is None:
         return simulate.RunModel(**base), words
-    hazard = table.for_band(band)
+    hazard = table.for_band(band, count)
     ok, lost_h, notice_words = notice_terms(platform, times, table.notice_seconds)
     (m1, s1), (m4, s4) = table.wait_one, table.wait_four
     model = simulate.RunModel(
@@ -75,13 +75,15 @@ def run_model(platform: str, market: str, count: int, node_usd: float, times: Jo
         restart_hours=launch_overheads.restart_billed_hours(times.restart_minutes, times.accelerator_kind),
         wait_median_one=m1, wait_exponent=math.log(m4 / m1) / math.log(4.0), wait_log_sd_one=s1,
         wait_log_sd_many=s4, survivors_billed=platform == "ec2")
-    words.append(f"Spot hazard {hazard.per_instance_hour:.3f}/instance-hour (band {band} scaled to GPU lifetime "
-                 f"traces; the advisor alone says {hazard.advisor_only:.5f})")
+    layout = f"this {count}-node layout" if count > 1 else "this node"
+    words.append(f"Spot: {hazard.events_per_hour:.3f} reclaim events/h for {layout}"
+                 + (f", {hazard.nodes_per_event:.1f} nodes each" if count > 1 else "")
+                 + f" (band {band} scaled to the 4-node GPU traces' layout events; the advisor alone says "
+                 f"{hazard.advisor_only * count:.5f}/h)")
     words.append(notice_words)
     if count > 1:
-        words.append(f"{table.same_event_probability:.0%} of the other nodes go in the same reclaim; "
-                     + ("EC2 bills the surviving nodes while replacements come" if platform == "ec2" else
-                        "SageMaker bills no node while it waits for capacity"))
+        words.append("EC2 bills the surviving nodes while replacements come" if platform == "ec2" else
+                     "SageMaker bills no node while it waits for capacity")
     return model, words
 
 

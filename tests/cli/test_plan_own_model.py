@@ -1,0 +1,38 @@
+"""`trainctl plan` on a model of the user's own, given by its Hugging Face config.json, the way a user runs it."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support.helpers import run_cli, run_json
+
+LLAMA_8B = {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+            "max_position_embeddings": 131072, "hidden_act": "silu", "tie_word_embeddings": False}
+
+
+def write_spec(folder: Path, config: str = "config.json") -> Path:
+    spec = folder / "job.yaml"
+    spec.write_text("name: own-8b\nentrypoint: {script: train.py, source_dir: .}\n"
+                    f"model: {{config: {config}, seq_len: 2048, strategy: fsdp, activation_checkpointing: true}}\n"
+                    "workload: {samples: 100000, batch_size_per_accelerator: 2}\n"
+                    "candidates: {layouts: [p4d.24xlarge:1:on-demand, p5.48xlarge:1:on-demand], platforms: [ec2], "
+                    "regions: [us-east-1]}\n")
+    return spec
+
+
+def test_plan_from_a_config_json_plans_8b_on_p4d_and_p5_and_names_its_assumptions(tmp_path: Path):
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_8B))
+    doc = run_json(["plan", str(write_spec(tmp_path)), "--offline"], tmp_path)
+    assert {o["instance_type"] for o in doc["options"]} == {"p4d.24xlarge", "p5.48xlarge"}
+    why = doc["options"][0]["why"]
+    assert any("assuming plain PyTorch with autocast (AMP) (model.stack)" in w for w in why)
+    assert any("errors on published sources left out of its fit" in w for w in why)
+    assert not any("layer count unknown" in w for w in doc["warnings"])   # the config gives the layers
+
+
+def test_a_missing_config_json_is_one_line_with_the_field_and_the_fix(tmp_path: Path):
+    proc = run_cli(["plan", str(write_spec(tmp_path, "missing.json")), "--offline"], tmp_path)
+    assert proc.returncode == 2
+    line = proc.stderr.strip()
+    assert "\n" not in line and "field 'model.config': no such file" in line and "relative to the spec file" in line
