@@ -207,7 +207,7 @@ def read_all(backend, job_id: str, region: str) -> tuple[Any, Progress, list]:
     progress, lines, cursor = Progress(), [], None
     while True:
         new, cursor = backend.logs(job_id, region, cursor)
-        if not new:
+        if not new and not cursor.get("pending"):  # a run with pages left is not the end, even when empty
             break
         lines += new
         for ln in new:
@@ -243,8 +243,8 @@ def follow(backend, job_id: str, region: str, *, interval: float = 2.0,
                 for ln in new:
                     progress.feed(ln.message)
                     on_line(ln)
-                changed = changed or bool(new)
-                if not new or not view.finished:
+                changed = changed or bool(new) or bool(cursor.get("pending"))
+                if not view.finished or not (new or cursor.get("pending")):
                     break
         on_update(view, progress)
         if view.finished:
