@@ -154,6 +154,15 @@ class JobStore:
         conn = self._reader()
         return None if conn is None else conn.execute("PRAGMA user_version").fetchone()[0]
 
+    def try_write(self, write) -> str | None:
+        """Run `write(self)`; the database's error in words, naming the file, instead of raising it (None when
+        written). For a record that must not hide what AWS already did (a job submitted, resources removed)."""
+        try:
+            write(self)
+        except (sqlite3.Error, OSError) as e:
+            return f"{type(e).__name__}: {e} ({self.path})"
+        return None
+
     # ------------------------------------------------------------------ jobs
     def record_job(self, *, job_id: str, account: str, platform: str, region: str | None, spec_path: str,
                    spec_name: str, model: str, batch_size: int, option: Option, plan_json: str | None,

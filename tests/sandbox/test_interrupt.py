@@ -85,7 +85,9 @@ def test_sagemaker_launch_interrupted(sm, tmp_path, operation):
         return
     assert job and f"trainctl down {job}" in proc.stderr
     jobs = json.loads(run_cli(["-o", "json", "ls", "--no-status"], home, env=sm.env).stdout)["jobs"]
-    assert [(j["job_id"], j["recorded_status"]) for j in jobs] == [(job, "Interrupted")]
+    # once CreateTrainingJob went out the job may run: its record waits for AWS's word
+    recorded = "Unknown" if operation == "CreateTrainingJob" else "Interrupted"
+    assert [(j["job_id"], j["recorded_status"]) for j in jobs] == [(job, recorded)]
     down = run_cli(["-o", "json", "down", job], home, env=sm.env)
     assert down.returncode == 0, down.stderr
     assert tagged_security_groups(sm, "us-east-1", job) == []
@@ -105,6 +107,27 @@ def test_sagemaker_launch_interrupted(sm, tmp_path, operation):
         # the content-addressed code object (shared by every job with the same code) carries the job tag
         tags = s3.get_object_tagging(Bucket="trainctl-123456789012-us-east-1", Key=obj["Key"])["TagSet"]
         assert {"Key": "trainctl:job", "Value": job} in tags, obj["Key"]
+
+
+@pytest.mark.timeout(240)
+def test_a_job_interrupted_after_its_submit_went_out_is_listed_as_aws_sees_it_and_blocks_a_duplicate(sm, tmp_path):
+    home = tmp_path / "home"
+    before = sm.admin.action("configure_training_jobs")["starting_s"]
+    sm.admin.action("configure_training_jobs", starting_s=3600)  # it stays InProgress (Starting) for the test
+    try:
+        layout = ["--layout", "g5.xlarge:1:on-demand"]
+        proc = interrupt_launch_at(sm, home, [SPEC, *layout], "CreateTrainingJob")
+        check_interrupted(proc)
+        job = job_of(proc.stderr)
+        assert job and "interrupted after CreateTrainingJob was sent" in proc.stderr, proc.stderr
+        jobs = json.loads(run_cli(["-o", "json", "ls"], home, env=sm.env).stdout)["jobs"]
+        assert [(j["job_id"], j["status"]) for j in jobs] == [(job, "InProgress")]
+        again = run_cli(["launch", SPEC, *layout, "--yes"], home, env=sm.env)
+        assert again.returncode == 1 and f"{job} (InProgress" in again.stderr, again.stderr
+        assert len(sm.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]) == 1
+    finally:
+        sm.admin.action("configure_training_jobs", starting_s=before)
+    assert run_cli(["down", job], home, env=sm.env).returncode == 0
 
 
 EC2_ARGS = [str(CONFIGS / "vit-base-g5.yaml"), "--platform", "ec2", "--layout", "g5.xlarge:2:spot"]

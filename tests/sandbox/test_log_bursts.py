@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from tests.helpers import run_cli
+from tests.support.helpers import run_cli
 
 BURST = 60_000          # more than MAX_LOG_PAGES x 10,000: the tailer must go on from CloudWatch's nextToken
 METRIC = "trainctl step=7 loss=1.5 samples_per_s=42.0"

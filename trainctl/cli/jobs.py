@@ -163,12 +163,16 @@ def down(job: str = typer.Argument(..., help="Job id."), platform: Optional[str]
     from trainctl.backends import get_backend
     from trainctl.render.watch import removed_lines
 
+    from trainctl.errors import TrainctlError
+
     with _store() as store:
         ref = w.locate(store, job, platform)
         removed = get_backend(ref.platform).cleanup(job, ref.region)
-        if ref.record:
-            store.add_event(job, "down", ", ".join(removed) or "nothing left")
+        problem = store.try_write(lambda db: db.add_event(job, "down", ", ".join(removed) or "nothing left")) \
+            if ref.record else None
     if OPTS.output == "json":
         render.print_json({"job_id": job, "platform": ref.platform, "region": ref.region, "removed": removed})
     else:
         removed_lines(job, ref.region, removed)
+    if problem:  # what AWS did is said first: the record is what failed
+        raise TrainctlError(f"{job}: removed {len(removed)} resources, but could not record it: {problem}")

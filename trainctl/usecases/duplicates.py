@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from trainctl.store import JobStore
 
-# Recorded outcomes after which a job holds no instances: AWS need not be asked about it again.
-ENDED = ("Completed", "Failed", "Stopped", "SubmitFailed", "NoCapacity", "Interrupted")
+# Recorded outcomes after which a job holds no instances: AWS need not be asked about it again. A launch whose
+# job-starting call went out records "Unknown" instead (launch.py), which is asked about like a running job.
+ENDED = ("Completed", "Failed", "Stopped", "SubmitFailed", "NoCapacity", "Interrupted", "CleanupFailed")
 # How far back the store is read: a spec's running jobs are among its newest.
 RECENT = 200
 
 
 def running_jobs_of(store: JobStore, spec_name: str) -> list[tuple[str, str]]:
-    """(job id, live status) of each job of `spec_name` that is still running. A job AWS no longer reports (or
-    reports ended) is not counted: the check must not block a launch over a record that is out of date."""
+    """(job id, live status) of each job of `spec_name` that is still running. A job AWS says it does not know
+    (or reports ended) is not counted: the check must not block a launch over a record that is out of date. A
+    job AWS could not be asked about is counted as "unknown": it may run."""
+    from trainctl.aws.clients import error_summary
     from trainctl.backends import get_backend
+    from trainctl.errors import TrainctlError
 
     running = []
     for job in store.jobs(RECENT):
@@ -21,7 +25,10 @@ def running_jobs_of(store: JobStore, spec_name: str) -> list[tuple[str, str]]:
             continue
         try:
             view = get_backend(job.platform).describe(job.job_id, job.region)
-        except Exception:  # noqa: BLE001 - unknown to AWS now (deleted, other account): not a running job
+        except TrainctlError:  # AWS answered that it has no such job (deleted, never created): not running
+            continue
+        except Exception as e:  # noqa: BLE001 - no answer: it may run
+            running.append((job.job_id, f"unknown: AWS could not be asked ({error_summary(e)})"))
             continue
         if view.finished:
             store.set_status(job.job_id, view.status)

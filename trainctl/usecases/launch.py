@@ -12,6 +12,7 @@ from typing import Any, Callable, NoReturn
 
 from pydantic import BaseModel
 
+from trainctl.backends.calls import JOB_STARTING, SubmitTrace
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.plans import Option, Plan, load_saved_plan
 from trainctl.store import JobStore
@@ -241,16 +242,13 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
     store.add_event(job_id, "launch", option.describe())
     attempt = Attempt(job_id=job_id, rank=option.rank, layout=option.layout, region=request.region,
                       outcome="submitted")
+    trace = SubmitTrace()
     try:
-        outputs = backend.submit(request, progress=lambda m: say(f"  {m}"))
+        outputs = backend.submit(request, progress=lambda m: say(f"  {m}"), trace=trace)
     except KeyboardInterrupt:
-        # Ctrl-C mid-submit: what was created carries the job's tag; say how to remove it, and stop
-        # (a second Ctrl-C must not land in a half-run cleanup).
-        store.set_status(job_id, "Interrupted")
-        store.add_event(job_id, "interrupted", "Ctrl-C during submit")
-        say(f"interrupted: `trainctl down {job_id}` removes what the launch created (tagged trainctl:job={job_id})"
-            + ("; if CreateTrainingJob reached SageMaker, `trainctl stop` the job first"
-               if request.platform == "sagemaker" else ""))
+        # Ctrl-C mid-submit: say exactly what went out and whether the job may run, then stop (a second
+        # Ctrl-C must not land in a half-run cleanup).
+        _interrupted(store, request, trace, say)
         raise
     except CapacityError as e:
         # Refused at submit (EC2: no AZ gave all N instances). The backend already removed what it made.
@@ -261,9 +259,8 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
                                 exit_code=EXIT_NO_CAPACITY) from e
         return attempt.model_copy(update={"outcome": f"no capacity: {e}"}), str(e)
     except Exception as e:  # noqa: BLE001 - recorded, resources removed by tag, then reported in one line
-        _submit_failed(store, backend, job_id, request.region, e, say)
-    store.set_status(job_id, "InProgress")
-    store.add_event(job_id, "submitted", json.dumps({k: v for k, v in outputs.items() if isinstance(v, str)}))
+        _submit_failed(store, backend, request, e, say, trace)
+    _record_submitted(store, request, outputs, say)
     say(f"submitted {job_id} ({option.describe()})")
     if not run.args.failover:
         return attempt, None
@@ -287,18 +284,70 @@ def _no_capacity(store: JobStore, job_id: str, problem: str) -> None:
     store.add_event(job_id, "no-capacity", problem)
 
 
-def _submit_failed(store: JobStore, backend, job_id: str, region: str, e: Exception,
-                   say: Callable[[str], None]) -> NoReturn:
+def _recorded(store: JobStore, job_id: str, status: str, kind: str, detail: str) -> str | None:
+    """Record a launch's outcome; the database's error in words instead of raising it (None when recorded):
+    what AWS did matters more than the record, and must still be said."""
+    return store.try_write(lambda db: (db.set_status(job_id, status), db.add_event(job_id, kind, detail)))
+
+
+def _record_submitted(store: JobStore, request, outputs: dict, say: Callable[[str], None]) -> None:
+    """AWS accepted the job: record it, or say first that it runs, then fail."""
+    job_id = request.job_id
+    problem = _recorded(store, job_id, "InProgress", "submitted",
+                        json.dumps({k: v for k, v in outputs.items() if isinstance(v, str)}))
+    if problem is None:
+        return
+    find = f"`trainctl watch {job_id} --platform {request.platform} --region {request.region}` follows it"
+    say(f"submitted {job_id}; could not record it: {problem}; {find}")
+    raise TrainctlError(f"{job_id} was submitted and runs, but trainctl could not record it: {problem}; {find}, "
+                        f"`trainctl down {job_id} --platform {request.platform}` ends it")
+
+
+def _starting_operation(request) -> str:
+    return next((c.operation for c in request.calls if c.operation in JOB_STARTING), "the job's start")
+
+
+def _interrupted(store: JobStore, request, trace: SubmitTrace, say: Callable[[str], None]) -> None:
+    """Ctrl-C during submit: whether the job-starting call went out (the job may run: "Unknown" until AWS says
+    otherwise) or not (nothing runs: "Interrupted"), and every call sent."""
+    job_id, started = request.job_id, trace.starting_call()
+    sent = ", ".join(trace.created()) or "no call yet"
+    if started is not None:
+        status, said = "Unknown", (f"interrupted after {started[0].operation} was sent: {job_id} may be running; "
+                                   f"`trainctl ls` asks AWS, `trainctl down {job_id}` ends it and removes the rest")
+    else:
+        status, said = "Interrupted", (f"interrupted before {_starting_operation(request)} was sent: nothing runs; "
+                                       f"`trainctl down {job_id}` removes what the launch created")
+    problem = _recorded(store, job_id, status, "interrupted", f"Ctrl-C during submit; sent: {sent}")
+    say(f"{said} (sent: {sent}; tagged trainctl:job={job_id})")
+    if problem:
+        say(f"could not record the interruption: {problem}")
+
+
+def _submit_failed(store: JobStore, backend, request, e: Exception, say: Callable[[str], None],
+                   trace: SubmitTrace) -> NoReturn:
     from trainctl.aws.clients import error_summary
 
-    store.set_status(job_id, "SubmitFailed")
-    store.add_event(job_id, "submit-failed", error_summary(e))
+    job_id, region = request.job_id, request.region
+    cleaned = True
     try:
         removed = backend.cleanup(job_id, region)
         if removed:
             say(f"removed after the failed launch: {', '.join(removed)}")
     except Exception as ce:  # noqa: BLE001 - the launch error matters more; cleanup can be re-run
-        say(f"cleanup after the failed launch did not finish ({error_summary(ce)})")
+        cleaned = False
+        say(f"cleanup after the failed launch did not finish ({error_summary(ce)}): `trainctl down {job_id}` "
+            "removes the rest")
+    started = trace.starting_call()
+    # a job-starting call without an answer may still make instances after the cleanup looked
+    if started is not None and (started[1] == "in flight" or not cleaned):
+        status = "Unknown"
+        say(f"{started[0].operation} was sent without an answer: {job_id} may be running; `trainctl ls` asks AWS")
+    else:
+        status = "SubmitFailed" if cleaned else "CleanupFailed"
+    problem = _recorded(store, job_id, status, "submit-failed", error_summary(e))
+    if problem:
+        say(f"could not record the failed launch: {problem}")
     from trainctl.backends.ec2.spot_role import hint
 
     raise TrainctlError(f"launch of {job_id} failed: {error_summary(e)}{hint(e)}") from e

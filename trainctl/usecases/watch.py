@@ -303,7 +303,7 @@ def list_jobs(store: JobStore, limit: int, live: bool = True) -> list[dict]:
     A job launched from another account is not asked about with these credentials (AWS would not know it)."""
     jobs = store.jobs(limit)
     account = caller_account() if live and jobs else None
-    return [{**_listed(job), **(_live_status(job, account) if live else {})} for job in jobs]
+    return [{**_listed(job), **(_live_status(store, job, account) if live else {})} for job in jobs]
 
 
 def caller_account() -> str | None:
@@ -325,11 +325,19 @@ def _listed(job: JobRecord) -> dict:
             "spec": job.spec_path, "failover_from": job.failover_from}
 
 
-def _live_status(job: JobRecord, account: str | None) -> dict:
+# Recorded outcomes of launches that started nothing: AWS has nothing to say about them.
+NOTHING_STARTED = ("SubmitFailed", "Interrupted", "NoCapacity")
+# Recorded while AWS's answer is awaited: a launch in progress, or one whose job-starting call got no answer.
+AWAITING_AWS = ("Submitting", "Unknown")
+
+
+def _live_status(store: JobStore, job: JobRecord, account: str | None) -> dict:
     from trainctl.backends import get_backend
 
-    if job.status == "SubmitFailed":
+    if job.status in NOTHING_STARTED:
         return {}
+    if job.status == "CleanupFailed":
+        return {"status": f"CleanupFailed: `trainctl down {job.job_id}` removes what is left"}
     if account and job.account and job.account != account:
         return {"status": f"in account {job.account} (these credentials are {account}'s)"}
     try:
@@ -338,4 +346,6 @@ def _live_status(job: JobRecord, account: str | None) -> dict:
         from trainctl.aws.clients import error_summary
 
         return {"status": f"unknown ({error_summary(e)})"}
+    if job.status in AWAITING_AWS and v.status != job.status:
+        store.set_status(job.job_id, v.status)  # AWS has said: the record no longer needs to wait for it
     return {"status": v.status, "secondary_status": v.secondary_status}
