@@ -163,6 +163,30 @@ class JobStore:
             return f"{type(e).__name__}: {e} ({self.path})"
         return None
 
+    def try_lock_launch(self, spec_name: str):
+        """Take this store's lock of the launches of `spec_name` without waiting: (a file to keep open until the
+        launch has recorded its outcome, None) or (None, the holder's pid) when another launch holds it. The
+        operating system drops the lock of a process that ends, however it ends."""
+        import fcntl
+        import hashlib
+
+        folder = self.path.parent / "locks"
+        folder.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha256(f"{self.endpoint}\0{spec_name}".encode()).hexdigest()[:20]
+        handle = open(folder / f"launch-{name}.lock", "a+")  # noqa: SIM115 - kept open while the lock is held
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip()
+            handle.close()
+            return None, holder
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        return handle, None
+
     # ------------------------------------------------------------------ jobs
     def record_job(self, *, job_id: str, account: str, platform: str, region: str | None, spec_path: str,
                    spec_name: str, model: str, batch_size: int, option: Option, plan_json: str | None,

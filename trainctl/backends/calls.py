@@ -149,8 +149,14 @@ class SubmitTrace:
     reached AWS), "done" or "refused: <code>" (AWS answered with an error: it took no effect)."""
 
     calls: list[tuple[AwsCall, str]] = field(default_factory=list)
+    # called once, right before the first job-starting call: the last moment to decide not to start (the
+    # launch's duplicate check on AWS); what it raises ends the submit as a failed call would
+    before_start: Callable[[], None] | None = None
 
     def sending(self, call: AwsCall) -> int:
+        if call.operation in JOB_STARTING and self.before_start is not None:
+            check, self.before_start = self.before_start, None
+            check()
         self.calls.append((call, "in flight"))
         return len(self.calls) - 1
 
