@@ -3,9 +3,11 @@ for both platforms (and the bundled entrypoints), so the same spec ships the sam
 
 Same files -> same bytes -> same S3 key, so unchanged code is never uploaded twice: names sorted,
 mtimes/uids/gids/owner names fixed, modes normalised, gzip header without a timestamp or file name.
-Excluded: ALWAYS_EXCLUDE (never overridable: caches, VCS data, local environments, .env), then the source
-folder's .gitignore and .trainctlignore with git's own semantics (pathspec's GitIgnoreSpec: negation,
-anchoring, `**`). A spec's `source_dir` is relative to the spec file's folder, wherever trainctl runs.
+Excluded: SECRETS (credential files and folders of secrets, at any depth: never shipped, whatever a
+.gitignore says, and named in the launch preview), ALWAYS_EXCLUDE (never overridable: caches, VCS data, local
+environments), then the source folder's .gitignore and .trainctlignore with git's own semantics (pathspec's
+GitIgnoreSpec: negation, anchoring, `**`). A spec's `source_dir` is relative to the spec file's folder,
+wherever trainctl runs; the home folder, or a folder above it, is refused as one.
 """
 from __future__ import annotations
 
@@ -19,9 +21,15 @@ from typing import Any
 
 from trainctl.errors import UsageError
 
-# Never shipped: caches, VCS data and local environments (large, machine-specific, or secret).
+# Never shipped, and said so: credentials and the folders that hold them (cloud CLIs, SSH, GPG, Docker,
+# Kubernetes, package registries, git's stored passwords), private keys, and dotenv files.
+SECRETS = (".aws/", ".ssh/", ".gnupg/", ".docker/", ".kube/", ".azure/", ".config/gcloud/", ".netrc", "_netrc",
+           ".git-credentials", ".pypirc", ".npmrc", ".s3cfg", ".boto", ".vault-token", ".env", ".env.*",
+           "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "*.pem", "*.p12", "*.pfx", "credentials.json")
+# Never shipped: caches, VCS data and local environments (large and machine-specific).
 ALWAYS_EXCLUDE = (".git/", "__pycache__/", "*.pyc", "*.pyo", ".venv/", "venv/", ".mypy_cache/", ".pytest_cache/",
-                  ".ipynb_checkpoints/", ".DS_Store", ".env", "*.egg-info/")
+                  ".ipynb_checkpoints/", ".DS_Store", "*.egg-info/")
+LISTED_FILES = 20  # the launch preview names this many of the code's files, then counts the rest
 MAX_BYTES = 200 * 1024 * 1024  # the container downloads this before every start; data belongs in channels
 ENTRYPOINTS_DIR = Path(__file__).resolve().parents[1] / "entrypoints"
 BUNDLED_PROGRAMS = {"ddp": "train_ddp.py", "neuron": "train_neuron.py", "lm": "train_lm.py"}
@@ -34,13 +42,30 @@ class Package:
     data: bytes
     sha256: str
     files: tuple[str, ...]
+    secrets_left_out: tuple[str, ...] = ()  # files and folders SECRETS kept out of it
 
     @property
     def key_hash(self) -> str:
         return self.sha256[:20]
 
+    def listing(self) -> str:
+        """The files for people: the first LISTED_FILES names, cleaned of control characters, then a count."""
+        from trainctl.render.safe import clean
 
-def _ignore_spec(root: Path, skip: tuple[str, ...]):
+        shown = ", ".join(clean(f, one_line=True) for f in self.files[:LISTED_FILES])
+        more = len(self.files) - LISTED_FILES
+        return shown + (f" and {more} more" if more > 0 else "")
+
+    def secrets_note(self) -> str | None:
+        from trainctl.render.safe import clean
+
+        if not self.secrets_left_out:
+            return None
+        return (f"left out of the code as credentials: {', '.join(clean(f, True) for f in self.secrets_left_out[:10])}"
+                + (f" and {len(self.secrets_left_out) - 10} more" if len(self.secrets_left_out) > 10 else ""))
+
+
+def _ignore_specs(root: Path, skip: tuple[str, ...]):
     import pathspec
 
     lines: list[str] = list(skip)
@@ -48,13 +73,19 @@ def _ignore_spec(root: Path, skip: tuple[str, ...]):
         f = root / name
         if f.is_file():
             lines += f.read_text().splitlines()
-    return pathspec.GitIgnoreSpec.from_lines(ALWAYS_EXCLUDE), pathspec.GitIgnoreSpec.from_lines(lines)
+    return (pathspec.GitIgnoreSpec.from_lines(SECRETS), pathspec.GitIgnoreSpec.from_lines(ALWAYS_EXCLUDE),
+            pathspec.GitIgnoreSpec.from_lines(lines))
 
 
-def list_files(root: Path, skip: tuple[str, ...] = ()) -> list[str]:
-    always, ignored = _ignore_spec(root, skip)
+def list_files(root: Path, skip: tuple[str, ...] = (), secrets: list[str] | None = None) -> list[str]:
+    """The files shipped, in order; `secrets` (when given) receives what SECRETS kept out."""
+    secret, always, ignored = _ignore_specs(root, skip)
+    found_secrets = secrets if secrets is not None else []
 
     def excluded(rel: str) -> bool:
+        if secret.match_file(rel):
+            found_secrets.append(rel)
+            return True
         return always.match_file(rel) or ignored.match_file(rel)
 
     out: list[str] = []
@@ -81,6 +112,10 @@ def job_code(spec: Any, spec_path: str) -> tuple[Package, str]:
     if ep.bundled:
         return pack(ENTRYPOINTS_DIR, BUNDLED_SKIP), BUNDLED_PROGRAMS[ep.bundled]
     root = (Path(spec_path).resolve().parent / Path(ep.source_dir).expanduser()).resolve()
+    home = Path.home().resolve()
+    if root == home or root in home.parents:
+        raise UsageError(f"source_dir {root} is {'your home folder' if root == home else 'above your home folder'}: "
+                         "it would ship everything in it; point source_dir at the folder of your training code")
     if not (root / ep.script).is_file():
         raise UsageError(f"entrypoint script {ep.script} not found in source_dir {root} (source_dir is relative "
                          f"to the spec's folder)")
@@ -91,7 +126,8 @@ def pack(root: str | Path, skip: tuple[str, ...] = ()) -> Package:
     root = Path(root)
     if not root.is_dir():
         raise UsageError(f"source_dir {root}: no such directory")
-    files = list_files(root, skip)
+    secrets: list[str] = []
+    files = list_files(root, skip, secrets)
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for rel in files:
@@ -111,4 +147,5 @@ def pack(root: str | Path, skip: tuple[str, ...] = ()) -> Package:
     if len(data) > MAX_BYTES:
         raise UsageError(f"source_dir {root} packs to {len(data) / 1e6:.0f} MB (limit {MAX_BYTES // 1_000_000} MB): "
                          "exclude data and outputs with a .gitignore or .trainctlignore")
-    return Package(data=data, sha256=hashlib.sha256(data).hexdigest(), files=tuple(files))
+    return Package(data=data, sha256=hashlib.sha256(data).hexdigest(), files=tuple(files),
+                   secrets_left_out=tuple(secrets))
