@@ -10,10 +10,10 @@ import shutil
 import tarfile
 from pathlib import Path
 
-from tests.helpers import run_cli
-from trainctl.packaging import pack
+from tests.support.helpers import run_cli
+from trainctl.backends.packaging import pack
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "own-script"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "own-script"
 SECRETS = {".aws/credentials": "[default]\naws_secret_access_key=x\n", ".ssh/id_rsa": "-----BEGIN KEY-----\n",
            ".netrc": "machine x password y\n", ".git-credentials": "https://u:p@github.com\n",
            ".docker/config.json": '{"auths": {}}\n', "keys/id_ed25519": "k\n", "sub/.env": "TOKEN=1\n"}
