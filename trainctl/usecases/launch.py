@@ -194,7 +194,7 @@ def _launch_sequence(run: _Run, sequence: list[Option], confirm: Callable[[str],
                                   options=backend.options(args.platform_options, f"option {option.rank}"))
         request = backend.prepare(option, run.spec, settings)
         if args.dry_run:
-            return _dry_run_document(request, run.spec, option)
+            return _dry_run_document(request, run.spec, option, settings.options)
         show(option, request)
         if n == 0:
             _confirm(run, confirm, f"Launch {job_id} ({len(request.calls)} AWS calls)?")
@@ -213,13 +213,19 @@ def _launch_sequence(run: _Run, sequence: list[Option], confirm: Callable[[str],
     raise AssertionError("unreachable: the loop returns or raises")
 
 
-def _dry_run_document(request, spec, option: Option) -> dict:
-    """The exact requests, and the settings that reach the job (what the summary of table mode shows)."""
+def _dry_run_document(request, spec, option: Option, options: Any) -> dict:
+    """The exact requests, and the settings that reach the job (what the summary of table mode shows): the
+    arguments as the request sends them, the SageMaker distribution's included."""
     from trainctl.catalog import load_catalog
     from trainctl.backends.job_args import job_settings
 
+    kind = "torch_distributed"
+    if request.platform == "sagemaker":
+        from trainctl.backends.sagemaker import distribution
+
+        kind = distribution.chosen(getattr(options, "distribution", None), spec)
     return {**request.to_json(),
-            "job_settings": job_settings(spec, option, load_catalog().instance(option.instance_type))}
+            "job_settings": job_settings(spec, option, load_catalog().instance(option.instance_type), kind)}
 
 
 def _release(run: _Run) -> None:
