@@ -28,7 +28,8 @@ def watch(
 ) -> None:
     """Follow a job: status, logs, throughput, savings, dollars.
 
-    Exits with the job's outcome: 0 Completed, 1 Failed, 3 Stopped."""
+    Exits with the job's outcome: 0 Completed, 1 Failed, 3 Stopped; 5 when trainctl could not follow it (AWS
+    kept refusing its reads: the job itself is not affected)."""
     from trainctl import render
     from trainctl.usecases import watch as w
     from trainctl.backends import get_backend
@@ -41,7 +42,7 @@ def watch(
         if once:
             if recoverer is not None:
                 recoverer(backend.describe(job, ref.region))
-            view, progress, _ = w.read_all(backend, job, ref.region)
+            view, progress, _ = w.read_all(backend, job, ref.region, say=shown.say, interval=interval)
         else:
             view, progress = shown.follow_live(backend, ref, interval=interval, logs=not no_logs, recover=recoverer,
                                                to_stderr=OPTS.output == "json")
@@ -69,21 +70,22 @@ def logs(
     """Print a job's log lines, all hosts in time order, in full."""
     from trainctl.usecases import watch as w
     from trainctl.backends import get_backend
-    from trainctl.render.watch import log_line
+    from trainctl.render.watch import log_line, say
+    from trainctl.usecases.transient import patiently
 
     with _store() as store:
         ref = w.locate(store, job, platform)
     backend = get_backend(ref.platform)
-    only = w.check_host(backend.describe(job, ref.region), host)
+    only = w.check_host(patiently(lambda: backend.describe(job, ref.region), job, interval, say), host)
 
     def show(ln) -> None:
         if only is None or ln.host == only:
             typer.echo(log_line(ln, with_host=only is None))
 
     if follow:
-        w.follow(backend, job, ref.region, interval=interval, on_line=show)
+        w.follow(backend, job, ref.region, interval=interval, on_line=show, say=say)
     else:
-        for ln in w.read_all(backend, job, ref.region)[2]:
+        for ln in w.read_all(backend, job, ref.region, say=say, interval=interval)[2]:
             show(ln)
 
 

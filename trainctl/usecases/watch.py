@@ -14,6 +14,7 @@ from trainctl.usecases.calibration import record_comparison
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.plans import Option
 from trainctl.store import JobRecord, JobStore
+from trainctl.usecases.transient import patiently
 
 METRIC = re.compile(r"trainctl step=(\d+) loss=(\S+) samples_per_s=([0-9.eE+-]+)")
 # Optional on the metric line: the run's total optimizer steps, for a script whose arguments do not say it.
@@ -201,12 +202,13 @@ def record_outcome(store: JobStore, view, progress: Progress, record: JobRecord 
     return None
 
 
-def read_all(backend, job_id: str, region: str) -> tuple[Any, Progress, list]:
+def read_all(backend, job_id: str, region: str, say: Callable[[str], None] = lambda m: None,
+             interval: float = 2.0) -> tuple[Any, Progress, list]:
     """One look: describe plus every log line so far (for --once and `logs`)."""
-    view = backend.describe(job_id, region)
+    view = patiently(lambda: backend.describe(job_id, region), job_id, interval, say)
     progress, lines, cursor = Progress(), [], None
     while True:
-        new, cursor = backend.logs(job_id, region, cursor)
+        new, cursor = patiently(lambda: backend.logs(job_id, region, cursor), job_id, interval, say)
         if not new and not cursor.get("pending"):  # a run with pages left is not the end, even when empty
             break
         lines += new
@@ -218,7 +220,8 @@ def read_all(backend, job_id: str, region: str) -> tuple[Any, Progress, list]:
 def follow(backend, job_id: str, region: str, *, interval: float = 2.0,
            on_transition: Callable[[Any], None] = lambda t: None, on_line: Callable[[Any], None] = lambda ln: None,
            on_update: Callable[[Any, Progress], None] = lambda v, p: None, logs: bool = True,
-           recover: Callable[[Any], bool] | None = None) -> tuple[Any, Progress]:
+           recover: Callable[[Any], bool] | None = None,
+           say: Callable[[str], None] = lambda m: None) -> tuple[Any, Progress]:
     """Poll until the job ends. Backoff: `interval` after a change, growing x1.5 up to 8 x interval while
     nothing happens. `recover` (from `recoverer`) gets every view and relaunches lost capacity; it returns
     True when it did something."""
@@ -226,7 +229,7 @@ def follow(backend, job_id: str, region: str, *, interval: float = 2.0,
     progress, cursor, shown_transitions = Progress(), None, 0
     delay = interval
     while True:
-        view = backend.describe(job_id, region)
+        view = patiently(lambda: backend.describe(job_id, region), job_id, interval, say)
         changed = False
         if recover is not None and recover(view):
             view, changed = backend.describe(job_id, region), True
@@ -239,7 +242,7 @@ def follow(backend, job_id: str, region: str, *, interval: float = 2.0,
         cursor = {**(cursor or {}), "hosts": len(view.hosts), "relist": changed or bool((cursor or {}).get("relist"))}
         if logs:
             while True:  # drain: a burst of lines is read in a few pages, not one page per cycle
-                new, cursor = backend.logs(job_id, region, cursor)
+                new, cursor = patiently(lambda: backend.logs(job_id, region, cursor), job_id, interval, say)
                 for ln in new:
                     progress.feed(ln.message)
                     on_line(ln)
