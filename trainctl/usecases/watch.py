@@ -4,6 +4,7 @@ training vs billable seconds, Spot savings and dollars. Polls politely: per cycl
 the backend's bounded log calls, backing off while nothing changes."""
 from __future__ import annotations
 
+import math
 import re
 import statistics
 import time
@@ -20,6 +21,9 @@ METRIC = re.compile(r"trainctl step=(\d+) loss=(\S+) samples_per_s=([0-9.eE+-]+)
 # Optional on the metric line: the run's total optimizer steps, for a script whose arguments do not say it.
 TOTAL_STEPS = re.compile(r"\btotal_steps=(\d+)")
 METRIC_FORMAT = "trainctl step=N loss=X samples_per_s=Y [total_steps=M]"
+# A measured throughput above this is no measurement (the spec bounds a given throughput the same way): it
+# would enter later plans as the job's rate.
+MAX_SAMPLES_PER_S = 1e9
 # How long a running job may print without a metric line before `watch` says so.
 SILENT_SECONDS = 120
 EXIT_CODES = {"Completed": 0, "Failed": 1, "Stopped": 3}
@@ -76,14 +80,22 @@ class Progress:
     last_loss: float | None = None
     total_steps: int | None = None
     lines: int = 0
+    malformed: int = 0            # metric lines skipped: a value that is not a number, or not a sane one
 
     def feed(self, message: str) -> bool:
         self.lines += 1
         m = METRIC.search(message)
         if not m:
             return False
-        self.last_step, self.last_loss = int(m.group(1)), float(m.group(2))
-        self.rates.append(float(m.group(3)))
+        try:  # a script may print `loss=tensor(2.3)` or `samples_per_s=1e999`: skipped and counted, never fatal
+            step, loss, rate = int(m.group(1)), float(m.group(2)), float(m.group(3))
+        except ValueError:
+            step, loss, rate = 0, 0.0, math.nan
+        if not (math.isfinite(rate) and 0 < rate <= MAX_SAMPLES_PER_S):
+            self.malformed += 1
+            return False
+        self.last_step, self.last_loss = step, loss
+        self.rates.append(rate)
         total = TOTAL_STEPS.search(message, m.end())
         if total:
             self.total_steps = int(total.group(1))
@@ -128,7 +140,14 @@ def _spot_savings(view) -> tuple[float | None, str | None]:
 
 def _warnings(view, progress: Progress) -> list[str]:
     """A script that prints no metric line leaves throughput, progress and the projection empty: say so, once
-    it has had the time to print one."""
+    it has had the time to print one. Metric lines that could not be read are counted."""
+    skipped = [] if not progress.malformed else [
+        f"{progress.malformed} metric line{'s' if progress.malformed != 1 else ''} skipped: a value that is not a "
+        f"number, or a throughput that is not finite and positive up to {MAX_SAMPLES_PER_S:g} (`{METRIC_FORMAT}`)"]
+    return skipped + _no_metric_warning(view, progress)
+
+
+def _no_metric_warning(view, progress: Progress) -> list[str]:
     if progress.rates or not progress.lines:
         return []
     if not view.finished and (view.training_seconds or 0) < SILENT_SECONDS:
@@ -182,6 +201,7 @@ def summary(view, progress: Progress, record: JobRecord | None, now: float | Non
             "step": progress.last_step, "steps": steps, "loss": progress.last_loss,
             "projected_cost_usd": projected, "expected_cost_usd": expected,
             "failure_reason": view.failure_reason, "warnings": _warnings(view, progress),
+            "malformed_metric_lines": progress.malformed,
             "never_checked_in": never_checked_in(view),
             "transitions": [{"status": t.status, "start": t.start, "end": t.end, "message": t.message}
                             for t in view.transitions]}
