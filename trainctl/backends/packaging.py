@@ -14,9 +14,10 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
 import tarfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from trainctl.errors import UsageError
@@ -119,33 +120,64 @@ def job_code(spec: Any, spec_path: str) -> tuple[Package, str]:
     if not (root / ep.script).is_file():
         raise UsageError(f"entrypoint script {ep.script} not found in source_dir {root} (source_dir is relative "
                          f"to the spec's folder)")
-    return pack(root), ep.script
+    pkg = pack(root)
+    script = PurePosixPath(os.path.normpath(ep.script)).as_posix()
+    if script not in pkg.files:  # a .gitignore of `*`, or a pattern that matches the script: a job that cannot start
+        raise UsageError(f"entrypoint script {ep.script} is left out of the code package by {root}'s .gitignore or "
+                         f".trainctlignore ({len(pkg.files)} files packed): add `!{script}` there, or narrow the "
+                         "pattern that matches it")
+    return pkg, ep.script
+
+
+class _TooBig(Exception):
+    """The compressed package passed MAX_BYTES: packing stops there."""
+
+
+class _CappedBuffer(io.RawIOBase):
+    """Where the gzip stream goes: refuses to grow past `limit` bytes, so a huge source_dir is never held whole."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.buffer, self.limit = io.BytesIO(), limit
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, chunk) -> int:
+        if self.buffer.tell() + len(chunk) > self.limit:
+            raise _TooBig
+        return self.buffer.write(chunk)
 
 
 def pack(root: str | Path, skip: tuple[str, ...] = ()) -> Package:
+    """The package, streamed: each file is read in chunks into the tar, the tar into gzip, gzip into a buffer
+    that stops at MAX_BYTES (memory stays near the package's size, never the source folder's)."""
     root = Path(root)
     if not root.is_dir():
         raise UsageError(f"source_dir {root}: no such directory")
     secrets: list[str] = []
     files = list_files(root, skip, secrets)
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for rel in files:
-            path = root / rel
-            data = path.read_bytes()
-            info = tarfile.TarInfo(rel)
-            info.size = len(data)
-            info.mtime = 0
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            info.mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
-            tar.addfile(info, io.BytesIO(data))
-    gz = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=gz, mtime=0, compresslevel=6) as f:
-        f.write(raw.getvalue())
-    data = gz.getvalue()
-    if len(data) > MAX_BYTES:
-        raise UsageError(f"source_dir {root} packs to {len(data) / 1e6:.0f} MB (limit {MAX_BYTES // 1_000_000} MB): "
-                         "exclude data and outputs with a .gitignore or .trainctlignore")
+    out = _CappedBuffer(MAX_BYTES)
+    try:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0, compresslevel=6) as gz, \
+                tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for rel in files:
+                _add(tar, root / rel, rel)
+    except _TooBig:
+        raise UsageError(f"source_dir {root} packs to more than {MAX_BYTES >> 20} MiB (the limit; packing "
+                         "stopped there): exclude data and outputs with a .gitignore or .trainctlignore") from None
+    data = out.buffer.getvalue()
     return Package(data=data, sha256=hashlib.sha256(data).hexdigest(), files=tuple(files),
                    secrets_left_out=tuple(secrets))
+
+
+def _add(tar: tarfile.TarFile, path: Path, rel: str) -> None:
+    with path.open("rb") as f:
+        stat = os.fstat(f.fileno())
+        info = tarfile.TarInfo(rel)
+        info.size = stat.st_size
+        info.mtime = 0
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.mode = 0o755 if stat.st_mode & 0o111 else 0o644
+        tar.addfile(info, f)  # copied in chunks
