@@ -132,10 +132,11 @@ class Backend(abc.ABC):
         each call sent and its outcome, for the caller to say what a failed or interrupted launch left."""
         say = progress or (lambda message: None)
         before = self.before_submit(request)
+        trace = trace if trace is not None else SubmitTrace()
         try:
             return Executor(self.client_for, self.judge, self.compensate, say, trace).run(request)
         except BaseException as e:
-            self.after_failed_submit(request, before, e, say)
+            self.after_failed_submit(request, before, e, say, trace)
             raise
 
     def before_submit(self, request: LaunchRequest) -> Any:
@@ -143,8 +144,9 @@ class Backend(abc.ABC):
         return None
 
     def after_failed_submit(self, request: LaunchRequest, before: Any, error: BaseException,
-                            say: Callable[[str], None]) -> None:
-        """Called when a call failed (or every alternative was rejected); the error is raised afterwards."""
+                            say: Callable[[str], None], trace: SubmitTrace | None = None) -> None:
+        """Called when a call failed (or every alternative was rejected, or Ctrl-C came); the error is raised
+        afterwards. `trace`: the calls sent and their outcomes (a job-starting call may be in flight)."""
 
     def judge(self, group: Alternatives, call: AwsCall, params: dict, response: Any, attempt: int) -> Verdict:
         """The acceptance check of the request's alternatives groups. A backend whose requests declare groups

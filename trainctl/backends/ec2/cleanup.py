@@ -24,17 +24,20 @@ def retry_in_use(fn: Callable[[], Any], codes: tuple[str, ...], attempts: int = 
             time.sleep(min(10.0, 0.5 * 2 ** attempt))
 
 
-def cleanup(client_for, job_id: str, region: str) -> list[str]:
-    """Delete everything tagged for the job, in dependency order; returns what went.
+def cleanup(client_for, job_id: str, region: str, say: Callable[[str], None] | None = None) -> list[str]:
+    """Delete everything tagged for the job, in dependency order; returns what went. `say` hears each slow
+    step as it starts (a launch's cleanup after Ctrl-C shows its progress).
 
     The stop mark comes first: a `watch --recover` running beside `down` would otherwise see the nodes
     going and launch replacements (it checks the mark before and after each fleet it makes)."""
+    say = say or (lambda message: None)
     ec2 = client_for("ec2", region)
     removed: list[str] = []
     live = [i["InstanceId"] for i in instances(ec2, job_id, ("pending", "running", "stopping", "stopped"))]
     if live or launch_template(ec2, job_id):
         mark_stopped(client_for, job_id, region)
     if live:
+        say(f"terminating {', '.join(live)} and waiting for them to end")
         terminate(ec2, live)
         removed += [f"instance {i}" for i in live]
         ec2.get_waiter("instance_terminated").wait(InstanceIds=live, WaiterConfig={"Delay": 5, "MaxAttempts": 120})
@@ -46,6 +49,7 @@ def cleanup(client_for, job_id: str, region: str) -> list[str]:
         ec2.delete_launch_template(LaunchTemplateId=lt["LaunchTemplateId"])
         removed.append(f"launch template {lt['LaunchTemplateName']} ({lt['LaunchTemplateId']})")
     for pg in ec2.describe_placement_groups(Filters=job_filter(job_id))["PlacementGroups"]:
+        say(f"deleting placement group {pg['GroupName']}")
         retry_in_use(lambda: ec2.delete_placement_group(GroupName=pg["GroupName"]), ("InvalidPlacementGroup.InUse",))
         removed.append(f"placement group {pg['GroupName']}")
     for sg in ec2.describe_security_groups(Filters=job_filter(job_id))["SecurityGroups"]:
