@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainctl.errors import TrainctlError
 from trainctl.plans import Option
 
 SCHEMA_VERSION = 2
@@ -143,6 +144,12 @@ class JobStore:
             conn.row_factory = sqlite3.Row
             try:
                 _upgrade(conn)
+            except sqlite3.OperationalError:  # locked, disk full: the file is fine, the moment is not
+                conn.close()
+                raise
+            except sqlite3.DatabaseError as e:  # not a database, or a corrupt one
+                conn.close()
+                raise BrokenStore(self.path, e) from None
             except BaseException:
                 conn.close()
                 raise
@@ -159,6 +166,8 @@ class JobStore:
         written). For a record that must not hide what AWS already did (a job submitted, resources removed)."""
         try:
             write(self)
+        except BrokenStore as e:
+            return str(e)
         except (sqlite3.Error, OSError) as e:
             return f"{type(e).__name__}: {e} ({self.path})"
         return None
@@ -284,8 +293,20 @@ class JobStore:
                 for m in self.measurements(model, batch_size)}
 
 
+class BrokenStore(TrainctlError):
+    """The state database cannot be read at all: named, with the way out."""
+
+    def __init__(self, path: Path, error: Exception):
+        super().__init__(f"{path} is not a readable trainctl database ({error}): move it aside (`mv {path} "
+                         f"{path}.broken`) and trainctl starts a new one; `trainctl down JOB --platform "
+                         "sagemaker|ec2` works without it")
+
+
 def _job(row: sqlite3.Row) -> JobRecord:
-    option = Option.model_validate_json(row["option_json"]) if row["option_json"] else None
+    try:
+        option = Option.model_validate_json(row["option_json"]) if row["option_json"] else None
+    except ValueError:  # one damaged row (a hand edit, a crash mid-write) must not hide the others
+        option = None
     return JobRecord(row["job_id"], row["endpoint"], row["account"], row["platform"], row["region"],
                      row["spec_path"], row["spec_name"], row["model"], row["batch_size"], option,
                      row["failover_from"], row["status"], row["created_at"], row["updated_at"])

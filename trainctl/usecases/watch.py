@@ -56,8 +56,15 @@ def locate(store: JobStore, job_id: str, platform: str | None = None) -> JobRef:
     platform (and region): `watch`, `logs`, `stop` and `down` all give the same one-line answer otherwise."""
     from trainctl.aws import clients as aws
 
+    from trainctl.store import BrokenStore
+
     check_job_id(job_id)
-    record = store.job(job_id)
+    try:
+        record = store.job(job_id)
+    except BrokenStore:
+        if platform is None:
+            raise
+        record = None  # the user named the platform: AWS alone answers
     if record is not None:
         return JobRef(job_id, record.platform, record.region or aws.default_region(), record)
     region = aws.default_region()
