@@ -60,8 +60,19 @@ def cleanup(client_for, job_id: str, region: str, say: Callable[[str], None] | N
     return removed + _instance_profiles(iam, job_id) + _roles(iam, job_id)
 
 
+def _gone_is_done(fn: Callable[[], Any]) -> Any:
+    """A delete whose target another `down` of the job removed meanwhile has nothing left to do."""
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) != "NoSuchEntity":
+            raise
+        return None
+
+
 def _role_is_ours(iam, name: str, job_id: str) -> bool:
-    return any(t["Key"] == JOB_TAG and t["Value"] == job_id for t in iam.list_role_tags(RoleName=name)["Tags"])
+    found = _gone_is_done(lambda: iam.list_role_tags(RoleName=name))
+    return found is not None and any(t["Key"] == JOB_TAG and t["Value"] == job_id for t in found["Tags"])
 
 
 def _instance_profiles(iam, job_id: str) -> list[str]:
@@ -75,8 +86,8 @@ def _instance_profiles(iam, job_id: str) -> list[str]:
             if not (any(_role_is_ours(iam, r, job_id) for r in roles) or (not roles and name == name_for(job_id))):
                 continue
             for role in roles:
-                iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=role)
-            iam.delete_instance_profile(InstanceProfileName=name)
+                _gone_is_done(lambda: iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=role))
+            _gone_is_done(lambda: iam.delete_instance_profile(InstanceProfileName=name))
             removed.append(f"instance profile {name}")
     return removed
 
@@ -88,13 +99,15 @@ def _roles(iam, job_id: str) -> list[str]:
             name = role["RoleName"]
             if not _role_is_ours(iam, name, job_id):
                 continue
-            for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]:
-                iam.delete_role_policy(RoleName=name, PolicyName=policy)
-            for policy in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]:
-                iam.detach_role_policy(RoleName=name, PolicyArn=policy["PolicyArn"])
-            for profile in iam.list_instance_profiles_for_role(RoleName=name)["InstanceProfiles"]:
-                iam.remove_role_from_instance_profile(InstanceProfileName=profile["InstanceProfileName"],
-                                                      RoleName=name)
-            iam.delete_role(RoleName=name)
+            for policy in (_gone_is_done(lambda: iam.list_role_policies(RoleName=name)) or {}).get("PolicyNames", []):
+                _gone_is_done(lambda: iam.delete_role_policy(RoleName=name, PolicyName=policy))
+            attached = _gone_is_done(lambda: iam.list_attached_role_policies(RoleName=name)) or {}
+            for policy in attached.get("AttachedPolicies", []):
+                _gone_is_done(lambda: iam.detach_role_policy(RoleName=name, PolicyArn=policy["PolicyArn"]))
+            profiles = _gone_is_done(lambda: iam.list_instance_profiles_for_role(RoleName=name)) or {}
+            for profile in profiles.get("InstanceProfiles", []):
+                _gone_is_done(lambda: iam.remove_role_from_instance_profile(
+                    InstanceProfileName=profile["InstanceProfileName"], RoleName=name))
+            _gone_is_done(lambda: iam.delete_role(RoleName=name))
             removed.append(f"role {name}")
     return removed
