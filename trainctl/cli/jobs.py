@@ -56,6 +56,8 @@ def watch(
         shown.say(f"warning: {warning}")
     if note:
         shown.say(note)
+    if w.left_behind(view, ref.record):
+        shown.say(w.left_behind(view, ref.record))
     raise typer.Exit(w.exit_code(view))
 
 

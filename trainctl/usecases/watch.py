@@ -316,6 +316,16 @@ def recoverer(backend, job: JobRef, store: JobStore, say: Callable[[str], None])
     return check
 
 
+def left_behind(view, record: JobRecord | None) -> str | None:
+    """The last line of `watch` for an ended SageMaker job trainctl launched with its own execution role: the
+    role (and the job's security group) stay until `down`, which deletes them once the job has ended."""
+    role = str((view.raw or {}).get("RoleArn") or "")
+    if not view.finished or view.platform != "sagemaker" or record is None or "/trainctl/" not in role:
+        return None
+    return (f"{view.job_id} has ended; its execution role {role.rsplit('/', 1)[-1]} stays until "
+            f"`trainctl down {view.job_id}` deletes it")
+
+
 def exit_code(view) -> int:
     return EXIT_CODES.get(view.status, 0)
 
