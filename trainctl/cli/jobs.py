@@ -98,11 +98,11 @@ def list_jobs(
 ) -> None:
     """List the jobs launched here, with their live status."""
     from trainctl import render
-    from trainctl.usecases import watch as w
     from trainctl.render.watch import jobs_table
+    from trainctl.usecases.job_list import list_jobs as list_jobs_of
 
     with _store() as store:
-        out = w.list_jobs(store, limit, live=not no_status)
+        out = list_jobs_of(store, limit, live=not no_status)
     if OPTS.output == "json":
         render.print_json({"jobs": out})
     else:
