@@ -40,3 +40,21 @@ def test_one_damaged_row_does_not_hide_the_other_jobs(sandbox_env):
     ls = run_cli(["--output", "json", "ls", "--no-status"], home, env=sandbox_env.env)
     assert ls.returncode == 0, ls.stderr
     assert {j["job_id"] for j in json.loads(ls.stdout)["jobs"]} == {"good-job-1", "damaged-job-1"}
+
+
+def test_ls_all_finds_a_running_job_from_aws_alone_when_the_database_is_broken(sandbox_env, tmp_path):
+    from tests.support.helpers import CONFIGS
+
+    home = tmp_path / "home"
+    launch = ["--output", "json", "launch", str(CONFIGS / "vit-base-g5.yaml"), "--platform", "ec2", "--layout",
+              "g5.xlarge:1:spot", "--yes"]
+    launched = run_cli(launch, home, env=sandbox_env.env)
+    assert launched.returncode == 0, launched.stderr
+    job, region = json.loads(launched.stdout)["job_id"], json.loads(launched.stdout)["region"]
+    (home / "state.db").write_bytes(b"garbage" * 100)
+    found = run_cli(["--output", "json", "--region", region, "ls", "--all"], home, env=sandbox_env.env)
+    assert found.returncode == 0, found.stderr
+    assert [(j["job_id"], j["platform"], j["status"]) for j in json.loads(found.stdout)["jobs"]] == \
+        [(job, "ec2", "InProgress")]
+    assert "is not a readable trainctl database" in found.stderr
+    assert run_cli(["down", job, "--platform", "ec2", "--region", region], home, env=sandbox_env.env).returncode == 0

@@ -95,14 +95,31 @@ def logs(
 def list_jobs(
     limit: int = typer.Option(20, "--limit", min=1, help="Newest N jobs."),
     no_status: bool = typer.Option(False, "--no-status", help="Do not ask AWS for live status."),
+    all_on_aws: bool = typer.Option(False, "--all", help="Also the running jobs AWS holds under trainctl's tag "
+                                                         "in the region that these records lack (from AWS alone)."),
 ) -> None:
     """List the jobs launched here, with their live status."""
     from trainctl import render
-    from trainctl.render.watch import jobs_table
+    from trainctl.render.watch import jobs_table, say
+    from trainctl.store import BrokenStore
     from trainctl.usecases.job_list import list_jobs as list_jobs_of
+    from trainctl.usecases.job_list import on_aws
 
     with _store() as store:
-        out = list_jobs_of(store, limit, live=not no_status)
+        try:
+            out = list_jobs_of(store, limit, live=not no_status)
+        except BrokenStore as e:
+            if not all_on_aws:
+                raise
+            say(f"warning: {e}")
+            out = []
+    if all_on_aws:
+        from trainctl.aws import clients as aws
+
+        found, notes = on_aws(aws.default_region(), {j["job_id"] for j in out})
+        out += found
+        for note in notes:
+            say(f"warning: {note}")
     if OPTS.output == "json":
         render.print_json({"jobs": out})
     else:

@@ -77,3 +77,41 @@ def _live_status(job: JobRecord, account: str | None) -> dict:
 
         return {"status": f"unknown ({error_summary(e)})"}
     return {"status": v.status, "secondary_status": v.secondary_status, "from_aws": True}
+
+
+def on_aws(region: str, known: set[str]) -> tuple[list[dict], list[str]]:
+    """`ls --all`: the running jobs AWS holds in `region` under trainctl's tag that the store does not list
+    (a launch recorded elsewhere, or not at all: a broken database, a record that failed), from AWS alone:
+    EC2 instances tagged trainctl:job, and SageMaker's training jobs in progress that carry the tag. Returns
+    (rows, notes on what could not be asked)."""
+    from trainctl.aws import clients as aws
+    from trainctl.backends.base import JOB_TAG
+
+    rows: dict[str, dict] = {}
+    notes: list[str] = []
+    try:
+        pages = _quick_client("ec2", region).get_paginator("describe_instances").paginate(Filters=[
+            {"Name": "tag-key", "Values": [JOB_TAG]},
+            {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]}])
+        for inst in (i for page in pages for r in page["Reservations"] for i in r["Instances"]):
+            job = next(t["Value"] for t in inst.get("Tags", []) if t["Key"] == JOB_TAG)
+            rows.setdefault(job, _aws_row(job, "ec2", region, "InProgress", inst["InstanceType"]))
+    except Exception as e:  # noqa: BLE001 - the other platform may still answer
+        notes.append(f"EC2 not asked ({aws.error_summary(e)})")
+    try:
+        sm = _quick_client("sagemaker", region)
+        for s in sm.list_training_jobs(StatusEquals="InProgress", MaxResults=100)["TrainingJobSummaries"]:
+            tags = sm.list_tags(ResourceArn=s["TrainingJobArn"])["Tags"]
+            if any(t["Key"] == JOB_TAG and t["Value"] == s["TrainingJobName"] for t in tags):
+                rows.setdefault(s["TrainingJobName"], _aws_row(s["TrainingJobName"], "sagemaker", region,
+                                                               s["TrainingJobStatus"], None))
+    except Exception as e:  # noqa: BLE001
+        notes.append(f"SageMaker not asked ({aws.error_summary(e)})")
+    return [row for job, row in rows.items() if job not in known], notes
+
+
+def _aws_row(job: str, platform: str, region: str, status: str, instance_type: str | None) -> dict:
+    return {"job_id": job, "platform": platform, "region": region, "account": None,
+            "layout": instance_type or "-", "market": None, "status": status, "secondary_status": None,
+            "recorded_status": "(not in this machine's records)", "expected_cost_usd": None, "created_at": None,
+            "spec": None, "failover_from": None}

@@ -25,7 +25,8 @@ def record_submitted(store: JobStore, request, outputs: dict, say: Callable[[str
                         json.dumps({k: v for k, v in outputs.items() if isinstance(v, str)}))
     if problem is None:
         return
-    find = f"`trainctl watch {job_id} --platform {request.platform} --region {request.region}` follows it"
+    find = (f"`trainctl ls --all` finds it, `trainctl watch {job_id} --platform {request.platform} --region "
+            f"{request.region}` follows it")
     say(f"submitted {job_id}; could not record it: {problem}; {find}")
     raise TrainctlError(f"{job_id} was submitted and runs, but trainctl could not record it: {problem}; {find}, "
                         f"`trainctl down {job_id} --platform {request.platform}` ends it")
