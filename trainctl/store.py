@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainctl.errors import TrainctlError
 from trainctl.plans import Option
 
 SCHEMA_VERSION = 2
@@ -143,6 +144,12 @@ class JobStore:
             conn.row_factory = sqlite3.Row
             try:
                 _upgrade(conn)
+            except sqlite3.OperationalError:  # locked, disk full: the file is fine, the moment is not
+                conn.close()
+                raise
+            except sqlite3.DatabaseError as e:  # not a database, or a corrupt one
+                conn.close()
+                raise BrokenStore(self.path, e) from None
             except BaseException:
                 conn.close()
                 raise
@@ -153,6 +160,41 @@ class JobStore:
     def schema_version(self) -> int | None:
         conn = self._reader()
         return None if conn is None else conn.execute("PRAGMA user_version").fetchone()[0]
+
+    def try_write(self, write) -> str | None:
+        """Run `write(self)`; the database's error in words, naming the file, instead of raising it (None when
+        written). For a record that must not hide what AWS already did (a job submitted, resources removed)."""
+        try:
+            write(self)
+        except BrokenStore as e:
+            return str(e)
+        except (sqlite3.Error, OSError) as e:
+            return f"{type(e).__name__}: {e} ({self.path})"
+        return None
+
+    def try_lock_launch(self, spec_name: str):
+        """Take this store's lock of the launches of `spec_name` without waiting: (a file to keep open until the
+        launch has recorded its outcome, None) or (None, the holder's pid) when another launch holds it. The
+        operating system drops the lock of a process that ends, however it ends."""
+        import fcntl
+        import hashlib
+
+        folder = self.path.parent / "locks"
+        folder.mkdir(parents=True, exist_ok=True)
+        name = hashlib.sha256(f"{self.endpoint}\0{spec_name}".encode()).hexdigest()[:20]
+        handle = open(folder / f"launch-{name}.lock", "a+")  # noqa: SIM115 - kept open while the lock is held
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip()
+            handle.close()
+            return None, holder
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        return handle, None
 
     # ------------------------------------------------------------------ jobs
     def record_job(self, *, job_id: str, account: str, platform: str, region: str | None, spec_path: str,
@@ -207,6 +249,8 @@ class JobStore:
     # ------------------------------------------------------------------ measured throughput
     def record_measured(self, *, model: str, batch_size: int, instance_type: str, count: int,
                         samples_per_s: float, job_id: str, account: str = "") -> None:
+        if not 0 < samples_per_s < float("inf"):
+            raise ValueError(f"{job_id}: {samples_per_s!r} samples/s is not a measurement")
         with self._connection() as conn:
             conn.execute("INSERT OR REPLACE INTO measured_throughput (endpoint, account, model, batch_size, "
                          "instance_type, count, samples_per_s, job_id, measured_at) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -223,8 +267,22 @@ class JobStore:
         rows = conn.execute("SELECT * FROM measured_throughput WHERE model=? AND batch_size=? AND "
                             "(endpoint=? OR (? AND endpoint IS NULL)) ORDER BY measured_at",
                             (model, batch_size, self.endpoint, include_unknown_origin))
+        # a rate that is no measurement (infinite, zero: stored by an older trainctl) is left out of plans;
+        # `trainctl calibration --forget JOB` removes it
         return [Measurement(r["model"], r["batch_size"], r["instance_type"], r["count"], r["samples_per_s"],
-                            r["job_id"], r["endpoint"], r["account"], r["measured_at"]) for r in rows]
+                            r["job_id"], r["endpoint"], r["account"], r["measured_at"]) for r in rows
+                if isinstance(r["samples_per_s"], (int, float)) and 0 < r["samples_per_s"] < float("inf")]
+
+    def forget_measurements(self, job_id: str, event_kind: str) -> int:
+        """Delete the throughput measured by a job (and its `event_kind` events); how many measurements went."""
+        if self._reader() is None:
+            return 0
+        with self._connection() as conn:
+            gone = conn.execute("DELETE FROM measured_throughput WHERE job_id=? AND (endpoint=? OR endpoint IS NULL)",
+                                (job_id, self.endpoint)).rowcount
+            gone += conn.execute("DELETE FROM events WHERE job_id=? AND kind=? AND (endpoint=? OR endpoint IS NULL)",
+                                 (job_id, event_kind, self.endpoint)).rowcount
+        return gone
 
     def measured_rates(self, model: str, batch_size: int):
         """(model, batch, instance type) -> the newest MeasuredRate per instance type, for the planner.
@@ -235,8 +293,20 @@ class JobStore:
                 for m in self.measurements(model, batch_size)}
 
 
+class BrokenStore(TrainctlError):
+    """The state database cannot be read at all: named, with the way out."""
+
+    def __init__(self, path: Path, error: Exception):
+        super().__init__(f"{path} is not a readable trainctl database ({error}): move it aside (`mv {path} "
+                         f"{path}.broken`) and trainctl starts a new one; `trainctl down JOB --platform "
+                         "sagemaker|ec2` works without it")
+
+
 def _job(row: sqlite3.Row) -> JobRecord:
-    option = Option.model_validate_json(row["option_json"]) if row["option_json"] else None
+    try:
+        option = Option.model_validate_json(row["option_json"]) if row["option_json"] else None
+    except ValueError:  # one damaged row (a hand edit, a crash mid-write) must not hide the others
+        option = None
     return JobRecord(row["job_id"], row["endpoint"], row["account"], row["platform"], row["region"],
                      row["spec_path"], row["spec_name"], row["model"], row["batch_size"], option,
                      row["failover_from"], row["status"], row["created_at"], row["updated_at"])

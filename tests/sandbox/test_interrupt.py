@@ -85,7 +85,9 @@ def test_sagemaker_launch_interrupted(sm, tmp_path, operation):
         return
     assert job and f"trainctl down {job}" in proc.stderr
     jobs = json.loads(run_cli(["-o", "json", "ls", "--no-status"], home, env=sm.env).stdout)["jobs"]
-    assert [(j["job_id"], j["recorded_status"]) for j in jobs] == [(job, "Interrupted")]
+    # once CreateTrainingJob went out the job may run: its record waits for AWS's word
+    recorded = "Unknown" if operation == "CreateTrainingJob" else "Interrupted"
+    assert [(j["job_id"], j["recorded_status"]) for j in jobs] == [(job, recorded)]
     down = run_cli(["-o", "json", "down", job], home, env=sm.env)
     assert down.returncode == 0, down.stderr
     assert tagged_security_groups(sm, "us-east-1", job) == []
@@ -105,6 +107,27 @@ def test_sagemaker_launch_interrupted(sm, tmp_path, operation):
         # the content-addressed code object (shared by every job with the same code) carries the job tag
         tags = s3.get_object_tagging(Bucket="trainctl-123456789012-us-east-1", Key=obj["Key"])["TagSet"]
         assert {"Key": "trainctl:job", "Value": job} in tags, obj["Key"]
+
+
+@pytest.mark.timeout(240)
+def test_a_job_interrupted_after_its_submit_went_out_is_listed_as_aws_sees_it_and_blocks_a_duplicate(sm, tmp_path):
+    home = tmp_path / "home"
+    before = sm.admin.action("configure_training_jobs")["starting_s"]
+    sm.admin.action("configure_training_jobs", starting_s=3600)  # it stays InProgress (Starting) for the test
+    try:
+        layout = ["--layout", "g5.xlarge:1:on-demand"]
+        proc = interrupt_launch_at(sm, home, [SPEC, *layout], "CreateTrainingJob")
+        check_interrupted(proc)
+        job = job_of(proc.stderr)
+        assert job and "interrupted after CreateTrainingJob was sent" in proc.stderr, proc.stderr
+        jobs = json.loads(run_cli(["-o", "json", "ls"], home, env=sm.env).stdout)["jobs"]
+        assert [(j["job_id"], j["status"]) for j in jobs] == [(job, "InProgress")]
+        again = run_cli(["launch", SPEC, *layout, "--yes"], home, env=sm.env)
+        assert again.returncode == 1 and f"{job} (InProgress" in again.stderr, again.stderr
+        assert len(sm.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]) == 1
+    finally:
+        sm.admin.action("configure_training_jobs", starting_s=before)
+    assert run_cli(["down", job], home, env=sm.env).returncode == 0
 
 
 EC2_ARGS = [str(CONFIGS / "vit-base-g5.yaml"), "--platform", "ec2", "--layout", "g5.xlarge:2:spot"]
@@ -135,3 +158,55 @@ def test_ec2_launch_interrupted(sandbox, tmp_path, operation):
     iam = sandbox.client("iam")
     assert iam.list_roles(PathPrefix="/trainctl/")["Roles"] == []
     assert iam.list_instance_profiles(PathPrefix="/trainctl/")["InstanceProfiles"] == []
+
+
+def _live_instances(sandbox, job: str) -> list[str]:
+    tag = [{"Name": "tag:trainctl:job", "Values": [job]}]
+    return [i["InstanceId"] for region in ("us-east-1", "us-west-2")
+            for r in sandbox.client("ec2", region).describe_instances(Filters=tag)["Reservations"]
+            for i in r["Instances"] if i["State"]["Name"] not in ("terminated", "shutting-down")]
+
+
+@pytest.mark.timeout(240)
+def test_ctrl_c_while_create_fleet_is_in_flight_finds_its_instances_and_keeps_the_interrupts_exit_code(sandbox, tmp_path):
+    proc = interrupt_launch_at(sandbox, tmp_path / "home", EC2_ARGS, "CreateFleet")
+    check_interrupted(proc)
+    job = job_of(proc.stderr)
+    # the fleet the sandbox made after the client gave up was found by tag and removed, with progress said
+    assert "CreateFleet was sent without an answer: looking for what it makes" in proc.stderr
+    assert re.search(r"^  removed instance i-", proc.stderr, re.M) and "terminating i-" in proc.stderr, proc.stderr
+    assert _live_instances(sandbox, job) == []
+
+
+@pytest.mark.timeout(240)
+def test_a_second_ctrl_c_during_the_cleanup_says_exactly_what_is_left(sandbox, tmp_path):
+    before = count(sandbox, "DeleteLaunchTemplate")
+    sandbox.admin.set_latency("DeleteLaunchTemplate", LATENCY_MS)  # the cleanup is held there
+    sandbox.admin.set_latency("CreateFleet", LATENCY_MS)  # the first Ctrl-C lands while it is out
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "trainctl.cli", "launch", *EC2_ARGS, "--yes"], cwd=ROOT,
+                                env=clean_env(tmp_path / "home", sandbox.env), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            fleets = count(sandbox, "CreateFleet")
+            while count(sandbox, "CreateFleet") == fleets:  # the job's instances are on their way
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.02)
+            proc.send_signal(signal.SIGINT)
+            while count(sandbox, "DeleteLaunchTemplate") == before:  # the instances are gone, the rest is not
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.02)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    finally:
+        sandbox.admin.set_latency("DeleteLaunchTemplate", 0)
+        sandbox.admin.set_latency("CreateFleet", 0)
+    check_interrupted(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    job = job_of(err)
+    (line,) = [ln for ln in err.splitlines() if "cleanup stopped:" in ln]
+    assert "no instance of the job runs" in line and "security group sg-" in line and f"trainctl down {job}" in line
+    assert _live_instances(sandbox, job) == []
+    assert run_cli(["down", job], tmp_path / "home", env=sandbox.env).returncode == 0

@@ -3,8 +3,14 @@ unless --allow-duplicate; once the earlier job has ended, the launch goes ahead.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
+from pathlib import Path
 
-from tests.support.helpers import CONFIGS, run_cli
+import pytest
+
+from tests.support.helpers import CONFIGS, ROOT, clean_env, run_cli
 
 SPEC = str(CONFIGS / "vit-base-g5.yaml")
 LAUNCH = ["--output", "json", "launch", SPEC, "--platform", "ec2", "--layout", "g5.xlarge:1:spot", "--yes"]
@@ -62,3 +68,55 @@ def test_at_a_terminal_the_second_launch_asks_first_and_no_launches_nothing(sand
     ec2 = sb.client("ec2", json.loads(first.stdout)["region"])
     assert len(ec2.describe_fleets()["Fleets"]) == 1
     assert run_cli(["down", job], home, env=sb.env).returncode == 0
+
+
+def _count(sb, operation: str) -> int:
+    return sum(c["count"] for c in sb.admin.call_log() if c["operation"] == operation)
+
+
+def _racing_launches(sb, first_home: Path, second_home: Path) -> tuple[subprocess.CompletedProcess, tuple]:
+    """The first launch is held inside CreateFleet (sandbox latency) when the second one starts: the second
+    one's duplicate check runs while the first job is on its way but not yet visible on AWS."""
+    before = _count(sb, "CreateFleet")
+    sb.admin.set_latency("CreateFleet", 15_000)  # the second launch runs its checks while the first waits here
+    first = subprocess.Popen([sys.executable, "-m", "trainctl.cli", *LAUNCH], cwd=ROOT,
+                             env=clean_env(first_home, sb.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        while _count(sb, "CreateFleet") == before:  # the first launch passed every check and is starting its job
+            assert first.poll() is None, first.communicate()
+            time.sleep(0.02)
+        second = run_cli(LAUNCH, second_home, env=sb.env)
+        out = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        sb.admin.set_latency("CreateFleet", 0)
+    return second, (first.returncode, *out)
+
+
+def _live_fleet_jobs(sb) -> set[str]:
+    return {t["Value"] for region in ("us-east-1", "us-west-2")
+            for r in sb.client("ec2", region).describe_instances()["Reservations"] for i in r["Instances"]
+            for t in i.get("Tags", []) if t["Key"] == "trainctl:job" and i["State"]["Name"] != "terminated"}
+
+
+@pytest.mark.timeout(240)
+def test_two_racing_launches_from_one_job_store_launch_once(sandbox_env, tmp_path):
+    sb, home = sandbox_env, tmp_path / "home"
+    second, (code, out, err) = _racing_launches(sb, home, home)
+    assert code == 0, err
+    assert second.returncode == 1 and "not launched:" in second.stderr and "another launch (pid" in second.stderr
+    assert _live_fleet_jobs(sb) == {json.loads(out)["job_id"]}
+
+
+@pytest.mark.timeout(240)
+def test_two_racing_launches_from_two_machines_launch_once_through_the_marker_in_the_job_bucket(sandbox_env, tmp_path):
+    sb = sandbox_env
+    second, (code, out, err) = _racing_launches(sb, tmp_path / "laptop", tmp_path / "ci")  # no shared job store
+    assert code == 0, err
+    job = json.loads(out)["job_id"]
+    assert second.returncode == 1, second.stderr
+    assert f"not launched: an earlier job of spec vit-base-g5 still runs: {job} (being launched elsewhere" in \
+        second.stderr
+    assert _live_fleet_jobs(sb) == {job}

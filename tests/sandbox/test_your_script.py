@@ -26,6 +26,9 @@ def test_the_example_script_plans_launches_completes_and_feeds_the_next_plan(sm,
     follow = run_cli(["watch", job, "--interval", "0.3"], home, env=sm.env, timeout=150)
     assert follow.returncode == 0, follow.stderr
     assert "trainctl step=300 " in follow.stdout and "warning: no metric line" not in follow.stderr
+    # the job's own execution role outlives the job until `down`: watch's last line says so
+    assert follow.stderr.strip().splitlines()[-1] == (f"{job} has ended; its execution role trainctl-{job} stays "
+                                                      f"until `trainctl down {job}` deletes it")
     doc = _json(sm, home, "watch", job, "--once")
     assert doc["status"] == "Completed" and doc["warnings"] == []
     # the script's arguments do not say the step count: the metric line's total_steps does

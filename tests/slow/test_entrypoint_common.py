@@ -242,3 +242,21 @@ def test_sagemaker_layout_with_an_image_folder_and_string_hyperparameters(tmp_pa
     # A step takes longer than 1 ms, so the time trigger fires at every step boundary.
     assert checkpoint_steps(tmp_path / "ckpt") == [5, 6]
     assert "trainctl checkpoint step=1 " in text
+
+
+def test_a_full_checkpoint_disk_names_the_device_and_the_last_good_checkpoint(tmp_path):
+    import socket
+
+    import trainctl_checkpoint
+
+    store = common.CheckpointStore(str(tmp_path), keep=5)
+    for step in (1, 2):
+        store.save(step, payload(step))
+    # the next save's temp file writes to /dev/full: every write fails with ENOSPC, as on a full disk
+    temp = tmp_path / f".ckpt-{3:010d}.{socket.gethostname()}-{os.getpid()}.tmp"
+    os.symlink("/dev/full", temp)
+    with pytest.raises(trainctl_checkpoint.CheckpointDiskFull) as raised:
+        store.save(3, payload(3))
+    assert str(raised.value).startswith("no space left on /")
+    assert str(raised.value).endswith("; the last good checkpoint is step 2")
+    assert store.steps() == [2, 1] and not temp.exists()

@@ -70,19 +70,21 @@ def endpoint_url() -> str | None:
     return os.environ.get("AWS_ENDPOINT_URL") or None
 
 
-def client(service: str, region: str | None = None, *, max_attempts: int | None = None):
-    """A boto3 client, one per (service, region, attempts): clients are thread-safe, and making one costs ~50 ms."""
+def client(service: str, region: str | None = None, *, max_attempts: int | None = None,
+           read_timeout: float | None = None):
+    """A boto3 client, one per (service, region, attempts, read timeout): clients are thread-safe, and making one
+    costs ~50 ms. `read_timeout` (default 60 s): a listing that must not wait on one slow answer asks for less."""
     from botocore.config import Config
 
     region = region or SETTINGS.region or DEFAULT_REGION
     attempts = max_attempts or SETTINGS.max_attempts
-    key = (service, region, attempts, SETTINGS.retry_mode)
+    key = (service, region, attempts, SETTINGS.retry_mode, read_timeout)
     with _lock:  # client creation touches the session's shared loaders, which are not thread-safe
         if key not in _clients:
             # total_max_attempts counts the first try (botocore's "max_attempts" counts only retries, so
             # TRAINCTL_AWS_MAX_ATTEMPTS=3 used to make 4 attempts)
             config = Config(retries={"total_max_attempts": attempts, "mode": SETTINGS.retry_mode},
-                            user_agent_extra=f"trainctl/{__version__}", connect_timeout=5, read_timeout=60,
+                            user_agent_extra=f"trainctl/{__version__}", connect_timeout=5, read_timeout=read_timeout or 60,
                             max_pool_connections=32)
             _clients[key] = session().client(service, region_name=region, config=config)
         return _clients[key]

@@ -12,9 +12,9 @@ BACKENDS: dict[str, str] = {
 }
 
 
-def get_backend(platform: str):
+def get_backend(platform: str, client_for=None):
     target = BACKENDS.get(platform)
     if target is None:
         raise UsageError(f"platform {platform!r} has no launch backend yet; use one of: {', '.join(sorted(BACKENDS))}")
     module, _, cls = target.partition(":")
-    return getattr(importlib.import_module(module), cls)()
+    return getattr(importlib.import_module(module), cls)(client_for)

@@ -18,8 +18,8 @@ import abc
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, final
 
-from trainctl.backends.calls import (AwsCall, Alternatives, CapacityError, Executor, LaunchRequest, Verdict,
-                                     fill_placeholders)
+from trainctl.backends.calls import (AwsCall, Alternatives, CapacityError, Executor, LaunchRequest, SubmitTrace,
+                                     Verdict, fill_placeholders)
 from trainctl.errors import UsageError
 from trainctl.naming.tags import JOB_TAG
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from trainctl.plans import Option
 
 __all__ = ["JOB_TAG", "AwsCall", "Alternatives", "Backend", "Capabilities", "CapacityError", "JobView",
-           "LaunchRequest", "LaunchSettings", "LogLine", "Transition", "Verdict", "fill_placeholders", "tags"]
+           "LaunchRequest", "LaunchSettings", "LogLine", "SubmitTrace", "Transition", "Verdict", "fill_placeholders", "tags"]
 
 
 
@@ -126,14 +126,17 @@ class Backend(abc.ABC):
         """Read what is needed, write nothing, return the exact calls a launch will make."""
 
     @final
-    def submit(self, request: LaunchRequest, progress: Callable[[str], None] | None = None) -> dict:
-        """Execute the request's calls as declared; returns the outputs collected (ids, ARNs)."""
+    def submit(self, request: LaunchRequest, progress: Callable[[str], None] | None = None,
+               trace: SubmitTrace | None = None) -> dict:
+        """Execute the request's calls as declared; returns the outputs collected (ids, ARNs). `trace` records
+        each call sent and its outcome, for the caller to say what a failed or interrupted launch left."""
         say = progress or (lambda message: None)
         before = self.before_submit(request)
+        trace = trace if trace is not None else SubmitTrace()
         try:
-            return Executor(self.client_for, self.judge, self.compensate, say).run(request)
+            return Executor(self.client_for, self.judge, self.compensate, say, trace).run(request)
         except BaseException as e:
-            self.after_failed_submit(request, before, e, say)
+            self.after_failed_submit(request, before, e, say, trace)
             raise
 
     def before_submit(self, request: LaunchRequest) -> Any:
@@ -141,8 +144,9 @@ class Backend(abc.ABC):
         return None
 
     def after_failed_submit(self, request: LaunchRequest, before: Any, error: BaseException,
-                            say: Callable[[str], None]) -> None:
-        """Called when a call failed (or every alternative was rejected); the error is raised afterwards."""
+                            say: Callable[[str], None], trace: SubmitTrace | None = None) -> None:
+        """Called when a call failed (or every alternative was rejected, or Ctrl-C came); the error is raised
+        afterwards. `trace`: the calls sent and their outcomes (a job-starting call may be in flight)."""
 
     def judge(self, group: Alternatives, call: AwsCall, params: dict, response: Any, attempt: int) -> Verdict:
         """The acceptance check of the request's alternatives groups. A backend whose requests declare groups

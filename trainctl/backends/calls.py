@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from trainctl.plans import Option
 
 PLACEHOLDER = re.compile(r"\$\{([a-zA-Z0-9_]+)\}")
+# The calls after whose sending a job may run (and bill): a launch that fails or is interrupted once one of
+# them went out without AWS refusing it cannot say the job did not start.
+JOB_STARTING = ("CreateTrainingJob", "CreateFleet", "RunInstances")
 
 
 class CapacityError(Exception):
@@ -140,6 +143,39 @@ class LaunchRequest:
         return next(a for a in self.alternatives if a.name == name)
 
 
+@dataclass
+class SubmitTrace:
+    """What a submit sent, as it happened: each call and its outcome, "in flight" (no answer: it may have
+    reached AWS), "done" or "refused: <code>" (AWS answered with an error: it took no effect)."""
+
+    calls: list[tuple[AwsCall, str]] = field(default_factory=list)
+    # called once, right before the first job-starting call: the last moment to decide not to start (the
+    # launch's duplicate check on AWS); what it raises ends the submit as a failed call would
+    before_start: Callable[[], None] | None = None
+
+    def sending(self, call: AwsCall) -> int:
+        if call.operation in JOB_STARTING and self.before_start is not None:
+            check, self.before_start = self.before_start, None
+            check()
+        self.calls.append((call, "in flight"))
+        return len(self.calls) - 1
+
+    def answered(self, index: int, error: BaseException | None = None) -> None:
+        code = _error_code(error) if error is not None else None
+        if error is None or code:
+            self.calls[index] = (self.calls[index][0], f"refused: {code}" if code else "done")
+
+    def starting_call(self) -> tuple[AwsCall, str] | None:
+        """The job-starting call that went out without a refusal (it runs, or may), or None."""
+        return next(((c, o) for c, o in self.calls if c.operation in JOB_STARTING and not o.startswith("refused")),
+                    None)
+
+    def created(self) -> list[str]:
+        """The write calls AWS carried out, or may have (in flight), for people."""
+        return [f"{c.service}:{c.operation}" + (" (in flight)" if o == "in flight" else "")
+                for c, o in self.calls if not o.startswith("refused") and not c.operation.startswith(("Describe", "Get", "List"))]
+
+
 def _as_tuple(fallback: "AwsCall | tuple[AwsCall, ...]") -> tuple["AwsCall", ...]:
     return fallback if isinstance(fallback, tuple) else (fallback,)
 
@@ -184,11 +220,20 @@ class Executor:
     """Runs a request's calls as declared. `judge` and `compensate` are the backend's acceptance check and
     compensation for alternatives (the request names the group; the backend knows what it means)."""
 
-    def __init__(self, client_for: Callable[[str, str], Any], judge, compensate, say: Callable[[str], None]):
+    def __init__(self, client_for: Callable[[str, str], Any], judge, compensate, say: Callable[[str], None],
+                 trace: SubmitTrace | None = None):
         self.client_for, self.judge, self.compensate, self.say = client_for, judge, compensate, say
+        self.trace = trace if trace is not None else SubmitTrace()
 
     def invoke(self, call: AwsCall, params: dict) -> Any:
-        return getattr(self.client_for(call.service, call.region), call.method_name())(**params)
+        index = self.trace.sending(call)
+        try:
+            response = getattr(self.client_for(call.service, call.region), call.method_name())(**params)
+        except BaseException as e:
+            self.trace.answered(index, e)
+            raise
+        self.trace.answered(index)
+        return response
 
     def run(self, request: LaunchRequest) -> dict[str, Any]:
         outputs: dict[str, Any] = {}

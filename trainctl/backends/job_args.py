@@ -79,10 +79,10 @@ def as_command_line(args: dict[str, Any]) -> list[str]:
     return out
 
 
-def job_settings(spec: Any, option: Any, inst: Any) -> dict[str, Any]:
+def job_settings(spec: Any, option: Any, inst: Any, distribution: str = "torch_distributed") -> dict[str, Any]:
     """What the plan assumed and the job gets, for `launch --dry-run` (its "job_settings" key): the settings
     the plan depends on and the exact arguments the entrypoint receives (the ones both platforms pass)."""
-    args = entrypoint_args(spec, option, inst)
+    args = entrypoint_args(spec, option, inst, distribution)
     return {"entrypoint": f"bundled {spec.entrypoint.bundled}" if spec.entrypoint.bundled else spec.entrypoint.script,
             "precision": spec.model.precision, "batch_size_per_accelerator": spec.workload.batch_size_per_accelerator,
             "strategy": option.strategy, "micro_batch": option.micro_batch or spec.workload.batch_size_per_accelerator,

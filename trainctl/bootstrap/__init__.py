@@ -10,6 +10,7 @@ import ast
 import base64
 import io
 import json
+import re
 import tarfile
 from pathlib import Path
 
@@ -56,13 +57,13 @@ def agent_archive() -> bytes:
 
 def render_user_data(config: dict) -> str:
     """The user data script (text); config is written verbatim to config.json on the node."""
-    agent = base64.encodebytes(agent_archive()).decode().strip()
-    text = ((HERE / "userdata.sh").read_text()
-            .replace("__JOB_ID__", config["job_id"])
-            .replace("__PYTHONS__", PYTHONS.get(config.get("accelerator", "gpu"), PYTHONS["gpu"]))
-            .replace("__CONFIG__", json.dumps(config, indent=1, sort_keys=True))
-            .replace("__AGENT__", agent)
-            .replace("__NODE_PACKAGE__", NODE_PACKAGE))
+    values = {"__JOB_ID__": config["job_id"],
+              "__PYTHONS__": PYTHONS.get(config.get("accelerator", "gpu"), PYTHONS["gpu"]),
+              "__CONFIG__": json.dumps(config, indent=1, sort_keys=True),
+              "__AGENT__": base64.encodebytes(agent_archive()).decode().strip(), "__NODE_PACKAGE__": NODE_PACKAGE}
+    # one pass over the template: a value put in (the config holds the user's arguments) is never read again,
+    # so no user value can meet a placeholder
+    text = re.sub("|".join(map(re.escape, values)), lambda m: values[m.group(0)], (HERE / "userdata.sh").read_text())
     if len(text.encode()) > USER_DATA_LIMIT:
         raise ValueError(f"user data is {len(text.encode())} bytes, over EC2's {USER_DATA_LIMIT}")
     return text

@@ -28,7 +28,8 @@ def watch(
 ) -> None:
     """Follow a job: status, logs, throughput, savings, dollars.
 
-    Exits with the job's outcome: 0 Completed, 1 Failed, 3 Stopped."""
+    Exits with the job's outcome: 0 Completed, 1 Failed, 3 Stopped; 5 when trainctl could not follow it (AWS
+    kept refusing its reads: the job itself is not affected)."""
     from trainctl import render
     from trainctl.usecases import watch as w
     from trainctl.backends import get_backend
@@ -41,7 +42,7 @@ def watch(
         if once:
             if recoverer is not None:
                 recoverer(backend.describe(job, ref.region))
-            view, progress, _ = w.read_all(backend, job, ref.region)
+            view, progress, _ = w.read_all(backend, job, ref.region, say=shown.say, interval=interval)
         else:
             view, progress = shown.follow_live(backend, ref, interval=interval, logs=not no_logs, recover=recoverer,
                                                to_stderr=OPTS.output == "json")
@@ -55,6 +56,8 @@ def watch(
         shown.say(f"warning: {warning}")
     if note:
         shown.say(note)
+    if w.left_behind(view, ref.record):
+        shown.say(w.left_behind(view, ref.record))
     raise typer.Exit(w.exit_code(view))
 
 
@@ -69,21 +72,22 @@ def logs(
     """Print a job's log lines, all hosts in time order, in full."""
     from trainctl.usecases import watch as w
     from trainctl.backends import get_backend
-    from trainctl.render.watch import log_line
+    from trainctl.render.watch import log_line, say
+    from trainctl.usecases.transient import patiently
 
     with _store() as store:
         ref = w.locate(store, job, platform)
     backend = get_backend(ref.platform)
-    only = w.check_host(backend.describe(job, ref.region), host)
+    only = w.check_host(patiently(lambda: backend.describe(job, ref.region), job, interval, say), host)
 
     def show(ln) -> None:
         if only is None or ln.host == only:
             typer.echo(log_line(ln, with_host=only is None))
 
     if follow:
-        w.follow(backend, job, ref.region, interval=interval, on_line=show)
+        w.follow(backend, job, ref.region, interval=interval, on_line=show, say=say)
     else:
-        for ln in w.read_all(backend, job, ref.region)[2]:
+        for ln in w.read_all(backend, job, ref.region, say=say, interval=interval)[2]:
             show(ln)
 
 
@@ -91,14 +95,31 @@ def logs(
 def list_jobs(
     limit: int = typer.Option(20, "--limit", min=1, help="Newest N jobs."),
     no_status: bool = typer.Option(False, "--no-status", help="Do not ask AWS for live status."),
+    all_on_aws: bool = typer.Option(False, "--all", help="Also the running jobs AWS holds under trainctl's tag "
+                                                         "in the region that these records lack (from AWS alone)."),
 ) -> None:
     """List the jobs launched here, with their live status."""
     from trainctl import render
-    from trainctl.usecases import watch as w
-    from trainctl.render.watch import jobs_table
+    from trainctl.render.watch import jobs_table, say
+    from trainctl.store import BrokenStore
+    from trainctl.usecases.job_list import list_jobs as list_jobs_of
+    from trainctl.usecases.job_list import on_aws
 
     with _store() as store:
-        out = w.list_jobs(store, limit, live=not no_status)
+        try:
+            out = list_jobs_of(store, limit, live=not no_status)
+        except BrokenStore as e:
+            if not all_on_aws:
+                raise
+            say(f"warning: {e}")
+            out = []
+    if all_on_aws:
+        from trainctl.aws import clients as aws
+
+        found, notes = on_aws(aws.default_region(), {j["job_id"] for j in out})
+        out += found
+        for note in notes:
+            say(f"warning: {note}")
     if OPTS.output == "json":
         render.print_json({"jobs": out})
     else:
@@ -108,6 +129,8 @@ def list_jobs(
 @app.command()
 def calibration(
     account: Optional[str] = typer.Option(None, "--account", help="Only the jobs this AWS account launched."),
+    forget: Optional[str] = typer.Option(None, "--forget", help="Remove the throughput measured by job JOB: "
+                                                                "later plans no longer use it.", metavar="JOB"),
 ) -> None:
     """Compare the model's throughput with what jobs measured.
 
@@ -116,6 +139,17 @@ def calibration(
     from trainctl.usecases.calibration import report
     from trainctl.render.calibration import calibration_table
 
+    if forget is not None:
+        from trainctl.render.watch import say
+        from trainctl.usecases.calibration import forget as forget_job
+        from trainctl.usecases.watch import check_job_id
+
+        with _store() as store:
+            said = forget_job(store, check_job_id(forget))
+        if OPTS.output == "json":
+            render.print_json({"job_id": forget, "forgotten": said})
+        say(said)
+        return
     with _store() as store:
         doc = report(store, account)
     if OPTS.output == "json":
@@ -163,12 +197,16 @@ def down(job: str = typer.Argument(..., help="Job id."), platform: Optional[str]
     from trainctl.backends import get_backend
     from trainctl.render.watch import removed_lines
 
+    from trainctl.errors import TrainctlError
+
     with _store() as store:
         ref = w.locate(store, job, platform)
         removed = get_backend(ref.platform).cleanup(job, ref.region)
-        if ref.record:
-            store.add_event(job, "down", ", ".join(removed) or "nothing left")
+        problem = store.try_write(lambda db: db.add_event(job, "down", ", ".join(removed) or "nothing left")) \
+            if ref.record else None
     if OPTS.output == "json":
         render.print_json({"job_id": job, "platform": ref.platform, "region": ref.region, "removed": removed})
     else:
         removed_lines(job, ref.region, removed)
+    if problem:  # what AWS did is said first: the record is what failed
+        raise TrainctlError(f"{job}: removed {len(removed)} resources, but could not record it: {problem}")

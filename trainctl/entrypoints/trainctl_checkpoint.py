@@ -8,6 +8,7 @@ FSDP script are trainctl_sharded.py's.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -46,6 +47,29 @@ class _HashingWriter:
 
     def flush(self) -> None:
         self.raw.flush()
+
+
+class CheckpointDiskFull(RuntimeError):
+    """The checkpoint's disk is full: the device, and the newest checkpoint that is whole."""
+
+
+def _disk_full(error: BaseException | None) -> bool:
+    """ENOSPC anywhere in the error's chain, or torch's wrapping of it (its writer reports "file write failed")."""
+    while error is not None:
+        if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            return True
+        if "file write failed" in str(error) or "No space left" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def _mount_point(path: str) -> str:
+    path = os.path.realpath(path)
+    device = os.stat(path).st_dev
+    while path != os.path.dirname(path) and os.stat(os.path.dirname(path)).st_dev == device:
+        path = os.path.dirname(path)
+    return path
 
 
 def _fsync_dir(path: str) -> None:
@@ -112,12 +136,19 @@ class CheckpointStore:
             final = os.path.join(self.directory, checkpoint_name(step, writer.hash.hexdigest()))
             os.replace(temp, final)
             _fsync_dir(self.directory)
-        except BaseException:
+        except BaseException as e:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(temp)
+            if _disk_full(e):  # torch says "inline_container.cc ... file write failed": say what and what is safe
+                raise CheckpointDiskFull(self._full_message()) from e
             raise
         self._prune()
         return final
+
+    def _full_message(self) -> str:
+        steps = self.steps()
+        last = f"the last good checkpoint is step {max(steps)}" if steps else "no checkpoint was saved yet"
+        return f"no space left on {_mount_point(self.directory)} (checkpoints in {self.directory}); {last}"
 
     def _prune(self) -> None:
         """Delete all but the newest K steps. Several files of one step (saved again after a

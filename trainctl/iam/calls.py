@@ -112,6 +112,8 @@ CALLS: tuple[Call, ...] = (
            condition=SAGEMAKER_PASS, why="only the per-job execution roles and a given role, only to SageMaker"))),
     Call("sagemaker:DescribeTrainingJob", SM, (_g("sagemaker:DescribeTrainingJob",
                                                   resources=("arn:aws:sagemaker:*:*:training-job/*",)),)),
+    Call("sagemaker:ListTrainingJobs", SM, (_g("sagemaker:ListTrainingJobs", why="`ls --all`: a list call has no "
+                                                                            "resource to scope it to"),)),
     Call("sagemaker:ListTags", SM, (_g("sagemaker:ListTags", resources=("arn:aws:sagemaker:*:*:training-job/*",)),)),
     Call("sagemaker:StopTrainingJob", SM, (_g("sagemaker:StopTrainingJob",
                                               resources=("arn:aws:sagemaker:*:*:training-job/*",),

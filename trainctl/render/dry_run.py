@@ -134,9 +134,12 @@ def summary_lines(doc: dict) -> list[str]:
 
 
 def wrap(lines: list[str], width: int) -> str:
-    """Each line wrapped at `width`, its continuation indented under its text (long paths are folded)."""
+    """Each line wrapped at `width`, its continuation indented under its text (long paths are folded); each
+    cleaned of control characters first (notes and calls carry names from the user's files)."""
+    from trainctl.render.safe import clean
+
     out = []
-    for line in lines:
+    for line in (clean(raw, one_line=True) for raw in lines):
         stripped = line.lstrip()
         lead = len(line) - len(stripped)
         first = stripped.split(" ", 1)[0]

@@ -22,7 +22,10 @@ def show(option, request) -> None:
 
 
 def say(message: str) -> None:
-    stderr_console().print(message, markup=False, soft_wrap=True)
+    from trainctl.render.safe import clean
+
+    # a message may carry text from the user's files (file and script names) or from AWS: cleaned first
+    stderr_console().print(clean(message), markup=False, soft_wrap=True)
 
 
 def confirm(question: str) -> bool:

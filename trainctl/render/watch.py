@@ -43,7 +43,7 @@ def follow_live(backend, job: JobRef, *, interval: float, logs: bool, recover: C
         status.start()
     try:
         return follow(backend, job.job_id, job.region, interval=interval, on_transition=on_transition,
-                      on_line=folder.feed, on_update=on_update, logs=logs, recover=recover)
+                      on_line=folder.feed, on_update=on_update, logs=logs, recover=recover, say=say)
     finally:
         folder.flush()
         if status:

@@ -40,6 +40,9 @@ class Strict(BaseModel):
 from trainctl.spec.architectures import ARCHITECTURES, Architecture, Family, transformer  # noqa: E402
 
 # ---------------------------------------------------------------- sections
+RESERVED_ARG_PREFIX = "sagemaker_"  # entrypoint.args keys refused (any case, - or _): the platform's own
+
+
 class Entrypoint(Strict):
     # ddp: train_ddp.py (timm ViT, GPUs); neuron: train_neuron.py (Trainium); lm: train_lm.py
     # (decoder-only LM with FSDP, GPUs)
@@ -47,6 +50,17 @@ class Entrypoint(Strict):
     script: str | None = Field(None, description="the user's training script, relative to source_dir")
     source_dir: str | None = Field(None, description="directory shipped as the job's code")
     args: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @field_validator("args")
+    @classmethod
+    def no_reserved_keys(cls, args: dict) -> dict:
+        # SageMaker's training toolkit reads every `sagemaker_*` hyperparameter as its own configuration (MPI,
+        # the program, the code's location): a job argument of that name would steer the platform, not the script
+        for key in args:
+            if key.lower().replace("-", "_").startswith(RESERVED_ARG_PREFIX):
+                raise ValueError(f"argument {key[:60]!r} is reserved: SageMaker's training toolkit reads "
+                                 f"{RESERVED_ARG_PREFIX}* hyperparameters as its own settings; rename it")
+        return args
 
     @model_validator(mode="after")
     def one_kind(self) -> Entrypoint:
@@ -237,7 +251,8 @@ class Candidates(Strict):
 class Constraints(Strict):
     deadline_hours: float | None = Field(None, gt=0)
     budget_usd: float | None = Field(None, gt=0)
-    checkpoint_interval_minutes: float = Field(30, gt=0)
+    # at least 6 s, at most a week: 1e-300 minutes overflowed the Spot rework arithmetic (lam value too large)
+    checkpoint_interval_minutes: float = Field(30, ge=0.1, le=7 * 24 * 60)
     max_spot_wait_hours: float = Field(4, ge=0)
     restart_minutes: float = Field(10, ge=0, description="time to get back to training after an interruption")
 

@@ -55,7 +55,7 @@ def _measured(store: JobStore, record: JobRecord) -> float | None:
             value = json.loads(detail).get("measured_samples_per_s")
         except (ValueError, AttributeError):
             continue
-        if isinstance(value, (int, float)) and value > 0:
+        if isinstance(value, (int, float)) and 0 < value < float("inf"):
             return float(value)
     if record.model is None or record.batch_size is None:
         return None
@@ -63,6 +63,14 @@ def _measured(store: JobStore, record: JobRecord) -> float | None:
         if m.job_id == record.job_id:
             return m.samples_per_s
     return None
+
+
+def forget(store: JobStore, job_id: str) -> str:
+    """`trainctl calibration --forget JOB`: the job's measured throughput leaves later plans and this report."""
+    gone = store.forget_measurements(job_id, EVENT)
+    if not gone:
+        return f"{job_id}: no measured throughput recorded for it (`trainctl calibration` lists the jobs)"
+    return f"{job_id}: its measured throughput is forgotten; later plans no longer use it"
 
 
 def summarise(rows: list[dict]) -> dict:

@@ -4,14 +4,15 @@ next-ranked option when capacity is refused, and record every attempt in the job
 plan (`trainctl.plans`) throughout: no stage reads an option as a dict."""
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable
 
 from pydantic import BaseModel
 
+from trainctl.backends.calls import SubmitTrace
+from trainctl.usecases.launch_outcomes import interrupted, record_submitted, submit_failed
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.plans import Option, Plan, load_saved_plan
 from trainctl.store import JobStore
@@ -158,29 +159,42 @@ class _Run:
     store: JobStore
     say: Callable[[str], None]
     account: str | None = None
+    lock: Any = None           # the job store's lock of this spec's launches, held until the launch ends
+    marker: Any = None         # the spec's launch marker on AWS (duplicates.LaunchMarker) once claimed
 
 
 def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: Callable[[Option, Any], None],
            confirm: Callable[[str], bool]) -> dict | LaunchResult:
     """The --dry-run document (dry run), or the LaunchResult of a submitted launch."""
-    from trainctl.backends import BACKENDS, get_backend
-    from trainctl.backends.base import LaunchSettings
+    from trainctl.backends import BACKENDS
 
     spec, plan, options, idx = choose_options(args, store)
     sequence = [options[idx]]
     if args.failover:
         sequence += [o for o in options[idx + 1:] if o.platform in BACKENDS]
     run = _Run(args, spec, plan, store, say)
-    base_id = new_job_id(spec.name)
+    try:
+        return _launch_sequence(run, sequence, confirm, show)
+    finally:
+        _release(run)
+
+
+def _launch_sequence(run: _Run, sequence: list[Option], confirm: Callable[[str], bool],
+                     show: Callable[[Option, Any], None]) -> dict | LaunchResult:
+    from trainctl.backends import get_backend
+    from trainctl.backends.base import LaunchSettings
+
+    args, store, say = run.args, run.store, run.say
+    base_id = new_job_id(run.spec.name)
     attempts: list[Attempt] = []
     for n, option in enumerate(sequence):
         job_id = base_id if n == 0 else f"{base_id}-f{n}"
         backend = get_backend(option.platform)
         settings = LaunchSettings(job_id=job_id, spec_path=args.spec_path,
                                   options=backend.options(args.platform_options, f"option {option.rank}"))
-        request = backend.prepare(option, spec, settings)
+        request = backend.prepare(option, run.spec, settings)
         if args.dry_run:
-            return _dry_run_document(request, spec, option)
+            return _dry_run_document(request, run.spec, option, settings.options)
         show(option, request)
         if n == 0:
             _confirm(run, confirm, f"Launch {job_id} ({len(request.calls)} AWS calls)?")
@@ -199,22 +213,69 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
     raise AssertionError("unreachable: the loop returns or raises")
 
 
-def _dry_run_document(request, spec, option: Option) -> dict:
-    """The exact requests, and the settings that reach the job (what the summary of table mode shows)."""
+def _dry_run_document(request, spec, option: Option, options: Any) -> dict:
+    """The exact requests, and the settings that reach the job (what the summary of table mode shows): the
+    arguments as the request sends them, the SageMaker distribution's included."""
     from trainctl.catalog import load_catalog
     from trainctl.backends.job_args import job_settings
 
+    kind = "torch_distributed"
+    if request.platform == "sagemaker":
+        from trainctl.backends.sagemaker import distribution
+
+        kind = distribution.chosen(getattr(options, "distribution", None), spec)
     return {**request.to_json(),
-            "job_settings": job_settings(spec, option, load_catalog().instance(option.instance_type))}
+            "job_settings": job_settings(spec, option, load_catalog().instance(option.instance_type), kind)}
+
+
+def _release(run: _Run) -> None:
+    """The launch ended: free the spec's lock, and its marker when the launch started nothing."""
+    from trainctl.usecases.duplicates import ENDED
+
+    if run.lock is not None:
+        run.lock.close()
+    if run.marker is not None and run.marker.etag is not None:
+        try:
+            record = run.store.job(run.marker.job_id)
+        except Exception:  # noqa: BLE001 - no record to read: the marker frees itself after LAUNCHING_S
+            return
+        if record is not None and record.status in ENDED:
+            run.marker.release(record.status)
+
+
+def _claims(run: _Run) -> list[tuple[str, str]]:
+    """What holds the spec besides this launch: another launch of it from this job store (the store's lock,
+    kept until this launch ends, makes check-then-launch atomic here) and its jobs that AWS says run."""
+    from trainctl.usecases.duplicates import running_jobs_of
+
+    run.lock, holder = run.store.try_lock_launch(run.spec.name)
+    held = [] if run.lock is not None else [(f"another launch (pid {holder or '?'})", "launching it now, here")]
+    return held + running_jobs_of(run.store, run.spec.name)
+
+
+def _claim_marker(run: _Run, request) -> None:
+    """Right before the job-starting call (the job bucket exists by then): take the spec's launch marker on
+    AWS, which launches from other machines race for atomically; lost, the launch stops before starting."""
+    from trainctl.usecases.duplicates import LaunchMarker, duplicate_question
+
+    if run.marker is not None and run.marker.etag is not None:  # a failover attempt: this launch holds it
+        holders = run.marker.hand_over(request.job_id)
+    else:
+        run.marker = LaunchMarker(run.spec.name, request.job_id, request.platform, run.account or "",
+                                  request.region)
+        holders = run.marker.claim(time.time())
+    if holders:
+        raise TrainctlError(f"not launched: {duplicate_question(holders, run.spec.name)}; `trainctl stop "
+                            f"{holders[0][0]}` first, or launch a second job on purpose with --allow-duplicate")
 
 
 def _confirm(run: _Run, confirm: Callable[[str], bool], question: str) -> None:
     """Ask before launching (unless --yes); first, whether to run a second job of a spec whose job still runs
-    (under --yes that is refused unless --allow-duplicate)."""
-    from trainctl.usecases.duplicates import duplicate_question, running_jobs_of
+    or is being launched (under --yes that is refused unless --allow-duplicate)."""
+    from trainctl.usecases.duplicates import duplicate_question
 
     args = run.args
-    running = [] if args.allow_duplicate else running_jobs_of(run.store, run.spec.name)
+    running = [] if args.allow_duplicate else _claims(run)
     if running:
         said = duplicate_question(running, run.spec.name)
         if args.yes:
@@ -241,16 +302,13 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
     store.add_event(job_id, "launch", option.describe())
     attempt = Attempt(job_id=job_id, rank=option.rank, layout=option.layout, region=request.region,
                       outcome="submitted")
+    trace = SubmitTrace(before_start=None if run.args.allow_duplicate else lambda: _claim_marker(run, request))
     try:
-        outputs = backend.submit(request, progress=lambda m: say(f"  {m}"))
+        outputs = backend.submit(request, progress=lambda m: say(f"  {m}"), trace=trace)
     except KeyboardInterrupt:
-        # Ctrl-C mid-submit: what was created carries the job's tag; say how to remove it, and stop
-        # (a second Ctrl-C must not land in a half-run cleanup).
-        store.set_status(job_id, "Interrupted")
-        store.add_event(job_id, "interrupted", "Ctrl-C during submit")
-        say(f"interrupted: `trainctl down {job_id}` removes what the launch created (tagged trainctl:job={job_id})"
-            + ("; if CreateTrainingJob reached SageMaker, `trainctl stop` the job first"
-               if request.platform == "sagemaker" else ""))
+        # Ctrl-C mid-submit: say exactly what went out and whether the job may run, then stop (a second
+        # Ctrl-C must not land in a half-run cleanup).
+        interrupted(store, request, trace, say)
         raise
     except CapacityError as e:
         # Refused at submit (EC2: no AZ gave all N instances). The backend already removed what it made.
@@ -261,9 +319,8 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
                                 exit_code=EXIT_NO_CAPACITY) from e
         return attempt.model_copy(update={"outcome": f"no capacity: {e}"}), str(e)
     except Exception as e:  # noqa: BLE001 - recorded, resources removed by tag, then reported in one line
-        _submit_failed(store, backend, job_id, request.region, e, say)
-    store.set_status(job_id, "InProgress")
-    store.add_event(job_id, "submitted", json.dumps({k: v for k, v in outputs.items() if isinstance(v, str)}))
+        submit_failed(store, backend, request, e, say, trace)
+    record_submitted(store, request, outputs, say)
     say(f"submitted {job_id} ({option.describe()})")
     if not run.args.failover:
         return attempt, None
@@ -285,23 +342,6 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
 def _no_capacity(store: JobStore, job_id: str, problem: str) -> None:
     store.set_status(job_id, "NoCapacity")
     store.add_event(job_id, "no-capacity", problem)
-
-
-def _submit_failed(store: JobStore, backend, job_id: str, region: str, e: Exception,
-                   say: Callable[[str], None]) -> NoReturn:
-    from trainctl.aws.clients import error_summary
-
-    store.set_status(job_id, "SubmitFailed")
-    store.add_event(job_id, "submit-failed", error_summary(e))
-    try:
-        removed = backend.cleanup(job_id, region)
-        if removed:
-            say(f"removed after the failed launch: {', '.join(removed)}")
-    except Exception as ce:  # noqa: BLE001 - the launch error matters more; cleanup can be re-run
-        say(f"cleanup after the failed launch did not finish ({error_summary(ce)})")
-    from trainctl.backends.ec2.spot_role import hint
-
-    raise TrainctlError(f"launch of {job_id} failed: {error_summary(e)}{hint(e)}") from e
 
 
 def _account(region: str) -> str:

@@ -4,6 +4,7 @@ training vs billable seconds, Spot savings and dollars. Polls politely: per cycl
 the backend's bounded log calls, backing off while nothing changes."""
 from __future__ import annotations
 
+import math
 import re
 import statistics
 import time
@@ -14,11 +15,15 @@ from trainctl.usecases.calibration import record_comparison
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.plans import Option
 from trainctl.store import JobRecord, JobStore
+from trainctl.usecases.transient import patiently
 
 METRIC = re.compile(r"trainctl step=(\d+) loss=(\S+) samples_per_s=([0-9.eE+-]+)")
 # Optional on the metric line: the run's total optimizer steps, for a script whose arguments do not say it.
 TOTAL_STEPS = re.compile(r"\btotal_steps=(\d+)")
 METRIC_FORMAT = "trainctl step=N loss=X samples_per_s=Y [total_steps=M]"
+# A measured throughput above this is no measurement (the spec bounds a given throughput the same way): it
+# would enter later plans as the job's rate.
+MAX_SAMPLES_PER_S = 1e9
 # How long a running job may print without a metric line before `watch` says so.
 SILENT_SECONDS = 120
 EXIT_CODES = {"Completed": 0, "Failed": 1, "Stopped": 3}
@@ -51,8 +56,15 @@ def locate(store: JobStore, job_id: str, platform: str | None = None) -> JobRef:
     platform (and region): `watch`, `logs`, `stop` and `down` all give the same one-line answer otherwise."""
     from trainctl.aws import clients as aws
 
+    from trainctl.store import BrokenStore
+
     check_job_id(job_id)
-    record = store.job(job_id)
+    try:
+        record = store.job(job_id)
+    except BrokenStore:
+        if platform is None:
+            raise
+        record = None  # the user named the platform: AWS alone answers
     if record is not None:
         return JobRef(job_id, record.platform, record.region or aws.default_region(), record)
     region = aws.default_region()
@@ -75,14 +87,22 @@ class Progress:
     last_loss: float | None = None
     total_steps: int | None = None
     lines: int = 0
+    malformed: int = 0            # metric lines skipped: a value that is not a number, or not a sane one
 
     def feed(self, message: str) -> bool:
         self.lines += 1
         m = METRIC.search(message)
         if not m:
             return False
-        self.last_step, self.last_loss = int(m.group(1)), float(m.group(2))
-        self.rates.append(float(m.group(3)))
+        try:  # a script may print `loss=tensor(2.3)` or `samples_per_s=1e999`: skipped and counted, never fatal
+            step, loss, rate = int(m.group(1)), float(m.group(2)), float(m.group(3))
+        except ValueError:
+            step, loss, rate = 0, 0.0, math.nan
+        if not (math.isfinite(rate) and 0 < rate <= MAX_SAMPLES_PER_S):
+            self.malformed += 1
+            return False
+        self.last_step, self.last_loss = step, loss
+        self.rates.append(rate)
         total = TOTAL_STEPS.search(message, m.end())
         if total:
             self.total_steps = int(total.group(1))
@@ -127,7 +147,14 @@ def _spot_savings(view) -> tuple[float | None, str | None]:
 
 def _warnings(view, progress: Progress) -> list[str]:
     """A script that prints no metric line leaves throughput, progress and the projection empty: say so, once
-    it has had the time to print one."""
+    it has had the time to print one. Metric lines that could not be read are counted."""
+    skipped = [] if not progress.malformed else [
+        f"{progress.malformed} metric line{'s' if progress.malformed != 1 else ''} skipped: a value that is not a "
+        f"number, or a throughput that is not finite and positive up to {MAX_SAMPLES_PER_S:g} (`{METRIC_FORMAT}`)"]
+    return skipped + _no_metric_warning(view, progress)
+
+
+def _no_metric_warning(view, progress: Progress) -> list[str]:
     if progress.rates or not progress.lines:
         return []
     if not view.finished and (view.training_seconds or 0) < SILENT_SECONDS:
@@ -181,6 +208,7 @@ def summary(view, progress: Progress, record: JobRecord | None, now: float | Non
             "step": progress.last_step, "steps": steps, "loss": progress.last_loss,
             "projected_cost_usd": projected, "expected_cost_usd": expected,
             "failure_reason": view.failure_reason, "warnings": _warnings(view, progress),
+            "malformed_metric_lines": progress.malformed,
             "never_checked_in": never_checked_in(view),
             "transitions": [{"status": t.status, "start": t.start, "end": t.end, "message": t.message}
                             for t in view.transitions]}
@@ -201,13 +229,14 @@ def record_outcome(store: JobStore, view, progress: Progress, record: JobRecord 
     return None
 
 
-def read_all(backend, job_id: str, region: str) -> tuple[Any, Progress, list]:
+def read_all(backend, job_id: str, region: str, say: Callable[[str], None] = lambda m: None,
+             interval: float = 2.0) -> tuple[Any, Progress, list]:
     """One look: describe plus every log line so far (for --once and `logs`)."""
-    view = backend.describe(job_id, region)
+    view = patiently(lambda: backend.describe(job_id, region), job_id, interval, say)
     progress, lines, cursor = Progress(), [], None
     while True:
-        new, cursor = backend.logs(job_id, region, cursor)
-        if not new:
+        new, cursor = patiently(lambda: backend.logs(job_id, region, cursor), job_id, interval, say)
+        if not new and not cursor.get("pending"):  # a run with pages left is not the end, even when empty
             break
         lines += new
         for ln in new:
@@ -218,7 +247,8 @@ def read_all(backend, job_id: str, region: str) -> tuple[Any, Progress, list]:
 def follow(backend, job_id: str, region: str, *, interval: float = 2.0,
            on_transition: Callable[[Any], None] = lambda t: None, on_line: Callable[[Any], None] = lambda ln: None,
            on_update: Callable[[Any, Progress], None] = lambda v, p: None, logs: bool = True,
-           recover: Callable[[Any], bool] | None = None) -> tuple[Any, Progress]:
+           recover: Callable[[Any], bool] | None = None,
+           say: Callable[[str], None] = lambda m: None) -> tuple[Any, Progress]:
     """Poll until the job ends. Backoff: `interval` after a change, growing x1.5 up to 8 x interval while
     nothing happens. `recover` (from `recoverer`) gets every view and relaunches lost capacity; it returns
     True when it did something."""
@@ -226,7 +256,7 @@ def follow(backend, job_id: str, region: str, *, interval: float = 2.0,
     progress, cursor, shown_transitions = Progress(), None, 0
     delay = interval
     while True:
-        view = backend.describe(job_id, region)
+        view = patiently(lambda: backend.describe(job_id, region), job_id, interval, say)
         changed = False
         if recover is not None and recover(view):
             view, changed = backend.describe(job_id, region), True
@@ -239,12 +269,12 @@ def follow(backend, job_id: str, region: str, *, interval: float = 2.0,
         cursor = {**(cursor or {}), "hosts": len(view.hosts), "relist": changed or bool((cursor or {}).get("relist"))}
         if logs:
             while True:  # drain: a burst of lines is read in a few pages, not one page per cycle
-                new, cursor = backend.logs(job_id, region, cursor)
+                new, cursor = patiently(lambda: backend.logs(job_id, region, cursor), job_id, interval, say)
                 for ln in new:
                     progress.feed(ln.message)
                     on_line(ln)
-                changed = changed or bool(new)
-                if not new or not view.finished:
+                changed = changed or bool(new) or bool(cursor.get("pending"))
+                if not view.finished or not (new or cursor.get("pending")):
                     break
         on_update(view, progress)
         if view.finished:
@@ -286,6 +316,16 @@ def recoverer(backend, job: JobRef, store: JobStore, say: Callable[[str], None])
     return check
 
 
+def left_behind(view, record: JobRecord | None) -> str | None:
+    """The last line of `watch` for an ended SageMaker job trainctl launched with its own execution role: the
+    role (and the job's security group) stay until `down`, which deletes them once the job has ended."""
+    role = str((view.raw or {}).get("RoleArn") or "")
+    if not view.finished or view.platform != "sagemaker" or record is None or "/trainctl/" not in role:
+        return None
+    return (f"{view.job_id} has ended; its execution role {role.rsplit('/', 1)[-1]} stays until "
+            f"`trainctl down {view.job_id}` deletes it")
+
+
 def exit_code(view) -> int:
     return EXIT_CODES.get(view.status, 0)
 
@@ -296,46 +336,3 @@ def check_host(view, host: int | None) -> str | None:
     if not 1 <= host <= len(view.hosts):
         raise TrainctlError(f"--host {host}: {view.job_id} has hosts 1..{len(view.hosts)}", exit_code=2)
     return view.hosts[host - 1]
-
-
-def list_jobs(store: JobStore, limit: int, live: bool = True) -> list[dict]:
-    """The newest jobs of this endpoint from the store, each with its live status unless `live` is false.
-    A job launched from another account is not asked about with these credentials (AWS would not know it)."""
-    jobs = store.jobs(limit)
-    account = caller_account() if live and jobs else None
-    return [{**_listed(job), **(_live_status(job, account) if live else {})} for job in jobs]
-
-
-def caller_account() -> str | None:
-    """The account of the credentials in use, or None when AWS does not say."""
-    from trainctl.aws import clients as aws
-
-    try:
-        return aws.client("sts", aws.default_region()).get_caller_identity()["Account"]
-    except Exception:  # noqa: BLE001 - then every job is asked about, as before accounts were kept
-        return None
-
-
-def _listed(job: JobRecord) -> dict:
-    o = job.option
-    return {"job_id": job.job_id, "platform": job.platform, "region": job.region, "account": job.account or None,
-            "layout": f"{o.count}x {o.instance_type}" if o else "-", "market": o.market if o else None,
-            "status": job.status or "-", "secondary_status": None, "recorded_status": job.status,
-            "expected_cost_usd": o.expected_cost_usd if o else None, "created_at": job.created_at,
-            "spec": job.spec_path, "failover_from": job.failover_from}
-
-
-def _live_status(job: JobRecord, account: str | None) -> dict:
-    from trainctl.backends import get_backend
-
-    if job.status == "SubmitFailed":
-        return {}
-    if account and job.account and job.account != account:
-        return {"status": f"in account {job.account} (these credentials are {account}'s)"}
-    try:
-        v = get_backend(job.platform).describe(job.job_id, job.region)
-    except Exception as e:  # noqa: BLE001 - one unreachable job must not hide the others
-        from trainctl.aws.clients import error_summary
-
-        return {"status": f"unknown ({error_summary(e)})"}
-    return {"status": v.status, "secondary_status": v.secondary_status}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -76,6 +77,9 @@ class SandboxApp:
         self.json_operations = json_operations   # (service, operation) -> handler; filled as extensions install
         self.wait_ready = wait_ready
         self.call_log = CallLog()   # the calls trainctl made (User-Agent trainctl/...): outlives reset
+        # S3 decides a conditional write (If-None-Match / If-Match) atomically: of two racing writes one wins
+        # (Amazon S3 User Guide, conditional writes); moto checks, then writes, so the sandbox serialises them
+        self.conditional_writes = threading.Lock()
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
@@ -116,6 +120,9 @@ class SandboxApp:
         except Exception as e:  # noqa: BLE001 - answer as AWS would (500), and leave the trace in the log
             traceback.print_exc(file=sys.stderr)
             return _respond(start_response, *error_response(call, "InternalFailure", f"sandbox error: {e}", 500))
+        if call.service == "s3" and ("HTTP_IF_NONE_MATCH" in environ or "HTTP_IF_MATCH" in environ):
+            with self.conditional_writes:
+                return list(self.moto_app(environ, start_response))
         return self.moto_app(environ, start_response)
 
     def _delay(self, call: AwsCall) -> None:

@@ -35,15 +35,12 @@ class Ec2Backend(Backend):
                                                    LIVE_STATES)]
 
     def after_failed_submit(self, request: LaunchRequest, before: list[str], error: BaseException,
-                            say: Callable[[str], None]) -> None:
+                            say: Callable[[str], None], trace=None) -> None:
         if before:
             return
-        from trainctl.aws import clients as aws
+        from trainctl.backends.ec2.interrupted_launch import clean_up
 
-        why = str(error) if isinstance(error, fleet.CapacityError) else aws.error_summary(error)
-        say(f"launch failed ({why}); deleting what was created for the job")
-        for line in self.cleanup(request.job_id, request.region):
-            say(f"removed {line}")
+        clean_up(self, request, error, trace, say)
 
     def judge(self, group: Alternatives, call: AwsCall, params: dict, response: Any, attempt: int) -> Verdict:
         return fleet.judge(self.client_for("ec2", call.region), call, params, response, attempt)
@@ -64,5 +61,5 @@ class Ec2Backend(Backend):
     def recover(self, job_id: str, region: str, progress: Callable[[str], None] | None = None) -> dict:
         return fleet.recover(self, job_id, region, progress)
 
-    def cleanup(self, job_id: str, region: str) -> list[str]:
-        return _cleanup.cleanup(self.client_for, job_id, region)
+    def cleanup(self, job_id: str, region: str, say: Callable[[str], None] | None = None) -> list[str]:
+        return _cleanup.cleanup(self.client_for, job_id, region, say)

@@ -24,17 +24,20 @@ def retry_in_use(fn: Callable[[], Any], codes: tuple[str, ...], attempts: int = 
             time.sleep(min(10.0, 0.5 * 2 ** attempt))
 
 
-def cleanup(client_for, job_id: str, region: str) -> list[str]:
-    """Delete everything tagged for the job, in dependency order; returns what went.
+def cleanup(client_for, job_id: str, region: str, say: Callable[[str], None] | None = None) -> list[str]:
+    """Delete everything tagged for the job, in dependency order; returns what went. `say` hears each slow
+    step as it starts (a launch's cleanup after Ctrl-C shows its progress).
 
     The stop mark comes first: a `watch --recover` running beside `down` would otherwise see the nodes
     going and launch replacements (it checks the mark before and after each fleet it makes)."""
+    say = say or (lambda message: None)
     ec2 = client_for("ec2", region)
     removed: list[str] = []
     live = [i["InstanceId"] for i in instances(ec2, job_id, ("pending", "running", "stopping", "stopped"))]
     if live or launch_template(ec2, job_id):
         mark_stopped(client_for, job_id, region)
     if live:
+        say(f"terminating {', '.join(live)} and waiting for them to end")
         terminate(ec2, live)
         removed += [f"instance {i}" for i in live]
         ec2.get_waiter("instance_terminated").wait(InstanceIds=live, WaiterConfig={"Delay": 5, "MaxAttempts": 120})
@@ -46,6 +49,7 @@ def cleanup(client_for, job_id: str, region: str) -> list[str]:
         ec2.delete_launch_template(LaunchTemplateId=lt["LaunchTemplateId"])
         removed.append(f"launch template {lt['LaunchTemplateName']} ({lt['LaunchTemplateId']})")
     for pg in ec2.describe_placement_groups(Filters=job_filter(job_id))["PlacementGroups"]:
+        say(f"deleting placement group {pg['GroupName']}")
         retry_in_use(lambda: ec2.delete_placement_group(GroupName=pg["GroupName"]), ("InvalidPlacementGroup.InUse",))
         removed.append(f"placement group {pg['GroupName']}")
     for sg in ec2.describe_security_groups(Filters=job_filter(job_id))["SecurityGroups"]:
@@ -56,8 +60,19 @@ def cleanup(client_for, job_id: str, region: str) -> list[str]:
     return removed + _instance_profiles(iam, job_id) + _roles(iam, job_id)
 
 
+def _gone_is_done(fn: Callable[[], Any]) -> Any:
+    """A delete whose target another `down` of the job removed meanwhile has nothing left to do."""
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) != "NoSuchEntity":
+            raise
+        return None
+
+
 def _role_is_ours(iam, name: str, job_id: str) -> bool:
-    return any(t["Key"] == JOB_TAG and t["Value"] == job_id for t in iam.list_role_tags(RoleName=name)["Tags"])
+    found = _gone_is_done(lambda: iam.list_role_tags(RoleName=name))
+    return found is not None and any(t["Key"] == JOB_TAG and t["Value"] == job_id for t in found["Tags"])
 
 
 def _instance_profiles(iam, job_id: str) -> list[str]:
@@ -71,8 +86,8 @@ def _instance_profiles(iam, job_id: str) -> list[str]:
             if not (any(_role_is_ours(iam, r, job_id) for r in roles) or (not roles and name == name_for(job_id))):
                 continue
             for role in roles:
-                iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=role)
-            iam.delete_instance_profile(InstanceProfileName=name)
+                _gone_is_done(lambda: iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=role))
+            _gone_is_done(lambda: iam.delete_instance_profile(InstanceProfileName=name))
             removed.append(f"instance profile {name}")
     return removed
 
@@ -84,13 +99,15 @@ def _roles(iam, job_id: str) -> list[str]:
             name = role["RoleName"]
             if not _role_is_ours(iam, name, job_id):
                 continue
-            for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]:
-                iam.delete_role_policy(RoleName=name, PolicyName=policy)
-            for policy in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]:
-                iam.detach_role_policy(RoleName=name, PolicyArn=policy["PolicyArn"])
-            for profile in iam.list_instance_profiles_for_role(RoleName=name)["InstanceProfiles"]:
-                iam.remove_role_from_instance_profile(InstanceProfileName=profile["InstanceProfileName"],
-                                                      RoleName=name)
-            iam.delete_role(RoleName=name)
+            for policy in (_gone_is_done(lambda: iam.list_role_policies(RoleName=name)) or {}).get("PolicyNames", []):
+                _gone_is_done(lambda: iam.delete_role_policy(RoleName=name, PolicyName=policy))
+            attached = _gone_is_done(lambda: iam.list_attached_role_policies(RoleName=name)) or {}
+            for policy in attached.get("AttachedPolicies", []):
+                _gone_is_done(lambda: iam.detach_role_policy(RoleName=name, PolicyArn=policy["PolicyArn"]))
+            profiles = _gone_is_done(lambda: iam.list_instance_profiles_for_role(RoleName=name)) or {}
+            for profile in profiles.get("InstanceProfiles", []):
+                _gone_is_done(lambda: iam.remove_role_from_instance_profile(
+                    InstanceProfileName=profile["InstanceProfileName"], RoleName=name))
+            _gone_is_done(lambda: iam.delete_role(RoleName=name))
             removed.append(f"role {name}")
     return removed

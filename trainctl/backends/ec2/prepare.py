@@ -227,6 +227,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     _template_call(ec2, job, inst, ami, group, config, option, region, calls, notes)
     _fleet_calls(ec2, job, option, azs, net, region, calls, notes)
     notes += [f"AMI {ami}", f"code s3://{bucket}/{code_key} (sha256 {pkg.sha256[:12]})",
+              *([pkg.secrets_note()] if pkg.secrets_note() else []),
               f"subnets in {azs[0]}: {', '.join(net.by_az[azs[0]])}", f"logs: CloudWatch Logs {log_group(job)}"]
     return LaunchRequest(platform=PLATFORM, job_id=job, region=region, option=option, calls=tuple(calls),
                          notes=tuple(notes), alternatives=(FLEET_GROUP,))

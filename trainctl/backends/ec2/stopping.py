@@ -41,6 +41,16 @@ def wait_for_nodes(ec2, job_id: str, grace_s: float) -> list[str]:
         interval = min(interval * POLL_BACKOFF, POLL_MAX_S)
 
 
+def _interrupted_grace(ec2, job_id: str, say: Callable[[str], None]) -> None:
+    """Ctrl-C during the grace: exactly which nodes still run, and what ends them."""
+    live = [i["InstanceId"] for i in instances(ec2, job_id, LIVE_STATES)]
+    if not live:
+        say(f"interrupted: no node of {job_id} is running")
+        return
+    say(f"interrupted during the grace: still running: {', '.join(live)} (the stop mark is written: their agents "
+        f"checkpoint and shut them down by themselves); `trainctl stop {job_id} --grace-seconds 0` ends them now")
+
+
 def stop(client_for, job_id: str, region: str, grace_s: float | None = None,
          say: Callable[[str], None] | None = None) -> dict:
     """Mark the job stopped (its agents end the run at the mark and no `watch --recover` brings it back), give
@@ -57,9 +67,13 @@ def stop(client_for, job_id: str, region: str, grace_s: float | None = None,
         say("stop mark written; no node of the job is running" if marked else "no node of the job is running")
         left = []
     elif waited:
-        say(f"stop mark written; waiting up to {grace:g} s for the {_nodes(len(running))} to checkpoint and "
-            f"shut down")
-        left = wait_for_nodes(ec2, job_id, grace)
+        try:  # from the line on: a Ctrl-C right after it is one during the grace
+            say(f"stop mark written; waiting up to {grace:g} s for the {_nodes(len(running))} to checkpoint and "
+                f"shut down")
+            left = wait_for_nodes(ec2, job_id, grace)
+        except KeyboardInterrupt:
+            _interrupted_grace(ec2, job_id, say)
+            raise
         n = len([i for i in running if i not in left])
         if n:
             say(f"{_nodes(n)} stopped {'itself' if n == 1 else 'themselves'}")

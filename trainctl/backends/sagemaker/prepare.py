@@ -78,13 +78,15 @@ def _code_calls(s3, spec, settings: LaunchSettings, bucket: str, account: str, r
     from trainctl.backends.packaging import job_code
 
     pkg, program = job_code(spec, settings.spec_path)
-    key, upload = code_calls(s3, bucket, account, pkg, settings.job_id, region, why=f"code: {', '.join(pkg.files)}")
+    key, upload = code_calls(s3, bucket, account, pkg, settings.job_id, region, why=f"code: {len(pkg.files)} files, runs {program}")
     uri = f"s3://{bucket}/{key}"
     pip = "requirements.txt" in pkg.files
+    if pkg.secrets_note():
+        notes.append(pkg.secrets_note())
     if not upload:
         notes.append(f"code {len(pkg.files)} files, sha256 {pkg.sha256[:12]}: already at {uri}")
         return program, uri, [], pip
-    notes.append(f"code {len(pkg.files)} files ({', '.join(pkg.files)}), {len(pkg.data)} bytes, "
+    notes.append(f"code {len(pkg.files)} files ({pkg.listing()}), {len(pkg.data)} bytes, "
                  f"sha256 {pkg.sha256[:12]}")
     if pip:
         notes.append("requirements.txt shipped: the container pip-installs it before the script starts")

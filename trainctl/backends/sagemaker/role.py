@@ -65,9 +65,14 @@ def delete_role(iam, job_id: str) -> list[str]:
         raise
     if not any(t["Key"] == JOB_TAG and t["Value"] == job_id for t in found):
         return []
-    for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]:
-        iam.delete_role_policy(RoleName=name, PolicyName=policy)
-    for policy in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]:
-        iam.detach_role_policy(RoleName=name, PolicyArn=policy["PolicyArn"])
-    iam.delete_role(RoleName=name)
+    try:
+        for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]:
+            iam.delete_role_policy(RoleName=name, PolicyName=policy)
+        for policy in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]:
+            iam.detach_role_policy(RoleName=name, PolicyArn=policy["PolicyArn"])
+        iam.delete_role(RoleName=name)
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) == "NoSuchEntity":
+            return []  # another `down` of the job removed it meanwhile: already done
+        raise
     return [f"execution role {name}"]

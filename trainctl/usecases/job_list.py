@@ -1,0 +1,117 @@
+"""`trainctl ls`: the newest jobs of this endpoint from the store, each with its live status from AWS, asked
+about all at once with a short timeout per call (a slow endpoint costs the listing seconds, not minutes per
+job). A record whose submit may have reached AWS ("Submitting", "Unknown") takes AWS's word once it comes."""
+from __future__ import annotations
+
+from trainctl.store import JobRecord, JobStore
+
+
+def list_jobs(store: JobStore, limit: int, live: bool = True) -> list[dict]:
+    """The newest jobs of this endpoint from the store, each with its live status unless `live` is false.
+    A job launched from another account is not asked about with these credentials (AWS would not know it)."""
+    jobs = store.jobs(limit)
+    if not live or not jobs:
+        return [_listed(job) for job in jobs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    account = caller_account()
+    # every job asked at once, each with a short timeout and one retry: a slow endpoint costs the listing
+    # about LS_TIMEOUT_S, not minutes per job
+    with ThreadPoolExecutor(max_workers=LS_WORKERS) as pool:
+        live_status = list(pool.map(lambda job: _live_status(job, account), jobs))
+    for job, found in zip(jobs, live_status):
+        if job.status in AWAITING_AWS and found.get("status") and found.get("from_aws"):
+            store.set_status(job.job_id, found["status"])  # AWS has said: the record no longer waits for it
+    return [{**_listed(job), **{k: v for k, v in found.items() if k != "from_aws"}}
+            for job, found in zip(jobs, live_status)]
+
+
+LS_TIMEOUT_S = 10.0
+LS_WORKERS = 8
+
+
+def _quick_client(service: str, region: str):
+    from trainctl.aws import clients as aws
+
+    return aws.client(service, region, max_attempts=2, read_timeout=LS_TIMEOUT_S)
+
+
+def caller_account() -> str | None:
+    """The account of the credentials in use, or None when AWS does not say."""
+    from trainctl.aws import clients as aws
+
+    try:
+        return aws.client("sts", aws.default_region()).get_caller_identity()["Account"]
+    except Exception:  # noqa: BLE001 - then every job is asked about, as before accounts were kept
+        return None
+
+
+def _listed(job: JobRecord) -> dict:
+    o = job.option
+    return {"job_id": job.job_id, "platform": job.platform, "region": job.region, "account": job.account or None,
+            "layout": f"{o.count}x {o.instance_type}" if o else "-", "market": o.market if o else None,
+            "status": job.status or "-", "secondary_status": None, "recorded_status": job.status,
+            "expected_cost_usd": o.expected_cost_usd if o else None, "created_at": job.created_at,
+            "spec": job.spec_path, "failover_from": job.failover_from}
+
+
+# Recorded outcomes of launches that started nothing: AWS has nothing to say about them.
+NOTHING_STARTED = ("SubmitFailed", "Interrupted", "NoCapacity")
+# Recorded while AWS's answer is awaited: a launch in progress, or one whose job-starting call got no answer.
+AWAITING_AWS = ("Submitting", "Unknown")
+
+
+def _live_status(job: JobRecord, account: str | None) -> dict:
+    from trainctl.backends import get_backend
+
+    if job.status in NOTHING_STARTED:
+        return {}
+    if job.status == "CleanupFailed":
+        return {"status": f"CleanupFailed: `trainctl down {job.job_id}` removes what is left"}
+    if account and job.account and job.account != account:
+        return {"status": f"in account {job.account} (these credentials are {account}'s)"}
+    try:
+        v = get_backend(job.platform, _quick_client).describe(job.job_id, job.region)
+    except Exception as e:  # noqa: BLE001 - one unreachable job must not hide the others
+        from trainctl.aws.clients import error_summary
+
+        return {"status": f"unknown ({error_summary(e)})"}
+    return {"status": v.status, "secondary_status": v.secondary_status, "from_aws": True}
+
+
+def on_aws(region: str, known: set[str]) -> tuple[list[dict], list[str]]:
+    """`ls --all`: the running jobs AWS holds in `region` under trainctl's tag that the store does not list
+    (a launch recorded elsewhere, or not at all: a broken database, a record that failed), from AWS alone:
+    EC2 instances tagged trainctl:job, and SageMaker's training jobs in progress that carry the tag. Returns
+    (rows, notes on what could not be asked)."""
+    from trainctl.aws import clients as aws
+    from trainctl.backends.base import JOB_TAG
+
+    rows: dict[str, dict] = {}
+    notes: list[str] = []
+    try:
+        pages = _quick_client("ec2", region).get_paginator("describe_instances").paginate(Filters=[
+            {"Name": "tag-key", "Values": [JOB_TAG]},
+            {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]}])
+        for inst in (i for page in pages for r in page["Reservations"] for i in r["Instances"]):
+            job = next(t["Value"] for t in inst.get("Tags", []) if t["Key"] == JOB_TAG)
+            rows.setdefault(job, _aws_row(job, "ec2", region, "InProgress", inst["InstanceType"]))
+    except Exception as e:  # noqa: BLE001 - the other platform may still answer
+        notes.append(f"EC2 not asked ({aws.error_summary(e)})")
+    try:
+        sm = _quick_client("sagemaker", region)
+        for s in sm.list_training_jobs(StatusEquals="InProgress", MaxResults=100)["TrainingJobSummaries"]:
+            tags = sm.list_tags(ResourceArn=s["TrainingJobArn"])["Tags"]
+            if any(t["Key"] == JOB_TAG and t["Value"] == s["TrainingJobName"] for t in tags):
+                rows.setdefault(s["TrainingJobName"], _aws_row(s["TrainingJobName"], "sagemaker", region,
+                                                               s["TrainingJobStatus"], None))
+    except Exception as e:  # noqa: BLE001
+        notes.append(f"SageMaker not asked ({aws.error_summary(e)})")
+    return [row for job, row in rows.items() if job not in known], notes
+
+
+def _aws_row(job: str, platform: str, region: str, status: str, instance_type: str | None) -> dict:
+    return {"job_id": job, "platform": platform, "region": region, "account": None,
+            "layout": instance_type or "-", "market": None, "status": status, "secondary_status": None,
+            "recorded_status": "(not in this machine's records)", "expected_cost_usd": None, "created_at": None,
+            "spec": None, "failover_from": None}
