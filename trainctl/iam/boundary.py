@@ -83,7 +83,7 @@ def cli_denies() -> list[dict]:
     return [
         {"Sid": "RolesKeepTheBoundary", "Effect": "Deny",
          "Action": ["iam:CreateRole", "iam:PutRolePolicy", "iam:AttachRolePolicy", "iam:PutRolePermissionsBoundary"],
-         "Resource": TRAINCTL_ROLES, "Condition": {"StringNotEquals": WITH_BOUNDARY["StringEquals"]}},
+         "Resource": TRAINCTL_ROLES, "Condition": {"ArnNotEquals": WITH_BOUNDARY["ArnEquals"]}},
         {"Sid": "BoundaryStays", "Effect": "Deny", "Action": "iam:DeleteRolePermissionsBoundary",
          "Resource": TRAINCTL_ROLES},
         {"Sid": "BoundaryIsFixed", "Effect": "Deny",
