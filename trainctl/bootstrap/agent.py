@@ -250,11 +250,11 @@ class Agent:
                 env.setdefault(name, iface)
         if cfg.get("accelerator") == "neuron":
             env.setdefault("NEURON_RT_ROOT_COMM_ID", f"{master}:46820")
+        if cfg.get("efa"):
             env.setdefault("FI_PROVIDER", "efa")
-            env.setdefault("FI_EFA_USE_DEVICE_RDMA", "1")
-            env.setdefault("FI_EFA_FORK_SAFE", "1")
-        elif cfg.get("efa"):
-            env.setdefault("FI_PROVIDER", "efa")
+            if cfg.get("accelerator") == "neuron":
+                env.setdefault("FI_EFA_FORK_SAFE", "1")
+        if cfg.get("efa_rdma"):  # only where the device has RDMA read: libfabric aborts every rank elsewhere
             env.setdefault("FI_EFA_USE_DEVICE_RDMA", "1")
         return cmd, env
 

@@ -54,6 +54,18 @@ def network_interfaces(efa_interfaces: int, group: str) -> list[dict]:
              "Groups": [group], "DeleteOnTermination": True} for card in range(efa_interfaces)]
 
 
+# EFA devices with RDMA read: libfabric's EFA provider aborts every process that sets FI_EFA_USE_DEVICE_RDMA=1 on
+# a device without it (fi_efa(7), FI_EFA_USE_DEVICE_RDMA). EC2 User Guide, EFA supported instance types (RDMA
+# read column); the SageMaker SDK's torchrun driver sets the variable only for its SM_EFA_RDMA_INSTANCES (p4d,
+# p4de, trn1.32xlarge), to which the guide adds p5 and trn1n. g5/g6 (8xlarge and larger) and p3dn have none.
+EFA_RDMA_READ_TYPES = frozenset({"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
+                                 "trn1.32xlarge", "trn1n.32xlarge"})
+
+
+def efa_rdma_read(inst) -> bool:
+    return inst.efa and inst.name in EFA_RDMA_READ_TYPES
+
+
 def no_public_ipv4(inst) -> bool:
     """EC2 auto-assigns no public IPv4 to an instance launched with more than one network interface (EC2 User
     Guide, "using-instance-addressing"); the template gives a multi-card type one EFA interface per card."""
@@ -214,7 +226,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     config = {"job_id": job, "region": region, "bucket": bucket, "bucket_owner": account, "code_key": code_key,
               "code_sha256": pkg.sha256, "secrets": secrets, "script": script,
               "args": as_command_line(entrypoint_args(spec, option, inst)), "nnodes": option.count, "nproc_per_node": nproc_per_node(inst),
-              "accelerator": inst.accelerator.kind, "efa": inst.efa, "master_port": MASTER_PORT,
+              "accelerator": inst.accelerator.kind, "efa": inst.efa, "efa_rdma": efa_rdma_read(inst), "master_port": MASTER_PORT,
               "shutdown_when_done": True, **stopping_condition(option, opts.max_runtime_hours)}
     calls += upload
     calls += _iam_calls(job, bucket, region, account, code_key, tuple(secrets.values()),
