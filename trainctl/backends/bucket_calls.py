@@ -22,9 +22,26 @@ from trainctl.errors import TrainctlError, UsageError
 MISSING = ("404", "NoSuchBucket", "NotFound")
 
 
+def check_bounded_bucket(given: str | None, other_role: str) -> None:
+    """A role trainctl creates carries the permissions boundary, which allows S3 only in buckets named
+    trainctl-* (iam/boundary.py): with another bucket its job could neither read its code nor write a
+    checkpoint, and would fail after billing starts. Refused before anything is created."""
+    from fnmatch import fnmatchcase
+
+    from trainctl.iam.constants import BUCKET
+
+    if given and not fnmatchcase(given, BUCKET):
+        raise UsageError(f"--bucket {given}: the roles trainctl creates carry its permissions boundary, which "
+                         f"allows S3 only in buckets named {BUCKET}; use a bucket named trainctl-..."
+                         f"{other_role} (docs/security.md)")
+
+
 def job_bucket_calls(s3, job_id: str, region: str, account: str, given: str | None,
-                     notes: list[str]) -> tuple[str, list[AwsCall]]:
-    """(bucket name, the calls that make it ready); reads whether it exists, writes nothing."""
+                     notes: list[str], other_role: str | None = "") -> tuple[str, list[AwsCall]]:
+    """(bucket name, the calls that make it ready); reads whether it exists, writes nothing. `other_role`: None
+    when the job runs with a role the user gave (its policy decides), else how to get one (or "")."""
+    if other_role is not None:
+        check_bounded_bucket(given, other_role)
     bucket = given or job_bucket(account, region)
     try:
         s3.head_bucket(Bucket=bucket, **owner(account))

@@ -203,7 +203,8 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
         notes.append(note + ": given, so trainctl creates no role; keeping jobs out of each other's S3 prefixes "
                             "is then that role's policy's job (docs/security.md)")
     s3 = client_for("s3", region)
-    bucket, calls = job_bucket_calls(s3, job_id, region, account, opts.bucket, notes)
+    bucket, calls = job_bucket_calls(s3, job_id, region, account, opts.bucket, notes,
+                                     None if given_role else ", or pass --role with a role that reaches yours")
     program, source_uri, upload, pip = _code_calls(s3, spec, settings, bucket, account, region, notes)
     calls += upload
     vpc_config = _network(client_for, job_id, option, opts, pip, calls, notes)
