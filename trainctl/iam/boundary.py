@@ -53,7 +53,7 @@ def boundary_policy() -> dict:
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ReadJobBuckets", "Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"],
          "Resource": [S3_BUCKET, f"{S3_BUCKET}/*"], "Condition": SAME_ACCOUNT},
-        {"Sid": "WriteJobFolders", "Effect": "Allow", "Action": "s3:PutObject",
+        {"Sid": "WriteJobFolders", "Effect": "Allow", "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
          "Resource": job_objects("checkpoints", "logs", "status", "output"), "Condition": SAME_ACCOUNT},
         {"Sid": "PruneCheckpoints", "Effect": "Allow", "Action": "s3:DeleteObject",
          "Resource": job_objects("checkpoints"), "Condition": SAME_ACCOUNT},

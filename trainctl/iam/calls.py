@@ -77,6 +77,8 @@ CALLS: tuple[Call, ...] = (
     Call("s3:PutBucketTagging", BOTH, (_g("s3:PutBucketTagging", **ON_BUCKET),)),
     Call("s3:PutBucketEncryption", BOTH, (_g("s3:PutEncryptionConfiguration", **ON_BUCKET),)),
     Call("s3:PutPublicAccessBlock", BOTH, (_g("s3:PutBucketPublicAccessBlock", **ON_BUCKET),)),
+    Call("s3:GetBucketLifecycleConfiguration", BOTH, (_g("s3:GetLifecycleConfiguration", **ON_BUCKET),)),
+    Call("s3:PutBucketLifecycleConfiguration", BOTH, (_g("s3:PutLifecycleConfiguration", **ON_BUCKET),)),
     Call("s3:HeadObject", BOTH, (_g("s3:GetObject", **ON_OBJECTS),)),
     Call("s3:PutObject", BOTH, (_g("s3:PutObject", "s3:PutObjectTagging", **ON_OBJECTS),)),
     Call("ec2:DescribeVpcs", BOTH, (_g("ec2:DescribeVpcs", why=DESCRIBE),)),
