@@ -160,6 +160,11 @@ CALLS: tuple[Call, ...] = (
            condition=_create_action("CreateFleet", "RunInstances")),
         _g("iam:PassRole", resources=("arn:aws:iam::*:role/trainctl/*",), condition=EC2_PASS,
            why="only trainctl's per-job node roles, only to EC2"))),
+    # the job's log group, made by the launch so that it has a retention (the nodes' agents then find it)
+    Call("logs:CreateLogGroup", E2, (_g("logs:CreateLogGroup", "logs:TagResource", resources=(
+        "arn:aws:logs:*:*:log-group:/trainctl/*",), condition=TAGGED_REQUEST),)),
+    Call("logs:PutRetentionPolicy", E2, (_g("logs:PutRetentionPolicy", resources=(
+        "arn:aws:logs:*:*:log-group:/trainctl/*",)),)),
     Call("ec2:CreateTags", E2, (_g("ec2:CreateTags", resources=(f"{EC2}:instance/*",), condition=TAGGED_RESOURCE,
                                    why="marks instances trainctl terminates itself"),)),
     Call("ec2:TerminateInstances", E2, (_g("ec2:TerminateInstances", resources=(f"{EC2}:instance/*",),
