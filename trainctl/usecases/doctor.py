@@ -161,21 +161,21 @@ def ships_requirements(spec, spec_path: str | None) -> bool:
 
 
 def check_node_route(region: str, subnet_flag: str | None, option) -> Check:
-    """EC2 nodes with several network cards get no public IPv4: `launch` keeps only the subnets whose hosts
-    reach S3, EC2 and CloudWatch Logs through a NAT or VPC endpoints (the same code, backends/ec2)."""
+    """`launch` keeps only the subnets whose EC2 nodes reach S3, EC2 and CloudWatch Logs (a public IPv4 with an
+    internet gateway for a type with one network card, else a NAT or VPC endpoints): the same code, backends/ec2."""
     from trainctl.aws import network
-    from trainctl.backends.ec2.prepare import no_public_ipv4, private_subnets
+    from trainctl.backends.ec2.prepare import node_subnets
     from trainctl.catalog import load_catalog
     from trainctl.errors import UsageError
 
     name = "EC2 nodes reach AWS"
     inst = load_catalog().instance(option.instance_type) if option else None
-    if inst is None or not no_public_ipv4(inst):
-        return _skip(name, "the best EC2 option has one network card: its nodes get a public IPv4")
+    if inst is None:
+        return _skip(name, "no EC2 option to check")
     ec2 = aws.client("ec2", region)
     try:
         notes: list[str] = []
-        private_subnets(ec2, region, inst, network.job_network(ec2, region, subnet_flag), notes)
+        node_subnets(ec2, region, inst, network.job_network(ec2, region, subnet_flag), notes)
     except UsageError as e:
         detail, _, fix = str(e).partition(": ")
         return _fail(name, detail, fix)

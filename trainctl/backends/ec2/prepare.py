@@ -184,15 +184,26 @@ def az_order(ec2, region: str, instance_type: str, count: int, market: str, firs
     return azs
 
 
-def private_subnets(ec2, region: str, inst, net, notes: list[str]):
-    """Only the subnets whose nodes reach S3, EC2 and CloudWatch Logs without a public IP (a NAT route, or the
-    endpoints); none: the launch is refused, since such nodes would bill while their agent cannot start."""
-    kept, why = network.reachable_network(ec2, region, net, network.AGENT_INTERFACE_SERVICES)
+def node_subnets(ec2, region: str, inst, net, notes: list[str]):
+    """Only the subnets whose nodes reach S3, EC2 and CloudWatch Logs: a NAT route or the endpoints, or, for a
+    type with one network card, a subnet that assigns a public IPv4 with a route to an internet gateway. None:
+    the launch is refused, since such nodes would bill until their agent's time-out."""
+    services = network.AGENT_INTERFACE_SERVICES
+    public = not no_public_ipv4(inst)
+    kept, why = network.reachable_network(ec2, region, net, services, public_ipv4=public)
     if not kept.by_az:
+        if public:
+            raise UsageError(f"no subnet lets {inst.name} nodes reach AWS (a public IPv4 with an internet gateway "
+                             f"route, a NAT, or VPC endpoints): {why}")
         raise UsageError(f"{inst.name} has {inst.efa_interfaces} network cards and gets no public IPv4, so its "
                          f"nodes reach AWS only through a NAT or VPC endpoints: {why}")
-    notes.append(f"{inst.name}: no public IPv4 ({inst.efa_interfaces} network cards); subnets with a NAT route or "
-                 f"the S3, EC2 and Logs endpoints only: {', '.join(s for ids in kept.by_az.values() for s in ids)}")
+    used = ", ".join(s for ids in kept.by_az.values() for s in ids)
+    if public:
+        notes.append(f"{inst.name}: subnets whose nodes reach AWS (public IPv4 and an internet gateway, a NAT, or "
+                     f"the endpoints): {used}")
+    else:
+        notes.append(f"{inst.name}: no public IPv4 ({inst.efa_interfaces} network cards); subnets with a NAT route "
+                     f"or the S3, EC2 and Logs endpoints only: {used}")
     return kept
 
 
@@ -214,8 +225,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     calls[:0] = spot_role.calls_if_missing(client_for("iam", region), region, option.market, notes)  # first
     ami = opts.ami or dlami(client_for, region, inst.accelerator.kind, notes)
     net = network.job_network(ec2, region, opts.subnet)
-    if no_public_ipv4(inst):
-        net = private_subnets(ec2, region, inst, net, notes)
+    net = node_subnets(ec2, region, inst, net, notes)
     azs = az_order(ec2, region, option.instance_type, option.count, option.market, option.availability_zone,
                    list(net.by_az), notes)
     if not azs:
