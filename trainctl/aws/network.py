@@ -92,6 +92,13 @@ def s3_route(ec2, region: str, subnet_id: str, vpc_id: str) -> S3Route:
 AGENT_INTERFACE_SERVICES = ("ec2", "logs")
 
 
+def secret_services(arns) -> tuple[str, ...]:
+    """The services a job reads its `secrets:` from when it starts (SSM parameters, Secrets Manager secrets):
+    without a NAT, its subnet needs their interface endpoints too."""
+    arns = list(arns)
+    return tuple(s for s in ("ssm", "secretsmanager") if any(f":{s}:" in a for a in arns))
+
+
 @dataclass(frozen=True)
 class PrivateRoute:
     """How a host without a public IPv4 on a subnet reaches AWS: a NAT, or the VPC endpoints it needs."""

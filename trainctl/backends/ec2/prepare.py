@@ -184,11 +184,11 @@ def az_order(ec2, region: str, instance_type: str, count: int, market: str, firs
     return azs
 
 
-def node_subnets(ec2, region: str, inst, net, notes: list[str]):
+def node_subnets(ec2, region: str, inst, net, notes: list[str], secrets=()):
     """Only the subnets whose nodes reach S3, EC2 and CloudWatch Logs: a NAT route or the endpoints, or, for a
     type with one network card, a subnet that assigns a public IPv4 with a route to an internet gateway. None:
     the launch is refused, since such nodes would bill until their agent's time-out."""
-    services = network.AGENT_INTERFACE_SERVICES
+    services = network.AGENT_INTERFACE_SERVICES + network.secret_services(secrets)  # the agent reads them
     public = not no_public_ipv4(inst)
     kept, why = network.reachable_network(ec2, region, net, services, public_ipv4=public)
     if not kept.by_az:
@@ -203,7 +203,7 @@ def node_subnets(ec2, region: str, inst, net, notes: list[str]):
                      f"the endpoints): {used}")
     else:
         notes.append(f"{inst.name}: no public IPv4 ({inst.efa_interfaces} network cards); subnets with a NAT route "
-                     f"or the S3, EC2 and Logs endpoints only: {used}")
+                     f"or the endpoints of {', '.join(('s3',) + services)} only: {used}")
     return kept
 
 
@@ -225,7 +225,8 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     calls[:0] = spot_role.calls_if_missing(client_for("iam", region), region, option.market, notes)  # first
     ami = opts.ami or dlami(client_for, region, inst.accelerator.kind, notes)
     net = network.job_network(ec2, region, opts.subnet)
-    net = node_subnets(ec2, region, inst, net, notes)
+    secrets = dict(getattr(spec, "secrets", None) or {})
+    net = node_subnets(ec2, region, inst, net, notes, tuple(secrets.values()))
     azs = az_order(ec2, region, option.instance_type, option.count, option.market, option.availability_zone,
                    list(net.by_az), notes)
     if not azs:
@@ -233,7 +234,6 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     pkg, script = job_code(spec, settings.spec_path)
     code_key, upload = code_calls(client_for("s3", region), bucket, account, pkg, job, region,
                                   why=f"the job's code ({len(pkg.files)} files, runs {script}) for the nodes")
-    secrets = dict(getattr(spec, "secrets", None) or {})
     config = {"job_id": job, "region": region, "bucket": bucket, "bucket_owner": account, "code_key": code_key,
               "code_sha256": pkg.sha256, "secrets": secrets, "script": script,
               "args": as_command_line(entrypoint_args(spec, option, inst)), "nnodes": option.count, "nproc_per_node": nproc_per_node(inst),

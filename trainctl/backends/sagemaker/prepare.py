@@ -105,7 +105,8 @@ def hyperparameters(spec, inst, option, program: str, source_uri: str, job_id: s
     return hps
 
 
-def _network(client_for, job_id: str, option, opts, pip: bool, calls: list, notes: list[str]) -> dict | None:
+def _network(client_for, job_id: str, option, opts, pip: bool, calls: list, notes: list[str],
+             secrets: tuple[str, ...] = ()) -> dict | None:
     """VpcConfig for a job of several nodes: one subnet in the plan's AZ (the same rule as EC2 and doctor); a
     group that only talks to itself unless one is given. A single node needs no VPC: it runs with SageMaker's
     own internet access."""
@@ -116,7 +117,7 @@ def _network(client_for, job_id: str, option, opts, pip: bool, calls: list, note
     net = network.job_network(ec2, option.region, opts.subnet)
     subnet, _, note = net.subnet_for(option.availability_zone)
     notes.append(note)
-    _check_vpc_routes(ec2, option.region, subnet, net.vpc_id, pip, notes)
+    _check_vpc_routes(ec2, option.region, subnet, net.vpc_id, pip, notes, secrets)
     if opts.security_group:
         notes.append(f"security group {opts.security_group} (given)")
         group = opts.security_group
@@ -137,7 +138,8 @@ def adopt_training_job(job_id: str, region: str) -> tuple[AwsCall, ...]:
                     owner_tag=(JOB_TAG, job_id), why="adopted only when it carries this job's tag"))
 
 
-def _check_vpc_routes(ec2, region: str, subnet: str, vpc: str, pip: bool, notes: list[str]) -> None:
+def _check_vpc_routes(ec2, region: str, subnet: str, vpc: str, pip: bool, notes: list[str],
+                      secrets: tuple[str, ...] = ()) -> None:
     """A job in a VPC has no internet (SageMaker Developer Guide, train-vpc): the code download needs S3 (a
     gateway endpoint or a NAT), pip-installing requirements.txt needs a NAT. Refused here, not ten minutes
     into a billed job that fails with an S3 timeout or InstallRequirementsError."""
@@ -152,6 +154,11 @@ def _check_vpc_routes(ec2, region: str, subnet: str, vpc: str, pip: bool, notes:
         raise UsageError(f"subnet {subnet} reaches S3 neither through a gateway endpoint nor a NAT, so a SageMaker "
                          "job in it cannot download its code: "
                          + network.private_fix(region, vpc, route.route_table, (), nat_only=False))
+    needed = network.secret_services(secrets)  # the container reads them at start (trainctl_secrets.py)
+    if needed and not route.reaches(needed):
+        raise UsageError(f"subnet {subnet} has no NAT route and lacks {', '.join(route.missing(needed))}, so a "
+                         "SageMaker job in it cannot read its secrets: "
+                         + network.private_fix(region, vpc, route.route_table, needed, nat_only=False))
     notes.append(f"subnet {subnet} reaches " + (f"the internet through NAT gateway {route.nat}" if route.nat
                                                else f"S3 through gateway endpoint {route.s3_gateway}"))
 
@@ -181,17 +188,23 @@ def _job_role(client_for, job_id: str, region: str, account: str, bucket: str, s
     return arn, calls
 
 
-def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
-    from trainctl.backends.bucket_calls import job_bucket_calls
+def _training_instance(option):
     from trainctl.catalog import load_catalog
-    from trainctl.backends.sagemaker.images import training_image
 
     if option.platform != "sagemaker":
         raise UsageError(f"option {option.rank} is for {option.platform}, not sagemaker")
-    region, job_id, opts = option.region, naming.training_job_name(settings.job_id), settings.options
     inst = load_catalog().instances.get(option.instance_type)
     if inst is None or not inst.sagemaker_training:
         raise UsageError(f"{option.instance_type} is not a SageMaker training instance type")
+    return inst
+
+
+def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
+    from trainctl.backends.bucket_calls import job_bucket_calls
+    from trainctl.backends.sagemaker.images import training_image
+
+    inst = _training_instance(option)
+    region, job_id, opts = option.region, naming.training_job_name(settings.job_id), settings.options
     kind = distribution.chosen(opts.distribution, spec)
     distribution.check(kind, spec, option, inst.accelerator.kind)
     mp_parameters = distribution.smp_parameters(option, inst.accelerator_count) if kind == "smp" else None
@@ -207,7 +220,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
                                      None if given_role else ", or pass --role with a role that reaches yours")
     program, source_uri, upload, pip = _code_calls(s3, spec, settings, bucket, account, region, notes)
     calls += upload
-    vpc_config = _network(client_for, job_id, option, opts, pip, calls, notes)
+    vpc_config = _network(client_for, job_id, option, opts, pip, calls, notes, tuple(spec.secrets.values()))
     image = opts.image or training_image(region, inst.accelerator.kind)
     notes.append(f"image {image}" + (" (--image)" if opts.image else f" (trainctl's {inst.accelerator.kind} "
                                                                       "image table)"))
