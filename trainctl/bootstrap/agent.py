@@ -33,7 +33,8 @@ import threading
 import time
 
 from .checkpoints import CheckpointSync
-from .node_io import DEFAULT_IMDS, Imds, LogShipper, aws_session, children, read_secrets, say
+from .node_io import (DEFAULT_IMDS, Imds, LogShipper, aws_session, children, install_requirements,
+                      read_secrets, say)
 
 JOB_TAG = "trainctl:job"
 STATE_TAG = "trainctl:state"
@@ -293,6 +294,7 @@ class Agent:
         self.log.add(f"trainctl-agent: instance {self.instance_id} ip {self.ip} job {self.job}")
         threading.Thread(target=self.watch_spot_notice, daemon=True).start()
         self.fetch_code()
+        install_requirements(self.code_dir, self.log.add)  # as SageMaker's toolkit does
         self.secrets = read_secrets(self.client, self.cfg.get("secrets") or {})
         if self.secrets:
             self.log.add(f"trainctl-agent: secrets {', '.join(sorted(self.secrets))} read into the environment")
