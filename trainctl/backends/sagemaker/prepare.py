@@ -201,7 +201,7 @@ def _training_instance(option):
 
 def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
     from trainctl.backends.bucket_calls import job_bucket_calls
-    from trainctl.backends.sagemaker.images import training_image
+    from trainctl.backends.sagemaker.images import smp_image, training_image
 
     inst = _training_instance(option)
     region, job_id, opts = option.region, naming.training_job_name(settings.job_id), settings.options
@@ -221,9 +221,9 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     program, source_uri, upload, pip = _code_calls(s3, spec, settings, bucket, account, region, notes)
     calls += upload
     vpc_config = _network(client_for, job_id, option, opts, pip, calls, notes, tuple(spec.secrets.values()))
-    image = opts.image or training_image(region, inst.accelerator.kind)
-    notes.append(f"image {image}" + (" (--image)" if opts.image else f" (trainctl's {inst.accelerator.kind} "
-                                                                      "image table)"))
+    image = opts.image or (smp_image(region) if kind == "smp" else training_image(region, inst.accelerator.kind))
+    notes.append(f"image {image}" + (" (--image)" if opts.image else " (SMP v2's own image)" if kind == "smp"
+                                     else f" (trainctl's {inst.accelerator.kind} image table)"))
     if not given_role:
         arn, role_calls = _job_role(client_for, job_id, region, account, bucket, source_uri, image, spec,
                                     bool(vpc_config), notes)
