@@ -188,6 +188,24 @@ def _job_role(client_for, job_id: str, region: str, account: str, bucket: str, s
     return arn, calls
 
 
+# CreateTrainingJob's Environment is a TrainingEnvironmentMap: at most 100 entries, keys and values of at most
+# 512 characters (botocore `sagemaker` TrainingEnvironmentKey/Value); SageMaker refuses the whole request.
+ENVIRONMENT_VALUE_MAX = 512
+
+
+def environment(job_id: str, secrets: dict[str, str]) -> dict[str, str]:
+    """The job's environment: the secrets' ARNs only, never their values (the container reads them at start,
+    entrypoints/trainctl_secrets.py). An ARN too long for SageMaker is one line before anything is created."""
+    env = {"TRAINCTL_JOB_ID": job_id, "PYTHONUNBUFFERED": "1",
+           **{f"{SECRET_ENV_PREFIX}{name}": arn for name, arn in secrets.items()}}
+    for name, arn in secrets.items():
+        if len(arn) > ENVIRONMENT_VALUE_MAX:
+            raise UsageError(f"secret {name}: its ARN is {len(arn)} characters, and a SageMaker job's environment "
+                             f"holds values of at most {ENVIRONMENT_VALUE_MAX}; give the secret a shorter name, or "
+                             "launch it with --platform ec2")
+    return env
+
+
 def _training_instance(option):
     from trainctl.catalog import load_catalog
 
@@ -238,9 +256,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
         "ResourceConfig": {"InstanceType": f"ml.{option.instance_type}", "InstanceCount": option.count,
                            "VolumeSizeInGB": 50},
         "StoppingCondition": stopping,
-        # The secrets' ARNs only (never their values): the container reads them at start (trainctl_secrets.py)
-        "Environment": {"TRAINCTL_JOB_ID": job_id, "PYTHONUNBUFFERED": "1",
-                        **{f"{SECRET_ENV_PREFIX}{name}": arn for name, arn in spec.secrets.items()}},
+        "Environment": environment(job_id, spec.secrets),
         "RetryStrategy": {"MaximumRetryAttempts": 2},
         "Tags": tags(job_id, **{"trainctl:spec": spec.name}),
     }
