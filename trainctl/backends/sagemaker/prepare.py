@@ -206,6 +206,19 @@ def environment(job_id: str, secrets: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def check_pullable(image: str, account: str) -> None:
+    """The job's own role carries the permissions boundary, which lets it pull only from the accounts of
+    trainctl's images and the caller's own (iam/boundary.py): another account's image would fail the job's
+    image pull after it was created."""
+    from trainctl.catalog.images import image_accounts
+
+    owner = image.split(".", 1)[0]
+    if ".dkr.ecr." in image and owner not in (*image_accounts(), account):
+        raise UsageError(f"--image {image}: the job's role carries trainctl's permissions boundary, which pulls "
+                         f"only from AWS's Deep Learning Containers accounts and this account ({account}); copy the "
+                         "image into this account's ECR, or pass --role with a role that may pull it")
+
+
 def _training_instance(option):
     from trainctl.catalog import load_catalog
 
@@ -243,6 +256,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     notes.append(f"image {image}" + (" (--image)" if opts.image else " (SMP v2's own image)" if kind == "smp"
                                      else f" (trainctl's {inst.accelerator.kind} image table)"))
     if not given_role:
+        check_pullable(image, account)
         arn, role_calls = _job_role(client_for, job_id, region, account, bucket, source_uri, image, spec,
                                     bool(vpc_config), notes)
         calls += role_calls
