@@ -157,6 +157,9 @@ def dlami(client_for, region: str, kind: str, notes: list[str]) -> str:
         raise TrainctlError(f"cannot read the Deep Learning AMI from SSM {parameter} in {region} "
                             f"({aws.error_summary(e)}); pass --ami") from e
     notes.append(f"AMI from SSM {parameter}")
+    from trainctl.catalog.images import support_today
+
+    notes.append(support_today(parameter))
     return ami
 
 

@@ -233,6 +233,7 @@ def _training_instance(option):
 def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
     from trainctl.backends.bucket_calls import job_bucket_calls
     from trainctl.backends.sagemaker.images import smp_image, training_image
+    from trainctl.catalog.images import support_today
 
     inst = _training_instance(option)
     region, job_id, opts = option.region, naming.training_job_name(settings.job_id), settings.options
@@ -255,6 +256,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     image = opts.image or (smp_image(region) if kind == "smp" else training_image(region, inst.accelerator.kind))
     notes.append(f"image {image}" + (" (--image)" if opts.image else " (SMP v2's own image)" if kind == "smp"
                                      else f" (trainctl's {inst.accelerator.kind} image table)"))
+    notes.append(support_today(image))
     if not given_role:
         check_pullable(image, account)
         arn, role_calls = _job_role(client_for, job_id, region, account, bucket, source_uri, image, spec,
