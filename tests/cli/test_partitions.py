@@ -35,6 +35,12 @@ def test_iam_policy_prints_arns_of_the_regions_partition(tmp_path, region, parti
     ("us-gov-west-1", "442386744353.dkr.ecr.us-gov-west-1.amazonaws.com"),
     ("us-gov-east-1", "446045086412.dkr.ecr.us-gov-east-1.amazonaws.com"),
     ("us-east-1", "763104351884.dkr.ecr.us-east-1.amazonaws.com"),
+    # the newest regions, from the SageMaker Python SDK's image_uri_config/pytorch.json
+    ("ap-east-2", "975050140332.dkr.ecr.ap-east-2.amazonaws.com"),
+    ("ap-southeast-5", "550225433462.dkr.ecr.ap-southeast-5.amazonaws.com"),
+    ("ap-southeast-6", "633930458069.dkr.ecr.ap-southeast-6.amazonaws.com"),
+    ("ap-southeast-7", "590183813437.dkr.ecr.ap-southeast-7.amazonaws.com"),
+    ("mx-central-1", "637423239942.dkr.ecr.mx-central-1.amazonaws.com"),
 ])
 def test_training_images_come_from_the_partitions_dlc_account(region, registry):
     assert training_image(region, "gpu").startswith(registry + "/pytorch-training:")

@@ -18,6 +18,7 @@ class JobNetwork:
     vpc_id: str
     by_az: dict[str, tuple[str, ...]]    # AZ name -> subnet ids, best first; AZs in name order
     given: bool                          # the user chose the subnets
+    public_ipv4: frozenset[str] = frozenset()   # subnets that give an instance a public IPv4 (MapPublicIpOnLaunch)
 
     def subnet_for(self, az: str | None) -> tuple[str, str, str]:
         """(subnet id, its AZ, why) for a job that runs in one subnet (SageMaker, doctor)."""
@@ -60,7 +61,8 @@ def job_network(ec2, region: str, subnet_flag: str | None) -> JobNetwork:
     for s in sorted(subnets, key=lambda s: (s["AvailabilityZone"], -s.get("AvailableIpAddressCount", 0),
                                             s["SubnetId"])):
         by_az.setdefault(s["AvailabilityZone"], []).append(s["SubnetId"])
-    return JobNetwork(vpc_ids[0], {az: tuple(ids) for az, ids in by_az.items()}, bool(given))
+    public = frozenset(s["SubnetId"] for s in subnets if s.get("MapPublicIpOnLaunch"))
+    return JobNetwork(vpc_ids[0], {az: tuple(ids) for az, ids in by_az.items()}, bool(given), public)
 
 
 @dataclass(frozen=True)
@@ -90,10 +92,18 @@ def s3_route(ec2, region: str, subnet_id: str, vpc_id: str) -> S3Route:
 AGENT_INTERFACE_SERVICES = ("ec2", "logs")
 
 
+def secret_services(arns) -> tuple[str, ...]:
+    """The services a job reads its `secrets:` from when it starts (SSM parameters, Secrets Manager secrets):
+    without a NAT, its subnet needs their interface endpoints too."""
+    arns = list(arns)
+    return tuple(s for s in ("ssm", "secretsmanager") if any(f":{s}:" in a for a in arns))
+
+
 @dataclass(frozen=True)
 class PrivateRoute:
     """How a host without a public IPv4 on a subnet reaches AWS: a NAT, or the VPC endpoints it needs."""
     nat: str | None                 # the NAT gateway of the subnet's default route
+    internet_gateway: str | None    # the internet gateway of the subnet's default route (only with a public IPv4)
     s3_gateway: str | None          # an S3 gateway endpoint on the subnet's route table
     interfaces: frozenset[str]      # services with an interface endpoint (private DNS on) in the VPC
     route_table: str | None
@@ -121,9 +131,10 @@ def _route_table(ec2, subnet_id: str, vpc_id: str) -> dict | None:
 def private_route(ec2, region: str, subnet_id: str, vpc_id: str) -> PrivateRoute:
     table = _route_table(ec2, subnet_id, vpc_id)
     rtb = table["RouteTableId"] if table else None
-    nat = next((r["NatGatewayId"] for r in (table or {}).get("Routes", [])
-                if r.get("DestinationCidrBlock") == "0.0.0.0/0" and r.get("NatGatewayId")
-                and r.get("State", "active") == "active"), None)
+    default = [r for r in (table or {}).get("Routes", [])
+               if r.get("DestinationCidrBlock") == "0.0.0.0/0" and r.get("State", "active") == "active"]
+    nat = next((r["NatGatewayId"] for r in default if r.get("NatGatewayId")), None)
+    igw = next((r["GatewayId"] for r in default if str(r.get("GatewayId", "")).startswith("igw-")), None)
     endpoints = [e for e in ec2.describe_vpc_endpoints(Filters=[{"Name": "vpc-id", "Values": [vpc_id]}]).get(
         "VpcEndpoints", []) if str(e.get("State", "available")).lower() in ("available", "pending")]
     prefix = f"com.amazonaws.{region}."
@@ -134,7 +145,7 @@ def private_route(ec2, region: str, subnet_id: str, vpc_id: str) -> PrivateRoute
     interfaces = frozenset(e["ServiceName"].removeprefix(prefix) for e in endpoints
                            if e.get("VpcEndpointType") == "Interface" and e.get("PrivateDnsEnabled")
                            and e.get("ServiceName", "").startswith(prefix))
-    return PrivateRoute(nat, s3_gateway, interfaces, rtb)
+    return PrivateRoute(nat, igw, s3_gateway, interfaces, rtb)
 
 
 def private_fix(region: str, vpc_id: str, rtb: str | None, services: tuple[str, ...], nat_only: bool) -> str:
@@ -148,20 +159,24 @@ def private_fix(region: str, vpc_id: str, rtb: str | None, services: tuple[str, 
            f"(aws ec2 create-vpc-endpoint --service-name com.amazonaws.{region}.s3){interfaces}"
 
 
-def reachable_network(ec2, region: str, net: JobNetwork, services: tuple[str, ...]) -> tuple[JobNetwork, str]:
-    """The job network cut to the subnets whose hosts reach AWS without a public IP (NAT, or S3 gateway and
-    interface endpoints for `services`); when none does, it is empty and the second value says why."""
+def reachable_network(ec2, region: str, net: JobNetwork, services: tuple[str, ...],
+                      public_ipv4: bool = False) -> tuple[JobNetwork, str]:
+    """The job network cut to the subnets whose hosts reach AWS: through a NAT, or S3 gateway and interface
+    endpoints for `services`, or (`public_ipv4`: a host that may get one) a subnet that assigns public IPv4
+    addresses and routes 0.0.0.0/0 to an internet gateway. When none does, it is empty and the second value
+    says why."""
     kept: dict[str, tuple[str, ...]] = {}
     why = ""
     for az, subnets in net.by_az.items():
         ok = []
         for sid in subnets:
             route = private_route(ec2, region, sid, net.vpc_id)
-            if route.reaches(services):
+            if route.reaches(services) or (public_ipv4 and sid in net.public_ipv4 and route.internet_gateway):
                 ok.append(sid)
             elif not why:
-                why = f"subnet {sid} has no NAT route and lacks {', '.join(route.missing(services))}: " \
+                how = "assigns no public IPv4, " if public_ipv4 and sid not in net.public_ipv4 else ""
+                why = f"subnet {sid} {how}has no NAT route and lacks {', '.join(route.missing(services))}: " \
                       + private_fix(region, net.vpc_id, route.route_table, services, nat_only=False)
         if ok:
             kept[az] = tuple(ok)
-    return JobNetwork(net.vpc_id, kept, net.given), why
+    return JobNetwork(net.vpc_id, kept, net.given, net.public_ipv4), why

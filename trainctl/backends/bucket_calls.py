@@ -22,9 +22,26 @@ from trainctl.errors import TrainctlError, UsageError
 MISSING = ("404", "NoSuchBucket", "NotFound")
 
 
+def check_bounded_bucket(given: str | None, other_role: str) -> None:
+    """A role trainctl creates carries the permissions boundary, which allows S3 only in buckets named
+    trainctl-* (iam/boundary.py): with another bucket its job could neither read its code nor write a
+    checkpoint, and would fail after billing starts. Refused before anything is created."""
+    from fnmatch import fnmatchcase
+
+    from trainctl.iam.constants import BUCKET
+
+    if given and not fnmatchcase(given, BUCKET):
+        raise UsageError(f"--bucket {given}: the roles trainctl creates carry its permissions boundary, which "
+                         f"allows S3 only in buckets named {BUCKET}; use a bucket named trainctl-..."
+                         f"{other_role} (docs/security.md)")
+
+
 def job_bucket_calls(s3, job_id: str, region: str, account: str, given: str | None,
-                     notes: list[str]) -> tuple[str, list[AwsCall]]:
-    """(bucket name, the calls that make it ready); reads whether it exists, writes nothing."""
+                     notes: list[str], other_role: str | None = "") -> tuple[str, list[AwsCall]]:
+    """(bucket name, the calls that make it ready); reads whether it exists, writes nothing. `other_role`: None
+    when the job runs with a role the user gave (its policy decides), else how to get one (or "")."""
+    if other_role is not None:
+        check_bounded_bucket(given, other_role)
     bucket = given or job_bucket(account, region)
     try:
         s3.head_bucket(Bucket=bucket, **owner(account))
@@ -60,7 +77,40 @@ def job_bucket_calls(s3, job_id: str, region: str, account: str, given: str | No
     calls.append(AwsCall("s3", "PutPublicAccessBlock", {"Bucket": bucket, "PublicAccessBlockConfiguration": {
         "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True,
         "RestrictPublicBuckets": True}, **owner(account)}, region, why="block every form of public access"))
+    calls += lifecycle_calls(s3, bucket, account, region, exists)
     return bucket, calls
+
+
+# A failed or interrupted multipart upload (a checkpoint cut short by a Spot reclaim) keeps its parts, billed,
+# until it is aborted: S3 User Guide, "Configuring a bucket lifecycle configuration to delete incomplete
+# multipart uploads". A week leaves every live upload alone.
+ABORT_RULE_ID = "trainctl-abort-incomplete-multipart-uploads"
+ABORT_AFTER_DAYS = 7
+
+
+def _aborts_everywhere(rule: dict) -> bool:
+    scope = rule.get("Filter") or {}
+    return (rule.get("Status") == "Enabled" and bool(rule.get("AbortIncompleteMultipartUpload"))
+            and not rule.get("Prefix") and not scope.get("Prefix") and set(scope) <= {"Prefix"})
+
+
+def lifecycle_calls(s3, bucket: str, account: str, region: str, exists: bool) -> list[AwsCall]:
+    """trainctl's bucket aborts incomplete multipart uploads; the bucket's other rules are kept (a put replaces
+    the whole configuration)."""
+    rules: list[dict] = []
+    if exists:
+        try:
+            rules = s3.get_bucket_lifecycle_configuration(Bucket=bucket, **owner(account)).get("Rules", [])
+        except Exception as e:  # noqa: BLE001
+            if aws.error_code(e) != "NoSuchLifecycleConfiguration":
+                raise TrainctlError(f"job bucket {bucket}: reading its lifecycle rules: {aws.error_summary(e)}") from None
+    if any(_aborts_everywhere(r) for r in rules):
+        return []
+    ours = {"ID": ABORT_RULE_ID, "Status": "Enabled", "Filter": {"Prefix": ""},
+            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": ABORT_AFTER_DAYS}}
+    return [AwsCall("s3", "PutBucketLifecycleConfiguration", {
+        "Bucket": bucket, "LifecycleConfiguration": {"Rules": [*rules, ours]}, **owner(account)}, region,
+        why=f"abort multipart uploads left incomplete for {ABORT_AFTER_DAYS} days (their parts are billed)")]
 
 
 def checksum(sha256_hex: str) -> str:

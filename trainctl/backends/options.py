@@ -57,6 +57,10 @@ class Ec2Options:
     security_group: str | None = opt(_SECURITY_GROUP)
     ssh_cidr: str | None = opt("Allow SSH from this CIDR only (no SSH by default; 0.0.0.0/0 is refused).")
     max_runtime_hours: float | None = opt(_MAX_RUNTIME, minimum=0.02)
+    log_retention_days: int | None = opt("Days CloudWatch Logs keeps the job's log group /trainctl/JOB, which "
+                                         "down leaves (default 90; one of 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, "
+                                         "180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653).",
+                                         minimum=1)
 
 
 OPTIONS: dict[str, type] = {"sagemaker": SageMakerOptions, "ec2": Ec2Options}
@@ -79,7 +83,7 @@ class Flag:
 
 def _base_type(annotation: Any) -> type:
     text = str(annotation)  # "str | None", "float | None" under `from __future__ import annotations`
-    return float if text.startswith("float") else str
+    return {"float": float, "int": int}.get(text.split(" ")[0], str)
 
 
 def launch_flags() -> list[Flag]:

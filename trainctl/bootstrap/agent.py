@@ -33,7 +33,8 @@ import threading
 import time
 
 from .checkpoints import CheckpointSync
-from .node_io import DEFAULT_IMDS, Imds, LogShipper, aws_session, children, read_secrets, say
+from .node_io import (DEFAULT_IMDS, Imds, LogShipper, aws_session, children, install_requirements,
+                      read_secrets, say)
 
 JOB_TAG = "trainctl:job"
 STATE_TAG = "trainctl:state"
@@ -250,11 +251,11 @@ class Agent:
                 env.setdefault(name, iface)
         if cfg.get("accelerator") == "neuron":
             env.setdefault("NEURON_RT_ROOT_COMM_ID", f"{master}:46820")
+        if cfg.get("efa"):
             env.setdefault("FI_PROVIDER", "efa")
-            env.setdefault("FI_EFA_USE_DEVICE_RDMA", "1")
-            env.setdefault("FI_EFA_FORK_SAFE", "1")
-        elif cfg.get("efa"):
-            env.setdefault("FI_PROVIDER", "efa")
+            if cfg.get("accelerator") == "neuron":
+                env.setdefault("FI_EFA_FORK_SAFE", "1")
+        if cfg.get("efa_rdma"):  # only where the device has RDMA read: libfabric aborts every rank elsewhere
             env.setdefault("FI_EFA_USE_DEVICE_RDMA", "1")
         return cmd, env
 
@@ -293,6 +294,7 @@ class Agent:
         self.log.add(f"trainctl-agent: instance {self.instance_id} ip {self.ip} job {self.job}")
         threading.Thread(target=self.watch_spot_notice, daemon=True).start()
         self.fetch_code()
+        install_requirements(self.code_dir, self.log.add)  # as SageMaker's toolkit does
         self.secrets = read_secrets(self.client, self.cfg.get("secrets") or {})
         if self.secrets:
             self.log.add(f"trainctl-agent: secrets {', '.join(sorted(self.secrets))} read into the environment")

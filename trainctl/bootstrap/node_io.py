@@ -39,6 +39,29 @@ def read_secrets(client, secrets: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def install_requirements(code_dir: str, log) -> None:
+    """`pip install -r requirements.txt` in the job's code, as SageMaker's training toolkit does before the
+    script (sagemaker-training-toolkit `modules.install_requirements`); a failure is the toolkit's
+    InstallRequirementsError, in its words (`errors._CalledProcessError`), and the node stops."""
+    import subprocess
+    import sys
+
+    if not os.path.isfile(os.path.join(code_dir, "requirements.txt")):
+        return
+    cmd = [sys.executable, "-m", "pip", "install", "-r", "requirements.txt"]
+    log(f"trainctl-agent: {' '.join(cmd)}")
+    proc = subprocess.run(cmd, cwd=code_dir, capture_output=True, text=True)
+    output = (proc.stdout + proc.stderr).strip().splitlines()
+    for line in output[-20:]:
+        log(line)
+    if proc.returncode != 0:
+        error = next((ln for ln in reversed(output) if ln.startswith("ERROR")), output[-1] if output else "")
+        message = (f'InstallRequirementsError:\nExitCode {proc.returncode}\nErrorMessage "{error}"\n'
+                   f'Command "{" ".join(cmd)}"')
+        log(message)
+        raise SystemExit(message)
+
+
 def say(message: str) -> None:
     print(f"trainctl-agent: {message}", flush=True)
 

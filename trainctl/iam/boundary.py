@@ -27,6 +27,14 @@ SECRET_VALUES = f"arn:aws:secretsmanager:*:{ACCOUNT}:secret:trainctl/*"
 VIA_SECRET_SERVICES = {"StringLike": {"kms:ViaService": ["ssm.*.amazonaws.com", "secretsmanager.*.amazonaws.com"]}}
 
 
+def image_repositories() -> list[str]:
+    """ECR repositories a job role may pull from: those of the accounts trainctl's images come from
+    (catalog/images.py) and the caller's own account, for an image of theirs given with --image."""
+    from trainctl.catalog.images import image_accounts
+
+    return [f"arn:aws:ecr:*:{a}:repository/*" for a in (*image_accounts(), ACCOUNT)]
+
+
 def job_objects(*folders: str) -> list[str]:
     """Objects under every job's given folders: `<bucket>/<job>/<folder>/...` for any job."""
     return [f"{S3_BUCKET}/*/{folder}/*" for folder in folders]
@@ -53,7 +61,7 @@ def boundary_policy() -> dict:
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ReadJobBuckets", "Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"],
          "Resource": [S3_BUCKET, f"{S3_BUCKET}/*"], "Condition": SAME_ACCOUNT},
-        {"Sid": "WriteJobFolders", "Effect": "Allow", "Action": "s3:PutObject",
+        {"Sid": "WriteJobFolders", "Effect": "Allow", "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
          "Resource": job_objects("checkpoints", "logs", "status", "output"), "Condition": SAME_ACCOUNT},
         {"Sid": "PruneCheckpoints", "Effect": "Allow", "Action": "s3:DeleteObject",
          "Resource": job_objects("checkpoints"), "Condition": SAME_ACCOUNT},
@@ -63,9 +71,10 @@ def boundary_policy() -> dict:
         # what a SageMaker job's own execution role needs besides S3 and logs (backends/sagemaker_role.py)
         {"Sid": "SageMakerMetrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
          "Condition": {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}},
-        {"Sid": "PullTrainingImage", "Effect": "Allow", "Resource": "*", "Action": [
-            "ecr:GetAuthorizationToken", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer",
-            "ecr:BatchCheckLayerAvailability"]},
+        {"Sid": "EcrToken", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
+        # the images trainctl uses (AWS's Deep Learning Containers accounts) and the account's own (--image)
+        {"Sid": "PullTrainingImage", "Effect": "Allow", "Resource": image_repositories(), "Action": [
+            "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"]},
         {"Sid": "SageMakerVpcInterfaces", "Effect": "Allow", "Resource": "*", "Action": [
             "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
             "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
@@ -83,7 +92,7 @@ def cli_denies() -> list[dict]:
     return [
         {"Sid": "RolesKeepTheBoundary", "Effect": "Deny",
          "Action": ["iam:CreateRole", "iam:PutRolePolicy", "iam:AttachRolePolicy", "iam:PutRolePermissionsBoundary"],
-         "Resource": TRAINCTL_ROLES, "Condition": {"StringNotEquals": WITH_BOUNDARY["StringEquals"]}},
+         "Resource": TRAINCTL_ROLES, "Condition": {"ArnNotEquals": WITH_BOUNDARY["ArnEquals"]}},
         {"Sid": "BoundaryStays", "Effect": "Deny", "Action": "iam:DeleteRolePermissionsBoundary",
          "Resource": TRAINCTL_ROLES},
         {"Sid": "BoundaryIsFixed", "Effect": "Deny",

@@ -57,6 +57,7 @@ ON_OBJECTS = {"resources": (S3_OBJECTS,), "condition": SAME_ACCOUNT}
 BOTH = PLATFORMS
 SM = ("sagemaker",)
 E2 = ("ec2",)
+LAUNCH = ("ec2:CreateFleet", "ec2:RunInstances")
 DESCRIBE = "Describe/List/Get calls on EC2 cannot be limited to resources; they return metadata only"
 
 CALLS: tuple[Call, ...] = (
@@ -76,6 +77,8 @@ CALLS: tuple[Call, ...] = (
     Call("s3:PutBucketTagging", BOTH, (_g("s3:PutBucketTagging", **ON_BUCKET),)),
     Call("s3:PutBucketEncryption", BOTH, (_g("s3:PutEncryptionConfiguration", **ON_BUCKET),)),
     Call("s3:PutPublicAccessBlock", BOTH, (_g("s3:PutBucketPublicAccessBlock", **ON_BUCKET),)),
+    Call("s3:GetBucketLifecycleConfiguration", BOTH, (_g("s3:GetLifecycleConfiguration", **ON_BUCKET),)),
+    Call("s3:PutBucketLifecycleConfiguration", BOTH, (_g("s3:PutLifecycleConfiguration", **ON_BUCKET),)),
     Call("s3:HeadObject", BOTH, (_g("s3:GetObject", **ON_OBJECTS),)),
     Call("s3:PutObject", BOTH, (_g("s3:PutObject", "s3:PutObjectTagging", **ON_OBJECTS),)),
     Call("ec2:DescribeVpcs", BOTH, (_g("ec2:DescribeVpcs", why=DESCRIBE),)),
@@ -140,19 +143,30 @@ CALLS: tuple[Call, ...] = (
         _g("ec2:CreateLaunchTemplate", resources=(f"{EC2}:launch-template/*",), condition=TAGGED_REQUEST),
         _g("ec2:CreateTags", resources=(f"{EC2}:launch-template/*",),
            condition=_create_action("CreateLaunchTemplate")))),
+    # CreateFleet and the RunInstances of its instant fleet are authorized against every resource the launch
+    # touches (Service Authorization Reference, EC2: CreateFleet requires fleet and instance, RunInstances
+    # requires image, instance, network-interface, security-group and subnet; both also check the launch
+    # template, volumes, snapshots, placement group and Spot request they use). Granted together on all of
+    # them, as Karpenter's controller policy does.
     Call("ec2:CreateFleet", E2, (
-        _g("ec2:CreateFleet", resources=(f"{EC2}:fleet/*",), condition=TAGGED_REQUEST),
-        # an instant fleet launches through RunInstances with the caller's permissions
-        _g("ec2:RunInstances", resources=(f"{EC2}:instance/*", f"{EC2}:volume/*", f"{EC2}:network-interface/*"),
-           condition=TAGGED_REQUEST),
-        _g("ec2:RunInstances", resources=(f"{EC2}:launch-template/*", f"{EC2}:security-group/*",
-                                          f"{EC2}:placement-group/*"), condition=TAGGED_RESOURCE),
-        _g("ec2:RunInstances", resources=(f"{EC2}:subnet/*", f"{EC2}:key-pair/*", "arn:aws:ec2:*::image/*")),
+        _g(*LAUNCH, resources=tuple(f"{EC2}:{r}/*" for r in ("fleet", "instance", "volume", "network-interface")),
+           condition=TAGGED_REQUEST, why="what the launch creates carries the job tag"),
+        _g(*LAUNCH, resources=(f"{EC2}:launch-template/*", f"{EC2}:placement-group/*"), condition=TAGGED_RESOURCE,
+           why="the job's own template and placement group"),
+        _g(*LAUNCH, resources=(f"{EC2}:subnet/*", f"{EC2}:security-group/*", f"{EC2}:key-pair/*",
+                               f"{EC2}:spot-instances-request/*", "arn:aws:ec2:*::image/*", "arn:aws:ec2:*::snapshot/*"),
+           why="used, not changed: the subnets, a --security-group of the user's (untagged), the AMI and its "
+               "snapshots; a Spot request comes only with a tagged instance"),
         _g("ec2:CreateTags", resources=(f"{EC2}:fleet/*", f"{EC2}:instance/*", f"{EC2}:volume/*",
                                         f"{EC2}:network-interface/*"),
            condition=_create_action("CreateFleet", "RunInstances")),
         _g("iam:PassRole", resources=("arn:aws:iam::*:role/trainctl/*",), condition=EC2_PASS,
            why="only trainctl's per-job node roles, only to EC2"))),
+    # the job's log group, made by the launch so that it has a retention (the nodes' agents then find it)
+    Call("logs:CreateLogGroup", E2, (_g("logs:CreateLogGroup", "logs:TagResource", resources=(
+        "arn:aws:logs:*:*:log-group:/trainctl/*",), condition=TAGGED_REQUEST),)),
+    Call("logs:PutRetentionPolicy", E2, (_g("logs:PutRetentionPolicy", resources=(
+        "arn:aws:logs:*:*:log-group:/trainctl/*",)),)),
     Call("ec2:CreateTags", E2, (_g("ec2:CreateTags", resources=(f"{EC2}:instance/*",), condition=TAGGED_RESOURCE,
                                    why="marks instances trainctl terminates itself"),)),
     Call("ec2:TerminateInstances", E2, (_g("ec2:TerminateInstances", resources=(f"{EC2}:instance/*",),

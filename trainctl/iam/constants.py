@@ -16,8 +16,10 @@ SAGEMAKER_PASS = {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.c
 EC2_PASS = {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
 # S3: only buckets this account owns (the bucket name is predictable; another account may own it)
 SAME_ACCOUNT = {"StringEquals": {"s3:ResourceAccount": "${aws:PrincipalAccount}"}}
-# IAM: a role trainctl creates or changes must carry trainctl's permissions boundary (trainctl/iam_boundary.py)
+# IAM: a role trainctl creates or changes must carry trainctl's permissions boundary (iam/boundary.py).
+# iam:PermissionsBoundary is an ARN-typed key (Service Authorization Reference, IAM condition keys): the ARN
+# operators compare it, ArnNotEquals in the denies of iam/boundary.py.
 BOUNDARY_POLICY = "trainctl-boundary"
 BOUNDARY_ARN = f"arn:aws:iam::${{aws:PrincipalAccount}}:policy/{BOUNDARY_POLICY}"
-WITH_BOUNDARY = {"StringEquals": {"iam:PermissionsBoundary": BOUNDARY_ARN}}
+WITH_BOUNDARY = {"ArnEquals": {"iam:PermissionsBoundary": BOUNDARY_ARN}}
 MANAGED_POLICY_LIMIT = 6144      # characters of a managed policy, whitespace not counted (IAM quotas)

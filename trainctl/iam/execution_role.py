@@ -29,7 +29,8 @@ def execution_policy(job_id: str, bucket: str, region: str, account: str, code_k
     statements = [
         {"Sid": "ReadCodeAndJob", "Effect": "Allow", "Action": "s3:GetObject", "Condition": own,
          "Resource": [obj(code_key), obj(f"{job_id}/*")]},
-        {"Sid": "WriteJobFolders", "Effect": "Allow", "Action": "s3:PutObject", "Condition": own,
+        {"Sid": "WriteJobFolders", "Effect": "Allow", "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
+         "Condition": own,
          "Resource": [obj(f"{job_id}/checkpoints/*"), obj(f"{job_id}/output/*")]},
         {"Sid": "PruneJobCheckpoints", "Effect": "Allow", "Action": "s3:DeleteObject", "Condition": own,
          "Resource": obj(f"{job_id}/checkpoints/*")},

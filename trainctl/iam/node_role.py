@@ -21,7 +21,9 @@ def node_policy(job_id: str, bucket: str, region: str, account: str, code_key: s
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ReadCodeAndJob", "Effect": "Allow", "Action": "s3:GetObject", "Condition": own,
          "Resource": [s3_arn(region, f"{bucket}/{code_key}"), s3_arn(region, f"{bucket}/{job_id}/*")]},
-        {"Sid": "WriteJobFolders", "Effect": "Allow", "Action": "s3:PutObject", "Condition": own,
+        # AbortMultipartUpload: a checkpoint upload cut short is aborted, not left billed in parts
+        {"Sid": "WriteJobFolders", "Effect": "Allow", "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
+         "Condition": own,
          "Resource": [s3_arn(region, f"{bucket}/{job_id}/{folder}/*") for folder in JOB_WRITABLE]},
         # Nodes prune old checkpoints after each upload (a long job would fill the bucket and every restore).
         {"Sid": "PruneJobCheckpoints", "Effect": "Allow", "Action": "s3:DeleteObject", "Condition": own,

@@ -122,7 +122,8 @@ def check_job_role_boundary(region: str) -> Check:
     return _ok(name, f"created per job by launch, within {arn}")
 
 
-def check_s3_route(region: str, subnet_flag: str | None, az: str | None, pip: bool = False) -> Check:
+def check_s3_route(region: str, subnet_flag: str | None, az: str | None, pip: bool = False,
+                   secrets: tuple[str, ...] = ()) -> Check:
     """A SageMaker job in a VPC has no public IP: its subnet reaches S3 only through a gateway endpoint or a NAT,
     and PyPI (`pip`: the code ships a requirements.txt) only through a NAT. The subnet checked is the one
     `launch` would use: the same rule (awsinfra.network), the plan's AZ."""
@@ -138,8 +139,13 @@ def check_s3_route(region: str, subnet_flag: str | None, az: str | None, pip: bo
     sid, sn_az, _ = net.subnet_for(az)
     route = network.s3_route(ec2, region, sid, net.vpc_id)
     where = f"subnet {sid} ({sn_az}, the one launch would use)"
-    private = network.private_route(ec2, region, sid, net.vpc_id) if pip else None
-    if private is not None and not private.nat:  # a NAT is the fix for the code download as well
+    needed = network.secret_services(secrets)
+    private = network.private_route(ec2, region, sid, net.vpc_id) if pip or needed else None
+    if private is not None and needed and route.ok and not private.reaches(needed):
+        return _fail(name, f"{where}: no NAT route and {', '.join(private.missing(needed))}: a SageMaker job there "
+                           "cannot read its secrets", network.private_fix(region, net.vpc_id, private.route_table,
+                                                                          needed, nat_only=False))
+    if pip and private is not None and not private.nat:  # a NAT is the fix for the code download as well
         return _fail(name, f"{where}: {route.detail}; without a NAT route the code's requirements.txt cannot be "
                            "pip-installed there (InstallRequirementsError)",
                      network.private_fix(region, net.vpc_id, private.route_table, (), nat_only=True) + "; or vendor "
@@ -160,22 +166,22 @@ def ships_requirements(spec, spec_path: str | None) -> bool:
     return "requirements.txt" in job_code(spec, spec_path)[0].files
 
 
-def check_node_route(region: str, subnet_flag: str | None, option) -> Check:
-    """EC2 nodes with several network cards get no public IPv4: `launch` keeps only the subnets whose hosts
-    reach S3, EC2 and CloudWatch Logs through a NAT or VPC endpoints (the same code, backends/ec2)."""
+def check_node_route(region: str, subnet_flag: str | None, option, secrets: tuple[str, ...] = ()) -> Check:
+    """`launch` keeps only the subnets whose EC2 nodes reach S3, EC2 and CloudWatch Logs (a public IPv4 with an
+    internet gateway for a type with one network card, else a NAT or VPC endpoints): the same code, backends/ec2."""
     from trainctl.aws import network
-    from trainctl.backends.ec2.prepare import no_public_ipv4, private_subnets
+    from trainctl.backends.ec2.prepare import node_subnets
     from trainctl.catalog import load_catalog
     from trainctl.errors import UsageError
 
     name = "EC2 nodes reach AWS"
     inst = load_catalog().instance(option.instance_type) if option else None
-    if inst is None or not no_public_ipv4(inst):
-        return _skip(name, "the best EC2 option has one network card: its nodes get a public IPv4")
+    if inst is None:
+        return _skip(name, "no EC2 option to check")
     ec2 = aws.client("ec2", region)
     try:
         notes: list[str] = []
-        private_subnets(ec2, region, inst, network.job_network(ec2, region, subnet_flag), notes)
+        node_subnets(ec2, region, inst, network.job_network(ec2, region, subnet_flag), notes, secrets)
     except UsageError as e:
         detail, _, fix = str(e).partition(": ")
         return _fail(name, detail, fix)
@@ -292,6 +298,7 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
             add(c)
     else:
         add(_skip("quotas", "give a job spec to check the quotas its layouts need"))
+    secret_arns = tuple((spec.secrets or {}).values()) if spec is not None else ()
     if "sagemaker" in platforms:
         best = next((o for o in plan.options if o.platform == "sagemaker"), None) if plan else None
         given = role or (spec.role if spec else None)
@@ -300,12 +307,13 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
             add(_skip("subnet reaches S3", "the best SageMaker option has one node: it runs outside any VPC"))
         else:
             add(check_s3_route(region, subnet, best.availability_zone if best else None,
-                               ships_requirements(spec, spec_path)))
+                               ships_requirements(spec, spec_path), secret_arns))
     else:
         add(_skip("SageMaker execution role", "the spec does not use SageMaker"))
         add(_skip("subnet reaches S3", "only SageMaker VPC jobs need it (EC2: \"EC2 nodes reach AWS\")"))
     if "ec2" in platforms and plan is not None:
-        add(check_node_route(region, subnet, next((o for o in plan.options if o.platform == "ec2"), None)))
+        add(check_node_route(region, subnet, next((o for o in plan.options if o.platform == "ec2"), None),
+                             secret_arns))
     from trainctl.naming.bucket import job_bucket
 
     add(check_bucket(region, bucket or job_bucket(account, region), account))

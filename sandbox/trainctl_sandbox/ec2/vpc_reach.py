@@ -91,6 +91,9 @@ def sagemaker_failure(account: str, region: str, request: dict[str, Any], code: 
         return ("AlgorithmError: framework error: botocore.exceptions.ConnectTimeoutError: Connect timeout on "
                 f'endpoint URL: "https://{bucket}.s3.{region}.amazonaws.com/{key}" (the job\'s VPC subnet reaches '
                 "S3 through neither a gateway endpoint nor a NAT)")
+    secret = _unreachable_secret(route, region, request.get("Environment") or {})
+    if secret:
+        return secret
     requirements = code / "requirements.txt"
     if requirements.is_file() and not route.nat:
         first = next((ln.strip() for ln in requirements.read_text().splitlines()
@@ -105,4 +108,17 @@ def sagemaker_failure(account: str, region: str, request: dict[str, Any], code: 
                 "DistBackendError: NCCL error: remote process exited or there was a network error, NCCL version "
                 "2.x; NET/OFI Couldn't connect to the peer (the security group allows no outbound traffic to "
                 "itself, which EFA needs)\"")
+    return None
+
+
+def _unreachable_secret(route: Reach, region: str, environment: dict[str, str]) -> str | None:
+    """trainctl's container reads the ARNs of TRAINCTL_SECRET_ARN_* at start (entrypoints/trainctl_secrets.py) from SSM
+    or Secrets Manager: without a NAT, only through those services' interface endpoints."""
+    for name, value in sorted(environment.items()):
+        service = next((s for s in ("ssm", "secretsmanager") if f":{s}:" in str(value)), None)
+        if name.startswith("TRAINCTL_SECRET_") and service and not route.reaches(service):
+            return ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"botocore.exceptions."
+                    f"ConnectTimeoutError: Connect timeout on endpoint URL: \"https://{service}.{region}.amazonaws.com/"
+                    f"\"\" (reading secret {name.removeprefix('TRAINCTL_SECRET_ARN_')}: the job's VPC subnet reaches "
+                    f"{service} through neither an interface endpoint nor a NAT)")
     return None

@@ -172,7 +172,19 @@ def script_mode_refusal(request: dict[str, Any]) -> tuple[str | None, Any, Any]:
     if not program or not submit:
         return ("AlgorithmError: the sandbox runs script-mode jobs only: HyperParameters need sagemaker_program "
                 "and sagemaker_submit_directory (an s3:// URI of sourcedir.tar.gz)"), program, submit
-    return distribution_failure(hps, request["ResourceConfig"]["InstanceType"]), program, submit
+    image = (request.get("AlgorithmSpecification") or {}).get("TrainingImage", "")
+    failure = distribution_failure(hps, request["ResourceConfig"]["InstanceType"]) or smp_image_failure(hps, image)
+    return failure, program, submit
+
+
+def smp_image_failure(hyperparameters: dict[str, Any], image: str) -> str | None:
+    """SMP v2 (`torch.sagemaker`) is only in the smdistributed-modelparallel images (SageMaker Developer Guide,
+    "SMP v2 supported frameworks"; SDK image_uri_config/pytorch-smp.json): in any other image the script's
+    `import torch.sagemaker` fails."""
+    if "mp_parameters" not in hyperparameters or "/smdistributed-modelparallel:" in image:
+        return None
+    return ("AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"ModuleNotFoundError: No module "
+            f"named 'torch.sagemaker'\" (SMP v2 is in the smdistributed-modelparallel images, not {image})")
 
 
 def check_role(request: dict[str, Any], account_id: str, propagation_s: float) -> None:

@@ -298,10 +298,25 @@ def check(service: str, operation: str, protocol: str, body: bytes, query_string
     bad_filters = filter_problems(service, operation, params) if protocol == "ec2" else []
     if bad_filters:
         return "InvalidParameterValue", bad_filters[0]
-    found = problems(op.input_shape, params)
+    found = problems(op.input_shape, params) + documented_value_problems(service, operation, params)
     if not found:
         return None
     return error_for(protocol, found)
+
+
+# Values a member's documentation enumerates where the model has no `enum`: CloudWatch Logs `Days` ("Possible
+# values are: 1, 3, 5, ..."); AWS answers InvalidParameterException for any other.
+DOCUMENTED_VALUES = {("logs", "PutRetentionPolicy", "retentionInDays"): (
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)}
+
+
+def documented_value_problems(service: str, operation: str, params: dict) -> list[str]:
+    out = []
+    for (svc, op, member), allowed in DOCUMENTED_VALUES.items():
+        if (svc, op) == (service, operation) and member in params and params[member] not in allowed:
+            out.append(f"Value '{params[member]}' at '{member}' failed to satisfy constraint: Member must satisfy "
+                       f"enum value set: [{', '.join(map(str, allowed))}]")
+    return out
 
 
 def error_for(protocol: str, found: list[str]) -> tuple[str, str]:

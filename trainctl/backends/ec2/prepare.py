@@ -27,6 +27,7 @@ from trainctl.backends.security_group import self_only_security_group
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.iam.node_role import EC2_TRUST, node_policy
 from trainctl.backends.launch_limits import boundary, max_runtime_s
+from trainctl.naming.tags import JOB_TAG
 
 GPU_AMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.7-ubuntu-22.04/latest/ami-id"
 NEURON_AMI_PARAMETER = "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id"
@@ -52,6 +53,18 @@ def network_interfaces(efa_interfaces: int, group: str) -> list[dict]:
     interface (device 0); the others are device 1 on their own card, as AWS documents for multi-card types."""
     return [{"NetworkCardIndex": card, "DeviceIndex": 0 if card == 0 else 1, "InterfaceType": "efa",
              "Groups": [group], "DeleteOnTermination": True} for card in range(efa_interfaces)]
+
+
+# EFA devices with RDMA read: libfabric's EFA provider aborts every process that sets FI_EFA_USE_DEVICE_RDMA=1 on
+# a device without it (fi_efa(7), FI_EFA_USE_DEVICE_RDMA). EC2 User Guide, EFA supported instance types (RDMA
+# read column); the SageMaker SDK's torchrun driver sets the variable only for its SM_EFA_RDMA_INSTANCES (p4d,
+# p4de, trn1.32xlarge), to which the guide adds p5 and trn1n. g5/g6 (8xlarge and larger) and p3dn have none.
+EFA_RDMA_READ_TYPES = frozenset({"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
+                                 "trn1.32xlarge", "trn1n.32xlarge"})
+
+
+def efa_rdma_read(inst) -> bool:
+    return inst.efa and inst.name in EFA_RDMA_READ_TYPES
 
 
 def no_public_ipv4(inst) -> bool:
@@ -144,6 +157,9 @@ def dlami(client_for, region: str, kind: str, notes: list[str]) -> str:
         raise TrainctlError(f"cannot read the Deep Learning AMI from SSM {parameter} in {region} "
                             f"({aws.error_summary(e)}); pass --ami") from e
     notes.append(f"AMI from SSM {parameter}")
+    from trainctl.catalog.images import support_today
+
+    notes.append(support_today(parameter))
     return ami
 
 
@@ -171,15 +187,26 @@ def az_order(ec2, region: str, instance_type: str, count: int, market: str, firs
     return azs
 
 
-def private_subnets(ec2, region: str, inst, net, notes: list[str]):
-    """Only the subnets whose nodes reach S3, EC2 and CloudWatch Logs without a public IP (a NAT route, or the
-    endpoints); none: the launch is refused, since such nodes would bill while their agent cannot start."""
-    kept, why = network.reachable_network(ec2, region, net, network.AGENT_INTERFACE_SERVICES)
+def node_subnets(ec2, region: str, inst, net, notes: list[str], secrets=()):
+    """Only the subnets whose nodes reach S3, EC2 and CloudWatch Logs: a NAT route or the endpoints, or, for a
+    type with one network card, a subnet that assigns a public IPv4 with a route to an internet gateway. None:
+    the launch is refused, since such nodes would bill until their agent's time-out."""
+    services = network.AGENT_INTERFACE_SERVICES + network.secret_services(secrets)  # the agent reads them
+    public = not no_public_ipv4(inst)
+    kept, why = network.reachable_network(ec2, region, net, services, public_ipv4=public)
     if not kept.by_az:
+        if public:
+            raise UsageError(f"no subnet lets {inst.name} nodes reach AWS (a public IPv4 with an internet gateway "
+                             f"route, a NAT, or VPC endpoints): {why}")
         raise UsageError(f"{inst.name} has {inst.efa_interfaces} network cards and gets no public IPv4, so its "
                          f"nodes reach AWS only through a NAT or VPC endpoints: {why}")
-    notes.append(f"{inst.name}: no public IPv4 ({inst.efa_interfaces} network cards); subnets with a NAT route or "
-                 f"the S3, EC2 and Logs endpoints only: {', '.join(s for ids in kept.by_az.values() for s in ids)}")
+    used = ", ".join(s for ids in kept.by_az.values() for s in ids)
+    if public:
+        notes.append(f"{inst.name}: subnets whose nodes reach AWS (public IPv4 and an internet gateway, a NAT, or "
+                     f"the endpoints): {used}")
+    else:
+        notes.append(f"{inst.name}: no public IPv4 ({inst.efa_interfaces} network cards); subnets with a NAT route "
+                     f"or the endpoints of {', '.join(('s3',) + services)} only: {used}")
     return kept
 
 
@@ -201,8 +228,8 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     calls[:0] = spot_role.calls_if_missing(client_for("iam", region), region, option.market, notes)  # first
     ami = opts.ami or dlami(client_for, region, inst.accelerator.kind, notes)
     net = network.job_network(ec2, region, opts.subnet)
-    if no_public_ipv4(inst):
-        net = private_subnets(ec2, region, inst, net, notes)
+    secrets = dict(getattr(spec, "secrets", None) or {})
+    net = node_subnets(ec2, region, inst, net, notes, tuple(secrets.values()))
     azs = az_order(ec2, region, option.instance_type, option.count, option.market, option.availability_zone,
                    list(net.by_az), notes)
     if not azs:
@@ -210,15 +237,15 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     pkg, script = job_code(spec, settings.spec_path)
     code_key, upload = code_calls(client_for("s3", region), bucket, account, pkg, job, region,
                                   why=f"the job's code ({len(pkg.files)} files, runs {script}) for the nodes")
-    secrets = dict(getattr(spec, "secrets", None) or {})
     config = {"job_id": job, "region": region, "bucket": bucket, "bucket_owner": account, "code_key": code_key,
               "code_sha256": pkg.sha256, "secrets": secrets, "script": script,
               "args": as_command_line(entrypoint_args(spec, option, inst)), "nnodes": option.count, "nproc_per_node": nproc_per_node(inst),
-              "accelerator": inst.accelerator.kind, "efa": inst.efa, "master_port": MASTER_PORT,
+              "accelerator": inst.accelerator.kind, "efa": inst.efa, "efa_rdma": efa_rdma_read(inst), "master_port": MASTER_PORT,
               "shutdown_when_done": True, **stopping_condition(option, opts.max_runtime_hours)}
     calls += upload
     calls += _iam_calls(job, bucket, region, account, code_key, tuple(secrets.values()),
                         boundary(client_for("iam", region), account, region, notes))
+    calls += log_group_calls(job, region, opts.log_retention_days, notes)
     group = _security_group_calls(ec2, job, net.vpc_id, region, opts, calls, notes)
     calls.append(AwsCall("ec2", "CreatePlacementGroup", {
         "GroupName": name_for(job), "Strategy": "cluster",
@@ -231,6 +258,28 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               f"subnets in {azs[0]}: {', '.join(net.by_az[azs[0]])}", f"logs: CloudWatch Logs {log_group(job)}"]
     return LaunchRequest(platform=PLATFORM, job_id=job, region=region, option=option, calls=tuple(calls),
                          notes=tuple(notes), alternatives=(FLEET_GROUP,))
+
+
+# CloudWatch Logs keeps a log group's events forever unless it has a retention policy; `down` leaves the job's
+# group for reading later. The values PutRetentionPolicy accepts (CloudWatch Logs API Reference, botocore `Days`).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
+                      3288, 3653)
+DEFAULT_LOG_RETENTION_DAYS = 90
+
+
+def log_group_calls(job: str, region: str, days: int | None, notes: list[str]) -> list[AwsCall]:
+    """The job's log group, made by the launch (the nodes' agents find it there) with its retention."""
+    days = DEFAULT_LOG_RETENTION_DAYS if days is None else days
+    if days not in LOG_RETENTION_DAYS:
+        near = min(LOG_RETENTION_DAYS, key=lambda d: (abs(d - days), d))
+        raise UsageError(f"--log-retention-days {days}: CloudWatch Logs keeps a log group 1, 3, 5, 7, 14, 30, 60, "
+                         f"90, 120, 150, 180, 365, ... or 3653 days; use {near}")
+    group = log_group(job)
+    notes.append(f"log group {group} kept {days} days (--log-retention-days)")
+    return [AwsCall("logs", "CreateLogGroup", {"logGroupName": group, "tags": {JOB_TAG: job}}, region,
+                    ok_errors=("ResourceAlreadyExistsException",), why="the nodes' log group"),
+            AwsCall("logs", "PutRetentionPolicy", {"logGroupName": group, "retentionInDays": days}, region,
+                    why=f"its events expire after {days} days; down leaves the group")]
 
 
 def _iam_calls(job: str, bucket: str, region: str, account: str, code_key: str, secrets: tuple[str, ...],

@@ -107,7 +107,8 @@ def hyperparameters(spec, inst, option, program: str, source_uri: str, job_id: s
     return hps
 
 
-def _network(client_for, job_id: str, option, opts, pip: bool, calls: list, notes: list[str]) -> dict | None:
+def _network(client_for, job_id: str, option, opts, pip: bool, calls: list, notes: list[str],
+             secrets: tuple[str, ...] = ()) -> dict | None:
     """VpcConfig for a job of several nodes: one subnet in the plan's AZ (the same rule as EC2 and doctor); a
     group that only talks to itself unless one is given. A single node needs no VPC: it runs with SageMaker's
     own internet access."""
@@ -118,7 +119,7 @@ def _network(client_for, job_id: str, option, opts, pip: bool, calls: list, note
     net = network.job_network(ec2, option.region, opts.subnet)
     subnet, _, note = net.subnet_for(option.availability_zone)
     notes.append(note)
-    _check_vpc_routes(ec2, option.region, subnet, net.vpc_id, pip, notes)
+    _check_vpc_routes(ec2, option.region, subnet, net.vpc_id, pip, notes, secrets)
     if opts.security_group:
         notes.append(f"security group {opts.security_group} (given)")
         group = opts.security_group
@@ -139,7 +140,8 @@ def adopt_training_job(job_id: str, region: str) -> tuple[AwsCall, ...]:
                     owner_tag=(JOB_TAG, job_id), why="adopted only when it carries this job's tag"))
 
 
-def _check_vpc_routes(ec2, region: str, subnet: str, vpc: str, pip: bool, notes: list[str]) -> None:
+def _check_vpc_routes(ec2, region: str, subnet: str, vpc: str, pip: bool, notes: list[str],
+                      secrets: tuple[str, ...] = ()) -> None:
     """A job in a VPC has no internet (SageMaker Developer Guide, train-vpc): the code download needs S3 (a
     gateway endpoint or a NAT), pip-installing requirements.txt needs a NAT. Refused here, not ten minutes
     into a billed job that fails with an S3 timeout or InstallRequirementsError."""
@@ -154,6 +156,11 @@ def _check_vpc_routes(ec2, region: str, subnet: str, vpc: str, pip: bool, notes:
         raise UsageError(f"subnet {subnet} reaches S3 neither through a gateway endpoint nor a NAT, so a SageMaker "
                          "job in it cannot download its code: "
                          + network.private_fix(region, vpc, route.route_table, (), nat_only=False))
+    needed = network.secret_services(secrets)  # the container reads them at start (trainctl_secrets.py)
+    if needed and not route.reaches(needed):
+        raise UsageError(f"subnet {subnet} has no NAT route and lacks {', '.join(route.missing(needed))}, so a "
+                         "SageMaker job in it cannot read its secrets: "
+                         + network.private_fix(region, vpc, route.route_table, needed, nat_only=False))
     notes.append(f"subnet {subnet} reaches " + (f"the internet through NAT gateway {route.nat}" if route.nat
                                                else f"S3 through gateway endpoint {route.s3_gateway}"))
 
@@ -183,17 +190,55 @@ def _job_role(client_for, job_id: str, region: str, account: str, bucket: str, s
     return arn, calls
 
 
-def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
-    from trainctl.backends.bucket_calls import job_bucket_calls
+# CreateTrainingJob's Environment is a TrainingEnvironmentMap: at most 100 entries, keys and values of at most
+# 512 characters (botocore `sagemaker` TrainingEnvironmentKey/Value); SageMaker refuses the whole request.
+ENVIRONMENT_VALUE_MAX = 512
+
+
+def environment(job_id: str, secrets: dict[str, str]) -> dict[str, str]:
+    """The job's environment: the secrets' ARNs only, never their values (the container reads them at start,
+    entrypoints/trainctl_secrets.py). An ARN too long for SageMaker is one line before anything is created."""
+    env = {"TRAINCTL_JOB_ID": job_id, "PYTHONUNBUFFERED": "1",
+           **{f"{SECRET_ENV_PREFIX}{name}": arn for name, arn in secrets.items()}}
+    for name, arn in secrets.items():
+        if len(arn) > ENVIRONMENT_VALUE_MAX:
+            raise UsageError(f"secret {name}: its ARN is {len(arn)} characters, and a SageMaker job's environment "
+                             f"holds values of at most {ENVIRONMENT_VALUE_MAX}; give the secret a shorter name, or "
+                             "launch it with --platform ec2")
+    return env
+
+
+def check_pullable(image: str, account: str) -> None:
+    """The job's own role carries the permissions boundary, which lets it pull only from the accounts of
+    trainctl's images and the caller's own (iam/boundary.py): another account's image would fail the job's
+    image pull after it was created."""
+    from trainctl.catalog.images import image_accounts
+
+    owner = image.split(".", 1)[0]
+    if ".dkr.ecr." in image and owner not in (*image_accounts(), account):
+        raise UsageError(f"--image {image}: the job's role carries trainctl's permissions boundary, which pulls "
+                         f"only from AWS's Deep Learning Containers accounts and this account ({account}); copy the "
+                         "image into this account's ECR, or pass --role with a role that may pull it")
+
+
+def _training_instance(option):
     from trainctl.catalog import load_catalog
-    from trainctl.backends.sagemaker.images import training_image
 
     if option.platform != "sagemaker":
         raise UsageError(f"option {option.rank} is for {option.platform}, not sagemaker")
-    region, job_id, opts = option.region, naming.training_job_name(settings.job_id), settings.options
     inst = load_catalog().instances.get(option.instance_type)
     if inst is None or not inst.sagemaker_training:
         raise UsageError(f"{option.instance_type} is not a SageMaker training instance type")
+    return inst
+
+
+def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
+    from trainctl.backends.bucket_calls import job_bucket_calls
+    from trainctl.backends.sagemaker.images import smp_image, training_image
+    from trainctl.catalog.images import support_today
+
+    inst = _training_instance(option)
+    region, job_id, opts = option.region, naming.training_job_name(settings.job_id), settings.options
     kind = distribution.chosen(opts.distribution, spec)
     distribution.check(kind, spec, option, inst.accelerator.kind)
     mp_parameters = distribution.smp_parameters(option, inst.accelerator_count) if kind == "smp" else None
@@ -205,14 +250,17 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
         notes.append(note + ": given, so trainctl creates no role; keeping jobs out of each other's S3 prefixes "
                             "is then that role's policy's job (docs/security.md)")
     s3 = client_for("s3", region)
-    bucket, calls = job_bucket_calls(s3, job_id, region, account, opts.bucket, notes)
+    bucket, calls = job_bucket_calls(s3, job_id, region, account, opts.bucket, notes,
+                                     None if given_role else ", or pass --role with a role that reaches yours")
     program, source_uri, upload, pip = _code_calls(s3, spec, settings, bucket, account, region, notes)
     calls += upload
-    vpc_config = _network(client_for, job_id, option, opts, pip, calls, notes)
-    image = opts.image or training_image(region, inst.accelerator.kind)
-    notes.append(f"image {image}" + (" (--image)" if opts.image else f" (trainctl's {inst.accelerator.kind} "
-                                                                      "image table)"))
+    vpc_config = _network(client_for, job_id, option, opts, pip, calls, notes, tuple(spec.secrets.values()))
+    image = opts.image or (smp_image(region) if kind == "smp" else training_image(region, inst.accelerator.kind))
+    notes.append(f"image {image}" + (" (--image)" if opts.image else " (SMP v2's own image)" if kind == "smp"
+                                     else f" (trainctl's {inst.accelerator.kind} image table)"))
+    notes.append(support_today(image))
     if not given_role:
+        check_pullable(image, account)
         arn, role_calls = _job_role(client_for, job_id, region, account, bucket, source_uri, image, spec,
                                     bool(vpc_config), notes)
         calls += role_calls
@@ -226,9 +274,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
         "ResourceConfig": {"InstanceType": f"ml.{option.instance_type}", "InstanceCount": option.count,
                            "VolumeSizeInGB": 50},
         "StoppingCondition": stopping,
-        # The secrets' ARNs only (never their values): the container reads them at start (trainctl_secrets.py)
-        "Environment": {"TRAINCTL_JOB_ID": job_id, "PYTHONUNBUFFERED": "1",
-                        **{f"{SECRET_ENV_PREFIX}{name}": arn for name, arn in spec.secrets.items()}},
+        "Environment": environment(job_id, spec.secrets),
         "RetryStrategy": {"MaximumRetryAttempts": 2},
         "Tags": tags(job_id, **{"trainctl:spec": spec.name}),
     }

@@ -1,0 +1,23 @@
+"""A launch names how long AWS patches the image it uses, and warns when it is past (catalog/images.py)."""
+from __future__ import annotations
+
+import json
+
+from tests.support.helpers import CONFIGS, run_cli
+
+TINY = str(CONFIGS.parent / "tests" / "support" / "launch_specs" / "tiny-vit-sagemaker.yaml")
+
+
+def _notes(sb, tmp_path, *args: str) -> list[str]:
+    proc = run_cli(["--output", "json", "launch", *args, "--region", "us-east-1", "--dry-run"], tmp_path / "home",
+                   env=sb.env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["notes"]
+
+
+def test_the_launch_says_how_long_its_image_is_patched(sandbox_env, tmp_path):
+    notes = _notes(sandbox_env, tmp_path, TINY, "--layout", "g5.xlarge:1:on-demand")
+    assert any("PyTorch 2.10" in n and "2027-01-21" in n for n in notes), notes
+    notes = _notes(sandbox_env, tmp_path, str(CONFIGS / "vit-base-g5.yaml"), "--platform", "ec2",
+                   "--layout", "g5.xlarge:1:on-demand")
+    assert any(n.startswith("warning: PyTorch 2.7 (GPU DLAMI) is past its end of patch (2026-04-23)") for n in notes)

@@ -1,0 +1,34 @@
+"""The images trainctl chooses, each with the date AWS stops patching it and the source of that date
+(trainctl/catalog/images.py): a launch says it, and warns once an image is past it."""
+from __future__ import annotations
+
+from trainctl.backends.ec2.prepare import GPU_AMI_PARAMETER, NEURON_AMI_PARAMETER
+from trainctl.catalog.images import IMAGES, SMP_IMAGE, SUPPORT, support_note, support_of
+
+CHANGED_ON = "2026-11-25"  # the day this table was last checked against the support policies
+
+
+def test_every_image_trainctl_chooses_has_a_sourced_support_row():
+    chosen = [f"{repo}:{tag}" for repo, tag in IMAGES.values()] + [":".join(SMP_IMAGE), GPU_AMI_PARAMETER,
+                                                                    NEURON_AMI_PARAMETER]
+    for image in chosen:
+        row = support_of(image)
+        assert row is not None and row.source, image
+    assert len({row.image for row in SUPPORT}) == len(SUPPORT)
+
+
+def test_the_sagemaker_images_were_supported_when_chosen():
+    for kind in ("gpu", "cpu"):
+        row = support_of(":".join(IMAGES[kind]))
+        assert row.end_of_patch > CHANGED_ON, row
+
+
+def test_an_image_past_its_end_of_patch_gets_a_warning():
+    image = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313-cu130-ubuntu22.04-sagemaker"
+    note, past = support_note(image, "2026-11-25")
+    assert not past and "until 2027-01-21" in note
+    note, past = support_note(image, "2027-01-22")
+    assert past and note.startswith("warning:") and "2027-01-21" in note and "--image" in note
+    note, past = support_note(GPU_AMI_PARAMETER, "2026-11-25")
+    assert past and "2026-04-23" in note
+    assert not support_note("123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:1", "2026-11-25")[1]
