@@ -21,9 +21,6 @@ from trainctl.catalog import Catalog
 from trainctl.planner.quotes import Quotes, SpotPrice
 
 DEFAULT_WINDOW_HOURS = 7 * 24
-SCORES_NOTE = ("Spot placement scores compare only within one configuration (the same instance types and count; "
-               "EC2 User Guide); a score asked for one or two types is low by design and is not taken as capacity "
-               "odds")
 
 
 @dataclass(frozen=True)
@@ -301,8 +298,6 @@ def _assemble(catalog: Catalog, req: MarketRequest, results: dict, errors: dict)
                         configs[(region, t, c)] = tuple(group)
     warnings += _score_refusals(errors, live_regions)
     on_demand, quotas = _prices_and_quotas(catalog, results, errors, warnings)
-    if scores_out:
-        warnings.append(SCORES_NOTE)
     return Quotes(source="live", regions=tuple(live_regions), on_demand=on_demand, spot_prices=spot_prices,
                   placement_scores=scores_out, score_configs=configs, quotas=quotas, warnings=tuple(warnings))
 

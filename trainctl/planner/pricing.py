@@ -124,6 +124,8 @@ def price_option(catalog, quotes, inst, count, platform, region, market, od, od_
         if got is None:
             return None
         hourly_node, price_src, band, az, score, odds = got
+        if "On-Demand x" in price_src:  # a discount off the On-Demand price: say where that price came from
+            price_src += f"; On-Demand price: {od_src}"
     model, risk_words = risk.run_model(platform, market, count, hourly_node, times, odds, band, load_hazard_table(),
                                        CAPACITY_RETRY_HOURS)
     if market == "spot" and model.event_rate * model.lost_per_event >= 0.5:

@@ -66,8 +66,10 @@ def only_region(spec: JobSpec) -> JobSpec:
 
 def gather_quotes(spec: JobSpec, catalog, request: PlanRequest, inputs: PlanInputs) -> Quotes:
     regions = tuple(spec.candidates.regions)
-    dated = (f"planned from the bundled catalog dated {catalog.date} (prices {catalog.data_dates['ec2_prices_us_east_1']}"
-             f", Spot advisor {catalog.data_dates['spot_advisor']}); no placement scores or quotas checked")
+    dates = catalog.data_dates
+    dated = (f"planned from the bundled catalog dated {catalog.date} (EC2 prices {dates['ec2_prices_us_east_1']} in "
+             f"us-east-1, {dates['ec2_prices_other_regions']} elsewhere; SageMaker prices outside us-east-1 derived, "
+             f"not verified; Spot advisor {dates['spot_advisor']}); no placement scores or quotas checked")
     if inputs.offline:
         return Quotes.offline(regions, (f"--offline: {dated}",))
     from trainctl.aws import clients as aws
