@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.helpers import CONFIGS, ROOT, run_cli, run_json
+from tests.support.helpers import CONFIGS, ROOT, run_cli, run_json
 
 G5 = str(CONFIGS / "vit-base-g5.yaml")
 TRN1 = str(CONFIGS / "vit-base-trn1.yaml")

@@ -62,7 +62,8 @@ def test_role_quota_and_public_bucket(sandbox, tmp_path):
     role = checks["SageMaker execution role"]
     assert role["status"] == "fail" and "does not trust sagemaker.amazonaws.com" in role["detail"]
     quota = checks["quotas (sagemaker)"]
-    assert quota["status"] == "fail" and "over quota" in quota["detail"] and "Service Quotas" in quota["fix"]
+    assert quota["status"] == "fail" and "over quota" in quota["detail"]
+    assert quota["fix"].startswith("aws service-quotas request-service-quota-increase --service-code sagemaker")
     assert "IgnorePublicAcls off" in checks["job bucket"]["detail"]
     code, checks, _ = doctor(sandbox, tmp_path, SPEC, "--role", "no-such-role")
     assert checks["SageMaker execution role"]["status"] == "fail"

@@ -12,7 +12,7 @@ from trainctl.perf import estimator as perf_layout
 from trainctl.perf.estimator import MeasuredRate
 from trainctl.planner.spot import risk
 from trainctl.catalog import Catalog, InstanceType, load_calibration
-from trainctl.planner.pricing import input_limit, job_times, price_option
+from trainctl.planner.pricing import input_limit, job_times, objective_value, over_quota_warning, price_option
 from trainctl.plans import Excluded, Option, Plan
 from trainctl.planner.quotes import Quotes
 from trainctl.spec import JobSpec, Layout
@@ -142,6 +142,8 @@ def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest |
     warnings = run.warnings()
     ranked, kept = run.rank(run.within_constraints(options))
     warnings += _low_score_configs(ranked, quotes)
+    if (held := over_quota_warning(ranked, catalog, quotes, run.request.objective)) is not None:
+        warnings.append(held)
     if not ranked:
         warnings.append("no layout is left: see the excluded layouts (--show-excluded) for why")
         if run.closest_miss is not None:
@@ -308,10 +310,9 @@ class _Planning:
 
         def key(p: risk.Priced):
             o = p.option
-            primary = {"cost": o.expected_cost_usd, "p90-cost": o.cost_p90_usd}.get(objective, o.wall_hours)
-            secondary = o.wall_hours if objective != "time" else o.expected_cost_usd
             # Layouts the account cannot launch (over quota) go after those it can, whatever their price.
-            return (o.quota_ok is False, primary, secondary, o.instance_type, o.count, o.platform, o.region)
+            return (o.quota_ok is False, *objective_value(o, objective), o.instance_type, o.count, o.platform,
+                    o.region)
 
         kept = sorted(kept, key=key)
         ordered = [p.option for p in kept]

@@ -55,6 +55,10 @@ def check_credentials(region: str) -> tuple[Check, str | None]:
 
 
 def check_quotas(plan, spec_path: str, platforms: tuple[str, ...]) -> list[Check]:
+    """The quota of the option the plan would rank first were every quota high enough: the plan puts over-quota
+    options last, so its first option may be a worse one that merely fits."""
+    from trainctl.planner.pricing import objective_value
+
     out = []
     for platform in platforms:
         name = f"quotas ({platform})"
@@ -62,7 +66,7 @@ def check_quotas(plan, spec_path: str, platforms: tuple[str, ...]) -> list[Check
         if not options:
             out.append(_skip(name, f"the plan has no {platform} option (`trainctl plan {spec_path} --show-excluded`)"))
             continue
-        best = options[0]  # over-quota options rank last: if the first is over, every option is
+        best = min(options, key=lambda o: objective_value(o, plan.objective))
         layout = f"{best.count} x {best.instance_type} {best.market} in {best.region}"
         if best.quota_ok is None:
             out.append(_skip(name, f"{layout}: quota not readable ({'; '.join(plan.warnings) or 'no value'})"))
@@ -72,9 +76,12 @@ def check_quotas(plan, spec_path: str, platforms: tuple[str, ...]) -> list[Check
                                  f"{platform} options do"))
         else:
             why = next((w for w in best.why if w.startswith("over quota")), "over quota")
-            out.append(_fail(name, f"no {platform} option fits its quota; best: {layout}: {why}",
-                             "request an increase in the Service Quotas console (EC2: Spot and On-Demand vCPUs "
-                             "per instance class; SageMaker: ml.TYPE for (spot) training job usage)"))
+            fits = next((o for o in options if o.quota_ok), None)
+            instead = (f"; the best that fits is {fits.count} x {fits.instance_type} {fits.market} in {fits.region}"
+                       if fits else "; no option fits")
+            command = why.split("`")[1] if why.count("`") >= 2 else "request an increase in the Service Quotas console"
+            out.append(_fail(name, f"{layout} (the best {platform} option) is {why.split('; request')[0]}{instead}",
+                             command))
     return out
 
 
@@ -257,7 +264,8 @@ def check_placement_scores(region: str, instance_type: str, count: int) -> Check
 
 
 def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = None, subnet: str | None = None,
-        platform: str | None = None, on_check: Callable[[Check], Any] | None = None) -> list[Check]:
+        platform: str | None = None, on_check: Callable[[Check], Any] | None = None,
+        refresh: bool = False) -> list[Check]:
     from trainctl.errors import UsageError
 
     spec = None
@@ -287,7 +295,7 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
     if spec is not None:
         from trainctl.usecases.plan import PlanInputs, make_plan
 
-        _, plan = make_plan(PlanInputs(spec_path=spec_path))
+        _, plan = make_plan(PlanInputs(spec_path=spec_path, refresh=refresh))
         for c in check_quotas(plan, spec_path, platforms):
             add(c)
     else:

@@ -20,6 +20,7 @@ class PlanInputs:
     platform: str | None = None
     offline: bool = False
     window_hours: float = 168.0
+    refresh: bool = False          # ask AWS again instead of taking a cached answer
 
 
 def parse_layouts(texts: tuple[str, ...] | list[str], known: set[str]) -> tuple[Layout, ...]:
@@ -96,4 +97,4 @@ def gather_quotes(spec: JobSpec, catalog, request: PlanRequest, inputs: PlanInpu
     req = MarketRequest(regions=regions, instance_types=tuple(sorted({c.instance.name for c in cands})),
                         spot_counts={t: tuple(sorted(v)) for t, v in spot_counts.items()},
                         platforms=platforms, markets=markets, window_hours=inputs.window_hours)
-    return fetch_quotes(catalog, req, DiskCache(account))
+    return fetch_quotes(catalog, req, DiskCache(account, refresh=inputs.refresh))
