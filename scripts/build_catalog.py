@@ -35,8 +35,8 @@ SOURCES = {
     "V": "instances.vantage.sh data (generated from AWS's EC2 price list) as committed in tsaol/aws-gpu "
          "data/<family>_instances.js @77fcd9fe (files last updated 2026-01-21; the 2026-08-26 versions @18aebd1d/"
          "@299375be give the same prices for us-east-1, us-east-2 and us-west-2): Linux On-Demand per region",
-    "SMF": "AWS's SageMaker price list for eu-central-1 (pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonSageMaker/"
-           "current/eu-central-1/index.json, SKU VXE3WDJXX6P8ECXB, ml.g5.xlarge-Training 1.76 USD/h) as quoted, read "
+    "SMF": "AWS's SageMaker price list for eu-central-1 (pricing.us-east-1.amazonaws.com/offers/v1.0/aws/"
+           "AmazonSageMaker/current/eu-central-1/index.json, SKU VXE3WDJXX6P8ECXB, ml.g5.xlarge-Training 1.76 USD/h) as quoted, read "
            "2026-08-13, in a public repository's pricing report; not read from AWS by trainctl",
     "SMX": "DERIVED, NOT verified against AWS: the type's SageMaker us-east-1 price x (its EC2 price in the region / "
            "its EC2 price in us-east-1), assuming SageMaker keeps the EC2 regional ratio; checked at one published "

@@ -6,7 +6,9 @@ from trainctl.render.columns import Column, fitted_table
 
 
 def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+    from trainctl.render.text import count
+
+    return count(n, noun)
 
 
 def _money(x: float) -> str:
@@ -89,7 +91,7 @@ def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int
                                    title="no layout is left; why, grouped (--show-excluded lists each)"))
         else:
             groups = ", ".join(f"{g.count} {g.reason}" for g in plan.excluded_summary)
-            con.print(f"{len(plan.excluded)} layouts excluded: {groups} (--show-excluded lists them).",
+            con.print(f"{_count(len(plan.excluded), 'layout')} excluded: {groups} (--show-excluded lists them).",
                       markup=False)
 
 

@@ -72,8 +72,8 @@ def check_quotas(plan, spec_path: str, platforms: tuple[str, ...]) -> list[Check
             out.append(_skip(name, f"{layout}: quota not readable ({'; '.join(plan.warnings) or 'no value'})"))
         elif best.quota_ok:
             n = sum(1 for o in options if o.quota_ok)
-            out.append(_ok(name, f"{layout} (the best {platform} option) fits its quota; {n} of {len(options)} "
-                                 f"{platform} options do"))
+            out.append(_ok(name, f"{layout} (the best {platform} option) fits its quota; {n} of the {len(options)} "
+                                 f"{platform} option{'s' if len(options) != 1 else ''} {'does' if n == 1 else 'do'}"))
         else:
             why = next((w for w in best.why if w.startswith("over quota")), "over quota")
             fits = next((o for o in options if o.quota_ok), None)

@@ -31,7 +31,10 @@ def parse_layouts(texts: tuple[str, ...] | list[str], known: set[str]) -> tuple[
         except ValueError as e:
             raise UsageError(f"--layout: {e}") from None
         if lay.instance_type not in known:
-            raise UsageError(f"--layout {text}: unknown instance type {lay.instance_type!r}; `trainctl catalog` "
+            from trainctl.spec.loader import did_you_mean
+
+            hint = did_you_mean(lay.instance_type, sorted(known))
+            raise UsageError(f"--layout {text}: unknown instance type {lay.instance_type!r}; {hint}`trainctl catalog` "
                              "lists the known types")
         out.append(lay)
     return tuple(out)
