@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import run_cli
+from tests.support.helpers import run_cli
 
 
 @pytest.mark.parametrize("columns", [80, 100])
@@ -18,7 +18,7 @@ def test_sandbox_help_shows_every_summary_whole(tmp_path, columns):
 
 def test_a_refused_interrupt_is_one_line_without_an_exception_name(sandbox):
     # An EC2 job whose only node is On-Demand: nothing for a Spot reclaim to take, so the sandbox refuses
-    from trainctl_sandbox.seed import ami_id
+    from trainctl_sandbox.server.seed import ami_id
 
     sandbox.client("ec2").run_instances(
         ImageId=ami_id("us-east-1", "gpu-pytorch-2.7"), InstanceType="g5.xlarge", MinCount=1, MaxCount=1,
