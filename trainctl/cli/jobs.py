@@ -97,11 +97,16 @@ def list_jobs(
     from trainctl.usecases import watch as w
     from trainctl.render.watch import jobs_table
 
+    notes: list[str] = []
     with _store() as store:
-        out = w.list_jobs(store, limit, live=not no_status)
+        out = w.list_jobs(store, limit, live=not no_status, notes=notes)
     if OPTS.output == "json":
-        render.print_json({"jobs": out})
+        render.print_json({"jobs": out, "warnings": notes})
     else:
+        from trainctl.render.watch import say
+
+        for note in notes:
+            say(f"trainctl: warning: {note}")
         jobs_table(out)
 
 

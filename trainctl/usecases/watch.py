@@ -298,22 +298,29 @@ def check_host(view, host: int | None) -> str | None:
     return view.hosts[host - 1]
 
 
-def list_jobs(store: JobStore, limit: int, live: bool = True) -> list[dict]:
+def list_jobs(store: JobStore, limit: int, live: bool = True, notes: list[str] | None = None) -> list[dict]:
     """The newest jobs of this endpoint from the store, each with its live status unless `live` is false.
-    A job launched from another account is not asked about with these credentials (AWS would not know it)."""
+    A job launched from another account is not asked about with these credentials (AWS would not know it).
+    When the endpoint does not answer at all (a sandbox since stopped), no job is asked: `notes` gets one line
+    saying so and each job shows its last recorded status."""
     jobs = store.jobs(limit)
-    account = caller_account() if live and jobs else None
+    account = None
+    if live and jobs:
+        account, down = _account_or_down()
+        if down is not None:
+            (notes if notes is not None else []).append(f"{down}; the statuses below are the last recorded ones")
+            return [{**_listed(job), "status": f"{job.status or '-'} (recorded)"} for job in jobs]
     return [{**_listed(job), **(_live_status(job, account) if live else {})} for job in jobs]
 
 
-def caller_account() -> str | None:
-    """The account of the credentials in use, or None when AWS does not say."""
+def _account_or_down() -> tuple[str | None, str | None]:
+    """(the credentials' account or None, the one line saying the endpoint does not answer, or None)."""
     from trainctl.aws import clients as aws
 
     try:
-        return aws.client("sts", aws.default_region()).get_caller_identity()["Account"]
-    except Exception:  # noqa: BLE001 - then every job is asked about, as before accounts were kept
-        return None
+        return aws.client("sts", aws.default_region(), max_attempts=2).get_caller_identity()["Account"], None
+    except Exception as e:  # noqa: BLE001 - then every job is asked about, as before accounts were kept
+        return None, aws.unreachable_endpoint(e)
 
 
 def _listed(job: JobRecord) -> dict:
