@@ -22,7 +22,12 @@ def show(option, request) -> None:
 
 
 def say(message: str) -> None:
-    stderr_console().print(message, markup=False, soft_wrap=True)
+    """A progress line ("calling s3:PutObject (code: ...)"), lists abbreviated and wrapped at the terminal's width
+    between words, never inside an id, a key or a path."""
+    from trainctl.render.dry_run import abbreviate_lists, wrap
+
+    err = stderr_console()
+    err.print(wrap([abbreviate_lists(message)], err.width), markup=False, highlight=False, soft_wrap=True)
 
 
 def confirm(question: str) -> bool:
