@@ -134,7 +134,8 @@ def summary_lines(doc: dict) -> list[str]:
 
 
 def wrap(lines: list[str], width: int) -> str:
-    """Each line wrapped at `width`, its continuation indented under its text (long paths are folded)."""
+    """Each line wrapped at `width` between words, its continuation indented under its text; a word wider than the
+    line (a long path or image name) gets a line of its own, whole: the terminal wraps it, a copy pastes it whole."""
     out = []
     for line in lines:
         stripped = line.lstrip()
@@ -143,5 +144,6 @@ def wrap(lines: list[str], width: int) -> str:
         marker = first if first == "-" or (first.endswith(".") and first[:-1].isdigit()) else ""
         indent = " " * (lead + len(marker) + 1 if marker else lead + 2)
         out.append(textwrap.fill(line, width=max(40, width), subsequent_indent=indent, break_on_hyphens=False,
+                                 break_long_words=False,  # an id, a key or a path is never cut in two
                                  drop_whitespace=True) if len(line) > width else line)
     return "\n".join(out)

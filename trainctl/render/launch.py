@@ -15,8 +15,8 @@ def show(option, request) -> None:
     from trainctl.render.dry_run import abbreviate_lists, calls_lines, wrap
 
     err = stderr_console()
-    err.print(f"{request.job_id}: {option.describe()}", markup=False, soft_wrap=True)
-    lines = [f"  - {abbreviate_lists(note)}" for note in request.notes]
+    lines = [f"{request.job_id}: {option.describe()}"]
+    lines += [f"  - {abbreviate_lists(note)}" for note in request.notes]
     lines += ["  " + line for line in calls_lines(request.to_json(), full="--dry-run -o json shows the requests")]
     err.print(wrap(lines, err.width), markup=False, highlight=False, soft_wrap=True)
 
