@@ -189,7 +189,10 @@ def check_node_route(region: str, subnet_flag: str | None, option) -> Check:
     return _ok(name, notes[-1])
 
 
-def check_bucket(region: str, bucket: str, account: str | None = None) -> Check:
+def check_bucket(region: str, bucket: str, account: str | None = None, own: bool = False) -> Check:
+    """The job bucket's encryption and public access. `own`: trainctl's own bucket (no --bucket), which every
+    launch creates if missing and locks down (backends/bucket_calls.py): what a launch would fix is a note, not a
+    failure; a bucket policy that makes it public is not something a launch undoes, so it stays a failure."""
     from trainctl.naming.bucket import owner
 
     name = "job bucket"
@@ -226,6 +229,10 @@ def check_bucket(region: str, bucket: str, account: str | None = None) -> Check:
     except Exception as e:  # noqa: BLE001
         if aws.error_code(e) != "NoSuchBucketPolicy":
             raise
+    public_policy = "its bucket policy makes it public" in problems
+    if problems and own and not public_policy:  # every launch sets both on trainctl's own bucket
+        return _ok(name, f"{bucket}: {'; '.join(problems)} yet: the first launch makes it encrypted and private "
+                         "(every launch sets both on trainctl's own bucket)")
     if problems:
         return _fail(name, f"{bucket}: {'; '.join(problems)}",
                      f"aws s3api put-bucket-encryption --bucket {bucket} --server-side-encryption-configuration "
@@ -316,7 +323,7 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
         add(check_node_route(region, subnet, next((o for o in plan.options if o.platform == "ec2"), None)))
     from trainctl.naming.bucket import job_bucket
 
-    add(check_bucket(region, bucket or job_bucket(account, region), account))
+    add(check_bucket(region, bucket or job_bucket(account, region), account, own=bucket is None))
     if "ec2" in platforms:  # only EC2 Spot needs it: SageMaker runs managed Spot instances itself
         add(check_spot_role(region))
     add(_scores_check(region, spec, plan))
