@@ -100,6 +100,12 @@ def ensure_sandbox_env() -> dict[str, str]:
     """The environment of the running sandbox, starting a detached one first if none runs."""
     directory = process.state_dir()
     state = process.running(directory)
+    recorded = process.read_state(directory)
+    if state is None and recorded and process.is_alive(int(recorded["pid"])):
+        # Its process lives but did not answer within 2 s (busy with a training job on a small machine): use it.
+        # A second sandbox on another port would hide the first one's jobs, which are kept per endpoint.
+        _say(f"the sandbox at {recorded['endpoint_url']} (pid {recorded['pid']}) is slow to answer; using it")
+        state = recorded
     if state is None:
         port = process.DEFAULT_PORT if process.port_free(process.DEFAULT_PORT) else 0
         state = process.start_detached(port=port, directory=directory)

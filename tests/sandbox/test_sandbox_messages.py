@@ -30,3 +30,23 @@ def test_a_refused_interrupt_is_one_line_without_an_exception_name(sandbox):
     assert len(lines) == 1 and lines[0].startswith("trainctl: error: sandbox: od-job has no running Spot instance"), \
         proc.stderr
     assert "Error:" not in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_sandbox_flag_uses_a_busy_sandbox_instead_of_starting_a_second(sandbox):
+    # A sandbox busy with a training job may not answer within 2 s; `--sandbox` must still use it: a second
+    # sandbox on another port would hide the first one's jobs (kept per endpoint). SIGSTOP makes it that busy.
+    import os
+    import signal
+
+    from trainctl_sandbox.server import process
+
+    home = sandbox.state_dir.parent
+    os.kill(sandbox.pid, signal.SIGSTOP)
+    try:
+        proc = run_cli(["--sandbox", "-o", "json", "ls", "--no-status"], home, timeout=60)
+    finally:
+        os.kill(sandbox.pid, signal.SIGCONT)
+    assert proc.returncode == 0, proc.stderr
+    assert "started a sandbox" not in proc.stderr
+    assert f"the sandbox at {sandbox.endpoint_url} (pid {sandbox.pid}) is slow to answer; using it" in proc.stderr
+    assert process.read_state(sandbox.state_dir)["pid"] == sandbox.pid
