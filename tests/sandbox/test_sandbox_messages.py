@@ -27,7 +27,7 @@ def test_a_refused_interrupt_is_one_line_without_an_exception_name(sandbox):
     proc = run_cli(["sandbox", "interrupt", "od-job"], sandbox.state_dir.parent, env=sandbox.env, timeout=60)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("trainctl: error: sandbox: od-job has no running Spot instance"), \
+    assert len(lines) == 1 and lines[0].startswith("sandbox: od-job has no running Spot instance"), \
         proc.stderr
     assert "Error:" not in lines[0] and "Traceback" not in proc.stderr
 

@@ -26,7 +26,7 @@ def _do(call, said) -> None:
         answer = call(_admin())
     except SandboxAdminError as e:
         message = " ".join(str(e.message).split())  # one line, whatever the server said
-        typer.echo(f"trainctl: error: sandbox: {message}", err=True)
+        typer.echo(f"sandbox: {message}", err=True)
         raise typer.Exit(2) from None
     typer.echo(said(answer) if callable(said) else said, err=True)
 
