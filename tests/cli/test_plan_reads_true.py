@@ -100,3 +100,12 @@ def test_the_committed_catalog_is_what_build_catalog_makes_of_its_sources(tmp_pa
             assert entry["ec2_source"] in catalog["source_names"], (region, itype)
             if "sagemaker" in entry:
                 assert entry["sagemaker_source"].split()[0] in catalog["source_names"], (region, itype)
+
+
+def test_a_region_that_does_not_offer_a_family_says_so(tmp_path):
+    spec = _spec(tmp_path, TRN1, "regions: [us-east-1, us-west-2]", "regions: [eu-central-1]")
+    proc = run_cli(["-o", "json", "plan", spec, "--offline"], tmp_path)
+    doc = json.loads(proc.stdout)
+    assert doc["options"] == []
+    assert any("AWS's EC2 price list of 2026-01-21 does not offer them in eu-central-1" in w
+               for w in doc["warnings"]), doc["warnings"]

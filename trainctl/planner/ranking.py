@@ -204,8 +204,16 @@ class _Planning:
         for (platform, region), types in sorted(self.unpriced.items()):
             out.append(f"{region}: no {platform} On-Demand price for {', '.join(sorted(types))} in the catalog "
                        f"{'or the Pricing API' if self.quotes.source == 'live' else '(offline)'}; those "
-                       f"{platform} options are left out")
+                       f"{platform} options are left out" + self._why_unpriced(platform, region))
         return out
+
+    def _why_unpriced(self, platform: str, region: str) -> str:
+        """The catalog holds an EC2 price wherever AWS's price list offered the type (scripts/catalog_sources): a
+        type with no EC2 price in a region was not offered there; SageMaker prices follow the EC2 ones."""
+        if platform != "ec2" or self.catalog.data_dates.get("ec2_prices_other_regions") is None:
+            return ""
+        return (f" (AWS's EC2 price list of {self.catalog.data_dates['ec2_prices_other_regions']} does not offer "
+                f"them in {region})")
 
     def fit(self, inst: InstanceType, count: int):
         """(memory fits to choose from, ranks in the layout), or None when the layout is left out (with its
