@@ -10,12 +10,15 @@ TORCH := torch==2.14.1 torchvision==0.29.1
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	@echo "creating $(VENV) and upgrading pip"
+	$(BIN)/python -m pip install --progress-bar off --upgrade pip
 
 # Both distributions, editable: the product (.) and the local sandbox AWS (./sandbox, trainctl-sandbox),
 # which the tests, the demo and `trainctl sandbox` need; the product wheel holds none of the sandbox.
 $(VENV)/.installed: pyproject.toml sandbox/pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]' -e ./sandbox $(TORCH) 'timm>=1.0'
+	@echo "installing trainctl, the sandbox and the test tools into $(VENV): torch is the largest part (about"
+	@echo "two minutes on a fresh machine); pip names each package as it goes"
+	$(BIN)/pip install --progress-bar off -e '.[test]' -e ./sandbox $(TORCH) 'timm>=1.0'
 	touch $@
 
 install: $(VENV)/.installed

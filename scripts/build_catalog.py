@@ -32,8 +32,15 @@ SOURCES = {
     "SM": "SageMaker training prices for us-east-1 transcribed by third parties from the AmazonSageMaker Price List "
           "offer file (read 2026-09-27); NOT verified against AWS",
     "SM3": "ml.p3.* prices seen identically in >=4 unrelated repositories; NOT verified against AWS",
-    "V": "instances.vantage.sh data as committed in tsaol/aws-gpu data/*_instances.js (last updated 2026-08-26): "
-         "Linux On-Demand per region",
+    "V": "instances.vantage.sh data (generated from AWS's EC2 price list) as committed in tsaol/aws-gpu "
+         "data/<family>_instances.js @77fcd9fe (files last updated 2026-01-21; the 2026-08-26 versions @18aebd1d/"
+         "@299375be give the same prices for us-east-1, us-east-2 and us-west-2): Linux On-Demand per region",
+    "SMF": "AWS's SageMaker price list for eu-central-1 (pricing.us-east-1.amazonaws.com/offers/v1.0/aws/"
+           "AmazonSageMaker/current/eu-central-1/index.json, SKU VXE3WDJXX6P8ECXB, ml.g5.xlarge-Training 1.76 USD/h) as quoted, read "
+           "2026-08-13, in a public repository's pricing report; not read from AWS by trainctl",
+    "SMX": "DERIVED, NOT verified against AWS: the type's SageMaker us-east-1 price x (its EC2 price in the region / "
+           "its EC2 price in us-east-1), assuming SageMaker keeps the EC2 regional ratio; checked at one published "
+           "point (ml.g5.xlarge in eu-central-1: derived 1.7607, AWS 1.76, SMF)",
     "SA": "AWS Spot Instance Advisor feed spot-advisor-data.json as copied in alexei-led/spotinfo @5eedf20a "
           "(2025-06-28): savings % vs On-Demand and interruption-frequency band, per region, Linux",
     "NV": "NVIDIA data sheets: dense (no sparsity) tensor-core peak per GPU: A10G 70 bf16 / 31.2 fp32, L4 121 bf16 / "
@@ -43,6 +50,19 @@ SOURCES = {
     "TB": "timm benchmark CSV: ViT-B/16 training about 391 samples/s on an RTX 3090 (AMP, batch 192)",
     "ASSUMED": "trainctl's own modelling assumption; see docs/cost-model.md for the reasoning",
 }
+
+# What the plan prints for each price source, and whether the number was read from AWS's own price data
+# (directly or through a tool that generates its table from AWS's Pricing API) or not.
+SOURCE_NAMES = {
+    "KP": ("AWS Pricing API through Karpenter's generated table, 2026-07-20", True),
+    "V": ("AWS's EC2 price list through instances.vantage.sh, 2026-01-21", True),
+    "SM": ("SageMaker us-east-1 price transcribed by third parties, NOT verified against AWS", False),
+    "SM3": ("SageMaker us-east-1 price seen in several repositories, NOT verified against AWS", False),
+    "SMF": ("AWS's SageMaker price list as quoted by a third party, 2026-08-13", False),
+    "SMX": ("SageMaker price derived from us-east-1 by the EC2 regional ratio, NOT verified against AWS", False),
+}
+# Published regional SageMaker training prices (region, type) -> (USD/h, source): they replace the derivation.
+SAGEMAKER_PUBLISHED = {("eu-central-1", "g5.xlarge"): (1.76, "SMF")}
 
 # Per-accelerator facts the catalog CSV does not carry. Efficiency is the share of dense peak that
 # a well-tuned training loop reaches (model FLOPs utilisation); intra_node_gbytes_s is the effective
@@ -100,7 +120,31 @@ def number(cell: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def main() -> None:
+def _regional_prices(prices: dict[str, dict[str, dict]], instances: dict) -> None:
+    """EC2 prices of every commercial region that offers the type (V), and SageMaker prices there: published
+    where a source has them, else derived from us-east-1 by the EC2 ratio (SMX, marked unverified)."""
+    with open(SRC / "ec2_prices_regional.csv") as f:
+        rows = [r for r in csv.DictReader(f) if r["instance"] in instances]  # p5.4xlarge: priced, no specs
+    us_east_1 = prices["us-east-1"]
+    for row in rows:
+        itype, region = row["instance"], row["region"]
+        if region == "us-east-1":
+            continue  # KP (the Pricing API through Karpenter) is newer; the two agree (SOURCES.md)
+        entry = prices.setdefault(region, {}).setdefault(itype, {})
+        entry.update({"ec2": float(row["usd_per_hour"]), "ec2_source": "V"})
+        base = us_east_1.get(itype, {})
+        if (region, itype) in SAGEMAKER_PUBLISHED:
+            entry["sagemaker"], entry["sagemaker_source"] = SAGEMAKER_PUBLISHED[(region, itype)]
+        elif "sagemaker" in base and base.get("ec2"):
+            entry["sagemaker"] = round(base["sagemaker"] * entry["ec2"] / base["ec2"], 4)
+            entry["sagemaker_source"] = "SMX"
+    for (region, itype), (usd, _) in SAGEMAKER_PUBLISHED.items():
+        base = us_east_1[itype]
+        derived = base["sagemaker"] * prices[region][itype]["ec2"] / base["ec2"]
+        print(f"check: ml.{itype} in {region}: derived {derived:.4f}, published {usd}")
+
+
+def main(out: Path = OUT) -> None:
     instances = {}
     prices: dict[str, dict[str, dict]] = {}
     with open(SRC / "instances.csv") as f:
@@ -140,14 +184,7 @@ def main() -> None:
                 entry["sagemaker_source"] = (sm_src[0] if sm_src else "SM") + (
                     " (unverified)" if "unverified" in sm_cell else "")
             prices.setdefault("us-east-1", {})[itype] = entry
-    with open(SRC / "ec2_prices_regional.csv") as f:
-        for row in csv.DictReader(f):
-            itype = row["instance"]
-            if itype not in instances:
-                continue  # e.g. p5.4xlarge: priced but no specs in our sources
-            for col, region in (("us_east_2", "us-east-2"), ("us_west_2", "us-west-2")):
-                if row[col]:
-                    prices.setdefault(region, {})[itype] = {"ec2": float(row[col]), "ec2_source": "V"}
+    _regional_prices(prices, instances)
     advisor = json.loads((SRC / "spot-advisor-gpu-subset.json").read_text())
     bands = [r["label"] for r in advisor["ranges"]]
     spot = {region: {t: {"savings_pct": v["s"], "interruption_band": bands[v["r"]]} for t, v in sorted(types.items())
@@ -156,18 +193,22 @@ def main() -> None:
     catalog = {
         "catalog_date": CATALOG_DATE,
         "data_dates": {"instance_specs": "2026-08-21", "ec2_prices_us_east_1": "2026-07-20",
-                       "ec2_prices_other_regions": "2026-08-26", "sagemaker_prices": "2026-09-27",
+                       "ec2_prices_other_regions": "2026-01-21", "sagemaker_prices": "2026-09-27",
                        "spot_advisor": "2025-06-28"},
         "sources": SOURCES,
+        "source_names": {k: {"name": name, "verified": ok} for k, (name, ok) in SOURCE_NAMES.items()},
         "accelerators": ACCELERATORS,
         "instances": instances,
         "on_demand_usd_per_hour": prices,
         "spot_advisor": {"source": "SA", "bands": bands, "regions": spot},
         "ec2_vcpu_quotas": QUOTA_GROUPS,
     }
-    OUT.write_text(json.dumps(catalog, indent=1, sort_keys=False) + "\n")
-    print(f"wrote {OUT} ({len(instances)} instance types, {len(prices)} priced regions, {len(spot)} Spot regions)")
+    out.write_text(json.dumps(catalog, indent=1, sort_keys=False) + "\n")
+    print(f"wrote {out} ({len(instances)} instance types, {len(prices)} priced regions, {len(spot)} Spot regions)")
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    # `--out PATH` writes elsewhere (the tests check that the committed catalog is what its sources give)
+    main(Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else OUT)

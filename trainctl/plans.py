@@ -208,7 +208,9 @@ def _first_problem(e: ValidationError) -> str:
     where = ".".join(str(p) for p in first.get("loc", ())) or "the document"
     if first.get("type") in ("json_invalid", "json_type"):
         return f"not a JSON plan ({' '.join(str(first.get('msg', '')).split())[:120]})"
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    rest = [".".join(str(p) for p in err.get("loc", ())) or "the document" for err in errors[1:]]
+    more = (f" (also {', '.join(repr(r) for r in rest[:3])}{f' and {len(rest) - 3} more' if len(rest) > 3 else ''}: "
+            f"{len(rest)} more problem{'s' if len(rest) > 1 else ''})") if rest else ""
     value = first.get("input")
     shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {str(value)[:40]!r})"
     msg = str(first.get("msg", "invalid")).replace("\n", " ")

@@ -37,7 +37,9 @@ def _print_env(endpoint_url: str) -> None:
 def up(port: int = typer.Option(process.DEFAULT_PORT, "--port", "-p", help="Port on 127.0.0.1 (0: any free port)."),
        detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background; stop with `down`."),
        seed: int = typer.Option(0, "--seed", help="Seed of the market model (placement scores, Spot prices).")) -> None:
-    """Start the sandbox, seed it, and print the environment that points AWS tools at it."""
+    """Start the sandbox and print its environment.
+
+    It is seeded as a fresh account; the printed environment points AWS tools (and trainctl) at it."""
     directory = process.state_dir()
     existing = process.running(directory)
     if existing:
@@ -71,7 +73,9 @@ def up(port: int = typer.Option(process.DEFAULT_PORT, "--port", "-p", help="Port
 
 @app.command()
 def status() -> None:
-    """Say whether a sandbox runs, where, and print its environment lines."""
+    """Say whether a sandbox runs, and where.
+
+    Prints its environment lines too."""
     state = process.running()
     if not state:
         _say("no sandbox running (start one with `trainctl sandbox up --detach`)")
@@ -96,6 +100,12 @@ def ensure_sandbox_env() -> dict[str, str]:
     """The environment of the running sandbox, starting a detached one first if none runs."""
     directory = process.state_dir()
     state = process.running(directory)
+    recorded = process.read_state(directory)
+    if state is None and recorded and process.is_alive(int(recorded["pid"])):
+        # Its process lives but did not answer within 2 s (busy with a training job on a small machine): use it.
+        # A second sandbox on another port would hide the first one's jobs, which are kept per endpoint.
+        _say(f"the sandbox at {recorded['endpoint_url']} (pid {recorded['pid']}) is slow to answer; using it")
+        state = recorded
     if state is None:
         port = process.DEFAULT_PORT if process.port_free(process.DEFAULT_PORT) else 0
         state = process.start_detached(port=port, directory=directory)

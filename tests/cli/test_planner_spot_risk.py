@@ -185,3 +185,33 @@ def test_sensitivity_names_the_closest_call_when_nothing_flips():
     assert "g5.xlarge:1:on-demand on ec2) stays cheapest" in line
     assert line.endswith("the assumption that most changes it is 'start-up and restart times x2': its lead over "
                          "the next layout falls from 4.0% to 2.9%")
+
+
+@pytest.mark.parametrize("hazard", [0.0005, 0.005, 0.05, 0.5])
+def test_the_simulated_spread_brackets_the_expected_cost(hazard):
+    # From rare interruptions (most runs uninterrupted) to frequent ones: the percentiles are ordered, the expected
+    # cost lies inside the simulated range, and the simulation's mean is the expectation.
+    m = replace(SPOT, hazard=hazard, nodes=1, same_event_p=0.0)
+    s = simulate.simulate(m, simulate.seed_for(f"bracket:{hazard}"), runs=20000)
+    expected = simulate.expected(m).cost_usd
+    assert s.cost_usd[0] <= s.cost_usd[1] <= s.cost_usd[2]
+    assert s.cost_range_usd[0] <= expected <= s.cost_range_usd[1]
+    assert s.mean_cost_usd == pytest.approx(expected, rel=0.01)
+
+
+def test_a_p90_below_the_expected_cost_says_why():
+    # Rare, costly interruptions: fewer than one run in ten is interrupted, so the 90th percentile is the cost of
+    # an uninterrupted run, below the mean that carries the rare rework. The option says so instead of looking wrong.
+    m = replace(SPOT, hazard=0.0005, nodes=1, same_event_p=0.0)
+    o = risk.with_spread(risk.Priced(_option(simulate.expected(m).cost_usd), m, None))
+    assert o.cost_p50_usd <= o.cost_p90_usd < o.expected_cost_usd
+    line = next(w for w in o.why if w.startswith("p90 below the expected cost"))
+    assert "of runs are interrupted" in line and "uninterrupted" in line
+
+
+def _option(cost: float):
+    from trainctl.plans import Option
+
+    return Option(rank=1, platform="ec2", instance_type="trn1.32xlarge", count=1, market="spot", region="us-east-1",
+                  accelerators=32, hourly_usd=0.5, throughput_samples_per_s=1.0, throughput_source="model", hours=1.0,
+                  expected_cost_usd=cost, interruptions_expected=0.0, fits_memory=True, pareto=False, why=())

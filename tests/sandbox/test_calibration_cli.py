@@ -127,3 +127,18 @@ def test_no_store_yet_says_how_to_get_figures(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "0 completed jobs on AWS: none with a measured throughput yet" in proc.stdout
     assert not (tmp_path / "state.db").exists()      # reading creates nothing
+
+
+def test_a_long_job_id_is_never_folded_at_80_columns(tmp_path, options):
+    a = options[0]
+    job = "a-spec-name-of-the-longest-kind-allowed-20261124-081500-beef"  # launch's longest job names
+    with JobStore(tmp_path / "state.db", endpoint="") as store:
+        _launch(store, job, a, "Completed")
+        _measure(store, job, a, a.throughput_samples_per_s / 1.1)
+    for width in (80, 100):
+        proc = run_cli(["calibration"], tmp_path, {"COLUMNS": str(width)})
+        lines = proc.stdout.splitlines()
+        rows = [ln for ln in lines if ln.startswith("│") and "g5" in ln]  # the table's rows, not the summary
+        assert len(rows) == 1 and job in rows[0], proc.stdout
+        assert all(len(ln) <= width for ln in lines), proc.stdout
+        assert "+10%" in rows[0] or "not shown at this width: error" in " ".join(proc.stdout.split())

@@ -79,3 +79,11 @@ def test_scores_of_fewer_than_three_types_are_not_capacity_odds(sandbox, tmp_pat
     assert any("compare only within one configuration" in w for w in doc["warnings"])
     table = cli(sandbox, tmp_path / "home", "plan", SPEC, *args, env={**NO_CACHE, "COLUMNS": "200"})
     assert "compare only within one configuration" in " ".join(table.stdout.split())
+
+
+def test_the_configuration_warning_appears_only_where_it_changed_an_option(sandbox, tmp_path):
+    # g5 scores are asked for three or more types: every score is taken as capacity odds, so nothing to warn about
+    doc = json.loads(cli(sandbox, tmp_path / "home", "-o", "json", "plan", SPEC, *SPOT).stdout)
+    spot = [o for o in doc["options"] if o["market"] == "spot"]
+    assert spot and all(o["capacity_odds"] is not None for o in spot)
+    assert not any("compare only within one configuration" in w for w in doc["warnings"]), doc["warnings"]

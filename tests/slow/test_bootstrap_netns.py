@@ -26,14 +26,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.free_block import free_block, used_networks
 from trainctl.aws import clients as aws
 from trainctl.backends.base import JOB_TAG, LaunchSettings
 from trainctl.backends.ec2 import Ec2Backend, log_group
 from trainctl.spec import load_spec
 
-BRIDGE_IP = "10.213.0.1"           # the "host" side: forwarder and IMDS fakes listen here
+# A 10.X.0.0/16 that nothing on this machine uses and no other run holds (tests/support/free_block.py): a fixed
+# block once collided with a shared machine's own network.
+BLOCK, _BLOCK_LOCK = free_block()
+BRIDGE_IP = f"10.{BLOCK}.0.1"      # the "host" side: forwarder and IMDS fakes listen here
 # Instances get random addresses in the subnet (moto draws them): a /17 makes two equal ones unlikely.
-VPC_CIDR, SUBNET_CIDR = "10.213.0.0/16", "10.213.128.0/17"
+VPC_CIDR, SUBNET_CIDR = f"10.{BLOCK}.0.0/16", f"10.{BLOCK}.128.0/17"
 STEPS = 240
 SPEC = f"""\
 name: netns-test
@@ -328,3 +332,14 @@ def test_two_hosts_train_get_interrupted_and_resume_on_a_replacement(sandbox_env
         net.close()
         backend.cleanup(job, "us-east-1")
         aws.reset_session()
+
+
+def test_the_test_network_is_free_here_and_held_by_this_run_alone():
+    # nothing on this machine is in the block, and a second run (another pick while this one holds it) gets another
+    block = ipaddress.ip_network(VPC_CIDR)
+    assert not any(block.overlaps(n) for n in used_networks())
+    other, handle = free_block(first=BLOCK)
+    try:
+        assert other != BLOCK
+    finally:
+        handle.close()

@@ -98,7 +98,24 @@ def error_code(exc: BaseException) -> str:
     return exc.__class__.__name__
 
 
+# botocore's exceptions when nothing listens at the endpoint (by name: this module imports no botocore at load)
+_UNREACHABLE = ("EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError")
+
+
+def unreachable_endpoint(exc: BaseException) -> str | None:
+    """One line saying that the endpoint the environment names does not answer, and how to bring it back; None
+    for any other error (AWS's own endpoints answer: a connection error there is the network's)."""
+    url = endpoint_url()
+    if url is None or type(exc).__name__ not in _UNREACHABLE:
+        return None
+    if os.environ.get("TRAINCTL_SANDBOX"):
+        return f"the sandbox at {url} is not running: `trainctl sandbox up`"
+    return f"nothing answers at {url} (AWS_ENDPOINT_URL): start that endpoint, or unset AWS_ENDPOINT_URL to use AWS"
+
+
 def error_summary(exc: BaseException) -> str:
+    if (down := unreachable_endpoint(exc)) is not None:
+        return down
     resp = getattr(exc, "response", None)
     if isinstance(resp, dict):
         err = resp.get("Error", {})

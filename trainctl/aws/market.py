@@ -12,7 +12,7 @@ import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -21,9 +21,6 @@ from trainctl.catalog import Catalog
 from trainctl.planner.quotes import Quotes, SpotPrice
 
 DEFAULT_WINDOW_HOURS = 7 * 24
-SCORES_NOTE = ("Spot placement scores compare only within one configuration (the same instance types and count; "
-               "EC2 User Guide); a score asked for one or two types is low by design and is not taken as capacity "
-               "odds")
 
 
 @dataclass(frozen=True)
@@ -46,10 +43,12 @@ class DiskCache:
     answers never serve a plan for AWS, and after the sandbox is gone nothing of it is read back, because
     the account is read live (GetCallerIdentity) before the cache is consulted."""
 
-    def __init__(self, account: str, ttl_s: float | None = None):
+    def __init__(self, account: str, ttl_s: float | None = None, refresh: bool = False):
         self.ttl = float(os.environ.get("TRAINCTL_CACHE_TTL", "600")) if ttl_s is None else ttl_s
         self.dir = _home() / "cache"
         self.account = account
+        self.refresh = refresh          # --refresh: ask AWS again (and keep the new answers)
+        self.ages: dict[str, float] = {}  # op -> age in seconds of the oldest answer this run took from the cache
 
     def _path(self, key: dict) -> Path:
         ident = {"endpoint": aws.endpoint_url() or "aws", "account": self.account, **key}
@@ -57,12 +56,16 @@ class DiskCache:
         return self.dir / f"{digest}.json"
 
     def get(self, key: dict):
-        if self.ttl <= 0:
+        if self.ttl <= 0 or self.refresh:
             return None
         p = self._path(key)
         try:
-            if time.time() - p.stat().st_mtime < self.ttl:
-                return json.loads(p.read_text())
+            age = time.time() - p.stat().st_mtime
+            if age < self.ttl:
+                value = json.loads(p.read_text())
+                op = str(key.get("op"))
+                self.ages[op] = max(age, self.ages.get(op, 0.0))
+                return value
         except (OSError, ValueError):
             pass
         return None
@@ -196,20 +199,24 @@ def _on_demand_price(service: str, region: str, instance_type: str) -> float | N
     return None
 
 
-def _quotas(region: str, service_code: str, wanted: set[str]) -> dict[str, float]:
-    """Quota values by QuotaCode (ec2) or QuotaName (sagemaker). ListServiceQuotas leaves out quotas that have
-    no applied value (botocore docstring); an EC2 code it leaves out is read with GetAWSDefaultServiceQuota."""
+def _quotas(region: str, service_code: str, wanted: set[str]) -> dict[str, dict]:
+    """{"values": quota values by QuotaCode (ec2) or QuotaName (sagemaker), "codes": the QuotaCode of each (the
+    increase request needs it)}. ListServiceQuotas leaves out quotas that have no applied value (botocore
+    docstring); an EC2 code it leaves out is read with GetAWSDefaultServiceQuota."""
     sq = aws.client("service-quotas", region)
     field = "QuotaCode" if service_code == "ec2" else "QuotaName"
     found: dict[str, float] = {}
+    codes: dict[str, str] = {}
     for page in sq.get_paginator("list_service_quotas").paginate(ServiceCode=service_code):
         for q in page.get("Quotas", []):
             if q.get(field) in wanted:
                 found[q[field]] = float(q["Value"])
+                codes[q[field]] = q.get("QuotaCode", "")
     if service_code == "ec2":
         for code in sorted(wanted - set(found)):
             found[code] = float(sq.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
-    return found
+            codes[code] = code
+    return {"values": found, "codes": codes}
 
 
 # ----------------------------------------------------------------------------- the whole fetch
@@ -228,7 +235,24 @@ def fetch_quotes(catalog: Catalog, req: MarketRequest, cache: DiskCache) -> Quot
                 results[key] = fut.result()
             except Exception as e:  # noqa: BLE001 - every failure becomes a warning, by design
                 errors[key] = e
-    return _assemble(catalog, req, results, errors)
+    quotes = _assemble(catalog, req, results, errors)
+    return replace(quotes, warnings=quotes.warnings + _cache_ages(cache))
+
+
+def _cache_ages(cache: DiskCache) -> tuple[str, ...]:
+    """Say when market data came from the cache, and how old it is: a quota raised a minute ago would otherwise
+    still read as the old value for up to TRAINCTL_CACHE_TTL seconds."""
+    what = {"quota": "Service Quotas", "price": "On-Demand prices", "spot": "Spot price history",
+            "score": "placement scores"}  # AZ names do not change: not worth a word
+    ages = sorted(((what[op], age) for op, age in cache.ages.items() if op in what), key=lambda kv: -kv[1])
+    if not ages:
+        return ()
+    named = ", ".join(f"{name} {_age(age)} old" for name, age in ages)
+    return (f"cached answers (kept {cache.ttl:g} s): {named}; `--refresh` asks AWS again",)
+
+
+def _age(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def _submit_all(pool, cache: DiskCache, catalog: Catalog, req: MarketRequest) -> dict[tuple, object]:
@@ -261,7 +285,7 @@ def _submit_all(pool, cache: DiskCache, catalog: Catalog, req: MarketRequest) ->
         for platform in req.platforms:
             code, keys = _quota_keys(catalog, req, platform)
             jobs[("quota", region, code)] = pool.submit(
-                _cached, cache, {"op": "quota", "region": region, "service": code, "keys": sorted(keys)},
+                _cached, cache, {"op": "quota", "v": 2, "region": region, "service": code, "keys": sorted(keys)},
                 lambda r=region, c=code, k=keys: _quotas(r, c, k))
     return jobs
 
@@ -300,11 +324,10 @@ def _assemble(catalog: Catalog, req: MarketRequest, results: dict, errors: dict)
                         scores_out[(region, t, c)] = by_name
                         configs[(region, t, c)] = tuple(group)
     warnings += _score_refusals(errors, live_regions)
-    on_demand, quotas = _prices_and_quotas(catalog, results, errors, warnings)
-    if scores_out:
-        warnings.append(SCORES_NOTE)
+    on_demand, quotas, quota_codes = _prices_and_quotas(catalog, results, errors, warnings)
     return Quotes(source="live", regions=tuple(live_regions), on_demand=on_demand, spot_prices=spot_prices,
-                  placement_scores=scores_out, score_configs=configs, quotas=quotas, warnings=tuple(warnings))
+                  placement_scores=scores_out, score_configs=configs, quotas=quotas, quota_codes=quota_codes,
+                  warnings=tuple(warnings))
 
 
 def _partial_failures(region: str, errors: dict) -> list[str]:
@@ -338,14 +361,16 @@ def _score_refusals(errors: dict, live_regions: list[str]) -> list[str]:
 def _prices_and_quotas(catalog: Catalog, results: dict, errors: dict, warnings: list[str]):
     on_demand: dict[tuple[str, str, str], float] = {}
     quotas: dict[tuple[str, str, str], float] = {}
+    quota_codes: dict[tuple[str, str, str], str] = {}
     for key, val in results.items():
         if key[0] == "price" and val is not None:
             _, platform, region, t = key
             on_demand[(platform, region, t)] = float(val)
         if key[0] == "quota":
             _, region, code = key
-            for name, v in val.items():
+            for name, v in val["values"].items():
                 quotas[(region, code, name)] = v
+                quota_codes[(region, code, name)] = val["codes"].get(name, "")
     price_failures: dict[str, str] = {}
     for key, e in errors.items():
         if key[0] == "price":
@@ -356,4 +381,4 @@ def _prices_and_quotas(catalog: Catalog, results: dict, errors: dict, warnings: 
     for platform, why in price_failures.items():
         warnings.append(f"Pricing API for {platform} failed ({why}); its On-Demand prices come from the catalog "
                         f"dated {catalog.date}")
-    return on_demand, quotas
+    return on_demand, quotas, quota_codes

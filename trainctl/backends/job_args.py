@@ -96,7 +96,8 @@ def layout_note(spec: Any, option: Any) -> str:
            "hsdp": "sharded within each node, replicated across nodes (hybrid FSDP)"}[option.strategy]
     batch = spec.workload.batch_size_per_accelerator
     micro = option.micro_batch or batch
-    line = (f"layout: model {how} over {option.accelerators} ranks; {batch} samples per rank per step"
+    line = (f"layout: model {how} over {option.accelerators} rank{'s' if option.accelerators != 1 else ''}; {batch} "
+            "samples per rank per step"
             + (f" as micro-batch {micro} x {option.grad_accum} accumulated" if option.grad_accum > 1 else ""))
     if spec.entrypoint.bundled == "lm":
         line += f" (train_lm.py --sharding {LM_SHARDING[option.strategy]})"

@@ -104,6 +104,16 @@ class Catalog:
             return None
         return Price(entry[platform], entry[f"{platform}_source"])
 
+    def price_source_words(self, source: str) -> str:
+        """A price source for people: its name, and whether it was read from AWS's own price data, with the
+        catalog's key (`trainctl catalog` explains each key in full)."""
+        key = source.split()[0] if source else source
+        named = self.data.get("source_names", {}).get(key)
+        if named is None:
+            return source
+        unverified = "" if named["verified"] or "NOT verified" in named["name"] else ", not verified against AWS"
+        return f"{named['name']}{unverified} [{key}]"
+
     def spot_advice(self, region: str, instance_type: str) -> SpotAdvice | None:
         v = self.data["spot_advisor"]["regions"].get(region, {}).get(instance_type)
         return SpotAdvice(v["savings_pct"], v["interruption_band"]) if v else None

@@ -18,6 +18,8 @@ def doctor(
     bucket: Optional[str] = typer.Option(None, "--bucket", help="Job bucket (default trainctl-ACCOUNT-REGION)."),
     subnet: Optional[str] = typer.Option(None, "--subnet", help="Subnet id(s) as given to launch (default: the "
                                                                "subnet launch would choose for the plan's AZ)."),
+    refresh: bool = typer.Option(False, "--refresh", help="Ask AWS again instead of using the plan's cached answers "
+                                                          "(after raising a quota)."),
 ) -> None:
     """Check that this account and region can launch the spec.
 
@@ -27,7 +29,8 @@ def doctor(
 
     width = table_console(100).width  # each check wrapped under its text; a `command` is never split
     on_check = None if OPTS.output == "json" else (lambda c: typer.echo(d.render([c], width).rsplit("\n", 1)[0]))
-    checks = d.run(spec, role=role, bucket=bucket, subnet=subnet, platform=platform, on_check=on_check)
+    checks = d.run(spec, role=role, bucket=bucket, subnet=subnet, platform=platform, on_check=on_check,
+                   refresh=refresh)
     if OPTS.output == "json":
         from trainctl import render
 

@@ -76,8 +76,11 @@ def run(command, debug: Callable[[], bool]) -> None:
             sys.stderr.write("trainctl: error: no AWS credentials found; configure them (`aws configure`, "
                              "AWS_PROFILE or --profile), or try it locally with `trainctl --sandbox ...`\n")
             sys.exit(2)
-        from trainctl.aws.clients import error_summary
+        from trainctl.aws.clients import error_summary, unreachable_endpoint
 
+        if (down := unreachable_endpoint(e)) is not None:  # nothing to debug: the endpoint is not there
+            sys.stderr.write(f"trainctl: error: {clean(down, one_line=True)}\n")
+            sys.exit(1)
         sys.stderr.write(f"trainctl: error: {clean(error_summary(e), one_line=True)} (run with --debug for the "
                          "traceback)\n")
         sys.exit(1)

@@ -100,29 +100,33 @@ def list_jobs(
 ) -> None:
     """List the jobs launched here, with their live status."""
     from trainctl import render
-    from trainctl.render.watch import jobs_table, say
+    from trainctl.render.watch import jobs_table
     from trainctl.store import BrokenStore
     from trainctl.usecases.job_list import list_jobs as list_jobs_of
     from trainctl.usecases.job_list import on_aws
 
+    notes: list[str] = []
     with _store() as store:
         try:
-            out = list_jobs_of(store, limit, live=not no_status)
+            out = list_jobs_of(store, limit, live=not no_status, notes=notes)
         except BrokenStore as e:
             if not all_on_aws:
                 raise
-            say(f"warning: {e}")
+            notes.append(str(e))
             out = []
     if all_on_aws:
         from trainctl.aws import clients as aws
 
-        found, notes = on_aws(aws.default_region(), {j["job_id"] for j in out})
+        found, aws_notes = on_aws(aws.default_region(), {j["job_id"] for j in out})
         out += found
-        for note in notes:
-            say(f"warning: {note}")
+        notes += aws_notes
     if OPTS.output == "json":
-        render.print_json({"jobs": out})
+        render.print_json({"jobs": out, "warnings": notes})
     else:
+        from trainctl.render.watch import say
+
+        for note in notes:
+            say(f"trainctl: warning: {note}")
         jobs_table(out)
 
 

@@ -29,6 +29,8 @@ def plan(
     show_excluded: bool = typer.Option(False, "--show-excluded", help="List excluded layouts and why."),
     window_hours: float = typer.Option(168.0, "--window-hours", min=1, help="Spot price history window."),
     plot: bool = typer.Option(False, "--plot", help="Draw expected cost against hours, the Pareto front marked."),
+    refresh: bool = typer.Option(False, "--refresh", help="Ask AWS again instead of using answers cached in the last "
+                                                          "TRAINCTL_CACHE_TTL seconds (after raising a quota)."),
 ) -> None:
     """Rank training layouts by expected cost, p90 cost or time.
 
@@ -38,7 +40,8 @@ def plan(
 
     with _store() as store:
         _, result = make_plan(PlanInputs(spec_path=spec, objective=objective, layouts=tuple(layout),
-                                         platform=platform, offline=offline, window_hours=window_hours), store)
+                                         platform=platform, offline=offline, window_hours=window_hours,
+                                         refresh=refresh), store)
     if OPTS.output == "json":
         render.print_json(result.model_dump(mode="json"))
     elif plot and result.options:

@@ -124,6 +124,8 @@ def price_option(catalog, quotes, inst, count, platform, region, market, od, od_
         if got is None:
             return None
         hourly_node, price_src, band, az, score, odds = got
+        if "On-Demand x" in price_src:  # a discount off the On-Demand price: say where that price came from
+            price_src += f"; On-Demand price: {od_src}"
     model, risk_words = risk.run_model(platform, market, count, hourly_node, times, odds, band, load_hazard_table(),
                                        CAPACITY_RETRY_HOURS)
     if market == "spot" and model.event_rate * model.lost_per_event >= 0.5:
@@ -164,21 +166,73 @@ def price_option(catalog, quotes, inst, count, platform, region, market, od, od_
     return risk.Priced(option, model, feed.ratio)
 
 
-def quota_check(catalog, quotes, inst, count, platform, region, market, why) -> bool | None:
+@dataclass(frozen=True)
+class QuotaNeed:
+    """What one layout draws on one Service Quota, and what the account has (None: not read)."""
+    service: str      # ec2 | sagemaker
+    code: str         # QuotaCode ("" when the quota was not read: SageMaker's are known by name)
+    name: str
+    region: str
+    need: float
+    have: float | None
+    unit: str
+
+    @property
+    def named(self) -> str:
+        return f"'{self.name}'" + (f" ({self.code})" if self.code else "")
+
+    def increase_command(self, desired: float | None = None) -> str:
+        """The AWS CLI request for the quota this layout needs (Service Quotas RequestServiceQuotaIncrease)."""
+        return (f"aws service-quotas request-service-quota-increase --service-code {self.service} --quota-code "
+                f"{self.code or 'CODE'} --desired-value {desired or self.need:g} --region {self.region}")
+
+
+def quota_need(catalog, quotes, inst, count, platform, region, market) -> QuotaNeed:
     if platform == "ec2":
         code, name = catalog.ec2_quota(inst.name, market)
         have = quotes.quotas.get((region, "ec2", code))  # by QuotaCode: names change (P became "P4, P3 and P2")
-        need = inst.vcpus * count
-        unit = "vCPUs"
-    else:
-        code = name = f"ml.{inst.name} for {'spot ' if market == 'spot' else ''}training job usage"
-        have = quotes.quotas.get((region, "sagemaker", name))
-        need, unit = count, "instances"
-    if have is None:
+        return QuotaNeed("ec2", code, name, region, inst.vcpus * count, have, "vCPUs")
+    name = f"ml.{inst.name} for {'spot ' if market == 'spot' else ''}training job usage"
+    key = (region, "sagemaker", name)
+    return QuotaNeed("sagemaker", quotes.quota_codes.get(key, ""), name, region, count, quotes.quotas.get(key),
+                     "instances")
+
+
+def quota_check(catalog, quotes, inst, count, platform, region, market, why) -> bool | None:
+    q = quota_need(catalog, quotes, inst, count, platform, region, market)
+    if q.have is None:
         return None
-    if need > have:
-        named = f"'{name}'" + (f" ({code})" if code != name else "")
-        why.append(f"over quota: needs {need} {unit}, {named} is {have:g} in {region}; request an increase in "
-                   "Service Quotas")
+    if q.need > q.have:
+        why.append(f"over quota: needs {q.need:g} {q.unit}, {q.named} is {q.have:g} in {region}; request an "
+                   f"increase: `{q.increase_command()}`")
         return False
     return True
+
+
+def objective_value(o: Option, objective: str) -> tuple[float, float]:
+    """What the plan ranks by (expected cost, p90 cost or wall hours), then the tie-break: the quota aside."""
+    primary = {"cost": o.expected_cost_usd, "p90-cost": o.cost_p90_usd or o.expected_cost_usd}.get(objective,
+                                                                                                  o.wall_hours)
+    return primary, (o.wall_hours if objective != "time" else o.expected_cost_usd)
+
+
+def over_quota_warning(ranked: list[Option], catalog, quotes, objective: str) -> str | None:
+    """One warning when the options the plan would rank first are over quota (they rank after those within it):
+    which quotas hold them back, by name and code, and the request that lifts each."""
+    within = next((o for o in ranked if o.quota_ok is not False), None)
+    held = [o for o in ranked if o.quota_ok is False and
+            (within is None or objective_value(o, objective) < objective_value(within, objective))]
+    if not held:
+        return None
+    held.sort(key=lambda o: objective_value(o, objective))
+    needs: dict[tuple[str, str, str], tuple[QuotaNeed, Option]] = {}
+    for o in held:
+        q = quota_need(catalog, quotes, catalog.instance(o.instance_type), o.count, o.platform, o.region, o.market)
+        needs.setdefault((q.service, q.name, q.region), (q, o))  # the cheapest option's need of each quota
+    lifts = "; ".join(f"{q.named} in {q.region} is {q.have:g} {q.unit}, {o.count}x {o.instance_type} {o.market} "
+                      f"needs {q.need:g}: `{q.increase_command()}`" for q, o in needs.values())
+    best = (f"; the best within quota is #{within.rank}, {within.count}x {within.instance_type} {within.market} on "
+            f"{within.platform} in {within.region}" if within else "; no option fits the quotas")
+    n = len(held)
+    return (f"the {n} option{'s' if n != 1 else ''} the plan would rank first {'are' if n != 1 else 'is'} over "
+            f"quota and ranked after those within it{best}. To launch them: {lifts}")

@@ -29,6 +29,8 @@ class Quotes:
     # Quotas: (region, service_code, key) -> value. EC2: by QuotaCode, in vCPUs; SageMaker: by quota name
     # ("ml.g5.xlarge for training job usage": its codes are per type and unpublished), in instances.
     quotas: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    # The QuotaCode of each SageMaker quota read by name (same keys): the increase request needs it.
+    quota_codes: dict[tuple[str, str, str], str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
 
     @classmethod

@@ -12,7 +12,7 @@ from trainctl.perf import estimator as perf_layout
 from trainctl.perf.estimator import MeasuredRate
 from trainctl.planner.spot import risk
 from trainctl.catalog import Catalog, InstanceType, load_calibration
-from trainctl.planner.pricing import input_limit, job_times, price_option
+from trainctl.planner.pricing import input_limit, job_times, objective_value, over_quota_warning, price_option
 from trainctl.plans import Excluded, Option, Plan
 from trainctl.planner.quotes import Quotes
 from trainctl.spec import JobSpec, Layout
@@ -69,14 +69,27 @@ def candidates(spec: JobSpec, catalog: Catalog, request: PlanRequest) -> list[_C
             if inst is not None:
                 out.append(_Candidate(inst, lay.count, (lay.market,) if lay.market else tuple(cands.markets)))
         if request.layouts:
-            return out
+            return _merged(out)
     families = cands.families or ([] if cands.layouts else catalog.families)
     for inst in sorted(catalog.instances.values(), key=lambda i: i.name):
         if inst.family not in families:
             continue
         for n in range(cands.nodes.min, cands.nodes.max + 1):
             out.append(_Candidate(inst, n, tuple(cands.markets)))
-    return out
+    return _merged(out)
+
+
+def _merged(cands: list[_Candidate]) -> list[_Candidate]:
+    """One candidate per (type, count): a layout listed in candidates.layouts that the families also produce
+    would otherwise be priced, ranked and shown twice. Its markets are the union, in first-seen order."""
+    by_layout: dict[tuple[str, int], _Candidate] = {}
+    for c in cands:
+        seen = by_layout.get((c.instance.name, c.count))
+        if seen is None:
+            by_layout[(c.instance.name, c.count)] = _Candidate(c.instance, c.count, c.markets)
+        else:
+            seen.markets = seen.markets + tuple(m for m in c.markets if m not in seen.markets)
+    return list(by_layout.values())
 
 
 def _entrypoint_mismatch(spec: JobSpec, inst: InstanceType) -> str | None:
@@ -128,13 +141,39 @@ def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest |
     options = [o for cand in candidates(spec, catalog, run.request) for o in run.layout_options(cand)]
     warnings = run.warnings()
     ranked, kept = run.rank(run.within_constraints(options))
+    warnings += _low_score_configs(ranked, quotes)
+    if (held := over_quota_warning(ranked, catalog, quotes, run.request.objective)) is not None:
+        warnings.append(held)
     if not ranked:
         warnings.append("no layout is left: see the excluded layouts (--show-excluded) for why")
+        if run.closest_miss is not None:
+            warnings.append(_closest_words(run.closest_miss, spec.constraints.deadline_hours))
     elif (line := risk.sensitivity(kept, run.request.objective)) is not None:
         warnings.append(line)
     return Plan(spec=run.request.spec_path or spec.name, spec_name=spec.name, source=quotes.source,
                 catalog_date=catalog.date, objective=run.request.objective, options=tuple(ranked),
                 excluded=tuple(run.excluded), warnings=tuple(warnings))
+
+
+def _closest_words(o: Option, deadline_hours: float) -> str:
+    return (f"no option meets the {deadline_hours:g} h deadline; the closest is {o.count}x {o.instance_type} "
+            f"{o.market} on {o.platform} in {o.region}: {o.wall_hours:,.1f} wall hours expected "
+            f"({o.wall_hours - deadline_hours:,.1f} h late), ${o.expected_cost_usd:,.2f}; raise "
+            "constraints.deadline_hours, or allow more nodes (candidates.nodes.max) or faster families")
+
+
+def _low_score_configs(ranked: list[Option], quotes: Quotes) -> list[str]:
+    """One warning, only when it changed an option: a placement score asked for fewer than three instance types is
+    low by AWS's design (EC2 User Guide, Spot placement score), so those options' scores were not taken as odds."""
+    low = sorted({(o.instance_type, o.count, o.region) for o in ranked
+                  if o.spot_placement_score is not None and o.capacity_odds is None})
+    if not low:
+        return []
+    named = ", ".join(f"{t} x{c} in {r} (asked for {', '.join(quotes.score_configs.get((r, t, c), ())) or t})"
+                      for t, c, r in low[:3]) + (f" and {len(low) - 3} more" if len(low) > 3 else "")
+    return [f"Spot placement scores of {named}: a configuration of fewer than three instance types scores low by "
+            "AWS's design, and scores compare only within one configuration, so those scores are not taken as "
+            "capacity odds"]
 
 
 class _Planning:
@@ -149,6 +188,7 @@ class _Planning:
         self.excluded: list[Excluded] = []
         self._seen: set[tuple[str, int, str]] = set()
         self.unpriced: dict[tuple[str, str], set[str]] = {}
+        self.closest_miss: Option | None = None  # the option nearest the deadline among those that miss it
 
     def exclude(self, inst_name: str, count: int, reason: str, **where) -> None:
         key = (inst_name, count, reason)
@@ -168,8 +208,16 @@ class _Planning:
         for (platform, region), types in sorted(self.unpriced.items()):
             out.append(f"{region}: no {platform} On-Demand price for {', '.join(sorted(types))} in the catalog "
                        f"{'or the Pricing API' if self.quotes.source == 'live' else '(offline)'}; those "
-                       f"{platform} options are left out")
+                       f"{platform} options are left out" + self._why_unpriced(platform, region))
         return out
+
+    def _why_unpriced(self, platform: str, region: str) -> str:
+        """The catalog holds an EC2 price wherever AWS's price list offered the type (scripts/catalog_sources): a
+        type with no EC2 price in a region was not offered there; SageMaker prices follow the EC2 ones."""
+        if platform != "ec2" or self.catalog.data_dates.get("ec2_prices_other_regions") is None:
+            return ""
+        return (f" (AWS's EC2 price list of {self.catalog.data_dates['ec2_prices_other_regions']} does not offer "
+                f"them in {region})")
 
     def fit(self, inst: InstanceType, count: int):
         """(memory fits to choose from, ranks in the layout), or None when the layout is left out (with its
@@ -251,7 +299,7 @@ class _Planning:
             return live, "Pricing API"
         cat = self.catalog.on_demand_price(platform, region, inst.name)
         if cat is not None:
-            return cat.usd_per_hour, f"catalog {self.catalog.date} ({cat.source})"
+            return cat.usd_per_hour, f"catalog {self.catalog.date}: {self.catalog.price_source_words(cat.source)}"
         self.unpriced.setdefault((platform, region), set()).add(inst.name)
         return None
 
@@ -261,8 +309,11 @@ class _Planning:
             o = priced.option
             where = {"platform": o.platform, "market": o.market, "region": o.region}
             if cons.deadline_hours is not None and o.wall_hours > cons.deadline_hours:
-                self.exclude(o.instance_type, o.count, f"misses the deadline: {o.wall_hours:.1f} h expected > "
-                                                       f"{cons.deadline_hours:g} h", **where)
+                miss = self.closest_miss
+                if miss is None or (o.wall_hours, o.expected_cost_usd) < (miss.wall_hours, miss.expected_cost_usd):
+                    self.closest_miss = o
+                self.exclude(o.instance_type, o.count, f"misses the deadline: {o.wall_hours:.1f} wall hours "
+                                                       f"expected > {cons.deadline_hours:g} h", **where)
             elif cons.budget_usd is not None and o.expected_cost_usd > cons.budget_usd:
                 self.exclude(o.instance_type, o.count, f"over budget: ${o.expected_cost_usd:,.0f} expected > "
                                                        f"${cons.budget_usd:,.0f}", **where)
@@ -275,10 +326,9 @@ class _Planning:
 
         def key(p: risk.Priced):
             o = p.option
-            primary = {"cost": o.expected_cost_usd, "p90-cost": o.cost_p90_usd}.get(objective, o.wall_hours)
-            secondary = o.wall_hours if objective != "time" else o.expected_cost_usd
             # Layouts the account cannot launch (over quota) go after those it can, whatever their price.
-            return (o.quota_ok is False, primary, secondary, o.instance_type, o.count, o.platform, o.region)
+            return (o.quota_ok is False, *objective_value(o, objective), o.instance_type, o.count, o.platform,
+                    o.region)
 
         kept = sorted(kept, key=key)
         ordered = [p.option for p in kept]

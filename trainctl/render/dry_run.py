@@ -134,8 +134,9 @@ def summary_lines(doc: dict) -> list[str]:
 
 
 def wrap(lines: list[str], width: int) -> str:
-    """Each line wrapped at `width`, its continuation indented under its text (long paths are folded); each
-    cleaned of control characters first (notes and calls carry names from the user's files)."""
+    """Each line wrapped at `width` between words, its continuation indented under its text; a word wider than the
+    line (a long path or image name) gets a line of its own, whole: the terminal wraps it, a copy pastes it whole.
+    Each line is cleaned of control characters first (notes and calls carry names from the user's files)."""
     from trainctl.render.safe import clean
 
     out = []
@@ -146,5 +147,6 @@ def wrap(lines: list[str], width: int) -> str:
         marker = first if first == "-" or (first.endswith(".") and first[:-1].isdigit()) else ""
         indent = " " * (lead + len(marker) + 1 if marker else lead + 2)
         out.append(textwrap.fill(line, width=max(40, width), subsequent_indent=indent, break_on_hyphens=False,
+                                 break_long_words=False,  # an id, a key or a path is never cut in two
                                  drop_whitespace=True) if len(line) > width else line)
     return "\n".join(out)

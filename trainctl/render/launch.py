@@ -15,17 +15,21 @@ def show(option, request) -> None:
     from trainctl.render.dry_run import abbreviate_lists, calls_lines, wrap
 
     err = stderr_console()
-    err.print(f"{request.job_id}: {option.describe()}", markup=False, soft_wrap=True)
-    lines = [f"  - {abbreviate_lists(note)}" for note in request.notes]
+    lines = [f"{request.job_id}: {option.describe()}"]
+    lines += [f"  - {abbreviate_lists(note)}" for note in request.notes]
     lines += ["  " + line for line in calls_lines(request.to_json(), full="--dry-run -o json shows the requests")]
     err.print(wrap(lines, err.width), markup=False, highlight=False, soft_wrap=True)
 
 
 def say(message: str) -> None:
+    """A progress line ("calling s3:PutObject (code: ...)"), lists abbreviated and wrapped at the terminal's width
+    between words, never inside an id, a key or a path; cleaned first (it may carry text from the user's files,
+    file and script names, or from AWS)."""
+    from trainctl.render.dry_run import abbreviate_lists, wrap
     from trainctl.render.safe import clean
 
-    # a message may carry text from the user's files (file and script names) or from AWS: cleaned first
-    stderr_console().print(clean(message), markup=False, soft_wrap=True)
+    err = stderr_console()
+    err.print(wrap([abbreviate_lists(clean(message))], err.width), markup=False, highlight=False, soft_wrap=True)
 
 
 def confirm(question: str) -> bool:

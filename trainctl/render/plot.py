@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from trainctl.render.text import count
+
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 DOT = "."
 LOG_ABOVE = 20.0           # max/min beyond which an axis is drawn on a log scale
@@ -99,7 +101,7 @@ def plot_lines(options: Sequence[Any], width: int, height: int = 16) -> list[str
     for letter, o in zip(LETTERS, pareto):  # the front is drawn last: a dot never hides it
         r, c = _free_cell(grid, *cell(o))
         grid[r][c] = letter
-    lines = [f"expected $ ({'log scale, ' if y.log else ''}{len(drawn)} options; letters: the Pareto front)"]
+    lines = [f"expected $ ({'log scale, ' if y.log else ''}{count(len(drawn), 'option')}; letters: the Pareto front)"]
     for r, row in enumerate(grid):
         label = ticks[0] if r == 0 else ticks[1] if r == height // 2 else ticks[2] if r == height - 1 else ""
         lines.append(f"{label:>{margin - 1}} |{''.join(row)}".rstrip())
@@ -131,7 +133,7 @@ def print_plot(plan, spec_path: str) -> None:
 
     con = table_console(100)
     width = con.width
-    con.print(f"{plan.spec_name} ({spec_path}): expected cost against hours of {len(plan.options)} options",
+    con.print(f"{plan.spec_name} ({spec_path}): expected cost against hours of {count(len(plan.options), 'option')}",
               markup=False, highlight=False)
     for line in plot_lines(plan.options, width):
         con.print(textwrap.fill(line, width=width, subsequent_indent="    ", break_on_hyphens=False)

@@ -5,6 +5,12 @@ from trainctl.render import table_console
 from trainctl.render.columns import Column, fitted_table
 
 
+def _count(n: int, noun: str) -> str:
+    from trainctl.render.text import count
+
+    return count(n, noun)
+
+
 def _money(x: float) -> str:
     return f"${x:,.2f}" if x < 1000 else f"${x:,.0f}"
 
@@ -22,24 +28,38 @@ def _live_source() -> str:
 
 
 # The plan table's columns, most important first: at a narrow terminal the last ones are left out whole,
-# never cut; rank, layout and market always stay.
+# never cut. What tells two options apart (rank, layout with its market, platform and region) always stays, and
+# so do the two numbers a plan is read for: the expected cost and the wall-clock hours the deadline is checked on.
 _COLUMNS = (
     Column("#", lambda o: str(o.rank), "right", keep=True),
-    Column("layout", lambda o: f"{o.count}x {o.instance_type}", keep=True),
-    Column("market", lambda o: o.market, keep=True),
-    Column("expected $", lambda o: _money(o.expected_cost_usd), "right"),
+    Column("layout", lambda o: f"{o.count}x {o.instance_type} {o.market}", keep=True),
+    Column("where", lambda o: f"{o.platform} {o.availability_zone or o.region}", keep=True),
+    Column("expected $", lambda o: _money(o.expected_cost_usd), "right", keep=True),
+    Column("wall\nhours", lambda o: f"{o.wall_hours:,.1f}", "right", keep=True),
     Column("p90 $", lambda o: _money(o.cost_p90_usd) if o.cost_p90_usd else "-", "right"),
-    Column("hours", lambda o: f"{o.hours:,.1f}", "right"),
-    Column("platform", lambda o: o.platform),
-    Column("where", lambda o: o.availability_zone or o.region),
+    Column("billed\nhours", lambda o: f"{o.hours:,.1f}", "right"),
     Column("$/h", lambda o: _money(o.hourly_usd), "right"),
     Column("samples/s", lambda o: f"{o.throughput_samples_per_s:,.0f} {o.throughput_source}", "right"),
     Column("score", lambda o: "-" if o.spot_placement_score is None else f"{o.spot_placement_score}/10", "right"),
     Column("interr.", lambda o: "-" if o.market != "spot" else f"{o.interruptions_expected:.2f}", "right"),
     Column("notes", lambda o: " ".join(n for n, on in (("pareto", o.pareto), (o.strategy, o.strategy != "ddp"),
                                                         ("over-quota", o.quota_ok is False),
+                                                        ("unverified-price", "not verified" in o.price_source.lower()),
                                                         ("input-bound", o.input_bound)) if on), wrap=True),
 )
+
+
+def _legend(options) -> str:
+    """What the columns mean, and why a p90 may sit below the expected cost on some rows."""
+    text = ("wall hours: from launch to the last step, Spot waits and interruptions included (the deadline is "
+            "checked on these); billed hours: what each node is paid for; $/h is the whole layout; pareto: no other "
+            "option is both cheaper and faster.")
+    below = [str(o.rank) for o in options if o.cost_p90_usd and o.cost_p90_usd < o.expected_cost_usd]
+    if below:
+        text += (f" p90 $ below expected $ (#{', #'.join(below)}): fewer than one run in ten is interrupted there, "
+                 "so the 90th-percentile run is an uninterrupted one, while the expected cost also counts the rare "
+                 "interruptions' rework (each option's risk line).")
+    return text
 
 
 def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int = 3) -> None:
@@ -56,8 +76,8 @@ def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int
     if plan.options:
         con.print(fitted_table(_COLUMNS, plan.options[:top], con.width))
         shown = min(top, len(plan.options))
-        con.print(f"{len(plan.options)} options, top {shown} shown (--top N for more). $/h is the whole layout; "
-                  "hours include expected interruption rework; pareto: no other option is both cheaper and faster.")
+        con.print(f"{_count(len(plan.options), 'option')}, top {shown} shown (--top N for more). "
+                  f"{_legend(plan.options[:top])}", markup=False, highlight=False)
         for o in plan.options[:explain]:
             con.print(f"[bold]#{o.rank}[/] {o.count}x {o.instance_type} {o.market} on {o.platform}, "
                       f"{o.availability_zone or o.region}:")
@@ -71,7 +91,7 @@ def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int
                                    title="no layout is left; why, grouped (--show-excluded lists each)"))
         else:
             groups = ", ".join(f"{g.count} {g.reason}" for g in plan.excluded_summary)
-            con.print(f"{len(plan.excluded)} layouts excluded: {groups} (--show-excluded lists them).",
+            con.print(f"{_count(len(plan.excluded), 'layout')} excluded: {groups} (--show-excluded lists them).",
                       markup=False)
 
 

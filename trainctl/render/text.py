@@ -30,3 +30,8 @@ def wrap_keeping_commands(text: str, width: int, first: str = "", rest: str = ""
     if not empty:
         lines.append(line)
     return lines
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """'1 option', '2 options': a number with its noun, singular for one."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"

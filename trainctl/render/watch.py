@@ -148,5 +148,7 @@ def removed_lines(job_id: str, region: str, removed: list[str]) -> None:
     """`down` for people: each removed resource on stdout, the tally on stderr."""
     for line in removed:
         print(f"removed {line}")
-    say(f"{job_id}: {len(removed)} resources removed" if removed
+    from trainctl.render.text import count
+
+    say(f"{job_id}: {count(len(removed), 'resource')} removed" if removed
         else f"{job_id}: nothing tagged trainctl:job={job_id} is left in {region}")

@@ -77,6 +77,20 @@ def _first_error(errors: list[dict]) -> dict:
     return next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
 
 
+def _more(errors: list[dict], shown: dict, text: str) -> str:
+    """The other problems, named by field and line (up to three), so one run shows what else to fix."""
+    rest = [e for e in errors if e is not shown]
+    if not rest:
+        return ""
+    named = []
+    for e in rest[:3]:
+        loc = tuple(e["loc"])
+        line = _yaml_line(text, loc)
+        named.append(f"'{'.'.join(str(x) for x in loc) or '(top level)'}'" + (f" (line {line})" if line else ""))
+    extra = f" and {len(rest) - 3} more" if len(rest) > 3 else ""
+    return f" (also {', '.join(named)}{extra}: {len(rest)} more problem{'s' if len(rest) > 1 else ''})"
+
+
 def _printable(message: str, limit: int = 400) -> str:
     """One line of printable text: control characters (a YAML key may hold a newline) are escaped."""
     out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
@@ -102,14 +116,13 @@ def _load_spec(path: str | Path, catalog) -> JobSpec:
     try:
         spec = JobSpec.model_validate(raw)
     except ValidationError as e:
-        err = _first_error(e.errors())
+        errors = e.errors()
+        err = _first_error(errors)
         loc = tuple(err["loc"])
         field = ".".join(str(x) for x in loc) or "(top level)"
         line = _yaml_line(text, loc)
         where = f"{p}:{line}" if line else str(p)
-        more = f" (and {e.error_count() - 1} more problem{'s' if e.error_count() > 2 else ''})" \
-            if e.error_count() > 1 else ""
-        raise UsageError(f"{where}: field '{field}': {_describe(err)}{more}") from e
+        raise UsageError(f"{where}: field '{field}': {_describe(err)}{_more(errors, err, text)}") from e
     _check_entrypoint_args(spec, text, p)
     _warn_secret_like_args(spec, text, p)
     _check_architecture(spec, text, p)
@@ -197,16 +210,35 @@ def _check_against_catalog(spec: JobSpec, text: str, p: Path, catalog) -> None:
         if family not in catalog.families:
             line = _yaml_line(text, ("candidates", "families", i))
             raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'candidates.families.{i}': unknown "
-                             f"instance family {family!r}; known: {', '.join(catalog.families)}")
+                             f"instance family {family!r}; {_did_you_mean(str(family), catalog.families)}known: "
+                             f"{', '.join(catalog.families)}")
     for i, layout in enumerate(spec.candidates.layouts):
         if layout.instance_type not in known_instance_types:
             line = _yaml_line(text, ("candidates", "layouts", i))
             raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'candidates.layouts.{i}': unknown "
-                             f"instance type {layout.instance_type!r}; `trainctl catalog` lists the known types")
+                             f"instance type {layout.instance_type!r}; "
+                             f"{_did_you_mean(layout.instance_type, sorted(known_instance_types))}"
+                             "`trainctl catalog` lists the known types")
     for key in spec.throughput:
         if key not in known_instance_types and key not in catalog.accelerators:
             raise UsageError(f"{p}: field 'throughput.{key}': not an instance type or accelerator name; use e.g. "
                              "g5.2xlarge or A10G")
+
+
+def did_you_mean(name: str, known: list[str]) -> str:
+    """'did you mean 'g5'? ' for G5, 'p4d' for p4: case folded, then a known name it begins, then spelling."""
+    import difflib
+
+    folded = name.strip().lower()
+    by_fold = {k.lower(): k for k in known}
+    close = ([by_fold[folded]] if folded in by_fold else
+             [k for k in known if k.lower().startswith(folded)][:3] if folded else [])
+    close = close or difflib.get_close_matches(folded, list(by_fold), n=2, cutoff=0.6)
+    close = [by_fold.get(c, c) for c in close]
+    return f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+
+
+_did_you_mean = did_you_mean
 
 
 def _check_entrypoint_args(spec: JobSpec, text: str, p: Path) -> None:

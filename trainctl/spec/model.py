@@ -207,6 +207,9 @@ class Layout(Strict):
         """'g5.2xlarge:4:spot' -> Layout. Raises ValueError with the fix."""
         m = LAYOUT_RE.match(text.strip()) if len(text) <= 100 else None
         if not m:
+            if len(text) <= 100 and LAYOUT_RE.match(text.strip().lower()):
+                raise ValueError(f"layout {_clip(text)}: instance types and markets are lower case; did you mean "
+                                 f"{text.strip().lower()!r}?")
             raise ValueError(f"layout {_clip(text)} is not TYPE:COUNT[:MARKET], e.g. g5.2xlarge:4:spot")
         count = int(m["count"])
         if not 1 <= count <= MAX_NODES:

@@ -55,6 +55,10 @@ def check_credentials(region: str) -> tuple[Check, str | None]:
 
 
 def check_quotas(plan, spec_path: str, platforms: tuple[str, ...]) -> list[Check]:
+    """The quota of the option the plan would rank first were every quota high enough: the plan puts over-quota
+    options last, so its first option may be a worse one that merely fits."""
+    from trainctl.planner.pricing import objective_value
+
     out = []
     for platform in platforms:
         name = f"quotas ({platform})"
@@ -62,19 +66,22 @@ def check_quotas(plan, spec_path: str, platforms: tuple[str, ...]) -> list[Check
         if not options:
             out.append(_skip(name, f"the plan has no {platform} option (`trainctl plan {spec_path} --show-excluded`)"))
             continue
-        best = options[0]  # over-quota options rank last: if the first is over, every option is
+        best = min(options, key=lambda o: objective_value(o, plan.objective))
         layout = f"{best.count} x {best.instance_type} {best.market} in {best.region}"
         if best.quota_ok is None:
             out.append(_skip(name, f"{layout}: quota not readable ({'; '.join(plan.warnings) or 'no value'})"))
         elif best.quota_ok:
             n = sum(1 for o in options if o.quota_ok)
-            out.append(_ok(name, f"{layout} (the best {platform} option) fits its quota; {n} of {len(options)} "
-                                 f"{platform} options do"))
+            out.append(_ok(name, f"{layout} (the best {platform} option) fits its quota; {n} of the {len(options)} "
+                                 f"{platform} option{'s' if len(options) != 1 else ''} {'does' if n == 1 else 'do'}"))
         else:
             why = next((w for w in best.why if w.startswith("over quota")), "over quota")
-            out.append(_fail(name, f"no {platform} option fits its quota; best: {layout}: {why}",
-                             "request an increase in the Service Quotas console (EC2: Spot and On-Demand vCPUs "
-                             "per instance class; SageMaker: ml.TYPE for (spot) training job usage)"))
+            fits = next((o for o in options if o.quota_ok), None)
+            instead = (f"; the best that fits is {fits.count} x {fits.instance_type} {fits.market} in {fits.region}"
+                       if fits else "; no option fits")
+            command = why.split("`")[1] if why.count("`") >= 2 else "request an increase in the Service Quotas console"
+            out.append(_fail(name, f"{layout} (the best {platform} option) is {why.split('; request')[0]}{instead}",
+                             command))
     return out
 
 
@@ -188,7 +195,10 @@ def check_node_route(region: str, subnet_flag: str | None, option, secrets: tupl
     return _ok(name, notes[-1])
 
 
-def check_bucket(region: str, bucket: str, account: str | None = None) -> Check:
+def check_bucket(region: str, bucket: str, account: str | None = None, own: bool = False) -> Check:
+    """The job bucket's encryption and public access. `own`: trainctl's own bucket (no --bucket), which every
+    launch creates if missing and locks down (backends/bucket_calls.py): what a launch would fix is a note, not a
+    failure; a bucket policy that makes it public is not something a launch undoes, so it stays a failure."""
     from trainctl.naming.bucket import owner
 
     name = "job bucket"
@@ -225,6 +235,10 @@ def check_bucket(region: str, bucket: str, account: str | None = None) -> Check:
     except Exception as e:  # noqa: BLE001
         if aws.error_code(e) != "NoSuchBucketPolicy":
             raise
+    public_policy = "its bucket policy makes it public" in problems
+    if problems and own and not public_policy:  # every launch sets both on trainctl's own bucket
+        return _ok(name, f"{bucket}: {'; '.join(problems)} yet: the first launch makes it encrypted and private "
+                         "(every launch sets both on trainctl's own bucket)")
     if problems:
         return _fail(name, f"{bucket}: {'; '.join(problems)}",
                      f"aws s3api put-bucket-encryption --bucket {bucket} --server-side-encryption-configuration "
@@ -263,7 +277,8 @@ def check_placement_scores(region: str, instance_type: str, count: int) -> Check
 
 
 def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = None, subnet: str | None = None,
-        platform: str | None = None, on_check: Callable[[Check], Any] | None = None) -> list[Check]:
+        platform: str | None = None, on_check: Callable[[Check], Any] | None = None,
+        refresh: bool = False) -> list[Check]:
     from trainctl.errors import UsageError
 
     spec = None
@@ -293,7 +308,7 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
     if spec is not None:
         from trainctl.usecases.plan import PlanInputs, make_plan
 
-        _, plan = make_plan(PlanInputs(spec_path=spec_path))
+        _, plan = make_plan(PlanInputs(spec_path=spec_path, refresh=refresh))
         for c in check_quotas(plan, spec_path, platforms):
             add(c)
     else:
@@ -316,7 +331,7 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
                              secret_arns))
     from trainctl.naming.bucket import job_bucket
 
-    add(check_bucket(region, bucket or job_bucket(account, region), account))
+    add(check_bucket(region, bucket or job_bucket(account, region), account, own=bucket is None))
     if "ec2" in platforms:  # only EC2 Spot needs it: SageMaker runs managed Spot instances itself
         add(check_spot_role(region))
     add(_scores_check(region, spec, plan))

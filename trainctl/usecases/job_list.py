@@ -6,15 +6,20 @@ from __future__ import annotations
 from trainctl.store import JobRecord, JobStore
 
 
-def list_jobs(store: JobStore, limit: int, live: bool = True) -> list[dict]:
+def list_jobs(store: JobStore, limit: int, live: bool = True, notes: list[str] | None = None) -> list[dict]:
     """The newest jobs of this endpoint from the store, each with its live status unless `live` is false.
-    A job launched from another account is not asked about with these credentials (AWS would not know it)."""
+    A job launched from another account is not asked about with these credentials (AWS would not know it).
+    When the endpoint does not answer at all (a sandbox since stopped), no job is asked: `notes` gets one line
+    saying so and each job shows its last recorded status."""
     jobs = store.jobs(limit)
     if not live or not jobs:
         return [_listed(job) for job in jobs]
     from concurrent.futures import ThreadPoolExecutor
 
-    account = caller_account()
+    account, down = _account_or_down()
+    if down is not None:
+        (notes if notes is not None else []).append(f"{down}; the statuses below are the last recorded ones")
+        return [{**_listed(job), "status": f"{job.status or '-'} (recorded)"} for job in jobs]
     # every job asked at once, each with a short timeout and one retry: a slow endpoint costs the listing
     # about LS_TIMEOUT_S, not minutes per job
     with ThreadPoolExecutor(max_workers=LS_WORKERS) as pool:
@@ -34,6 +39,16 @@ def _quick_client(service: str, region: str):
     from trainctl.aws import clients as aws
 
     return aws.client(service, region, max_attempts=2, read_timeout=LS_TIMEOUT_S)
+
+
+def _account_or_down() -> tuple[str | None, str | None]:
+    """(the credentials' account or None, the one line saying the endpoint does not answer, or None)."""
+    from trainctl.aws import clients as aws
+
+    try:
+        return aws.client("sts", aws.default_region(), max_attempts=2).get_caller_identity()["Account"], None
+    except Exception as e:  # noqa: BLE001 - then every job is asked about, as before accounts were kept
+        return None, aws.unreachable_endpoint(e)
 
 
 def caller_account() -> str | None:

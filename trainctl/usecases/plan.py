@@ -20,6 +20,7 @@ class PlanInputs:
     platform: str | None = None
     offline: bool = False
     window_hours: float = 168.0
+    refresh: bool = False          # ask AWS again instead of taking a cached answer
 
 
 def parse_layouts(texts: tuple[str, ...] | list[str], known: set[str]) -> tuple[Layout, ...]:
@@ -30,7 +31,10 @@ def parse_layouts(texts: tuple[str, ...] | list[str], known: set[str]) -> tuple[
         except ValueError as e:
             raise UsageError(f"--layout: {e}") from None
         if lay.instance_type not in known:
-            raise UsageError(f"--layout {text}: unknown instance type {lay.instance_type!r}; `trainctl catalog` "
+            from trainctl.spec.loader import did_you_mean
+
+            hint = did_you_mean(lay.instance_type, sorted(known))
+            raise UsageError(f"--layout {text}: unknown instance type {lay.instance_type!r}; {hint}`trainctl catalog` "
                              "lists the known types")
         out.append(lay)
     return tuple(out)
@@ -66,8 +70,10 @@ def only_region(spec: JobSpec) -> JobSpec:
 
 def gather_quotes(spec: JobSpec, catalog, request: PlanRequest, inputs: PlanInputs) -> Quotes:
     regions = tuple(spec.candidates.regions)
-    dated = (f"planned from the bundled catalog dated {catalog.date} (prices {catalog.data_dates['ec2_prices_us_east_1']}"
-             f", Spot advisor {catalog.data_dates['spot_advisor']}); no placement scores or quotas checked")
+    dates = catalog.data_dates
+    dated = (f"planned from the bundled catalog dated {catalog.date} (EC2 prices {dates['ec2_prices_us_east_1']} in "
+             f"us-east-1, {dates['ec2_prices_other_regions']} elsewhere; SageMaker prices outside us-east-1 derived, "
+             f"not verified; Spot advisor {dates['spot_advisor']}); no placement scores or quotas checked")
     if inputs.offline:
         return Quotes.offline(regions, (f"--offline: {dated}",))
     from trainctl.aws import clients as aws
@@ -94,4 +100,4 @@ def gather_quotes(spec: JobSpec, catalog, request: PlanRequest, inputs: PlanInpu
     req = MarketRequest(regions=regions, instance_types=tuple(sorted({c.instance.name for c in cands})),
                         spot_counts={t: tuple(sorted(v)) for t, v in spot_counts.items()},
                         platforms=platforms, markets=markets, window_hours=inputs.window_hours)
-    return fetch_quotes(catalog, req, DiskCache(account))
+    return fetch_quotes(catalog, req, DiskCache(account, refresh=inputs.refresh))

@@ -261,26 +261,34 @@ def follow(backend, job_id: str, region: str, *, interval: float = 2.0,
         if recover is not None and recover(view):
             view, changed = backend.describe(job_id, region), True
         # the newest transition may still be open; show each once, when it starts
-        for t in view.transitions[shown_transitions:]:
-            on_transition(t)
-            changed = True
+        fresh = view.transitions[shown_transitions:]
+        changed = changed or bool(fresh)
         shown_transitions = len(view.transitions)
         # tell the backend what it cannot know by itself: a status change may mean new log streams
         cursor = {**(cursor or {}), "hosts": len(view.hosts), "relist": changed or bool((cursor or {}).get("relist"))}
+        lines = []
         if logs:
             while True:  # drain: a burst of lines is read in a few pages, not one page per cycle
                 new, cursor = patiently(lambda: backend.logs(job_id, region, cursor), job_id, interval, say)
-                for ln in new:
-                    progress.feed(ln.message)
-                    on_line(ln)
+                lines += new
                 changed = changed or bool(new) or bool(cursor.get("pending"))
                 if not view.finished or not (new or cursor.get("pending")):
                     break
+        _in_time_order(fresh, lines, on_transition, lambda ln: (progress.feed(ln.message), on_line(ln)))
         on_update(view, progress)
         if view.finished:
             return view, progress
         delay = interval if changed else min(max_interval, delay * 1.5)
         time.sleep(delay)
+
+
+def _in_time_order(transitions, lines, on_transition, on_line) -> None:
+    """One poll's new transitions and log lines, merged by time: a job that completed within the poll shows its
+    last lines before "Completed", not after. A transition goes before the lines of the same second."""
+    events = [((t.start or 0.0), 0, i, t) for i, t in enumerate(transitions)]
+    events += [(ln.timestamp_ms / 1000.0, 1, i, ln) for i, ln in enumerate(lines)]
+    for _, kind, _, item in sorted(events, key=lambda e: e[:3]):
+        (on_transition if kind == 0 else on_line)(item)
 
 
 def recoverer(backend, job: JobRef, store: JobStore, say: Callable[[str], None]) -> Callable[[Any], bool]:

@@ -25,7 +25,8 @@ def _do(call, said) -> None:
     try:
         answer = call(_admin())
     except SandboxAdminError as e:
-        typer.echo(f"sandbox: {e.message}", err=True)
+        message = " ".join(str(e.message).split())  # one line, whatever the server said
+        typer.echo(f"sandbox: {message}", err=True)
         raise typer.Exit(2) from None
     typer.echo(said(answer) if callable(said) else said, err=True)
 
@@ -40,8 +41,10 @@ def interrupt(job: str = typer.Argument(..., help="Job id (from `trainctl launch
               nodes: Optional[int] = typer.Option(None, "--nodes", min=1,
                                                   help="EC2: how many of the job's Spot nodes are reclaimed "
                                                        "(default 1); a SageMaker job is interrupted whole.")) -> None:
-    """Spot-interrupt a job: a SageMaker job now, later or at a step; an EC2 job's Spot nodes as EC2 reclaims
-    them (the instance-action notice, then the termination)."""
+    """Spot-interrupt a SageMaker or EC2 job.
+
+    A SageMaker job now, later or at a step; an EC2 job's Spot nodes as EC2 reclaims them (the instance-action
+    notice, then the termination)."""
     when = (f"when a host logs step {at_step}" if at_step is not None else
             f"in {after_seconds:g} s" if after_seconds is not None else "now")
 

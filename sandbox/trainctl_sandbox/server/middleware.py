@@ -145,7 +145,9 @@ class SandboxApp:
             return _json(start_response, 200, self.admin(action, payload))
         except AdminError as e:
             return _json(start_response, e.status, {"error": str(e), "action": action})
-        except (ValueError, KeyError, TypeError) as e:
+        except ValueError as e:  # a request the action refuses: its message is the answer, as AWS's are
+            return _json(start_response, 400, {"error": str(e), "action": action})
+        except (KeyError, TypeError) as e:
             return _json(start_response, 400, {"error": f"{type(e).__name__}: {e}", "action": action})
         except Exception as e:  # noqa: BLE001 - an admin failure is reported to the caller, with a trace in the log
             traceback.print_exc(file=sys.stderr)

@@ -356,4 +356,5 @@ def _fleet_calls(ec2, job: str, option, azs: list[str], net, region: str, calls:
                                 list(net.by_az[az]), token(job, f"fleet-{az}", nonce), region))
     if len(azs) > 1:
         notes.append("the fleets are alternatives: the next AZ's only when the one before got fewer than "
-                     f"{option.count} instances, which are terminated first (all or nothing)")
+                     f"{option.count} instance{'s' if option.count != 1 else ''}, which are terminated first (all or "
+                     "nothing)")

@@ -89,7 +89,10 @@ def _code_calls(s3, spec, settings: LaunchSettings, bucket: str, account: str, r
     notes.append(f"code {len(pkg.files)} files ({pkg.listing()}), {len(pkg.data)} bytes, "
                  f"sha256 {pkg.sha256[:12]}")
     if pip:
-        notes.append("requirements.txt shipped: the container pip-installs it before the script starts")
+        # What SageMaker's framework containers do (the training toolkit installs it); the local sandbox runs the
+        # script with its own interpreter's packages and installs nothing, which the note says rather than hides.
+        notes.append("requirements.txt shipped: SageMaker's training container pip-installs it before the script "
+                     "starts (the local sandbox installs nothing: its jobs use the packages already installed)")
     return program, uri, upload, pip
 
 

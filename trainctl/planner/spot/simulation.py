@@ -143,6 +143,8 @@ class Spread:
     hours: tuple[float, float, float]         # billed hours of the layout
     wall_hours: tuple[float, float, float]
     mean_cost_usd: float
+    cost_range_usd: tuple[float, float] = (0.0, 0.0)   # the cheapest and the dearest simulated run
+    interrupted_share: float = 0.0                     # share of runs with at least one interruption
 
 
 def seed_for(key: str, base: int = 0) -> list[int]:
@@ -160,9 +162,10 @@ def simulate(m: RunModel, seed: list[int] | int | None = None, runs: int = RUNS)
     unit = _SIMULATED.get(key)
     if unit is None:
         unit = _SIMULATED[key] = _simulate_unit(m, seed, runs)
-    nh, hours, wall, mean = unit
+    nh, hours, wall, mean, extremes, interrupted = unit
     price = m.node_usd_per_hour
-    return Spread(tuple(v * price for v in nh), hours, wall, mean * price)
+    return Spread(tuple(v * price for v in nh), hours, wall, mean * price, (extremes[0] * price, extremes[1] * price),
+                  interrupted)
 
 
 def _quantiles(values: np.ndarray) -> tuple[float, float, float]:
@@ -197,7 +200,8 @@ def _clt_sums(m: RunModel, rng, counts: np.ndarray, node_hours: np.ndarray, wall
 
 
 def _simulate_unit(m: RunModel, seed, runs: int):
-    """(node-hour quantiles, billed-hour quantiles, wall-hour quantiles, mean node-hours) of the run.
+    """(node-hour quantiles, billed-hour quantiles, wall-hour quantiles, mean node-hours, (min, max) node-hours,
+    share of runs interrupted at least once) of the run.
 
     Each run draws its hazard level, then its count of interruptions: Poisson with that level's mean count
     L W / (1 - L l) (the expectation above, run by run); given the count, each interruption's lost work, nodes
@@ -209,11 +213,13 @@ def _simulate_unit(m: RunModel, seed, runs: int):
     p = max(m.capacity_odds, 0.05)
     if p < 1.0:  # failed capacity requests before one succeeds, each followed by a retry interval
         wall += (rng.geometric(p, runs) - 1) * m.capacity_retry_hours
+    interrupted = 0.0
     if m.hazard > 0:
         s = m.hazard_log_sd
         rate = m.event_rate * np.exp(s * rng.standard_normal(runs) - s * s / 2.0)
         load = np.minimum(rate * m.lost_per_event, MAX_LOAD)
         counts = rng.poisson(rate * m.work_hours / (1.0 - load))
+        interrupted = float(np.count_nonzero(counts)) / runs
         total = int(counts.sum())
         if total > MAX_EVENT_DRAWS:  # very long runs: per-run sums by the central limit theorem
             node_hours, wall = _clt_sums(m, rng, counts, node_hours, wall)
@@ -231,7 +237,8 @@ def _simulate_unit(m: RunModel, seed, runs: int):
             node_hours += np.bincount(run_of, event_node_hours, runs)
             wall += np.bincount(run_of, lost + m.restart_hours + wait, runs)
     nh = _quantiles(node_hours)
-    return nh, tuple(v / n for v in nh), _quantiles(wall), float(node_hours.mean())
+    extremes = (float(node_hours.min()), float(node_hours.max()))
+    return nh, tuple(v / n for v in nh), _quantiles(wall), float(node_hours.mean()), extremes, interrupted
 
 
 # ----------------------------------------------------------------------------- sensitivity
