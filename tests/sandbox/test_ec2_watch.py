@@ -29,8 +29,8 @@ def launched(sandbox_env, tmp_path):
 
 
 def _reclaim(sb, instance_id):
-    # The sandbox has no Spot reclaim for raw instances: EC2 terminating the instance is what it looks like.
-    sb.client("ec2").terminate_instances(InstanceIds=[instance_id])
+    # EC2's Spot reclaim (the notice, then Server.SpotInstanceTermination): the only loss recovery replaces.
+    sb.admin.action("reclaim_spot_instances", job="job-1", instance_ids=[instance_id])
 
 
 def test_describe_shows_instances_cost_and_the_job_settings(launched):

@@ -26,7 +26,7 @@ def test_watch_recover_relaunches_a_reclaimed_node(sandbox_env, tmp_path):
     before = live_instances(ec2, job)
     assert len(before) == 2
     lost = before[1]["InstanceId"]
-    ec2.terminate_instances(InstanceIds=[lost])  # what a Spot reclaim looks like from the API
+    sb.admin.action("reclaim_spot_instances", job=job, instance_ids=[lost])  # EC2's Spot reclaim
 
     # Without --recover, watch only reports it.
     seen = run_cli(["--output", "json", "watch", job, "--once"], home, env=sb.env)
