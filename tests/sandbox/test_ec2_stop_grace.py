@@ -104,3 +104,15 @@ def test_grace_seconds_is_refused_for_a_sagemaker_job_before_anything_is_stopped
                    tmp_path / "home", env=sandbox_env.env)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "--grace-seconds applies to EC2 jobs" in proc.stderr
+
+
+def test_stop_says_how_many_nodes_are_left_while_it_waits(launched, tmp_path):  # noqa: F811
+    sb, backend, out = launched
+    first, second = out["instance_ids"]
+    seen: list[bool] = []
+    agents = _agents(sb, [first], seen)  # one node's agent stops it; the other's is dead
+    proc = run_cli([*STOP, "--grace-seconds", "6"], tmp_path / "home", env=sb.env)
+    agents.join(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 node still running; terminating it in " in proc.stderr and "unless it stops first" in proc.stderr
+    assert json.loads(proc.stdout)["terminated"] == [second]

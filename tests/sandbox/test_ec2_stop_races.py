@@ -116,3 +116,24 @@ def test_two_recoveries_at_once_make_one_fleet(launched):  # noqa: F811
         events.unregister("before-call.ec2.CreateFleet", second_watch)
     assert len(live(sb)) == 2, "two fleets for one lost node"
     assert outer["launched"] == inner[0]["launched"]
+
+
+def test_recovery_racing_down_stops_quietly_when_the_launch_template_is_gone(launched):  # noqa: F811
+    sb, backend, out = launched
+    sb.admin.action("reclaim_spot_instances", job=JOB, instance_ids=[out["instance_ids"][1]])
+    events = aws.client("ec2", REGION).meta.events
+    said: list[str] = []
+    downs: list[str] = []
+
+    def down_arrives(**_):  # `down` runs between recovery's checks and its fleet: the template is gone
+        if not downs:
+            downs.append("down")
+            backend.cleanup(JOB, REGION)
+
+    events.register("before-call.ec2.CreateFleet", down_arrives)
+    try:
+        result = backend.recover(JOB, REGION, said.append)
+    finally:
+        events.unregister("before-call.ec2.CreateFleet", down_arrives)
+    assert downs == ["down"] and result["launched"] == [] and result.get("stopped") is True, said
+    assert said[-1] == f"{JOB} is marked stopped and its resources are going; launching nothing"

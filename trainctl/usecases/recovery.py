@@ -18,7 +18,7 @@ RETRY_FIRST_S, RETRY_MAX_S = 15.0, 300.0
 
 @dataclass
 class Recovery:
-    """At most MAX_RECOVERIES relaunches per watch; after a refusal for capacity the next try waits, doubling
+    """At most `max_recoveries` relaunches per watch; after a refusal for capacity the next try waits, doubling
     from RETRY_FIRST_S to RETRY_MAX_S; past the budget it stops with one line naming the cause."""
 
     backend: Any
@@ -26,6 +26,7 @@ class Recovery:
     store: JobStore
     say: Callable[[str], None]
     clock: Callable[[], float]
+    max_recoveries: int = MAX_RECOVERIES
     launched: int = 0
     refused: int = 0
     not_before: float = 0.0
@@ -37,7 +38,7 @@ class Recovery:
         if view.finished or view.secondary_status != "Interrupted" or self.clock() < self.not_before:
             return False
         job_id = self.job.job_id
-        if self.launched >= MAX_RECOVERIES:
+        if self.launched >= self.max_recoveries:
             raise TrainctlError(f"watch --recover: stopped recovering {job_id} after {self.launched} relaunches "
                                 f"(last: {self.last}); Spot reclaims it too often here: `trainctl stop {job_id}` "
                                 "and relaunch it on another layout or On-Demand", exit_code=1)

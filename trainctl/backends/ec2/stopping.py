@@ -28,12 +28,14 @@ def _nodes(n: int) -> str:
     return f"{n} node" if n == 1 else f"{n} nodes"
 
 
-def wait_for_nodes(ec2, job_id: str, grace_s: float, say: Callable[[str], None] = lambda _line: None) -> list[str]:
+def wait_for_nodes(ec2, job_id: str, grace_s: float, say: Callable[[str], None] = lambda _line: None,
+                   running: int | None = None) -> list[str]:
     """Poll until no node of the job is pending or running, or `grace_s` is over; the ones still live then
     (a node a racing `watch --recover` launched included: it is ended with the rest). Says how many are left
-    whenever that changes, and at least every PROGRESS_EVERY_S, so a long grace is never silent."""
+    whenever that changes from `running` (the count when the wait began), and at least every PROGRESS_EVERY_S,
+    so a long grace is never silent."""
     deadline = time.monotonic() + grace_s
-    interval, said, said_at = POLL_FIRST_S, None, time.monotonic()
+    interval, said, said_at = POLL_FIRST_S, running, time.monotonic()
     while True:
         left = [i["InstanceId"] for i in instances(ec2, job_id, LIVE_STATES)]
         remaining = deadline - time.monotonic()
@@ -66,7 +68,7 @@ def stop(client_for, job_id: str, region: str, grace_s: float | None = None,
     elif waited:
         say(f"stop mark written; waiting up to {grace:g} s for the {_nodes(len(running))} to checkpoint and "
             f"shut down")
-        left = wait_for_nodes(ec2, job_id, grace, say)
+        left = wait_for_nodes(ec2, job_id, grace, say, len(running))
         n = len([i for i in running if i not in left])
         if n:
             say(f"{_nodes(n)} stopped {'itself' if n == 1 else 'themselves'}")
