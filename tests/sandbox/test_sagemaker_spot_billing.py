@@ -65,6 +65,6 @@ def test_a_spot_job_is_billed_for_its_seconds_at_the_spot_discount_and_watch_sho
     doc = json.loads(run_cli(["--output", "json", "watch", JOB, "--platform", "sagemaker", "--once"],
                              tmp_path / "home", env=sb.env).stdout)
     assert abs(doc["spot_savings_pct"] - (1 - fraction) * 100) <= slack * 100
-    sm_hourly = load_catalog().on_demand_price("sagemaker", REGION, "ml.g5.xlarge").usd_per_hour
+    sm_hourly = load_catalog().on_demand_price("sagemaker", REGION, "g5.xlarge").usd_per_hour
     plan_hourly = sm_hourly * fraction  # the plan's SageMaker Spot price: On-Demand x (1 - the EC2 Spot discount)
     assert abs(doc["cost_usd"] - training / 3600 * plan_hourly) <= sm_hourly / 3600 * (1 + 0.01 * training)
