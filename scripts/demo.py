@@ -11,7 +11,7 @@
 5. plan the small job again: the throughput the jobs measured now ranks the plan.
 
 Nothing outlives the demo: the sandbox runs under a temporary TRAINCTL_HOME and is stopped (with every process
-it started) even when a step fails or the demo is interrupted. It takes about a minute on two CPUs.
+it started) even when a step fails or the demo is interrupted. It takes two to three minutes on two CPUs.
 """
 from __future__ import annotations
 
@@ -77,42 +77,16 @@ class Demo:
 
     def ec2_job(self) -> None:
         say(f"5/6 The same job as a raw EC2 fleet (`launch --platform ec2`): the sandbox's Spot g5.xlarge runs the "
-            "launch's user data, and so trainctl's node agent and torchrun, on this machine. After the checkpoint at "
-            f"step {INTERRUPT_AT_STEP} EC2 reclaims the node (`trainctl sandbox interrupt JOB --after-seconds "
-            f"{RECLAIM_AFTER_S}`: the interruption notice, then the reclaim); `watch --recover` relaunches it in the "
-            "same AZ and the job resumes from its checkpoint:")
-        out = json.loads(self.trainctl("-o", "json", "launch", SMALL, "--platform", "ec2", "--yes",
-                                       capture=True).stdout)
-        job, region = out["job_id"], out["region"]
-        watch = subprocess.Popen([sys.executable, "-m", "trainctl.cli", "watch", job, "--recover", "--interval",
-                                  "0.5"], cwd=ROOT, env=self.env)
-        try:
-            if wait_for_checkpoint(self.env, job, region, INTERRUPT_AT_STEP, watch):
-                self.trainctl("sandbox", "interrupt", job, "--after-seconds", str(RECLAIM_AFTER_S))
-            if watch.wait() != 0:
-                raise SystemExit(f"demo: `trainctl watch {job} --recover` exited {watch.returncode}")
-        finally:
-            if watch.poll() is None:
-                watch.kill()
-
-
-def wait_for_checkpoint(env: dict, job: str, region: str, step: int, watch: subprocess.Popen) -> bool:
-    """Until the job's node logs its checkpoint at `step` (False if the watch ended first)."""
-    import boto3
-
-    logs = boto3.session.Session().client("logs", region_name=region, endpoint_url=env["AWS_ENDPOINT_URL"],
-                                          aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-                                          aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
-    while watch.poll() is None:
-        try:
-            found = logs.filter_log_events(logGroupName=f"/trainctl/{job}",
-                                           filterPattern=f'"trainctl checkpoint step={step} "')["events"]
-        except logs.exceptions.ResourceNotFoundException:
-            found = []
-        if found:
-            return True
-        time.sleep(0.5)
-    return False
+            "launch's user data, and so trainctl's node agent and torchrun, on this machine. When the node logs step "
+            f"{INTERRUPT_AT_STEP}, EC2 posts the Spot interruption notice and reclaims the node {RECLAIM_AFTER_S} s "
+            f"later (`trainctl sandbox interrupt JOB --at-step {INTERRUPT_AT_STEP} --after-seconds "
+            f"{RECLAIM_AFTER_S}`); the agent checkpoints on the notice, and `watch --recover` relaunches the node in "
+            "the same AZ, where the job resumes from its checkpoint:")
+        job = json.loads(self.trainctl("-o", "json", "launch", SMALL, "--platform", "ec2", "--yes",
+                                       capture=True).stdout)["job_id"]
+        self.trainctl("sandbox", "interrupt", job, "--at-step", str(INTERRUPT_AT_STEP), "--after-seconds",
+                      str(RECLAIM_AFTER_S))
+        self.trainctl("watch", job, "--recover", "--interval", "0.5")
 
 
 def main() -> int:
