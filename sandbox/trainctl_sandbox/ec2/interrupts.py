@@ -96,7 +96,7 @@ def _reclaim_at_step(ctx: SandboxContext, payload: dict[str, Any], at_step: int,
         if any(_logged_step(account, region, payload["job"]) >= at_step for region in regions):
             try:
                 reclaim_spot_instances(ctx, {k: v for k, v in payload.items() if k != "at_step"})
-            except (ValueError, Exception):  # noqa: BLE001 - nothing left to reclaim by then: nothing to do
+            except Exception:  # noqa: BLE001 - nothing left to reclaim by then (ended meanwhile): nothing to do
                 pass
             return
 

@@ -241,8 +241,9 @@ def info(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
     state = _nodes(ctx)
     with state.lock:
         return {"run_user_data": state.run_user_data, "max_nodes": state.max_nodes,
-                "nodes": {i: {"job": n.job, "root": str(n.root), "running": n.proc is not None and n.proc.poll() is None,
-                              "console": str(n.root / "console.log")} for i, n in state.nodes.items()}}
+                "nodes": {i: {"job": n.job, "root": str(n.root), "console": str(n.root / "console.log"),
+                              "running": n.proc is not None and n.proc.poll() is None}
+                          for i, n in state.nodes.items()}}
 
 
 def configure_instances(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:

@@ -58,3 +58,13 @@ def billed_fraction(seed: int, region: str, instance_type: str, azs: list[str | 
         return lambda start, end: 1.0
     az = min(priced, key=lambda p: p[1][-1][1])[0] if not any(azs) else priced[0][0]
     return lambda start, end: _mean(_changes(seed, itype, az, start, max(start, end)), start, end)
+
+
+def spot_rate(seed: int, region: str, request: dict, azs: list[str | None]) -> Callable[[float, float], float] | None:
+    """`billed_fraction` of a CreateTrainingJob request from now, or None for a job without managed Spot."""
+    import time
+
+    if not request.get("EnableManagedSpotTraining"):
+        return None
+    return billed_fraction(seed, region, (request.get("ResourceConfig") or {}).get("InstanceType", ""), azs,
+                           time.time())

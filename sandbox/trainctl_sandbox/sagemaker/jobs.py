@@ -39,7 +39,6 @@ import copy
 import os
 import shutil
 import threading
-import time
 import uuid
 from datetime import timezone
 from pathlib import Path
@@ -50,7 +49,7 @@ from moto.sagemaker.exceptions import ResourceInUseException, ResourceNotFound, 
 from moto.sagemaker.models import FakeTrainingJob, sagemaker_backends
 from moto.sagemaker.responses import SageMakerResponse
 
-from trainctl_sandbox.sagemaker.billing import billed_fraction
+from trainctl_sandbox.sagemaker.billing import spot_rate
 from trainctl_sandbox.sagemaker.processes import kill_marked, marked_pids
 from trainctl_sandbox.sagemaker.runner import JobRunner
 from trainctl_sandbox.sagemaker.state import JobState, Settings
@@ -89,10 +88,7 @@ class SandboxTrainingJob(FakeTrainingJob):
         self.arn = FakeTrainingJob.arn_formatter(self.training_job_name, account_id, region)
         self.tags = list(request.get("Tags") or [])
         self.request = request
-        spot = bool(request.get("EnableManagedSpotTraining"))
-        fraction = billed_fraction(ctx.seed, region, (request.get("ResourceConfig") or {}).get("InstanceType", ""),
-                                   azs, time.time()) if spot else None
-        self.state = JobState(spot=spot, spot_fraction=fraction)
+        self.state = JobState(bool(request.get("EnableManagedSpotTraining")), spot_rate(ctx.seed, region, request, azs))
         self.marker = f"{_server_nonce}:{uuid.uuid4().hex[:12]}"
         self.runner = JobRunner(
             name=self.training_job_name, arn=self.arn, account_id=account_id, region=region,
