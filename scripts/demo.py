@@ -5,10 +5,13 @@
 2. launch a small job (vit_micro, 240 steps, one Spot host on SageMaker) that really trains on this CPU;
 3. arm a Spot interruption at step 100 (`trainctl sandbox interrupt`) and watch the job resume from its
    checkpoint to Completed, with its Spot savings and dollars;
-4. plan the small job again: the throughput the job measured now ranks the plan.
+4. launch the same job as a raw EC2 fleet: the sandbox's instance runs the launch's user data and trainctl's
+   node agent here; EC2 reclaims the Spot node after its checkpoint at step 100 (the interruption notice first),
+   and `watch --recover` relaunches it in the same AZ, where it resumes from the checkpoint to Completed;
+5. plan the small job again: the throughput the jobs measured now ranks the plan.
 
 Nothing outlives the demo: the sandbox runs under a temporary TRAINCTL_HOME and is stopped (with every process
-it started) even when a step fails or the demo is interrupted. It takes about a minute on two CPUs.
+it started) even when a step fails or the demo is interrupted. It takes two to three minutes on two CPUs.
 """
 from __future__ import annotations
 
@@ -24,6 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SPEC = "configs/vit-base-g5.yaml"
 SMALL = "configs/vit-micro-sandbox.yaml"
 INTERRUPT_AT_STEP = 100
+# EC2's reclaim of the demo's Spot node follows its interruption notice after this many seconds (AWS: 120): time
+# for the node agent to checkpoint and upload, as it would in EC2's two minutes.
+RECLAIM_AFTER_S = 8
 # The sandbox simulates SageMaker's waits (instance start, image download, Spot restart) at this fraction of
 # their usual length, as the tests do, so the demo stays short.
 TIME_SCALE = 0.2
@@ -50,22 +56,37 @@ class Demo:
         return proc
 
     def run(self) -> None:
-        say(f"1/5 Planning the reference job {SPEC} live against the sandbox (Spot placement scores, Spot price "
+        say(f"1/6 Planning the reference job {SPEC} live against the sandbox (Spot placement scores, Spot price "
             "history, Pricing, Service Quotas):")
         self.trainctl("plan", SPEC, "--top", "8")
-        say("2/5 The reference comparison, four Spot g5.2xlarge against one On-Demand g5.12xlarge:")
+        say("2/6 The reference comparison, four Spot g5.2xlarge against one On-Demand g5.12xlarge:")
         self.trainctl("plan", SPEC, "--layout", "g5.2xlarge:4:spot", "--layout", "g5.12xlarge:1:on-demand",
                       "--platform", "sagemaker")
-        say(f"3/5 Launching a job small enough for this CPU ({SMALL}: vit_micro, 240 steps, one Spot g5.xlarge "
+        say(f"3/6 Launching a job small enough for this CPU ({SMALL}: vit_micro, 240 steps, one Spot g5.xlarge "
             "on SageMaker); every AWS call is listed before it is made:")
-        job = json.loads(self.trainctl("-o", "json", "launch", SMALL, "--yes", capture=True).stdout)["job_id"]
-        say(f"4/5 Arming a Spot interruption at step {INTERRUPT_AT_STEP} (`trainctl sandbox interrupt {job} "
+        job = json.loads(self.trainctl("-o", "json", "launch", SMALL, "--platform", "sagemaker", "--yes",
+                                       capture=True).stdout)["job_id"]
+        say(f"4/6 Arming a Spot interruption at step {INTERRUPT_AT_STEP} (`trainctl sandbox interrupt {job} "
             f"--at-step {INTERRUPT_AT_STEP}`), then watching the job: it checkpoints on the notice, SageMaker "
             "restarts it, it resumes from the checkpoint and completes:")
         self.trainctl("sandbox", "interrupt", job, "--at-step", str(INTERRUPT_AT_STEP))
         self.trainctl("watch", job, "--interval", "0.5")
-        say(f"5/5 Planning {SMALL} again: the throughput the job measured now ranks the plan (\"measured\"):")
+        self.ec2_job()
+        say(f"6/6 Planning {SMALL} again: the throughput the jobs measured now ranks the plan (\"measured\"):")
         self.trainctl("plan", SMALL, "--top", "1")
+
+    def ec2_job(self) -> None:
+        say(f"5/6 The same job as a raw EC2 fleet (`launch --platform ec2`): the sandbox's Spot g5.xlarge runs the "
+            "launch's user data, and so trainctl's node agent and torchrun, on this machine. When the node logs step "
+            f"{INTERRUPT_AT_STEP}, EC2 posts the Spot interruption notice and reclaims the node {RECLAIM_AFTER_S} s "
+            f"later (`trainctl sandbox interrupt JOB --at-step {INTERRUPT_AT_STEP} --after-seconds "
+            f"{RECLAIM_AFTER_S}`); the agent checkpoints on the notice, and `watch --recover` relaunches the node in "
+            "the same AZ, where the job resumes from its checkpoint:")
+        job = json.loads(self.trainctl("-o", "json", "launch", SMALL, "--platform", "ec2", "--yes",
+                                       capture=True).stdout)["job_id"]
+        self.trainctl("sandbox", "interrupt", job, "--at-step", str(INTERRUPT_AT_STEP), "--after-seconds",
+                      str(RECLAIM_AFTER_S))
+        self.trainctl("watch", job, "--recover", "--interval", "0.5")
 
 
 def main() -> int:

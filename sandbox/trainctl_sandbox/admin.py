@@ -63,8 +63,9 @@ class SandboxAdmin:
     def interrupt(self, job: str, after_seconds: float | None = None, at_step: int | None = None,
                   nodes: int | None = None) -> dict:
         """A Spot interruption of the job `job`: a SageMaker training job now, after some seconds, or at a step;
-        otherwise EC2's reclaim of `nodes` (1) Spot instances tagged trainctl:job=`job`: the notice now, the
-        termination after `after_seconds` (0). The answer says which ("platform")."""
+        otherwise EC2's reclaim of `nodes` (1) Spot instances tagged trainctl:job=`job`: the notice now (or once a
+        node logs step `at_step`), the termination `after_seconds` (0) after it. The answer says which
+        ("platform")."""
         payload = {"name": job, "after_seconds": after_seconds, "at_step": at_step}
         try:
             done = self._post("interrupt_training_job", {k: v for k, v in payload.items() if v is not None})
@@ -72,11 +73,7 @@ class SandboxAdmin:
         except SandboxAdminError as e:
             if e.status != 404:
                 raise
-        if at_step is not None:  # the sandbox's EC2 instances run no training: no step is ever logged
-            raise SandboxAdminError("reclaim_spot_instances", 400,
-                                    f"{job} is not a SageMaker job: --at-step needs a host that logs steps, "
-                                    "and the sandbox runs no training on EC2 instances; use --after-seconds")
-        payload = {"job": job, "after_seconds": after_seconds, "count": nodes}
+        payload = {"job": job, "after_seconds": after_seconds, "count": nodes, "at_step": at_step}
         done = self._post("reclaim_spot_instances", {k: v for k, v in payload.items() if v is not None})
         return {"platform": "ec2", **done}
 

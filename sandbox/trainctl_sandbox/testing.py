@@ -66,9 +66,20 @@ def sandbox_server(tmp_path_factory) -> Sandbox:
 
 @pytest.fixture
 def sandbox(sandbox_server: Sandbox) -> Sandbox:
-    """The session's sandbox, reset (moto state, extensions, faults, quotas) and seeded again."""
+    """The session's sandbox, reset (moto state, extensions, faults, quotas) and seeded again. Its instances stay
+    idle (no user data runs): most tests check the control plane, and an instance of theirs would otherwise
+    start a node agent and a training; `ec2_nodes` is the sandbox whose instances run, as `sandbox up`'s do."""
     sandbox_server.admin.reset()
+    sandbox_server.admin.action("configure_instances", run_user_data=False)
     return sandbox_server
+
+
+@pytest.fixture
+def ec2_nodes(sandbox_env: Sandbox) -> Sandbox:
+    """`sandbox_env` whose EC2 instances run their user data (the node agent) as the sandbox normally does."""
+    sandbox_env.admin.action("configure_instances", run_user_data=True)
+    yield sandbox_env
+    sandbox_env.admin.action("configure_instances", run_user_data=False)
 
 
 @pytest.fixture

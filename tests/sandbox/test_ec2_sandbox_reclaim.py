@@ -4,6 +4,8 @@ counts it as an interruption and `watch --recover` brings the node back. A SageM
 before (sandbox/tests)."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.support.helpers import run_cli
@@ -57,14 +59,34 @@ def test_interrupt_later_posts_the_notice_now_and_keeps_the_nodes_until_then(lau
     sb.admin.reset()  # the pending reclaims end with the sandbox's state
 
 
-def test_interrupt_refuses_what_an_ec2_job_cannot_do_in_one_line(launched):  # noqa: F811
+def test_interrupt_refuses_a_job_without_running_spot_nodes_in_one_line(launched):  # noqa: F811
     sb, backend, out = launched
-    at_step = _sandbox_cli(sb, "interrupt", JOB, "--at-step", "5")
-    assert at_step.returncode == 2 and len(at_step.stderr.strip().splitlines()) == 1
-    assert "--at-step" in at_step.stderr and "--after-seconds" in at_step.stderr
     sb.client("ec2").terminate_instances(InstanceIds=out["instance_ids"])
     nothing = _sandbox_cli(sb, "interrupt", JOB)
     assert nothing.returncode == 2 and "no running Spot instance" in nothing.stderr
     unknown = _sandbox_cli(sb, "interrupt", "no-such-job")
     assert unknown.returncode == 2 and "no-such-job" in unknown.stderr
     assert len(unknown.stderr.strip().splitlines()) == 1
+
+
+def test_interrupt_at_a_step_reclaims_once_a_node_has_logged_that_step(launched):  # noqa: F811
+    sb, backend, out = launched
+    proc = _sandbox_cli(sb, "interrupt", JOB, "--at-step", "7")
+    assert proc.returncode == 0, proc.stderr
+    assert "when a node logs step 7" in proc.stderr
+    logs, host = sb.client("logs"), out["instance_ids"][0]
+    group = f"/trainctl/{JOB}"
+    if host not in {s["logStreamName"] for s in logs.describe_log_streams(logGroupName=group)["logStreams"]}:
+        logs.create_log_stream(logGroupName=group, logStreamName=host)
+    put = lambda step: logs.put_log_events(  # noqa: E731 - what the node agent ships from the training
+        logGroupName=group, logStreamName=host,
+        logEvents=[{"timestamp": int(time.time() * 1000), "message": f"trainctl step={step} loss=1.0 samples_per_s=9"}])
+    put(6)
+    assert all(_instance(sb, i)["State"]["Name"] == "running" for i in out["instance_ids"])
+    put(7)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and all(_instance(sb, i)["State"]["Name"] == "running"
+                                              for i in out["instance_ids"]):
+        time.sleep(0.1)
+    gone = [i for i in out["instance_ids"] if _instance(sb, i)["State"]["Name"] == "terminated"]
+    assert len(gone) == 1 and _instance(sb, gone[0])["StateReason"]["Code"] == "Server.SpotInstanceTermination"

@@ -32,7 +32,7 @@ def test_down_marks_the_job_stopped_before_it_terminates_a_node(launched):  # no
 
 def test_recovery_launches_nothing_when_down_comes_during_it(launched):  # noqa: F811
     sb, backend, out = launched
-    sb.client("ec2").terminate_instances(InstanceIds=[out["instance_ids"][1]])  # a reclaim
+    sb.admin.action("reclaim_spot_instances", job=JOB, instance_ids=[out["instance_ids"][1]])
     # `down` arrives after recovery's describe (which saw the job Interrupted) and before its fleet.
     events = aws.client("ec2", REGION).meta.events
     fleets: list[str] = []
@@ -54,7 +54,7 @@ def test_recovery_launches_nothing_when_down_comes_during_it(launched):  # noqa:
 
 def test_recovery_ends_its_own_fleet_when_the_stop_mark_came_while_it_was_made(launched):  # noqa: F811
     sb, backend, out = launched
-    sb.client("ec2").terminate_instances(InstanceIds=[out["instance_ids"][1]])
+    sb.admin.action("reclaim_spot_instances", job=JOB, instance_ids=[out["instance_ids"][1]])
     events = aws.client("ec2", REGION).meta.events
     calls: list[str] = []
 
@@ -89,7 +89,7 @@ def test_a_recovery_refused_for_capacity_is_not_replayed_by_the_next_attempt(lau
     from trainctl.backends.base import CapacityError
 
     sb, backend, out = launched
-    sb.client("ec2").terminate_instances(InstanceIds=[out["instance_ids"][1]])
+    sb.admin.action("reclaim_spot_instances", job=JOB, instance_ids=[out["instance_ids"][1]])
     _capacity(sb, False)
     with pytest.raises(CapacityError):
         backend.recover(JOB, REGION)
@@ -100,7 +100,7 @@ def test_a_recovery_refused_for_capacity_is_not_replayed_by_the_next_attempt(lau
 
 def test_two_recoveries_at_once_make_one_fleet(launched):  # noqa: F811
     sb, backend, out = launched
-    sb.client("ec2").terminate_instances(InstanceIds=[out["instance_ids"][1]])
+    sb.admin.action("reclaim_spot_instances", job=JOB, instance_ids=[out["instance_ids"][1]])
     events = aws.client("ec2", REGION).meta.events
     inner: list[dict] = []
 
@@ -116,3 +116,24 @@ def test_two_recoveries_at_once_make_one_fleet(launched):  # noqa: F811
         events.unregister("before-call.ec2.CreateFleet", second_watch)
     assert len(live(sb)) == 2, "two fleets for one lost node"
     assert outer["launched"] == inner[0]["launched"]
+
+
+def test_recovery_racing_down_stops_quietly_when_the_launch_template_is_gone(launched):  # noqa: F811
+    sb, backend, out = launched
+    sb.admin.action("reclaim_spot_instances", job=JOB, instance_ids=[out["instance_ids"][1]])
+    events = aws.client("ec2", REGION).meta.events
+    said: list[str] = []
+    downs: list[str] = []
+
+    def down_arrives(**_):  # `down` runs between recovery's checks and its fleet: the template is gone
+        if not downs:
+            downs.append("down")
+            backend.cleanup(JOB, REGION)
+
+    events.register("before-call.ec2.CreateFleet", down_arrives)
+    try:
+        result = backend.recover(JOB, REGION, said.append)
+    finally:
+        events.unregister("before-call.ec2.CreateFleet", down_arrives)
+    assert downs == ["down"] and result["launched"] == [] and result.get("stopped") is True, said
+    assert said[-1] == f"{JOB} is marked stopped and its resources are going; launching nothing"

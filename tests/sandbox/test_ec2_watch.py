@@ -29,8 +29,8 @@ def launched(sandbox_env, tmp_path):
 
 
 def _reclaim(sb, instance_id):
-    # The sandbox has no Spot reclaim for raw instances: EC2 terminating the instance is what it looks like.
-    sb.client("ec2").terminate_instances(InstanceIds=[instance_id])
+    # EC2's Spot reclaim (the notice, then Server.SpotInstanceTermination): the only loss recovery replaces.
+    sb.admin.action("reclaim_spot_instances", job="job-1", instance_ids=[instance_id])
 
 
 def test_describe_shows_instances_cost_and_the_job_settings(launched):
@@ -117,3 +117,23 @@ def test_down_removes_everything_and_is_safe_to_repeat(launched, tmp_path):
     assert again.returncode == 0 and json.loads(again.stdout)["removed"] == []
     table = run_cli(["--region", "us-east-1", "down", "job-1", "--platform", "ec2"], tmp_path / "home", env=sb.env)
     assert table.returncode == 0 and "nothing tagged trainctl:job=job-1" in table.stderr
+
+
+def test_recover_relaunches_a_lost_single_node_in_its_own_az_first(sandbox_env, tmp_path):
+    from trainctl.backends.ec2.prepare import az_order
+
+    aws.reset_session()
+    path = tmp_path / "job.yaml"
+    path.write_text(SPEC)
+    backend = Ec2Backend()
+    ec2 = sandbox_env.client("ec2")
+    subnets = sorted({s["AvailabilityZone"] for s in ec2.describe_subnets()["Subnets"]})
+    home = az_order(aws.client("ec2", "us-east-1"), "us-east-1", "g5.12xlarge", 1, "spot", None, subnets, [])[-1]
+    request = backend.prepare(option("g5.12xlarge", 1, "spot", home), load_spec(path),
+                              LaunchSettings(job_id="job-1", spec_path=str(path), options=Ec2Options()))
+    (lost,) = backend.submit(request)["instance_ids"]
+    _reclaim(sandbox_env, lost)  # the job's only node: nothing is left to say where it ran but the lost one
+    result = backend.recover("job-1", "us-east-1")
+    assert result["availability_zone"] == home and not result["moved"], result["messages"]
+    assert {i["Placement"]["AvailabilityZone"] for i in live(sandbox_env)} == {home}
+    aws.reset_session()

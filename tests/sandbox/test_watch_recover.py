@@ -26,12 +26,13 @@ def test_watch_recover_relaunches_a_reclaimed_node(sandbox_env, tmp_path):
     before = live_instances(ec2, job)
     assert len(before) == 2
     lost = before[1]["InstanceId"]
-    ec2.terminate_instances(InstanceIds=[lost])  # what a Spot reclaim looks like from the API
+    sb.admin.action("reclaim_spot_instances", job=job, instance_ids=[lost])  # EC2's Spot reclaim
 
     # Without --recover, watch only reports it.
     seen = run_cli(["--output", "json", "watch", job, "--once"], home, env=sb.env)
     doc = json.loads(seen.stdout)
     assert doc["interruptions"] == 1 and doc["secondary_status"] == "Interrupted"
+    assert f"`trainctl watch {job} --recover` relaunches it (same AZ first)" in " ".join(seen.stderr.split())
     assert len(live_instances(ec2, job)) == 1
 
     for _ in range(2):  # a second run finds the job whole and records nothing twice

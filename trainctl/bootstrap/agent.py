@@ -119,6 +119,14 @@ class Agent:
         self.s3.put_object(Bucket=self.cfg["bucket"], Key=self.key("status", status), Body=detail.encode(),
                            **self.owner)
 
+    def record_failure(self, error: BaseException) -> None:
+        """Why this node shuts itself down, as the job's `failed` marker: `watch` names it, nothing replaces it."""
+        try:
+            if not self.marker():
+                self.put_marker("failed", f"{self.instance_id}: the node agent failed: {error}"[:1000])
+        except Exception as e:  # noqa: BLE001 - S3 unreachable: the log (if it gets out) says why
+            self.log.add(f"trainctl-agent: could not record the failure: {e}")
+
     # ---------------------------------------------------------------- peers
     def peers(self) -> list[str]:
         """Private IPs of the job's live, not interrupted instances."""
@@ -238,9 +246,10 @@ class Agent:
     def command(self, ips: list[str]) -> tuple[list[str], dict[str, str]]:
         cfg = self.cfg
         rank, master = ips.index(self.ip), ips[0]
+        reach = os.environ.get("TRAINCTL_MASTER_ADDR") or master  # nodes sharing one host (the sandbox's)
         nproc = int(os.environ.get("TRAINCTL_NPROC_PER_NODE") or cfg["nproc_per_node"])
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(ips)), "--node_rank", str(rank),
-               "--master_addr", master, "--master_port", str(cfg.get("master_port", 29500)),
+               "--master_addr", reach, "--master_port", str(int(self.setting("master_port", 29500))),
                "--nproc_per_node", str(nproc), os.path.join(self.code_dir, cfg["script"]),
                *cfg.get("args", []), "--checkpoint-dir", self.ckpt_dir]
         env = dict(os.environ, **self.secrets, PYTHONUNBUFFERED="1", TRAINCTL_JOB=self.job)
@@ -365,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as e:  # noqa: BLE001 - every failure ends in the shutdown below
         (agent.log.add if agent else say)(f"trainctl-agent: failed: {e!r}; shutting this node down")
         rc = 1
+        if agent is not None:
+            agent.record_failure(e)
     finally:
         if agent is not None:
             agent.log.stopping.set()

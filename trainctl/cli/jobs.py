@@ -43,6 +43,8 @@ def watch(
             if recoverer is not None:
                 recoverer(backend.describe(job, ref.region))
             view, progress, _ = w.read_all(backend, job, ref.region, say=shown.say, interval=interval)
+            if recoverer is None and view.secondary_status == "Interrupted" and backend.capabilities.recover:
+                shown.say(shown.interrupted_hint(view))
         else:
             view, progress = shown.follow_live(backend, ref, interval=interval, logs=not no_logs, recover=recoverer,
                                                to_stderr=OPTS.output == "json")

@@ -35,7 +35,12 @@ def follow_live(backend, job: JobRef, *, interval: float, logs: bool, recover: C
 
     status = con.status("waiting for the job", spinner="dots") if con.is_terminal else None
 
+    hinted = []
+
     def on_update(view, progress) -> None:
+        if recover is None and view.secondary_status == "Interrupted" and not hinted and backend.capabilities.recover:
+            hinted.append(True)  # once: a job left Interrupted waits for nobody
+            con.print(Text(interrupted_hint(view)), soft_wrap=True)
         if status:
             status.update(status_line(summary(view, progress, job.record), con.width - 4))  # 4: the spinner
 
@@ -48,6 +53,14 @@ def follow_live(backend, job: JobRef, *, interval: float, logs: bool, recover: C
         folder.flush()
         if status:
             status.stop()
+
+
+def interrupted_hint(view) -> str:
+    lost = view.count - len(view.hosts) if view.count else None
+    nodes = f"{lost} Spot node{'s' if lost != 1 else ''}" if lost else "Spot nodes"
+    return (f"{view.job_id} lost {nodes} to a Spot reclaim and waits for a replacement: `trainctl watch "
+            f"{view.job_id} --recover` relaunches it (same AZ first) and the job resumes from its last checkpoint; "
+            f"`trainctl stop {view.job_id}` ends it")
 
 
 def fmt_time(epoch: float | None) -> str:

@@ -291,37 +291,17 @@ def _in_time_order(transitions, lines, on_transition, on_line) -> None:
         (on_transition if kind == 0 else on_line)(item)
 
 
-def recoverer(backend, job: JobRef, store: JobStore, say: Callable[[str], None]) -> Callable[[Any], bool]:
-    """For `watch --recover`: when a job shows Interrupted, relaunch the capacity it lost (the nodes resume
-    from the last checkpoint by themselves) and record each interruption, with its cost, once."""
-    import json
-
+def recoverer(backend, job: JobRef, store: JobStore, say: Callable[[str], None],
+              clock: Callable[[], float] = time.monotonic) -> Callable[[Any], bool]:
+    """For `watch --recover`: when a job shows Interrupted (a Spot reclaim: nothing else is replaced), relaunch
+    the capacity it lost (the nodes resume from the last checkpoint by themselves) and record each
+    interruption, with its cost, once (see Recovery)."""
     if not backend.capabilities.recover:
         raise TrainctlError(f"--recover: {backend.platform} restarts interrupted jobs by itself (managed Spot); "
                             "drop --recover", exit_code=2)
-    from trainctl.backends.base import CapacityError
+    from trainctl.usecases.recovery import Recovery
 
-    job_id, region = job.job_id, job.region
-
-    def check(view) -> bool:
-        if view.finished or view.secondary_status != "Interrupted":
-            return False
-        try:
-            result = backend.recover(job_id, region, progress=say)
-        except CapacityError as e:
-            say(f"recovery of {job_id} found no capacity yet ({e}); trying again at the next poll")
-            return False
-        known = {json.loads(detail).get("instance_id") for _, detail in store.events(job_id, "interruption")}
-        for item in result.get("interruptions", []):
-            if item.get("instance_id") not in known:
-                store.add_event(job_id, "interruption", json.dumps(item))
-        if result.get("launched"):
-            store.add_event(job_id, "recovered", json.dumps({k: result.get(k) for k in
-                                                             ("launched", "availability_zone", "moved", "missing")}))
-            return True
-        return False
-
-    return check
+    return Recovery(backend, job, store, say, clock)
 
 
 def left_behind(view, record: JobRecord | None) -> str | None:

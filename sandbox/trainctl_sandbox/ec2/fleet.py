@@ -287,7 +287,7 @@ def _launch(ctx: SandboxContext, r, pool: Pool, market: str, count: int, fleet_i
             backend.associate_iam_instance_profile(instance_id=instance.id,
                                                    iam_instance_profile_name=profile.get("Name"),
                                                    iam_instance_profile_arn=profile.get("Arn"))
-    node_agents.after_launch(r.current_account, r.region, reservation.instances, nics)
+    node_agents.after_launch(ctx, r.current_account, r.region, reservation.instances, nics)
     return reservation.instances
 
 

@@ -15,6 +15,7 @@ a Spot reclaim, and the instance's own operating system shutting it down.
 """
 from __future__ import annotations
 
+import re
 import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -27,6 +28,7 @@ SPOT_CODE, SHUTDOWN_CODE = "Server.SpotInstanceTermination", "Client.InstanceIni
 _lock = threading.Lock()
 _notices: dict[str, dict[str, str]] = {}     # instance id -> spot/instance-action
 _timers: list[threading.Timer] = []
+_watchers: list[threading.Event] = []        # reclaims waiting for a step (at_step)
 
 
 def _not_found(message: str) -> Exception:
@@ -54,7 +56,7 @@ def _instance(ctx: SandboxContext, payload: dict) -> Any:
     raise _not_found(f"no sandbox instance {wanted!r}")
 
 
-def _ended(instance: Any, code: str, message: str) -> None:
+def ended(instance: Any, code: str, message: str) -> None:
     from moto.ec2.models.instances import StateReason
 
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
@@ -69,23 +71,56 @@ def _reclaim(instance: Any) -> None:
         if instance._state.name not in ("pending", "running"):
             return  # ended meanwhile (by its owner, or its own shutdown): nothing left to reclaim
         instance.terminate()
-        _ended(instance, SPOT_CODE, "Spot instance termination")
+        ended(instance, SPOT_CODE, "Spot instance termination")
+
+
+STEP = re.compile(r"trainctl step=(\d+) ")
+STEP_POLL_S = 0.25
+
+
+def _logged_step(account: str, region: str, job: str) -> int:
+    """The highest `trainctl step=N` any node of the job has shipped to CloudWatch Logs so far (-1: none)."""
+    from moto.logs.models import logs_backends
+
+    group = logs_backends[account][region].groups.get(f"/trainctl/{job}")
+    if group is None:
+        return -1
+    return max((int(m.group(1)) for stream in list(group.streams.values()) for event in list(stream.events)
+                if (m := STEP.search(event.message))), default=-1)
+
+
+def _reclaim_at_step(ctx: SandboxContext, payload: dict[str, Any], at_step: int, done: threading.Event) -> None:
+    account = payload.get("account_id") or ctx.account_id
+    regions = [payload["region"]] if payload.get("region") else list(ctx.regions)
+    while not done.wait(STEP_POLL_S):
+        if any(_logged_step(account, region, payload["job"]) >= at_step for region in regions):
+            try:
+                reclaim_spot_instances(ctx, {k: v for k, v in payload.items() if k != "at_step"})
+            except Exception:  # noqa: BLE001 - nothing left to reclaim by then (ended meanwhile): nothing to do
+                pass
+            return
 
 
 def reclaim_spot_instances(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
     """Reclaim `count` (1) running Spot instances of the trainctl job `job` (or the `instance_ids` given):
-    the notice now, the termination `after_seconds` (0) from now."""
+    the notice now, the termination `after_seconds` (0) from now. With `at_step`: all that once a node of the
+    job has logged `trainctl step=N` with N >= at_step (the job's log group, as the node agent ships it)."""
     job = payload.get("job") or payload.get("name")
     if not job:
         raise ValueError("payload needs 'job': the trainctl job whose Spot instances are reclaimed")
     after = float(payload.get("after_seconds") or 0)
     if after < 0:
         raise ValueError("after_seconds must be >= 0")
-    tagged = sorted((i for b in _backends(ctx, payload) for i in b.all_instances()
-                     if any(t["key"] == JOB_TAG and t["value"] == job for t in i.get_tags())), key=lambda i: i.id)
-    if not tagged:
-        raise _not_found(f"no sandbox training job named {job!r} and no EC2 instance tagged {JOB_TAG}={job}")
-    spot = [i for i in tagged if i._state.name in ("pending", "running") and i.lifecycle == "spot"]
+    if payload.get("at_step") is not None:
+        _tagged_live_spot(ctx, payload, job)  # the job must have one now, as for a reclaim now
+        done = threading.Event()
+        with _lock:
+            _watchers.append(done)
+        threading.Thread(target=_reclaim_at_step, args=(ctx, {**payload, "job": job}, int(payload["at_step"]), done),
+                         name=f"reclaim-{job}-at-step", daemon=True).start()
+        return {"job": job, "instance_ids": [], "at_step": int(payload["at_step"]), "after_seconds": after,
+                "scheduled": True}
+    spot = _tagged_live_spot(ctx, payload, job)
     chosen = [i for i in spot if i.id in payload["instance_ids"]] if payload.get("instance_ids") else \
         spot[:int(payload.get("count") or 1)]
     if not chosen:
@@ -107,6 +142,24 @@ def reclaim_spot_instances(ctx: SandboxContext, payload: dict[str, Any]) -> dict
     return {"job": job, "instance_ids": [i.id for i in chosen], "action": "terminate", "time": when}
 
 
+def _tagged_live_spot(ctx: SandboxContext, payload: dict, job: str) -> list[Any]:
+    tagged = sorted((i for b in _backends(ctx, payload) for i in b.all_instances()
+                     if any(t["key"] == JOB_TAG and t["value"] == job for t in i.get_tags())), key=lambda i: i.id)
+    if not tagged:
+        raise _not_found(f"no sandbox training job named {job!r} and no EC2 instance tagged {JOB_TAG}={job}")
+    spot = [i for i in tagged if i._state.name in ("pending", "running") and i.lifecycle == "spot"]
+    if not spot:
+        raise ValueError(f"{job} has no running Spot instance to reclaim (only Spot instances are reclaimed)")
+    return spot
+
+
+def notice_of(instance_id: str) -> dict[str, str] | None:
+    """The instance's spot/instance-action, as its IMDS answers it (imds.py); None before any notice."""
+    with _lock:
+        notice = _notices.get(instance_id)
+    return dict(notice) if notice else None
+
+
 def spot_instance_action(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
     """What the instance's metadata item spot/instance-action holds (404 when EC2 posted no notice)."""
     instance = _instance(ctx, payload)
@@ -118,19 +171,42 @@ def spot_instance_action(ctx: SandboxContext, payload: dict[str, Any]) -> dict[s
 
 
 def shutdown_instance(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
-    """`shutdown -h` inside the instance: terminated or stopped as its InstanceInitiatedShutdownBehavior says."""
+    """`shutdown -h` inside the instance: terminated or stopped as its InstanceInitiatedShutdownBehavior says;
+    `after_seconds` (`shutdown -h +N`: N minutes) later."""
     instance = _instance(ctx, payload)
+    after = float(payload.get("after_seconds") or 0)
+    if after > 0:
+        timer = threading.Timer(after, _shut_down_quietly, args=(instance,))
+        timer.daemon = True
+        with _lock:
+            _timers.append(timer)
+        timer.start()
+        return {"instance_id": instance.id, "state": instance._state.name, "after_seconds": after}
+    return _shut_down(instance)
+
+
+def _shut_down_quietly(instance: Any) -> None:
+    try:
+        _shut_down(instance)
+    except ValueError:
+        pass  # ended meanwhile (reclaimed, terminated by its owner): nothing left to shut down
+
+
+def _shut_down(instance: Any) -> dict[str, Any]:
     with _lock:
         if instance._state.name not in ("pending", "running"):
             raise ValueError(f"{instance.id} is {instance._state.name}: only a running instance shuts down")
         behavior = instance.instance_initiated_shutdown_behavior or "stop"
         instance.terminate() if behavior == "terminate" else instance.stop()
-        _ended(instance, SHUTDOWN_CODE, "Initiated by the instance")
+        ended(instance, SHUTDOWN_CODE, "Initiated by the instance")
     return {"instance_id": instance.id, "state": instance._state.name}
 
 
 def reset(ctx: SandboxContext) -> None:
     with _lock:
+        for done in _watchers:
+            done.set()
+        _watchers.clear()
         for timer in _timers:
             timer.cancel()
         _timers.clear()

@@ -132,7 +132,7 @@ def run_instances(ctx: SandboxContext, r, call_moto) -> Any:
             if group:
                 instance.placement.group_name = group
         nics = r._get_param("NetworkInterfaces") or tmpl.get("NetworkInterfaces") or []
-        node_agents.after_launch(r.current_account, r.region, result.result.instances, list(nics))
+        node_agents.after_launch(ctx, r.current_account, r.region, result.result.instances, list(nics))
         return result
 
     def replay(reservation_id: str) -> ActionResult:

@@ -37,7 +37,8 @@ def interrupt(job: str = typer.Argument(..., help="Job id (from `trainctl launch
                                                                  "the notice now, the reclaim then; AWS gives "
                                                                  "120 s)."),
               at_step: Optional[int] = typer.Option(None, "--at-step", min=0,
-                                                    help="SageMaker: interrupt when a host logs this step."),
+                                                    help="Interrupt when a host logs this step (EC2: the notice then, "
+                                                         "the reclaim --after-seconds later)."),
               nodes: Optional[int] = typer.Option(None, "--nodes", min=1,
                                                   help="EC2: how many of the job's Spot nodes are reclaimed "
                                                        "(default 1); a SageMaker job is interrupted whole.")) -> None:
@@ -52,6 +53,9 @@ def interrupt(job: str = typer.Argument(..., help="Job id (from `trainctl launch
         if answer.get("platform") != "ec2":
             return f"Spot interruption of {job} {when}"
         ids = answer["instance_ids"]
+        if at_step is not None:
+            return (f"Spot reclaim of {nodes or 1} node{'s' if (nodes or 1) > 1 else ''} of {job} when a node logs "
+                    f"step {at_step}: the interruption notice then, the reclaim {after_seconds or 0:g} s later")
         return (f"Spot reclaim of {len(ids)} node{'s' if len(ids) > 1 else ''} of {job} ({', '.join(ids)}) {when}"
                 f"{'' if when == 'now' else ' (interruption notice posted now)'}")
 

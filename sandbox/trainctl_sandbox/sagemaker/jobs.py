@@ -49,6 +49,7 @@ from moto.sagemaker.exceptions import ResourceInUseException, ResourceNotFound, 
 from moto.sagemaker.models import FakeTrainingJob, sagemaker_backends
 from moto.sagemaker.responses import SageMakerResponse
 
+from trainctl_sandbox.sagemaker.billing import spot_rate
 from trainctl_sandbox.sagemaker.processes import kill_marked, marked_pids
 from trainctl_sandbox.sagemaker.runner import JobRunner
 from trainctl_sandbox.sagemaker.state import JobState, Settings
@@ -87,7 +88,7 @@ class SandboxTrainingJob(FakeTrainingJob):
         self.arn = FakeTrainingJob.arn_formatter(self.training_job_name, account_id, region)
         self.tags = list(request.get("Tags") or [])
         self.request = request
-        self.state = JobState(spot=bool(request.get("EnableManagedSpotTraining")))
+        self.state = JobState(bool(request.get("EnableManagedSpotTraining")), spot_rate(ctx.seed, region, request, azs))
         self.marker = f"{_server_nonce}:{uuid.uuid4().hex[:12]}"
         self.runner = JobRunner(
             name=self.training_job_name, arn=self.arn, account_id=account_id, region=region,

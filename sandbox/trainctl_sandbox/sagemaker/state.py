@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from moto.core.utils import utcnow
@@ -37,9 +38,13 @@ class Aborted(Exception):
 class JobState:
     """Status, transitions and times of one job; every field DescribeTrainingJob derives from."""
 
-    def __init__(self, spot: bool):
+    def __init__(self, spot: bool, spot_fraction: Callable[[float, float], float] | None = None):
         self.lock = threading.RLock()
         self.spot = spot
+        # Spot: the fraction of On-Demand a billed stretch (start, end) costs (billing.py); the stretches
+        # are the instances' time up, from each attempt's start to its reclaim or the job's end.
+        self.spot_fraction = spot_fraction
+        self._billed: list[list[float | None]] = []
         now = utcnow()
         self.creation_time = now
         self.created_wall = time.time()
@@ -93,11 +98,17 @@ class JobState:
             if self._unbilled_since is not None:
                 self._unbilled_s += now - self._unbilled_since
                 self._unbilled_since = None
+            self._billed.append([now, None])
+
+    def _close_stretch(self, now: float) -> None:
+        if self._billed and self._billed[-1][1] is None:
+            self._billed[-1][1] = now
 
     def instances_reclaimed(self) -> None:
         with self.lock:
             self.interruptions += 1
             self._unbilled_since = time.time()
+            self._close_stretch(self._unbilled_since)
 
     def running_seconds(self) -> float:
         """Billed time so far: what MaxRuntimeInSeconds limits."""
@@ -121,6 +132,7 @@ class JobState:
                 self.failure_reason = failure_reason[:1024]
             if self._start_wall is not None:
                 self._end_wall = time.time()
+                self._close_stretch(self._end_wall)
                 self.training_end_time = utcnow()
             self.status = status
             self.last_modified_time = utcnow()
@@ -133,5 +145,9 @@ class JobState:
             training = self._end_wall - self._start_wall
             # floor both: a >= 1 s unbilled gap always shows as Billable < Training; AWS bills >= 1 s
             training_s = max(int(training), 1)
-            billable_s = min(max(int(training - self._unbilled_s), 1), training_s) if self.spot else training_s
+            billed = training - self._unbilled_s
+            if self.spot and self.spot_fraction is not None:
+                billed = sum((end - start) * self.spot_fraction(start, end) for start, end in self._billed
+                             if end is not None)
+            billable_s = min(max(int(billed), 1), training_s) if self.spot else training_s
             return {"TrainingTimeInSeconds": training_s, "BillableTimeInSeconds": billable_s}

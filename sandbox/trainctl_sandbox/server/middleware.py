@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
+from trainctl_sandbox.ec2 import imds
 from trainctl_sandbox.server import s3_checks, strict_requests
 from trainctl_sandbox.server.call_log import ACTION as CALL_LOG_ACTION
 from trainctl_sandbox.server.call_log import CallLog
@@ -88,6 +89,9 @@ class SandboxApp:
         if path == MOTO_RESET and environ.get("REQUEST_METHOD") == "POST":
             # moto's own reset would leave the sandbox unseeded: make it the sandbox's reset.
             return self._admin(environ, start_response, "reset")
+        if path.startswith(imds.PREFIX):  # an instance's metadata service (what 169.254.169.254 is on EC2)
+            self.wait_ready(None)
+            return imds.answer(self.ctx, environ, start_response)
         call = identify(environ)
         if call is None:
             return self.moto_app(environ, start_response)

@@ -103,7 +103,30 @@ def terminate(ec2, instance_ids: list[str], fleet_id: str | None = None) -> None
 
 
 # ----------------------------------------------------------------------------- recovery
+# What AWS answers when `trainctl down` removed the job's resources while a recovery was using them.
+GONE_CODES = ("InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound",
+              "InvalidLaunchTemplateId.Malformed", "InvalidGroup.NotFound", "InvalidPlacementGroup.Unknown",
+              "InvalidParameterValue")
+
+
 def recover(backend, job_id: str, region: str, progress: Callable[[str], None] | None = None) -> dict:
+    """`_recover`, except that a job stopped or taken down meanwhile (its launch template or security group gone
+    under the recovery) ends the recovery quietly, with a line saying so, instead of AWS's NotFound error."""
+    from trainctl.aws import clients as aws
+    from trainctl.backends.ec2.status import stop_marked
+
+    try:
+        return _recover(backend, job_id, region, progress)
+    except Exception as e:  # noqa: BLE001 - only the race with `stop`/`down` is answered here
+        if aws.error_code(e) not in GONE_CODES or not stop_marked(backend.client_for, job_id, region, {}):
+            raise
+        if progress:
+            progress(f"{job_id} is marked stopped and its resources are going; launching nothing")
+        return {"launched": [], "availability_zone": None, "moved": False, "missing": 0, "interruptions": [],
+                "messages": [], "stopped": True}
+
+
+def _recover(backend, job_id: str, region: str, progress: Callable[[str], None] | None = None) -> dict:
     """Relaunch the capacity a job lost (reclaimed Spot nodes): the missing count in the same AZ first (same
     placement group and launch template); when that AZ has no room, the whole job moves to the next AZ that
     can hold all N. The nodes resume from the last checkpoint in S3 by themselves.
@@ -128,14 +151,13 @@ def recover(backend, job_id: str, region: str, progress: Callable[[str], None] |
     result["missing"] = missing = view.count - len(alive)
     if missing <= 0:
         return result
+    stopped = lambda: _stopped_meanwhile(backend, ec2, job_id, region, say)  # noqa: E731
+    by_az = _subnets_by_az(ec2, job_id, stopped)
+    if by_az is None:
+        return result
     market = job_config(ec2, job_id).get("market") or view.market or "spot"
-    vpc = ec2.describe_security_groups(GroupIds=[security_group(ec2, job_id)])["SecurityGroups"][0]["VpcId"]
-    by_az: dict[str, list[str]] = {}
-    for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]:
-        by_az.setdefault(s["AvailabilityZone"], []).append(s["SubnetId"])
     home = alive[0]["Placement"]["AvailabilityZone"] if alive else (
         view.raw["instances"][-1]["availability_zone"] if view.raw.get("instances") else None)
-    stopped = lambda: _stopped_meanwhile(backend, ec2, job_id, region, say)  # noqa: E731
     attempts = RecoveryAttempts(backend.client_for, ec2, job_id, region)
     if alive:
         if stopped():
@@ -150,6 +172,8 @@ def recover(backend, job_id: str, region: str, progress: Callable[[str], None] |
         terminate(ec2, [i["InstanceId"] for i in alive])
     azs = az_order(ec2, region, view.instance_type, view.count, market, None,
                    [az for az in by_az if az != home or not alive], [])
+    if not alive and home in azs:  # nothing left to move: the lost nodes' own AZ first, as the README says
+        azs = [home] + [az for az in azs if az != home]
     for az in azs[:MAX_AZ_ATTEMPTS]:
         if stopped():
             return result
@@ -157,8 +181,22 @@ def recover(backend, job_id: str, region: str, progress: Callable[[str], None] |
                       say, attempts)
         if got is not None:
             return {**result, "launched": [] if _undo_if_stopped(ec2, got, stopped) else got,
-                    "availability_zone": az, "moved": True}
+                    "availability_zone": az, "moved": az != home or bool(alive)}
     raise CapacityError(f"no capacity to recover {job_id}: " + "; ".join(messages[-3:]))
+
+
+def _subnets_by_az(ec2, job_id: str, stopped: Callable[[], bool]) -> dict[str, list[str]] | None:
+    """The subnets of the job's VPC by AZ; None when the job's security group is gone because it was stopped."""
+    group = security_group(ec2, job_id)
+    if group is None:
+        if stopped():
+            return None
+        raise TrainctlError(f"{job_id}: its security group is gone, so no node can be relaunched into it")
+    vpc = ec2.describe_security_groups(GroupIds=[group])["SecurityGroups"][0]["VpcId"]
+    by_az: dict[str, list[str]] = {}
+    for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]:
+        by_az.setdefault(s["AvailabilityZone"], []).append(s["SubnetId"])
+    return by_az
 
 
 def _stopped_meanwhile(backend, ec2, job_id: str, region: str, say: Callable[[str], None]) -> bool:

@@ -68,16 +68,30 @@ def integrate(points: list[tuple[float, float]], start: float, end: float) -> fl
     return total + (end - t0) / 3600 * price
 
 
+ENDED_STATES = ("shutting-down", "terminated", "stopping", "stopped")
+SPOT_RECLAIM = "Server.SpotInstanceTermination"
+
+
 def interrupted(inst: dict) -> bool:
-    """Gone without trainctl ending it: a Spot reclaim, or a node lost otherwise (ended from the console,
-    by another tool). A node that finished and shut itself down is not; nor one trainctl terminated."""
+    """A Spot reclaim: EC2 ended the node for Spot (StateReason Server.SpotInstanceTermination), or its agent got
+    the interruption notice and left the job (it tags itself trainctl:state=interrupted). Only these are
+    interruptions, and only these `watch --recover` replaces."""
     t = tag_map(inst)
-    if inst["State"]["Name"] not in ("shutting-down", "terminated") or TERMINATED_BY_TAG in t:
+    if inst["State"]["Name"] not in ENDED_STATES or TERMINATED_BY_TAG in t:
         return False
-    reason = (inst.get("StateReason") or {}).get("Code", "")
-    if t.get(STATE_TAG) == "interrupted" or reason.startswith("Server."):
-        return True  # Server.SpotInstanceTermination, or EC2 ended it for another reason of its own
-    return reason != "Client.InstanceInitiatedShutdown"
+    return (inst.get("StateReason") or {}).get("Code") == SPOT_RECLAIM or t.get(STATE_TAG) == "interrupted"
+
+
+def lost_otherwise(inst: dict) -> str | None:
+    """Why a node ended that trainctl did not end and no Spot reclaim took: its own shutdown (its agent failed,
+    or the user data did), EC2 for another reason (no capacity to run it, an internal error), or someone else.
+    None for any other node. Such a node is not replaced: its replacement would most likely end the same way."""
+    t = tag_map(inst)
+    if inst["State"]["Name"] not in ENDED_STATES or TERMINATED_BY_TAG in t or interrupted(inst):
+        return None
+    reason = inst.get("StateReason") or {}
+    said = reason.get("Message") or reason.get("Code") or inst.get("StateTransitionReason") or "no reason given"
+    return f"{inst['InstanceId']} {inst['State']['Name']} ({said})"
 
 
 def _spot_history(ec2, itype: str, az: str, start: float, now: float) -> list[tuple[float, float]]:
@@ -151,6 +165,10 @@ def _status(marks: dict, found: list[dict], alive: list[dict], nodes: int | None
         return ("Stopping", "Stopping", None) if alive else ("Stopped", "Stopped", None)
     if not found:
         return "Failed", "Failed", "no instance of the job exists (never launched, or deleted)"
+    gone = [why for i in found if (why := lost_otherwise(i))]
+    if gone and (not nodes or len(alive) < nodes):
+        return "Failed", "Failed", (f"node {gone[-1]}: not a Spot reclaim, so it is not replaced; "
+                                    "its log (`trainctl logs`) says what it did last")
     if not alive and not nodes:
         return "Stopped", "Stopped", "the job's instances and launch template are gone (removed by `trainctl down`?)"
     if nodes and len(alive) < nodes:

@@ -21,22 +21,31 @@ DEFAULT_GRACE_S = 180.0
 # The first looks come fast (a node that was already finishing goes at once), then back off: a job of many
 # nodes polled for three minutes must not spend its DescribeInstances rate on it.
 POLL_FIRST_S, POLL_MAX_S, POLL_BACKOFF = 1.0, 10.0, 1.5
+PROGRESS_EVERY_S = 20.0
 
 
 def _nodes(n: int) -> str:
     return f"{n} node" if n == 1 else f"{n} nodes"
 
 
-def wait_for_nodes(ec2, job_id: str, grace_s: float) -> list[str]:
+def wait_for_nodes(ec2, job_id: str, grace_s: float, say: Callable[[str], None] = lambda _line: None,
+                   running: int | None = None) -> list[str]:
     """Poll until no node of the job is pending or running, or `grace_s` is over; the ones still live then
-    (a node a racing `watch --recover` launched included: it is ended with the rest)."""
+    (a node a racing `watch --recover` launched included: it is ended with the rest). Says how many are left
+    whenever that changes from `running` (the count when the wait began), and at least every PROGRESS_EVERY_S,
+    so a long grace is never silent."""
     deadline = time.monotonic() + grace_s
-    interval = POLL_FIRST_S
+    interval, said, said_at = POLL_FIRST_S, running, time.monotonic()
     while True:
         left = [i["InstanceId"] for i in instances(ec2, job_id, LIVE_STATES)]
         remaining = deadline - time.monotonic()
         if not left or remaining <= 0:
             return left
+        if said is not None and (len(left) != said or time.monotonic() - said_at >= PROGRESS_EVERY_S):
+            say(f"{_nodes(len(left))} still running; terminating {'it' if len(left) == 1 else 'them'} in "
+                f"{remaining:.0f} s unless {'it stops' if len(left) == 1 else 'they stop'} first")
+            said_at = time.monotonic()
+        said = len(left)
         time.sleep(min(interval, remaining))
         interval = min(interval * POLL_BACKOFF, POLL_MAX_S)
 
@@ -70,7 +79,7 @@ def stop(client_for, job_id: str, region: str, grace_s: float | None = None,
         try:  # from the line on: a Ctrl-C right after it is one during the grace
             say(f"stop mark written; waiting up to {grace:g} s for the {_nodes(len(running))} to checkpoint and "
                 f"shut down")
-            left = wait_for_nodes(ec2, job_id, grace)
+            left = wait_for_nodes(ec2, job_id, grace, say, len(running))
         except KeyboardInterrupt:
             _interrupted_grace(ec2, job_id, say)
             raise
