@@ -12,10 +12,13 @@ from trainctl.perf import estimator as perf_layout
 from trainctl.perf.estimator import MeasuredRate
 from trainctl.planner.spot import risk
 from trainctl.catalog import Catalog, InstanceType, load_calibration
+from trainctl.planner.flexible import flexible_options
 from trainctl.planner.pricing import input_limit, job_times, price_option
 from trainctl.plans import Excluded, Option, Plan
 from trainctl.planner.quotes import Quotes
 from trainctl.spec import JobSpec, Layout
+from trainctl.spec.flexible import family_groups, is_flexible, label
+from trainctl.spec.flexible import members as flexible_members
 
 # --objective values: rank by expected cost, by the 90th percentile of simulated cost, or by wall hours.
 OBJECTIVES = ("cost", "p90-cost", "time")
@@ -27,6 +30,8 @@ class _Candidate:
     instance: InstanceType
     count: int
     markets: tuple[str, ...]
+    members: tuple[InstanceType, ...] = ()   # a flexible layout's types (planner/flexible.py); () when fixed
+    group: str = ""                          # its name: g5:1xA10G, or the types joined by '|'
 
 
 @dataclass
@@ -65,9 +70,13 @@ def candidates(spec: JobSpec, catalog: Catalog, request: PlanRequest) -> list[_C
     out: list[_Candidate] = []
     if layouts:
         for lay in layouts:
+            markets = (lay.market,) if lay.market else tuple(cands.markets)
+            if is_flexible(lay.instance_type):
+                out.append(flexible_candidate(catalog, lay.instance_type, lay.count, markets))
+                continue
             inst = catalog.instance(lay.instance_type)
             if inst is not None:
-                out.append(_Candidate(inst, lay.count, (lay.market,) if lay.market else tuple(cands.markets)))
+                out.append(_Candidate(inst, lay.count, markets))
         if request.layouts:
             return out
     families = cands.families or ([] if cands.layouts else catalog.families)
@@ -76,7 +85,22 @@ def candidates(spec: JobSpec, catalog: Catalog, request: PlanRequest) -> list[_C
             continue
         for n in range(cands.nodes.min, cands.nodes.max + 1):
             out.append(_Candidate(inst, n, tuple(cands.markets)))
-    return out
+    return out + [flexible_candidate(catalog, group, n, tuple(cands.markets))
+                  for group in flexible_groups(cands, catalog, families)
+                  for n in range(cands.nodes.min, cands.nodes.max + 1)]
+
+
+def flexible_groups(cands, catalog: Catalog, families) -> list[str]:
+    """The flexible layouts `candidates.flexible` asks for: every family's sizes that share the accelerator
+    (true), or the lists given."""
+    if cands.flexible is True:
+        return family_groups(catalog, families)
+    return ["|".join(types) for types in cands.flexible or []]
+
+
+def flexible_candidate(catalog: Catalog, group: str, count: int, markets: tuple[str, ...]) -> _Candidate:
+    members = tuple(catalog.instances[t] for t in flexible_members(catalog, group))
+    return _Candidate(members[0], count, markets, members, label(catalog, [m.name for m in members]))
 
 
 def _entrypoint_mismatch(spec: JobSpec, inst: InstanceType) -> str | None:
@@ -210,6 +234,8 @@ class _Planning:
         return None
 
     def layout_options(self, cand: _Candidate) -> list[risk.Priced]:
+        if cand.members:
+            return flexible_options(self, cand, _throughput)
         inst, count = cand.instance, cand.count
         fitted = self.fit(inst, count)
         if fitted is None:

@@ -25,7 +25,7 @@ def _live_source() -> str:
 # never cut; rank, layout and market always stay.
 _COLUMNS = (
     Column("#", lambda o: str(o.rank), "right", keep=True),
-    Column("layout", lambda o: f"{o.count}x {o.instance_type}", keep=True),
+    Column("layout", lambda o: f"{o.count}x {o.type_label}", keep=True),
     Column("market", lambda o: o.market, keep=True),
     Column("expected $", lambda o: _money(o.expected_cost_usd), "right"),
     Column("p90 $", lambda o: _money(o.cost_p90_usd) if o.cost_p90_usd else "-", "right"),
@@ -59,7 +59,7 @@ def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int
         con.print(f"{len(plan.options)} options, top {shown} shown (--top N for more). $/h is the whole layout; "
                   "hours include expected interruption rework; pareto: no other option is both cheaper and faster.")
         for o in plan.options[:explain]:
-            con.print(f"[bold]#{o.rank}[/] {o.count}x {o.instance_type} {o.market} on {o.platform}, "
+            con.print(f"[bold]#{o.rank}[/] {o.count}x {o.type_label} {o.market} on {o.platform}, "
                       f"{o.availability_zone or o.region}:")
             for line in o.why:
                 con.print(_hanging(line, con.width), markup=False, highlight=False)

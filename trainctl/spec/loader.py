@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from trainctl.spec.flexible import is_flexible, members
 from trainctl.errors import UsageError
 from trainctl.spec.model import MAX_SPEC_BYTES, JobSpec, _clip, bundled_arg_problem
 
@@ -168,7 +169,10 @@ def _check_against_catalog(spec: JobSpec, text: str, p: Path, catalog) -> None:
             line = _yaml_line(text, ("candidates", "families", i))
             raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'candidates.families.{i}': unknown "
                              f"instance family {family!r}; known: {', '.join(catalog.families)}")
+    _check_flexible(spec, text, p, catalog)
     for i, layout in enumerate(spec.candidates.layouts):
+        if is_flexible(layout.instance_type):
+            continue
         if layout.instance_type not in known_instance_types:
             line = _yaml_line(text, ("candidates", "layouts", i))
             raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'candidates.layouts.{i}': unknown "
@@ -177,6 +181,20 @@ def _check_against_catalog(spec: JobSpec, text: str, p: Path, catalog) -> None:
         if key not in known_instance_types and key not in catalog.accelerators:
             raise UsageError(f"{p}: field 'throughput.{key}': not an instance type or accelerator name; use e.g. "
                              "g5.2xlarge or A10G")
+
+
+def _check_flexible(spec: JobSpec, text: str, p: Path, catalog) -> None:
+    """Every flexible layout and every list under candidates.flexible names known types of one accelerator."""
+    named = [(("candidates", "layouts", i), lay.instance_type) for i, lay in enumerate(spec.candidates.layouts)
+             if is_flexible(lay.instance_type)]
+    if isinstance(spec.candidates.flexible, list):
+        named += [(("candidates", "flexible", i), "|".join(types)) for i, types in enumerate(spec.candidates.flexible)]
+    for where, name in named:
+        try:
+            members(catalog, name)
+        except ValueError as e:
+            line = _yaml_line(text, where)
+            raise UsageError(f"{p}{':' + str(line) if line else ''}: field '{'.'.join(map(str, where))}': {e}") from None
 
 
 def _check_entrypoint_args(spec: JobSpec, text: str, p: Path) -> None:
