@@ -170,6 +170,7 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
     sequence = [options[idx]]
     if args.failover:
         sequence += [o for o in options[idx + 1:] if o.platform in BACKENDS]
+    sequence = [one for o in sequence for one in one_type_per_job(o, args.failover, say)]
     run = _Run(args, spec, plan, store, say)
     base_id = new_job_id(spec.name)
     attempts: list[Attempt] = []
@@ -197,6 +198,20 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
         say(f"failover: {job_id} got no capacity ({problem}); moving to {nxt.describe()}")
         store.add_event(job_id, "failover", f"to option {nxt.rank} {nxt.layout}")
     raise AssertionError("unreachable: the loop returns or raises")
+
+
+def one_type_per_job(option: Option, failover: bool, say: Callable[[str], None]) -> list[Option]:
+    """SageMaker takes one instance type per job (CreateTrainingJob's ResourceConfig.InstanceType): a flexible
+    option there becomes its types in priority order, tried one after the other under --failover (without it,
+    the first type only). On EC2 one fleet takes them all."""
+    if option.platform != "sagemaker" or not option.flexible:
+        return [option]
+    types = option.instance_types if failover else option.instance_types[:1]
+    if not failover:
+        say(f"SageMaker takes one type per job: launching {types[0]} of {option.type_label}; --failover tries "
+            f"{', '.join(option.instance_types[1:])} next when it gets no capacity")
+    return [option.model_copy(update={"instance_type": t, "instance_types": (t,), "flexible_group": None})
+            for t in types]
 
 
 def _dry_run_document(request, spec, option: Option) -> dict:
