@@ -52,3 +52,13 @@ def test_the_spec_asks_for_flexible_layouts_by_family_or_by_list(tmp_path):
     bad = run_cli([*EAST, "plan", str(spec), "--offline"], home)
     assert bad.returncode != 0 and len(bad.stderr.strip().splitlines()) == 1
     assert "candidates.flexible.0" in bad.stderr and "different accelerators" in bad.stderr
+
+
+def test_a_saved_flexible_plan_names_only_types_the_catalog_knows(tmp_path):
+    home = tmp_path / "home"
+    doc = plan(home, "--offline", "--platform", "ec2", "--layout", "g5:1xA10G:4:spot")
+    doc["options"][0]["instance_types"].append("x9.big")
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    proc = run_cli(["launch", SPEC, "--dry-run", "--plan", str(tmp_path / "plan.json")], home, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "options.0.instance_types 'x9.big' is not in the catalog" in proc.stderr

@@ -59,6 +59,10 @@ def test_the_dry_run_fleet_has_an_override_per_type_with_priorities_and_a_price_
         assert spot["AllocationStrategy"] == "capacity-optimized-prioritized"
         assert spot["SingleInstanceType"] and spot["SingleAvailabilityZone"] and spot["MinTargetCapacity"] == 4
         assert float(spot["MaxTotalPrice"]) == option["hourly_cap_usd"]
+    summary = run_cli([*EAST, "launch", SPEC, "--platform", "ec2", "--layout", "g5:1xA10G:4:spot", "--dry-run"],
+                      tmp_path / "home", env={**sb.env, "COLUMNS": "200"})
+    assert f"MaxTotalPrice={fleets[0]['SpotOptions']['MaxTotalPrice']}" in summary.stdout
+    assert "identical nodes of any of" in summary.stdout
     template = next(r["params"] for r in doc["requests"] if r["operation"] == "CreateLaunchTemplate")
     # g5.xlarge ... g5.4xlarge have no EFA: the one template has none, so every member boots from it
     assert "NetworkInterfaces" not in template["LaunchTemplateData"]

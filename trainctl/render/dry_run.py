@@ -25,7 +25,9 @@ KEY_PARAMS: dict[str, tuple[str, ...]] = {
                              "LaunchTemplateData.MetadataOptions.HttpTokens"),
     "CreateFleet": ("TargetCapacitySpecification.TotalTargetCapacity",
                     "TargetCapacitySpecification.DefaultTargetCapacityType",
-                    "LaunchTemplateConfigs.0.Overrides.0.InstanceType", "LaunchTemplateConfigs.0.Overrides.0.SubnetId"),
+                    "LaunchTemplateConfigs.0.Overrides.0.InstanceType", "LaunchTemplateConfigs.0.Overrides.0.SubnetId",
+                    # a flexible layout's fleet only: its hard cap per hour
+                    "SpotOptions.MaxTotalPrice", "OnDemandOptions.MaxTotalPrice"),
     "CreateTrainingJob": ("TrainingJobName", "ResourceConfig.InstanceType", "ResourceConfig.InstanceCount",
                           "EnableManagedSpotTraining", "StoppingCondition.MaxRuntimeInSeconds",
                           "StoppingCondition.MaxWaitTimeInSeconds", "VpcConfig.Subnets"),

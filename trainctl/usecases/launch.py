@@ -85,8 +85,10 @@ def _check_known_types(plan: Plan, path: str) -> None:
 
     known = load_catalog().instances
     for i, o in enumerate(plan.options):
-        if o.instance_type not in known:
-            raise UsageError(f"--plan {path}: options.{i}.instance_type {o.instance_type[:40]!r} is not in the "
+        unknown = [t for t in (o.instance_type, *o.instance_types) if t not in known]
+        if unknown:
+            field = "instance_type" if unknown[0] == o.instance_type else "instance_types"
+            raise UsageError(f"--plan {path}: options.{i}.{field} {unknown[0][:40]!r} is not in the "
                              "catalog (`trainctl catalog` lists the known types); save the plan again with "
                              "`trainctl plan SPEC -o json > plan.json`")
 
