@@ -279,10 +279,10 @@ class _Planning:
             o = priced.option
             where = {"platform": o.platform, "market": o.market, "region": o.region}
             if cons.deadline_hours is not None and o.wall_hours > cons.deadline_hours:
-                self.exclude(o.instance_type, o.count, f"misses the deadline: {o.wall_hours:.1f} h expected > "
+                self.exclude(o.type_label, o.count, f"misses the deadline: {o.wall_hours:.1f} h expected > "
                                                        f"{cons.deadline_hours:g} h", **where)
             elif cons.budget_usd is not None and o.expected_cost_usd > cons.budget_usd:
-                self.exclude(o.instance_type, o.count, f"over budget: ${o.expected_cost_usd:,.0f} expected > "
+                self.exclude(o.type_label, o.count, f"over budget: ${o.expected_cost_usd:,.0f} expected > "
                                                        f"${cons.budget_usd:,.0f}", **where)
             else:
                 kept.append(priced)
@@ -313,21 +313,21 @@ def _ranking_words(o: Option, i: int, ranked: list[Option], objective: str) -> t
         return ()
     best = ranked[0]
     if i == 0:
-        runner = next((r for r in ranked[1:] if r.market != o.market or r.instance_type != o.instance_type), None)
+        runner = next((r for r in ranked[1:] if r.market != o.market or r.type_label != o.type_label), None)
         if objective == "p90-cost":
             line = f"lowest 90th-percentile cost: ${o.cost_p90_usd:,.2f} (expected ${o.expected_cost_usd:,.2f})"
             if runner:
                 line += (f", ${runner.cost_p90_usd - o.cost_p90_usd:,.2f} less at p90 than the next layout "
-                         f"({runner.instance_type} x{runner.count} {runner.market})")
+                         f"({runner.type_label} x{runner.count} {runner.market})")
         elif objective == "cost":
             line = f"lowest expected cost: ${o.expected_cost_usd:,.2f}"
             if runner:
                 line += (f", ${runner.expected_cost_usd - o.expected_cost_usd:,.2f} less than the next layout "
-                         f"({runner.instance_type} x{runner.count} {runner.market})")
+                         f"({runner.type_label} x{runner.count} {runner.market})")
         else:
             line = f"fastest: {o.wall_hours:.2f} h"
             if runner:
-                line += f", {runner.wall_hours - o.wall_hours:.2f} h sooner than {runner.instance_type} x{runner.count}"
+                line += f", {runner.wall_hours - o.wall_hours:.2f} h sooner than {runner.type_label} x{runner.count}"
         return (line,)
     if objective == "p90-cost":
         return (f"${o.cost_p90_usd - best.cost_p90_usd:,.2f} more than #1 at p90",)
