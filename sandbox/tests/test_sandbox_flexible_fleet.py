@@ -99,3 +99,6 @@ def test_placement_scores_grow_with_the_set_of_types_and_repeat(sandbox):
     assert one <= 3 and one <= three <= five
     assert _score(ec2, ONE_A10G) == three
     assert _score(ec2, ONE_A10G, 400) < three       # a bigger target scores lower
+    for t in ONE_A10G:                               # the capacity switches reach the scores
+        sandbox.admin.set_capacity(t, available=False)
+    assert _score(ec2, ONE_A10G) == 1
