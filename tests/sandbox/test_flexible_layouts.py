@@ -1,7 +1,7 @@
 """Flexible layouts: N identical nodes of any of several types with the same accelerators. The plan prices them
 on their worst type and scores exactly their set; the EC2 launch is one fleet per AZ with an override per type;
 recovery takes any of the types; SageMaker tries them one after the other. Through the CLI against the strict
-sandbox (the plan offline: tests/cli/test_flexible_layouts.py)."""
+sandbox (the plan offline: tests/cli/test_flexible_layouts_plan.py)."""
 from __future__ import annotations
 
 import json
@@ -122,3 +122,26 @@ def test_a_flexible_sagemaker_option_is_one_type_per_job(sandbox_env, tmp_path):
     job = next(r["params"] for r in json.loads(proc.stdout)["requests"] if r["operation"] == "CreateTrainingJob")
     assert job["ResourceConfig"]["InstanceType"] == f"ml.{option['instance_types'][0]}"
     assert "SageMaker takes one type per job" in proc.stderr
+
+
+def test_flexible_layouts_spend_one_configuration_per_set_and_count_and_the_launch_none(sandbox_env, tmp_path):
+    sb, home = sandbox_env, tmp_path / "home"
+    no_cache = {**sb.env, "TRAINCTL_CACHE_TTL": "0"}   # the same configuration asked again is what is free
+
+    def spent() -> list[str]:
+        return sb.admin.action("set_score_config_limit")["configurations"].get("123456789012", [])
+
+    # two types score low by AWS's design: not worth a configuration
+    pair = plan(home, "--platform", "ec2", "--layout", "g5:4xA10G:2:spot", env=no_cache)["options"][0]
+    assert pair["spot_placement_score"] is None and spent() == []
+    assert any("placement score not asked: 2 types" in w for w in pair["why"])
+    plan(home, "--platform", "ec2", "--layout", f"{THREE}:4:spot", env=no_cache)
+    planned = spent()
+    assert planned == [json.dumps([sorted(THREE.split("|")), 4, "units", True], sort_keys=True)]
+    sb.admin.action("set_score_config_limit", limit=len(planned))   # nothing new may be asked now
+    dry = run_cli(["-o", "json", *EAST, "launch", SPEC, "--platform", "ec2", "--layout", f"{THREE}:4:spot",
+                   "--dry-run"], home, env=no_cache)
+    assert dry.returncode == 0, dry.stderr
+    notes = json.loads(dry.stdout)["notes"]
+    assert any(n.startswith("AZ order:") for n in notes) and not any("no Spot placement scores" in n for n in notes)
+    assert spent() == planned

@@ -72,7 +72,10 @@ def _member_option(run, cand, members, member, platform, region, market, price, 
                          run.exclude)
         if own is None:
             return None
-        quote = (*own[:3], *_set_score(run, cand, members, region))
+        az, score, odds = _set_score(run, cand, members, region)
+        history = run.quotes.spot_prices.get((region, member.name), {})
+        hourly = history[az].mean_usd if platform == "ec2" and az in history else own[0]  # the set's AZ
+        quote = (hourly, own[1], own[2], az, score, odds)
     widest = max(members, key=lambda m: (m.vcpus, m.name))   # identical nodes: the fleet may get all of them
     return price_option(run.catalog, run.quotes, member, cand.count, platform, region, market, *price, times, fit,
                         tp, feed, n_acc, run.spec.constraints.max_spot_wait_hours, run.exclude, spot_quote=quote,

@@ -96,7 +96,7 @@ def gather_quotes(spec: JobSpec, catalog, request: PlanRequest, inputs: PlanInpu
     platforms = request.platforms or tuple(spec.candidates.platforms)
     spot_counts: dict[str, set[int]] = {}
     for c in cands:
-        if "spot" in c.markets:
+        if "spot" in c.markets and not c.members:   # a flexible layout is scored for its own set (below)
             spot_counts.setdefault(c.instance.name, set()).add(c.count)
     markets = tuple(sorted({m for c in cands for m in c.markets}))
     flexible: dict[tuple[str, ...], set[int]] = {}
