@@ -59,7 +59,11 @@ def _set_score(run, cand, members, region: str):
     scores = run.quotes.placement_scores.get((region, score_key(m.name for m in members), cand.count), {})
     if not scores:
         return None, None, None
-    az = max(scores, key=lambda z: (scores[z], z))
+    def dearness(z: str) -> float:   # on a tie of scores, the AZ where its types cost least (as a fixed layout)
+        prices = [run.quotes.spot_prices.get((region, m.name), {}).get(z) for m in members]
+        return sum(p.mean_usd if p else 1e9 for p in prices)
+
+    az = max(scores, key=lambda z: (scores[z], -dearness(z), z))
     return az, scores[az], (scores[az] / 10.0 if len(members) >= MIN_SCORE_TYPES else None)
 
 
