@@ -84,10 +84,35 @@ class Option(_Frozen):
     hours_p50: Annotated[NonNegative, _rounded(3)] = Field(0.0, description="median billed hours")
     hours_p90: Annotated[NonNegative, _rounded(3)] = Field(0.0, description="90th percentile billed hours")
     input_bound: bool = Field(False, description="throughput capped by the CPUs feeding the accelerators")
+    instance_types: tuple[str, ...] = Field(
+        (), description="every type a node may be, in the launch's priority order (lowest expected cost first); a "
+                        "fixed layout lists one type; `instance_type` names the one its throughput was priced on")
+    flexible_group: str | None = Field(None, max_length=300,
+                                       description="a flexible layout's name (g5:1xA10G, or types joined by '|')")
+    hourly_cap_usd: Annotated[float | None, Field(ge=0), _rounded(4)] = Field(
+        None, description="flexible layouts: the whole layout per hour on its dearest type; the EC2 launch's "
+                          "MaxTotalPrice")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_type_when_fixed(cls, data: Any) -> Any:
+        # Plans saved before flexible layouts existed, and fixed options: the one type.
+        if isinstance(data, dict) and not data.get("instance_types") and data.get("instance_type"):
+            return {**data, "instance_types": (data["instance_type"],)}
+        return data
+
+    @property
+    def flexible(self) -> bool:
+        return len(self.instance_types) > 1
+
+    @property
+    def type_label(self) -> str:
+        """What a person reads for the machine: the type, or the flexible layout's name."""
+        return self.flexible_group or self.instance_type if self.flexible else self.instance_type
 
     @property
     def layout(self) -> str:
-        return f"{self.instance_type}:{self.count}:{self.market}"
+        return f"{self.type_label}:{self.count}:{self.market}"
 
     @property
     def where(self) -> str:
@@ -95,7 +120,7 @@ class Option(_Frozen):
 
     def describe(self) -> str:
         """One line for people: what this option is and what it is expected to cost."""
-        return (f"option {self.rank}: {self.count} x {self.instance_type} {self.market} on {self.platform} in "
+        return (f"option {self.rank}: {self.count} x {self.type_label} {self.market} on {self.platform} in "
                 f"{self.where}: expected {self.hours:.2f} h, ${self.expected_cost_usd:,.2f} "
                 f"(${self.hourly_usd:,.2f}/h, {self.throughput_samples_per_s:,.0f} samples/s "
                 f"{self.throughput_source})")

@@ -12,7 +12,7 @@ import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from trainctl.catalog import Catalog
 from trainctl.planner.quotes import Quotes, SpotPrice
 
 DEFAULT_WINDOW_HOURS = 7 * 24
+MIN_TYPES_PER_SCORE = 3  # AWS: fewer types always score low, so such a configuration is not worth a new one
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,9 @@ class MarketRequest:
     platforms: tuple[str, ...]
     markets: tuple[str, ...]
     window_hours: float = DEFAULT_WINDOW_HOURS
+    # flexible layouts on Spot: their set of types (sorted) -> node counts; each (set, count) is one placement-score
+    # configuration, asked exactly as the launch's fleet is made (sets of fewer than three types are not asked)
+    flexible_sets: dict[tuple[str, ...], tuple[int, ...]] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- disk cache
@@ -120,13 +124,15 @@ def _score_groups(catalog: Catalog, types: list[str]) -> list[list[str]]:
     return [list(g) for g in sorted({tuple(score_group(catalog, t)) for t in types})]
 
 
-def placement_scores_for(ec2, region: str, instance_type: str, count: int) -> tuple[dict[str, int], tuple[str, ...]]:
-    """(AZ name -> score, the configuration's types) for `count` x `instance_type`: the plan's configuration,
-    read from the plan's cache when it is fresh, so launch and doctor spend no new configuration."""
+def placement_scores_for(ec2, region: str, instance_type: str, count: int,
+                         types=None) -> tuple[dict[str, int], tuple[str, ...]]:
+    """(AZ name -> score, the configuration's types) for `count` x `instance_type` (or a flexible layout's
+    `types`): the plan's configuration, read from the plan's cache when it is fresh, so launch and doctor spend
+    no new configuration."""
     from trainctl.aws import zones
     from trainctl.catalog import load_catalog
 
-    group = score_group(load_catalog(), instance_type)
+    group = sorted(types) if types else score_group(load_catalog(), instance_type)
     try:
         cache = DiskCache(caller_account(region))
     except Exception:  # noqa: BLE001 - without the account there is no cache to share, only the same question
@@ -256,7 +262,8 @@ def _age(seconds: float) -> str:
 
 
 def _submit_all(pool, cache: DiskCache, catalog: Catalog, req: MarketRequest) -> dict[tuple, object]:
-    spot_types = sorted(t for t, counts in req.spot_counts.items() if counts)
+    # Spot prices of every type a Spot layout may get, flexible layouts' members too
+    spot_types = sorted({t for t, counts in req.spot_counts.items() if counts} | {t for s in req.flexible_sets for t in s})
     counts = sorted({c for cs in req.spot_counts.values() for c in cs})
     groups = _score_groups(catalog, spot_types) if spot_types else []
     jobs: dict[tuple, object] = {}
@@ -274,6 +281,11 @@ def _submit_all(pool, cache: DiskCache, catalog: Catalog, req: MarketRequest) ->
                     jobs[("score", region, tuple(group), c)] = pool.submit(
                         _cached, cache, {"op": "score", "region": region, "types": group, "count": c},
                         lambda r=region, g=group, n=c: _placement_scores(r, g, n))
+        for types, set_counts in req.flexible_sets.items():
+            for c in set_counts if len(types) >= MIN_TYPES_PER_SCORE else ():
+                jobs.setdefault(("score", region, tuple(types), c), pool.submit(
+                    _cached, cache, {"op": "score", "region": region, "types": list(types), "count": c},
+                    lambda r=region, g=list(types), n=c: _placement_scores(r, g, n)))
         for platform in req.platforms:
             service = "AmazonEC2" if platform == "ec2" else "AmazonSageMaker"
             for t in req.instance_types:
@@ -323,6 +335,9 @@ def _assemble(catalog: Catalog, req: MarketRequest, results: dict, errors: dict)
                     if c in req.spot_counts.get(t, ()):
                         scores_out[(region, t, c)] = by_name
                         configs[(region, t, c)] = tuple(group)
+                if c in req.flexible_sets.get(tuple(group), ()):   # a flexible layout's own configuration
+                    scores_out[(region, "|".join(group), c)] = by_name
+                    configs[(region, "|".join(group), c)] = tuple(group)
     warnings += _score_refusals(errors, live_regions)
     on_demand, quotas, quota_codes = _prices_and_quotas(catalog, results, errors, warnings)
     return Quotes(source="live", regions=tuple(live_regions), on_demand=on_demand, spot_prices=spot_prices,

@@ -113,14 +113,17 @@ def _score_words(quotes, itype: str, count: int, region: str, az, score, odds) -
 
 
 def price_option(catalog, quotes, inst, count, platform, region, market, od, od_src, times, fit, tp, feed,
-                  n_ranks, cons_wait, exclude) -> risk.Priced | None:
+                  n_ranks, cons_wait, exclude, spot_quote=None, quota_inst=None,
+                  score_key: str | None = None) -> risk.Priced | None:
+    """`spot_quote`, `quota_inst`, `score_key`: a flexible layout's Spot price (what `spot_price` returns), the
+    member its quota is checked on and the key of its placement score (planner/flexible.py)."""
     why: list[str] = []
     az = score = band = None
     odds: float | None = 1.0
     if market == "on-demand":
         hourly_node, price_src = od, od_src
     else:
-        got = spot_price(catalog, quotes, inst, count, platform, region, market, od, exclude)
+        got = spot_quote or spot_price(catalog, quotes, inst, count, platform, region, market, od, exclude)
         if got is None:
             return None
         hourly_node, price_src, band, az, score, odds = got
@@ -141,9 +144,9 @@ def price_option(catalog, quotes, inst, count, platform, region, market, od, od_
     if market == "spot":
         assumed = "" if catalog.spot_advice(region, inst.name) else " (assumed: no advisor data)"
         why.append(f"Spot: interruption band {band}{assumed} -> {exp.interruptions:.2f} interruptions expected")
-        why.append(_score_words(quotes, inst.name, count, region, az, score, odds))
+        why.append(_score_words(quotes, score_key or inst.name, count, region, az, score, odds))
     why.extend(risk_words)
-    quota_ok = quota_check(catalog, quotes, inst, count, platform, region, market, why)
+    quota_ok = quota_check(catalog, quotes, quota_inst or inst, count, platform, region, market, why)
     why.extend(tp.words)
     if feed.words:
         why.append(feed.words)

@@ -12,10 +12,13 @@ from trainctl.perf import estimator as perf_layout
 from trainctl.perf.estimator import MeasuredRate
 from trainctl.planner.spot import risk
 from trainctl.catalog import Catalog, InstanceType, load_calibration
+from trainctl.planner.flexible import flexible_options
 from trainctl.planner.pricing import input_limit, job_times, objective_value, over_quota_warning, price_option
 from trainctl.plans import Excluded, Option, Plan
 from trainctl.planner.quotes import Quotes
 from trainctl.spec import JobSpec, Layout
+from trainctl.spec.flexible import family_groups, is_flexible, label
+from trainctl.spec.flexible import members as flexible_members
 
 # --objective values: rank by expected cost, by the 90th percentile of simulated cost, or by wall hours.
 OBJECTIVES = ("cost", "p90-cost", "time")
@@ -27,6 +30,8 @@ class _Candidate:
     instance: InstanceType
     count: int
     markets: tuple[str, ...]
+    members: tuple[InstanceType, ...] = ()   # a flexible layout's types (planner/flexible.py); () when fixed
+    group: str = ""                          # its name: g5:1xA10G, or the types joined by '|'
 
 
 @dataclass
@@ -65,9 +70,13 @@ def candidates(spec: JobSpec, catalog: Catalog, request: PlanRequest) -> list[_C
     out: list[_Candidate] = []
     if layouts:
         for lay in layouts:
+            markets = (lay.market,) if lay.market else tuple(cands.markets)
+            if is_flexible(lay.instance_type):
+                out.append(flexible_candidate(catalog, lay.instance_type, lay.count, markets))
+                continue
             inst = catalog.instance(lay.instance_type)
             if inst is not None:
-                out.append(_Candidate(inst, lay.count, (lay.market,) if lay.market else tuple(cands.markets)))
+                out.append(_Candidate(inst, lay.count, markets))
         if request.layouts:
             return _merged(out)
     families = cands.families or ([] if cands.layouts else catalog.families)
@@ -76,20 +85,38 @@ def candidates(spec: JobSpec, catalog: Catalog, request: PlanRequest) -> list[_C
             continue
         for n in range(cands.nodes.min, cands.nodes.max + 1):
             out.append(_Candidate(inst, n, tuple(cands.markets)))
-    return _merged(out)
+    flexible = [flexible_candidate(catalog, group, n, tuple(cands.markets))
+                for group in flexible_groups(cands, catalog, families)
+                for n in range(cands.nodes.min, cands.nodes.max + 1)]
+    return _merged(out + flexible)
 
 
 def _merged(cands: list[_Candidate]) -> list[_Candidate]:
-    """One candidate per (type, count): a layout listed in candidates.layouts that the families also produce
-    would otherwise be priced, ranked and shown twice. Its markets are the union, in first-seen order."""
+    """One candidate per layout (its type, or a flexible layout's group, and its count): a layout listed in
+    candidates.layouts that the families also produce would otherwise be priced, ranked and shown twice. Its
+    markets are the union, in first-seen order."""
     by_layout: dict[tuple[str, int], _Candidate] = {}
     for c in cands:
-        seen = by_layout.get((c.instance.name, c.count))
+        key = (c.group or c.instance.name, c.count)
+        seen = by_layout.get(key)
         if seen is None:
-            by_layout[(c.instance.name, c.count)] = _Candidate(c.instance, c.count, c.markets)
+            by_layout[key] = _Candidate(c.instance, c.count, c.markets, c.members, c.group)
         else:
             seen.markets = seen.markets + tuple(m for m in c.markets if m not in seen.markets)
     return list(by_layout.values())
+
+
+def flexible_groups(cands, catalog: Catalog, families) -> list[str]:
+    """The flexible layouts `candidates.flexible` asks for: every family's sizes that share the accelerator
+    (true), or the lists given."""
+    if cands.flexible is True:
+        return family_groups(catalog, families)
+    return ["|".join(types) for types in cands.flexible or []]
+
+
+def flexible_candidate(catalog: Catalog, group: str, count: int, markets: tuple[str, ...]) -> _Candidate:
+    members = tuple(catalog.instances[t] for t in flexible_members(catalog, group))
+    return _Candidate(members[0], count, markets, members, label(catalog, [m.name for m in members]))
 
 
 def _entrypoint_mismatch(spec: JobSpec, inst: InstanceType) -> str | None:
@@ -266,6 +293,8 @@ class _Planning:
         return None
 
     def layout_options(self, cand: _Candidate) -> list[risk.Priced]:
+        if cand.members:
+            return flexible_options(self, cand, _throughput)
         inst, count = cand.instance, cand.count
         fitted = self.fit(inst, count)
         if fitted is None:
@@ -312,10 +341,10 @@ class _Planning:
                 miss = self.closest_miss
                 if miss is None or (o.wall_hours, o.expected_cost_usd) < (miss.wall_hours, miss.expected_cost_usd):
                     self.closest_miss = o
-                self.exclude(o.instance_type, o.count, f"misses the deadline: {o.wall_hours:.1f} wall hours "
-                                                       f"expected > {cons.deadline_hours:g} h", **where)
+                self.exclude(o.type_label, o.count, f"misses the deadline: {o.wall_hours:.1f} wall hours "
+                                                    f"expected > {cons.deadline_hours:g} h", **where)
             elif cons.budget_usd is not None and o.expected_cost_usd > cons.budget_usd:
-                self.exclude(o.instance_type, o.count, f"over budget: ${o.expected_cost_usd:,.0f} expected > "
+                self.exclude(o.type_label, o.count, f"over budget: ${o.expected_cost_usd:,.0f} expected > "
                                                        f"${cons.budget_usd:,.0f}", **where)
             else:
                 kept.append(priced)
@@ -345,21 +374,21 @@ def _ranking_words(o: Option, i: int, ranked: list[Option], objective: str) -> t
         return ()
     best = ranked[0]
     if i == 0:
-        runner = next((r for r in ranked[1:] if r.market != o.market or r.instance_type != o.instance_type), None)
+        runner = next((r for r in ranked[1:] if r.market != o.market or r.type_label != o.type_label), None)
         if objective == "p90-cost":
             line = f"lowest 90th-percentile cost: ${o.cost_p90_usd:,.2f} (expected ${o.expected_cost_usd:,.2f})"
             if runner:
                 line += (f", ${runner.cost_p90_usd - o.cost_p90_usd:,.2f} less at p90 than the next layout "
-                         f"({runner.instance_type} x{runner.count} {runner.market})")
+                         f"({runner.type_label} x{runner.count} {runner.market})")
         elif objective == "cost":
             line = f"lowest expected cost: ${o.expected_cost_usd:,.2f}"
             if runner:
                 line += (f", ${runner.expected_cost_usd - o.expected_cost_usd:,.2f} less than the next layout "
-                         f"({runner.instance_type} x{runner.count} {runner.market})")
+                         f"({runner.type_label} x{runner.count} {runner.market})")
         else:
             line = f"fastest: {o.wall_hours:.2f} h"
             if runner:
-                line += f", {runner.wall_hours - o.wall_hours:.2f} h sooner than {runner.instance_type} x{runner.count}"
+                line += f", {runner.wall_hours - o.wall_hours:.2f} h sooner than {runner.type_label} x{runner.count}"
         return (line,)
     if objective == "p90-cost":
         return (f"${o.cost_p90_usd - best.cost_p90_usd:,.2f} more than #1 at p90",)

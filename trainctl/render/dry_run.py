@@ -25,7 +25,9 @@ KEY_PARAMS: dict[str, tuple[str, ...]] = {
                              "LaunchTemplateData.MetadataOptions.HttpTokens"),
     "CreateFleet": ("TargetCapacitySpecification.TotalTargetCapacity",
                     "TargetCapacitySpecification.DefaultTargetCapacityType",
-                    "LaunchTemplateConfigs.0.Overrides.0.InstanceType", "LaunchTemplateConfigs.0.Overrides.0.SubnetId"),
+                    "LaunchTemplateConfigs.0.Overrides.0.InstanceType", "LaunchTemplateConfigs.0.Overrides.0.SubnetId",
+                    # a flexible layout's fleet only: its hard cap per hour
+                    "SpotOptions.MaxTotalPrice", "OnDemandOptions.MaxTotalPrice"),
     "CreateTrainingJob": ("TrainingJobName", "ResourceConfig.InstanceType", "ResourceConfig.InstanceCount",
                           "EnableManagedSpotTraining", "StoppingCondition.MaxRuntimeInSeconds",
                           "StoppingCondition.MaxWaitTimeInSeconds", "VpcConfig.Subnets"),
@@ -98,7 +100,7 @@ def _hours(x: Any) -> str:
 def option_lines(o: dict) -> list[str]:
     where = o.get("availability_zone") or o.get("region")
     p90 = f", p90 {_money(o.get('cost_p90_usd'))} / {_hours(o.get('hours_p90'))}" if o.get("cost_p90_usd") else ""
-    return [f"option: #{o['rank']} {o['count']}x {o['instance_type']} {o['market']} on {o['platform']} in {where}",
+    return [f"option: #{o['rank']} {o['count']}x {o.get('flexible_group') or o['instance_type']} {o['market']} on {o['platform']} in {where}",
             f"cost: {_money(o['expected_cost_usd'])} expected over {_hours(o['hours'])}{p90}; "
             f"{_money(o['hourly_usd'])}/h for the layout"]
 

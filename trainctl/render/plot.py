@@ -118,7 +118,7 @@ def plot_lines(options: Sequence[Any], width: int, height: int = 16) -> list[str
 def legend(pareto: Sequence[Any]) -> list[str]:
     out = []
     for letter, o in zip(LETTERS, pareto):
-        out.append(f"{letter} #{o.rank} {o.count}x {o.instance_type} {o.market} on {o.platform}, "
+        out.append(f"{letter} #{o.rank} {o.count}x {o.type_label} {o.market} on {o.platform}, "
                    f"{o.availability_zone or o.region}: {_money(o.expected_cost_usd)}, {o.hours:,.1f} h")
     if len(pareto) > len(LETTERS):
         out.append(f"... and {len(pareto) - len(LETTERS)} more on the front (-o json marks them: pareto)")

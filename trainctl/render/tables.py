@@ -32,7 +32,7 @@ def _live_source() -> str:
 # so do the two numbers a plan is read for: the expected cost and the wall-clock hours the deadline is checked on.
 _COLUMNS = (
     Column("#", lambda o: str(o.rank), "right", keep=True),
-    Column("layout", lambda o: f"{o.count}x {o.instance_type} {o.market}", keep=True),
+    Column("layout", lambda o: f"{o.count}x {o.type_label} {o.market}", keep=True),
     Column("where", lambda o: f"{o.platform} {o.availability_zone or o.region}", keep=True),
     Column("expected $", lambda o: _money(o.expected_cost_usd), "right", keep=True),
     Column("wall\nhours", lambda o: f"{o.wall_hours:,.1f}", "right", keep=True),
@@ -79,7 +79,7 @@ def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int
         con.print(f"{_count(len(plan.options), 'option')}, top {shown} shown (--top N for more). "
                   f"{_legend(plan.options[:top])}", markup=False, highlight=False)
         for o in plan.options[:explain]:
-            con.print(f"[bold]#{o.rank}[/] {o.count}x {o.instance_type} {o.market} on {o.platform}, "
+            con.print(f"[bold]#{o.rank}[/] {o.count}x {o.type_label} {o.market} on {o.platform}, "
                       f"{o.availability_zone or o.region}:")
             for line in o.why:
                 con.print(_hanging(line, con.width), markup=False, highlight=False)

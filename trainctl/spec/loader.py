@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
+from trainctl.spec.flexible import is_flexible, members
 from trainctl.errors import UsageError
 from trainctl.spec.model import MAX_SPEC_BYTES, JobSpec, _clip, bundled_arg_problem
 
@@ -212,7 +213,10 @@ def _check_against_catalog(spec: JobSpec, text: str, p: Path, catalog) -> None:
             raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'candidates.families.{i}': unknown "
                              f"instance family {family!r}; {_did_you_mean(str(family), catalog.families)}known: "
                              f"{', '.join(catalog.families)}")
+    _check_flexible(spec, text, p, catalog)
     for i, layout in enumerate(spec.candidates.layouts):
+        if is_flexible(layout.instance_type):
+            continue
         if layout.instance_type not in known_instance_types:
             line = _yaml_line(text, ("candidates", "layouts", i))
             raise UsageError(f"{p}{':' + str(line) if line else ''}: field 'candidates.layouts.{i}': unknown "
@@ -239,6 +243,18 @@ def did_you_mean(name: str, known: list[str]) -> str:
 
 
 _did_you_mean = did_you_mean
+def _check_flexible(spec: JobSpec, text: str, p: Path, catalog) -> None:
+    """Every flexible layout and every list under candidates.flexible names known types of one accelerator."""
+    named = [(("candidates", "layouts", i), lay.instance_type) for i, lay in enumerate(spec.candidates.layouts)
+             if is_flexible(lay.instance_type)]
+    if isinstance(spec.candidates.flexible, list):
+        named += [(("candidates", "flexible", i), "|".join(types)) for i, types in enumerate(spec.candidates.flexible)]
+    for where, name in named:
+        try:
+            members(catalog, name)
+        except ValueError as e:
+            line = _yaml_line(text, where)
+            raise UsageError(f"{p}{':' + str(line) if line else ''}: field '{'.'.join(map(str, where))}': {e}") from None
 
 
 def _check_entrypoint_args(spec: JobSpec, text: str, p: Path) -> None:

@@ -16,6 +16,10 @@ Market = Literal["spot", "on-demand"]
 Platform = Literal["sagemaker", "ec2"]
 
 LAYOUT_RE = re.compile(r"^(?P<type>(ml\.)?[a-z0-9-]+\.[a-z0-9]+):(?P<count>-?\d+)(:(?P<market>spot|on-demand))?$")
+# A flexible layout (spec/flexible.py): 'g5:1xA10G:4:spot' (the family's sizes with one A10G) or a list of types,
+# 'g5.2xlarge|g5.4xlarge:4:spot'.
+FLEXIBLE_LAYOUT_RE = re.compile(r"^(?P<type>[a-z0-9-]+:\d{1,3}x[A-Za-z0-9-]+|(ml\.)?[a-z0-9-]+\.[a-z0-9]+"
+                                r"(\|(ml\.)?[a-z0-9-]+\.[a-z0-9]+)+):(?P<count>-?\d+)(:(?P<market>spot|on-demand))?$")
 
 
 # Bounds that keep every derived number finite (a spec is hostile input until validated).
@@ -205,16 +209,18 @@ class Layout(Strict):
     @classmethod
     def parse(cls, text: str) -> Layout:
         """'g5.2xlarge:4:spot' -> Layout. Raises ValueError with the fix."""
-        m = LAYOUT_RE.match(text.strip()) if len(text) <= 100 else None
+        m = (LAYOUT_RE.match(text.strip()) or FLEXIBLE_LAYOUT_RE.match(text.strip())) if len(text) <= 300 else None
         if not m:
             if len(text) <= 100 and LAYOUT_RE.match(text.strip().lower()):
                 raise ValueError(f"layout {_clip(text)}: instance types and markets are lower case; did you mean "
                                  f"{text.strip().lower()!r}?")
-            raise ValueError(f"layout {_clip(text)} is not TYPE:COUNT[:MARKET], e.g. g5.2xlarge:4:spot")
+            raise ValueError(f"layout {_clip(text)} is not TYPE:COUNT[:MARKET], e.g. g5.2xlarge:4:spot, or a "
+                             "flexible FAMILY:NxACCELERATOR:COUNT[:MARKET], e.g. g5:1xA10G:4:spot")
         count = int(m["count"])
         if not 1 <= count <= MAX_NODES:
             raise ValueError(f"layout {_clip(text)}: the node count must be between 1 and {MAX_NODES}")
-        return cls(instance_type=m["type"].removeprefix("ml."), count=count, market=m["market"])
+        name = "|".join(t.removeprefix("ml.") for t in m["type"].split("|"))
+        return cls(instance_type=name, count=count, market=m["market"])
 
     def __str__(self) -> str:
         return f"{self.instance_type}:{self.count}" + (f":{self.market}" if self.market else "")
@@ -227,6 +233,10 @@ class Candidates(Strict):
     markets: list[Market] = Field(default_factory=lambda: ["spot", "on-demand"])
     platforms: list[Platform] = Field(default_factory=lambda: ["sagemaker", "ec2"])
     regions: list[str] = Field(default_factory=lambda: ["us-east-1", "us-west-2"])
+    flexible: bool | list[list[str]] = Field(
+        False, description="also plan flexible layouts (each node any of several types with the same "
+                           "accelerators): true = every family's sizes that share the accelerator (g5:1xA10G), or "
+                           "lists of types that may mix")
 
     @field_validator("layouts", mode="before")
     @classmethod

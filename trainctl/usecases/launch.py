@@ -86,8 +86,10 @@ def _check_known_types(plan: Plan, path: str) -> None:
 
     known = load_catalog().instances
     for i, o in enumerate(plan.options):
-        if o.instance_type not in known:
-            raise UsageError(f"--plan {path}: options.{i}.instance_type {o.instance_type[:40]!r} is not in the "
+        unknown = [t for t in (o.instance_type, *o.instance_types) if t not in known]
+        if unknown:
+            field = "instance_type" if unknown[0] == o.instance_type else "instance_types"
+            raise UsageError(f"--plan {path}: options.{i}.{field} {unknown[0][:40]!r} is not in the "
                              "catalog (`trainctl catalog` lists the known types); save the plan again with "
                              "`trainctl plan SPEC -o json > plan.json`")
 
@@ -172,6 +174,7 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
     sequence = [options[idx]]
     if args.failover:
         sequence += [o for o in options[idx + 1:] if o.platform in BACKENDS]
+    sequence = [one for o in sequence for one in one_type_per_job(o, args.failover, say)]
     run = _Run(args, spec, plan, store, say)
     try:
         return _launch_sequence(run, sequence, confirm, show)
@@ -211,6 +214,20 @@ def _launch_sequence(run: _Run, sequence: list[Option], confirm: Callable[[str],
         say(f"failover: {job_id} got no capacity ({problem}); moving to {nxt.describe()}")
         store.add_event(job_id, "failover", f"to option {nxt.rank} {nxt.layout}")
     raise AssertionError("unreachable: the loop returns or raises")
+
+
+def one_type_per_job(option: Option, failover: bool, say: Callable[[str], None]) -> list[Option]:
+    """SageMaker takes one instance type per job (CreateTrainingJob's ResourceConfig.InstanceType): a flexible
+    option there becomes its types in priority order, tried one after the other under --failover (without it,
+    the first type only). On EC2 one fleet takes them all."""
+    if option.platform != "sagemaker" or not option.flexible:
+        return [option]
+    types = option.instance_types if failover else option.instance_types[:1]
+    if not failover:
+        say(f"SageMaker takes one type per job: launching {types[0]} of {option.type_label}; --failover tries "
+            f"{', '.join(option.instance_types[1:])} next when it gets no capacity")
+    return [option.model_copy(update={"instance_type": t, "instance_types": (t,), "flexible_group": None})
+            for t in types]
 
 
 def _dry_run_document(request, spec, option: Option, options: Any) -> dict:

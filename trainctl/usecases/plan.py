@@ -9,6 +9,7 @@ from trainctl.errors import UsageError
 from trainctl.planner import OBJECTIVES, Plan, PlanRequest, candidates, plan
 from trainctl.planner.quotes import Quotes
 from trainctl.spec import JobSpec, Layout, load_spec
+from trainctl.spec.flexible import is_flexible, members
 from trainctl.store import JobStore
 
 
@@ -30,6 +31,13 @@ def parse_layouts(texts: tuple[str, ...] | list[str], known: set[str]) -> tuple[
             lay = Layout.parse(text)
         except ValueError as e:
             raise UsageError(f"--layout: {e}") from None
+        if is_flexible(lay.instance_type):
+            try:
+                members(load_catalog(), lay.instance_type)
+            except ValueError as e:
+                raise UsageError(f"--layout {text}: {e}") from None
+            out.append(lay)
+            continue
         if lay.instance_type not in known:
             from trainctl.spec.loader import did_you_mean
 
@@ -94,10 +102,16 @@ def gather_quotes(spec: JobSpec, catalog, request: PlanRequest, inputs: PlanInpu
     platforms = request.platforms or tuple(spec.candidates.platforms)
     spot_counts: dict[str, set[int]] = {}
     for c in cands:
-        if "spot" in c.markets:
+        if "spot" in c.markets and not c.members:   # a flexible layout is scored for its own set (below)
             spot_counts.setdefault(c.instance.name, set()).add(c.count)
     markets = tuple(sorted({m for c in cands for m in c.markets}))
-    req = MarketRequest(regions=regions, instance_types=tuple(sorted({c.instance.name for c in cands})),
+    flexible: dict[tuple[str, ...], set[int]] = {}
+    for c in cands:
+        if c.members and "spot" in c.markets:
+            flexible.setdefault(tuple(sorted(m.name for m in c.members)), set()).add(c.count)
+    types = {c.instance.name for c in cands} | {m.name for c in cands for m in c.members}
+    req = MarketRequest(regions=regions, instance_types=tuple(sorted(types)),
                         spot_counts={t: tuple(sorted(v)) for t, v in spot_counts.items()},
-                        platforms=platforms, markets=markets, window_hours=inputs.window_hours)
+                        platforms=platforms, markets=markets, window_hours=inputs.window_hours,
+                        flexible_sets={k: tuple(sorted(v)) for k, v in flexible.items()})
     return fetch_quotes(catalog, req, DiskCache(account, refresh=inputs.refresh))

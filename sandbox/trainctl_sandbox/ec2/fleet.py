@@ -5,7 +5,8 @@ fleet is planned over every (launch template, override) pool: pools are ordered 
 allocation strategy (lowest On-Demand or Spot price, priority, or spare Spot capacity), a pool
 without capacity (fault switches) or that does not offer the type gives an `Errors` entry, and
 the rest of the target moves on to the next pool, so a fleet can come back partial. A
-MinTargetCapacity that cannot be met launches nothing. ClientToken makes it idempotent.
+MinTargetCapacity that cannot be met launches nothing; a MaxTotalPrice stops the launches at that
+many dollars an hour. ClientToken makes it idempotent.
 Fleets of type maintain/request still go to moto.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from trainctl.catalog import load_catalog
 from trainctl_sandbox.ec2 import actions as ec2_actions, client_tokens, data as ec2_data, fleet_errors, launch
 from trainctl_sandbox.ec2 import node_agents, placement_groups
+from trainctl_sandbox.ec2.fleet_budget import Budget
 from trainctl_sandbox.market import model as market_model, spot_prices, spot_scores
 from trainctl_sandbox.server.context import SandboxContext
 from trainctl_sandbox.server.protocol import AwsError
@@ -108,7 +110,8 @@ def _spare(ctx: SandboxContext, region: str, pool: Pool) -> float:
     return spot_scores.zone_capacity(ctx, pool.instance_type, region, pool.az, zone, "units") * pool.weight
 
 
-def order(ctx: SandboxContext, region: str, pools: list[Pool], market: str, strategy: str | None) -> list[Pool]:
+def order(ctx: SandboxContext, region: str, pools: list[Pool], market: str, strategy: str | None,
+          want: float = 0.0) -> list[Pool]:
     """Pools in the order the allocation strategy would fill them (ties keep request order)."""
     if market == "on-demand":
         if strategy == "prioritized":
@@ -118,7 +121,11 @@ def order(ctx: SandboxContext, region: str, pools: list[Pool], market: str, stra
     if strategy == "capacity-optimized":
         return sorted(pools, key=lambda p: (-_spare(ctx, region, p), p.index))
     if strategy == "capacity-optimized-prioritized":
-        return sorted(pools, key=lambda p: (p.priority, -_spare(ctx, region, p), p.index))
+        # AWS: priorities "on a best-effort basis, but optimizes for capacity first" (FleetLaunchTemplateOverrides
+        # Priority): pools with room for the whole target by priority, then the others by their room.
+        return sorted(pools, key=lambda p: (_spare(ctx, region, p) < want,
+                                            p.priority if _spare(ctx, region, p) >= want else 0,
+                                            -_spare(ctx, region, p), p.index))
     if strategy == "price-capacity-optimized":
         # Cheap pools first, but a pool with little room is penalised: price per unit over sqrt(room).
         return sorted(pools, key=lambda p: (_spot_price(ctx, region, p) / p.weight
@@ -158,48 +165,66 @@ def _usable(pool: Pool, plan: Plan) -> bool:
     return True
 
 
-def allocate(pools: list[Pool], want: float, capacity: Capacity, diversified: bool = False) -> Plan:
+def _fill_diversified(usable: list[Pool], want: float, capacity: Capacity, budget: Budget, plan: Plan,
+                      counts: dict[int, int]) -> None:
+    # One instance at a time round the pools, so the fleet spreads over all of them.
+    live = list(usable)
+    while plan.fulfilled < want and live:
+        for pool in list(live):
+            if plan.fulfilled >= want:
+                break
+            if capacity.available(pool) <= 0 or budget.affordable(pool) <= 0:
+                live.remove(pool)
+                if counts[pool.index] == 0 and capacity.available(pool) <= 0:
+                    plan.errors.append((pool, "InsufficientInstanceCapacity",
+                                        launch.insufficient_capacity(pool.instance_type, pool.az).message))
+                continue
+            capacity.use(pool, 1)
+            budget.spend(pool, 1)
+            counts[pool.index] += 1
+            plan.fulfilled += pool.weight
+
+
+def allocate(pools: list[Pool], want: float, capacity: Capacity, diversified: bool = False,
+             budget: Budget | None = None) -> Plan:
     """Fill `want` units from `pools` in order; a pool that cannot launch records an error and is skipped."""
     plan = Plan()
+    budget = budget or Budget(None, None)
     usable = [p for p in pools if _usable(p, plan)]
     counts: dict[int, int] = defaultdict(int)
     if diversified:
-        # One instance at a time round the pools, so the fleet spreads over all of them.
-        live = list(usable)
-        while plan.fulfilled < want and live:
-            for pool in list(live):
-                if plan.fulfilled >= want:
-                    break
-                if capacity.available(pool) <= 0:
-                    live.remove(pool)
-                    if counts[pool.index] == 0:
-                        plan.errors.append((pool, "InsufficientInstanceCapacity",
-                                            launch.insufficient_capacity(pool.instance_type, pool.az).message))
-                    continue
-                capacity.use(pool, 1)
-                counts[pool.index] += 1
-                plan.fulfilled += pool.weight
+        _fill_diversified(usable, want, capacity, budget, plan, counts)
     else:
         for pool in usable:
             if plan.fulfilled >= want:
                 break
             needed = math.ceil((want - plan.fulfilled) / pool.weight)
-            n = min(needed, capacity.available(pool))
-            if n < needed:
+            room = capacity.available(pool)
+            n = min(needed, room, budget.affordable(pool))
+            if room < needed:
                 plan.errors.append((pool, "InsufficientInstanceCapacity",
                                     launch.insufficient_capacity(pool.instance_type, pool.az).message))
             if n > 0:
                 capacity.use(pool, n)
+                budget.spend(pool, n)
                 counts[pool.index] += n
                 plan.fulfilled += n * pool.weight
     plan.launches = [(p, counts[p.index]) for p in usable if counts[p.index] > 0]
     return plan
 
 
+def _budget(ctx: SandboxContext, region: str, market: str, options: dict) -> Budget:
+    cap = options.get("MaxTotalPrice")
+    price_of = ((lambda p: _spot_price(ctx, region, p)) if market == "spot"
+                else (lambda p: _od_price(region, p.instance_type)))
+    return Budget(float(cap) if cap not in (None, "") else None, price_of)
+
+
 def plan_market(ctx: SandboxContext, region: str, pools: list[Pool], market: str, want: float,
                 options: dict, capacity: Capacity) -> Plan:
-    """Plan one market's share, honouring SingleAvailabilityZone / SingleInstanceType / MinTargetCapacity."""
-    ordered = order(ctx, region, pools, market, options.get("AllocationStrategy"))
+    """Plan one market's share, honouring SingleAvailabilityZone / SingleInstanceType / MinTargetCapacity /
+    MaxTotalPrice."""
+    ordered = order(ctx, region, pools, market, options.get("AllocationStrategy"), want)
     diversified = market == "spot" and options.get("AllocationStrategy") == "diversified"
     keys = []
     if options.get("SingleAvailabilityZone"):
@@ -207,7 +232,7 @@ def plan_market(ctx: SandboxContext, region: str, pools: list[Pool], market: str
     if options.get("SingleInstanceType"):
         keys.append(lambda p: p.instance_type)
     if not keys:
-        plan = allocate(ordered, want, capacity, diversified)
+        plan = allocate(ordered, want, capacity, diversified, _budget(ctx, region, market, options))
     else:
         # Try each group (one AZ and/or one type) in order of its best pool; take the first that
         # meets the target, else the one that comes closest. Errors of the groups tried are kept.
@@ -216,7 +241,8 @@ def plan_market(ctx: SandboxContext, region: str, pools: list[Pool], market: str
             groups.setdefault(tuple(k(p) for k in keys), []).append(p)
         best, errors = None, []
         for members in groups.values():
-            trial = allocate(members, want, capacity.copy(), diversified)  # what the other market left
+            # what the other market left, and the whole price cap: only one group launches
+            trial = allocate(members, want, capacity.copy(), diversified, _budget(ctx, region, market, options))
             errors += trial.errors
             if best is None or trial.fulfilled > best.fulfilled:
                 best = trial

@@ -155,7 +155,10 @@ def _recover(backend, job_id: str, region: str, progress: Callable[[str], None] 
     by_az = _subnets_by_az(ec2, job_id, stopped)
     if by_az is None:
         return result
-    market = job_config(ec2, job_id).get("market") or view.market or "spot"
+    config = job_config(ec2, job_id)
+    market = config.get("market") or view.market or "spot"
+    # a flexible layout's nodes may be replaced by any of its types, within the same cap per node
+    shape = (tuple(config.get("instance_types") or ()), config.get("max_node_usd"))
     home = alive[0]["Placement"]["AvailabilityZone"] if alive else (
         view.raw["instances"][-1]["availability_zone"] if view.raw.get("instances") else None)
     attempts = RecoveryAttempts(backend.client_for, ec2, job_id, region)
@@ -163,7 +166,7 @@ def _recover(backend, job_id: str, region: str, progress: Callable[[str], None] 
         if stopped():
             return result
         got = _launch(ec2, job_id, view.instance_type, missing, market, home, sorted(by_az.get(home, [])),
-                      f"r-{home}", say, attempts)
+                      f"r-{home}", say, attempts, shape)
         if got is not None:
             return {**result, "launched": [] if _undo_if_stopped(ec2, got, stopped) else got,
                     "availability_zone": home}
@@ -171,14 +174,14 @@ def _recover(backend, job_id: str, region: str, progress: Callable[[str], None] 
         # The survivors' agents get SIGTERM at shutdown: they checkpoint and sync before going.
         terminate(ec2, [i["InstanceId"] for i in alive])
     azs = az_order(ec2, region, view.instance_type, view.count, market, None,
-                   [az for az in by_az if az != home or not alive], [])
+                   [az for az in by_az if az != home or not alive], [], shape[0])
     if not alive and home in azs:  # nothing left to move: the lost nodes' own AZ first, as the README says
         azs = [home] + [az for az in azs if az != home]
     for az in azs[:MAX_AZ_ATTEMPTS]:
         if stopped():
             return result
         got = _launch(ec2, job_id, view.instance_type, view.count, market, az, sorted(by_az[az]), f"m-{az}",
-                      say, attempts)
+                      say, attempts, shape)
         if got is not None:
             return {**result, "launched": [] if _undo_if_stopped(ec2, got, stopped) else got,
                     "availability_zone": az, "moved": az != home or bool(alive)}
@@ -219,11 +222,15 @@ def _undo_if_stopped(ec2, got: list[str], stopped: Callable[[], bool]) -> bool:
 
 
 def _launch(ec2, job_id: str, itype: str, count: int, market: str, az: str, subnets: list[str], what: str,
-            say: Callable[[str], None], attempts: RecoveryAttempts) -> list[str] | None:
-    """One all-or-nothing fleet for recovery: the instance ids, or None (what it got was given back)."""
+            say: Callable[[str], None], attempts: RecoveryAttempts,
+            shape: tuple[tuple[str, ...], float | None] = ((), None)) -> list[str] | None:
+    """One all-or-nothing fleet for recovery: the instance ids, or None (what it got was given back). `shape`: a
+    flexible layout's types and its cap per node."""
     client_token, refused = attempts.next(what)
-    params = fleet_params(job_id, name_for(job_id), itype, count, market, subnets, client_token)
-    say(f"launching {count} x {itype} {market} in {az}")
+    types, node_usd = shape
+    params = fleet_params(job_id, name_for(job_id), itype, count, market, subnets, client_token, types,
+                          node_usd * count if node_usd else None)
+    say(f"launching {count} x {itype if len(types) < 2 else ' or '.join(types)} {market} in {az}")
     got, errors, fleet_id = create_fleet(ec2, params, az)
     if len(got) >= count:
         say(f"fleet {fleet_id}: {', '.join(got)} in {az}; the nodes resume from the last checkpoint")

@@ -19,7 +19,7 @@ from typing import Any
 from trainctl.aws import clients as aws
 from trainctl.backends.job_args import as_command_line, entrypoint_args, layout_note
 from trainctl.naming import resources as naming
-from trainctl.aws import network
+from trainctl.aws import network, zones
 from trainctl.backends.ec2 import spot_role
 from trainctl.backends.base import Alternatives, AwsCall, CapacityError, LaunchRequest, LaunchSettings, tags
 from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMPTS, NODES_TAG, PLATFORM, instances, launch_template, log_group, name_for, security_group)
@@ -73,6 +73,20 @@ def no_public_ipv4(inst) -> bool:
     return inst.efa and inst.efa_interfaces > 1
 
 
+def common_shape(catalog, option):
+    """The priced type, with only the EFA interfaces every type of the option has (a flexible layout's launch
+    template serves every member: EFA only when all of them have it)."""
+    import dataclasses
+
+    members = [catalog.instance(t) for t in option.instance_types or (option.instance_type,)]
+    missing = [t for t, m in zip(option.instance_types, members) if m is None]
+    inst = catalog.instance(option.instance_type)
+    if inst is None or missing:
+        raise UsageError(f"instance type {(missing or [option.instance_type])[0]!r} is not in the catalog; see "
+                         "`trainctl catalog`")
+    return dataclasses.replace(inst, efa_interfaces=min(m.efa_interfaces for m in members))
+
+
 def nproc_per_node(instance) -> int:
     if instance.accelerator.kind == "neuron":
         # torchrun runs one process per NeuronCore: 2 per Trainium chip (trn1.32xlarge: 32).
@@ -96,6 +110,7 @@ def ssh_cidr(cidr: str) -> str:
 
 
 def template_data(inst, ami: str, name: str, group: str, user_data: str, job_tags: list[dict]) -> dict:
+    """`inst`: the type, or for a flexible layout what every member has (`common_shape`): EFA only when all do."""
     data: dict[str, Any] = {
         "ImageId": ami, "InstanceType": inst.name,
         "IamInstanceProfile": {"Name": name},
@@ -117,35 +132,48 @@ def template_data(inst, ami: str, name: str, group: str, user_data: str, job_tag
 
 
 def fleet_params(job: str, name: str, instance_type: str, count: int, market: str, subnets: list[str],
-                 client_token: str) -> dict:
-    """An instant fleet of `count` nodes over one AZ's subnets, all or nothing (MinTargetCapacity).
+                 client_token: str, types: tuple[str, ...] | list[str] = (),
+                 max_total_price: float | None = None) -> dict:
+    """An instant fleet of `count` identical nodes over one AZ's subnets, all or nothing (MinTargetCapacity).
 
+    A flexible layout (`types`, in priority order) gets an override per type and subnet with its priority,
+    `capacity-optimized-prioritized` (Spot; AWS honours priorities "on a best-effort basis, but optimizes for
+    capacity first") or `prioritized` (On-Demand), and MaxTotalPrice as a hard cap. SingleInstanceType stays:
+    a mix would run at its slowest node's pace and bill its dearest (planner/flexible.py).
     Spot settings live here, not in the launch template: EC2 Fleet rejects templates with
     InstanceMarketOptions. Instant fleets are one-time requests; reclaimed nodes terminate."""
+    types = list(types) or [instance_type]
+    flexible = len(types) > 1
     single = {"SingleAvailabilityZone": True, "SingleInstanceType": True, "MinTargetCapacity": count}
+    if max_total_price:
+        single["MaxTotalPrice"] = f"{max_total_price:.4f}"
     params: dict[str, Any] = {
         "Type": "instant", "ClientToken": client_token,
         "LaunchTemplateConfigs": [{
             "LaunchTemplateSpecification": {"LaunchTemplateName": name, "Version": "$Latest"},
-            "Overrides": [{"InstanceType": instance_type, "SubnetId": s,
-                           "Placement": {"GroupName": name}} for s in subnets]}],
+            "Overrides": [{"InstanceType": t, "SubnetId": s, "Placement": {"GroupName": name},
+                           **({"Priority": priority} if flexible else {})}
+                          for priority, t in enumerate(types) for s in subnets]}],
         "TargetCapacitySpecification": {"TotalTargetCapacity": count, "DefaultTargetCapacityType": market},
         "TagSpecifications": [{"ResourceType": "fleet", "Tags": tags(job)},
                               {"ResourceType": "instance", "Tags": tags(job)}],
     }
     if market == "spot":
-        params["SpotOptions"] = {"AllocationStrategy": "capacity-optimized",
-                                 "InstanceInterruptionBehavior": "terminate", **single}
+        params["SpotOptions"] = {"AllocationStrategy": "capacity-optimized-prioritized" if flexible else
+                                 "capacity-optimized", "InstanceInterruptionBehavior": "terminate", **single}
     else:
-        params["OnDemandOptions"] = {"AllocationStrategy": "lowest-price", **single}
+        params["OnDemandOptions"] = {"AllocationStrategy": "prioritized" if flexible else "lowest-price", **single}
     return params
 
 
 def fleet_call(job: str, instance_type: str, count: int, market: str, az: str, subnets: list[str],
-               client_token: str, region: str) -> AwsCall:
-    params = fleet_params(job, name_for(job), instance_type, count, market, subnets, client_token)
+               client_token: str, region: str, types: tuple[str, ...] = (),
+               max_total_price: float | None = None) -> AwsCall:
+    params = fleet_params(job, name_for(job), instance_type, count, market, subnets, client_token, types,
+                          max_total_price)
+    what = instance_type if len(types) < 2 else f"identical nodes of any of {', '.join(types)}"
     return AwsCall("ec2", "CreateFleet", params, region, alternative_of=FLEET_GROUP.name,
-                   about={"availability_zone": az}, why=f"{count} x {instance_type} {market} in {az}")
+                   about={"availability_zone": az}, why=f"{count} x {what} {market} in {az}")
 
 
 # ----------------------------------------------------------------------------- reads
@@ -164,19 +192,21 @@ def dlami(client_for, region: str, kind: str, notes: list[str]) -> str:
 
 
 def az_order(ec2, region: str, instance_type: str, count: int, market: str, first: str | None,
-             azs_with_subnets: list[str], notes: list[str]) -> list[str]:
-    """The plan's AZ first, then the other AZs with subnets that offer the type, best placement score first."""
+             azs_with_subnets: list[str], notes: list[str], types: tuple[str, ...] = ()) -> list[str]:
+    """The plan's AZ first, then the other AZs with subnets that offer the type (a flexible layout: any of its
+    types), best placement score first."""
     offered = {o["Location"] for o in ec2.describe_instance_type_offerings(
         LocationType="availability-zone",
-        Filters=[{"Name": "instance-type", "Values": [instance_type]}])["InstanceTypeOfferings"]}
+        Filters=[{"Name": "instance-type", "Values": list(types) or [instance_type]}])["InstanceTypeOfferings"]}
     azs = [az for az in azs_with_subnets if az in offered]
     scores: dict[str, int] = {}
-    if market == "spot" and len(azs) > 1:
+    if market == "spot" and len(azs) > 1 and (len(types) < 2 or len(types) >= zones.MIN_TYPES_PER_SCORE_REQUEST):
         try:
-            # the plan's configuration (its family), from the plan's cache: never a new single-type one
+            # the plan's configuration (a fixed type's family; a flexible layout's exact set), from the plan's
+            # cache: never a configuration the plan did not ask
             from trainctl.aws.market import placement_scores_for
 
-            scores, _ = placement_scores_for(ec2, region, instance_type, count)
+            scores, _ = placement_scores_for(ec2, region, instance_type, count, types if len(types) > 1 else None)
         except Exception as e:  # noqa: BLE001 - without scores the AZs keep their name order
             notes.append(f"no Spot placement scores ({aws.error_summary(e)}); AZs in name order")
     azs.sort(key=lambda az: (az != first, -scores.get(az, 0), az))
@@ -217,9 +247,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     from trainctl.backends.packaging import job_code
 
     job, region, opts = settings.job_id, option.region, settings.options
-    inst = load_catalog().instance(option.instance_type)
-    if inst is None:
-        raise UsageError(f"instance type {option.instance_type!r} is not in the catalog; see `trainctl catalog`")
+    inst = common_shape(load_catalog(), option)
     ec2, notes = client_for("ec2", region), [layout_note(spec, option)]
     if getattr(spec, "distribution", "torch_distributed") != "torch_distributed":
         notes.append(f"distribution {spec.distribution} is SageMaker's: on EC2 the job runs torchrun with NCCL")
@@ -231,7 +259,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     secrets = dict(getattr(spec, "secrets", None) or {})
     net = node_subnets(ec2, region, inst, net, notes, tuple(secrets.values()))
     azs = az_order(ec2, region, option.instance_type, option.count, option.market, option.availability_zone,
-                   list(net.by_az), notes)
+                   list(net.by_az), notes, option.instance_types)
     if not azs:
         raise CapacityError(f"no subnet in {region} is in an AZ that offers {option.instance_type}")
     pkg, script = job_code(spec, settings.spec_path)
@@ -241,7 +269,10 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               "code_sha256": pkg.sha256, "secrets": secrets, "script": script,
               "args": as_command_line(entrypoint_args(spec, option, inst)), "nnodes": option.count, "nproc_per_node": nproc_per_node(inst),
               "accelerator": inst.accelerator.kind, "efa": inst.efa, "efa_rdma": efa_rdma_read(inst), "master_port": MASTER_PORT,
-              "shutdown_when_done": True, **stopping_condition(option, opts.max_runtime_hours)}
+              "shutdown_when_done": True, **stopping_condition(option, opts.max_runtime_hours),
+              # recovery relaunches any of these, within the same cap per node (backends/ec2/fleet.py)
+              "instance_types": list(option.instance_types),
+              "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None}
     calls += upload
     calls += _iam_calls(job, bucket, region, account, code_key, tuple(secrets.values()),
                         boundary(client_for("iam", region), account, region, notes))
@@ -351,9 +382,11 @@ def _fleet_calls(ec2, job: str, option, azs: list[str], net, region: str, calls:
         notes.append(f"{len(running)} instances of the job are already running: nothing to launch")
         return
     nonce = f"{time.time_ns()}"  # a new launch is a new fleet; the same request re-submitted is not
+    missing = option.count - len(running)
+    cap = option.hourly_cap_usd * missing / option.count if option.hourly_cap_usd else None
     for az in azs[:MAX_AZ_ATTEMPTS]:
-        calls.append(fleet_call(job, option.instance_type, option.count - len(running), option.market, az,
-                                list(net.by_az[az]), token(job, f"fleet-{az}", nonce), region))
+        calls.append(fleet_call(job, option.instance_type, missing, option.market, az, list(net.by_az[az]),
+                                token(job, f"fleet-{az}", nonce), region, option.instance_types, cap))
     if len(azs) > 1:
         notes.append("the fleets are alternatives: the next AZ's only when the one before got fewer than "
                      f"{option.count} instance{'s' if option.count != 1 else ''}, which are terminated first (all or "
