@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 from tests.support.helpers import run_cli
-from test_job_args import _ec2_args
+from tests.sandbox.test_job_args import _ec2_args
 from trainctl_sandbox.testing import add_nat
 
 VIT = """\
