@@ -96,7 +96,8 @@ def test_the_request_set_is_secure_tagged_in_one_az_and_valid(env):
     assert subnets[first["LaunchTemplateConfigs"][0]["Overrides"][0]["SubnetId"]] == "us-east-1a"
     # Tags on every resource a call creates.
     for call in request.calls:
-        text = json.dumps(call.params.get("TagSpecifications") or call.params.get("Tags") or call.params.get("Tagging"))
+        text = json.dumps(call.params.get("TagSpecifications") or call.params.get("Tags") or call.params.get("Tagging")
+                          or call.params.get("tags"))  # CloudWatch Logs: lower-case `tags`
         if call.operation.startswith("Create") or call.operation == "PutObject":
             assert JOB_TAG in text, call.operation
     # No rule open to the world; SSH only when asked for.

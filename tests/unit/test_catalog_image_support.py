@@ -28,7 +28,7 @@ def test_an_image_past_its_end_of_patch_gets_a_warning():
     note, past = support_note(image, "2026-11-25")
     assert not past and "until 2027-01-21" in note
     note, past = support_note(image, "2027-01-22")
-    assert past and note.startswith("warning:") and "2027-01-21" in note and "--image" in note
+    assert past and note.startswith("warning:") and "2027-01-21" in note and "--image/--ami" in note
     note, past = support_note(GPU_AMI_PARAMETER, "2026-11-25")
     assert past and "2026-04-23" in note
     assert not support_note("123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:1", "2026-11-25")[1]

@@ -110,7 +110,7 @@ def lifecycle_calls(s3, bucket: str, account: str, region: str, exists: bool) ->
             "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": ABORT_AFTER_DAYS}}
     return [AwsCall("s3", "PutBucketLifecycleConfiguration", {
         "Bucket": bucket, "LifecycleConfiguration": {"Rules": [*rules, ours]}, **owner(account)}, region,
-        why=f"abort multipart uploads left incomplete for {ABORT_AFTER_DAYS} days (their parts are billed)")]
+        why=f"abort uploads left incomplete {ABORT_AFTER_DAYS} days")]
 
 
 def checksum(sha256_hex: str) -> str:

@@ -71,8 +71,8 @@ def support_note(image: str, today: str) -> tuple[str, bool]:
     if not row.end_of_patch:
         return f"{row.framework}: AWS publishes no end of patch for it (catalog/images.py)", False
     if today > row.end_of_patch:
-        return (f"warning: {row.framework} is past its end of patch ({row.end_of_patch}): no security patches; "
-                "pass --image/--ami with a supported one (catalog/images.py)"), True
+        return (f"warning: {row.framework} is past its end of patch ({row.end_of_patch}); --image/--ami give "
+                "another"), True
     return f"{row.framework}: patched by AWS until {row.end_of_patch}", False
 
 

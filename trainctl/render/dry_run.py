@@ -13,6 +13,8 @@ KEY_PARAMS: dict[str, tuple[str, ...]] = {
     "PutBucketEncryption": ("Bucket", "ServerSideEncryptionConfiguration.Rules.0.ApplyServerSideEncryptionByDefault"
                                       ".SSEAlgorithm"),
     "PutPublicAccessBlock": ("Bucket",),
+    "PutBucketLifecycleConfiguration": ("Bucket",),
+    "PutRetentionPolicy": ("retentionInDays",),
     "PutObject": ("Bucket", "Key", "Body.bytes"),
     "CreateRole": ("RoleName",),
     "PutRolePolicy": ("RoleName", "PolicyName"),

@@ -188,11 +188,12 @@ def check_node_route(region: str, subnet_flag: str | None, option, secrets: tupl
     ec2 = aws.client("ec2", region)
     try:
         notes: list[str] = []
-        node_subnets(ec2, region, inst, network.job_network(ec2, region, subnet_flag), notes, secrets)
+        kept = node_subnets(ec2, region, inst, network.job_network(ec2, region, subnet_flag), notes, secrets)
     except UsageError as e:
         detail, _, fix = str(e).partition(": ")
         return _fail(name, detail, fix)
-    return _ok(name, notes[-1])
+    return _ok(name, notes[-1] if notes else f"{inst.name}: nodes reach AWS from "
+                                             f"{', '.join(s for ids in kept.by_az.values() for s in ids)}")
 
 
 def check_bucket(region: str, bucket: str, account: str | None = None, own: bool = False) -> Check:

@@ -231,10 +231,7 @@ def node_subnets(ec2, region: str, inst, net, notes: list[str], secrets=()):
         raise UsageError(f"{inst.name} has {inst.efa_interfaces} network cards and gets no public IPv4, so its "
                          f"nodes reach AWS only through a NAT or VPC endpoints: {why}")
     used = ", ".join(s for ids in kept.by_az.values() for s in ids)
-    if public:
-        notes.append(f"{inst.name}: subnets whose nodes reach AWS (public IPv4 and an internet gateway, a NAT, or "
-                     f"the endpoints): {used}")
-    else:
+    if not public:  # (one card: the subnets used are named below)
         notes.append(f"{inst.name}: no public IPv4 ({inst.efa_interfaces} network cards); subnets with a NAT route "
                      f"or the endpoints of {', '.join(('s3',) + services)} only: {used}")
     return kept
@@ -306,11 +303,10 @@ def log_group_calls(job: str, region: str, days: int | None, notes: list[str]) -
         raise UsageError(f"--log-retention-days {days}: CloudWatch Logs keeps a log group 1, 3, 5, 7, 14, 30, 60, "
                          f"90, 120, 150, 180, 365, ... or 3653 days; use {near}")
     group = log_group(job)
-    notes.append(f"log group {group} kept {days} days (--log-retention-days)")
     return [AwsCall("logs", "CreateLogGroup", {"logGroupName": group, "tags": {JOB_TAG: job}}, region,
                     ok_errors=("ResourceAlreadyExistsException",), why="the nodes' log group"),
             AwsCall("logs", "PutRetentionPolicy", {"logGroupName": group, "retentionInDays": days}, region,
-                    why=f"its events expire after {days} days; down leaves the group")]
+                    why=f"kept {days} days")]
 
 
 def _iam_calls(job: str, bucket: str, region: str, account: str, code_key: str, secrets: tuple[str, ...],
