@@ -130,8 +130,11 @@ def recover(backend, job_id: str, region: str, progress: Callable[[str], None] |
         return result
     config = job_config(ec2, job_id)
     market = config.get("market") or view.market or "spot"
-    # a flexible layout's nodes may be replaced by any of its types, within the same cap per node
-    shape = (tuple(config.get("instance_types") or ()), config.get("max_node_usd"))
+    # a flexible layout's nodes may be replaced by any of its types, within the same cap per node; the
+    # survivors' type first, so the ring stays of one type whenever that type still has room
+    types = tuple(config.get("instance_types") or ())
+    kept = alive[0]["InstanceType"] if alive and alive[0]["InstanceType"] in types else None
+    shape = (((kept, *[t for t in types if t != kept]) if kept else types), config.get("max_node_usd"))
     vpc = ec2.describe_security_groups(GroupIds=[security_group(ec2, job_id)])["SecurityGroups"][0]["VpcId"]
     by_az: dict[str, list[str]] = {}
     for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]:
