@@ -130,11 +130,7 @@ def recover(backend, job_id: str, region: str, progress: Callable[[str], None] |
         return result
     config = job_config(ec2, job_id)
     market = config.get("market") or view.market or "spot"
-    # a flexible layout's nodes may be replaced by any of its types, within the same cap per node; the
-    # survivors' type first, so the ring stays of one type whenever that type still has room
-    types = tuple(config.get("instance_types") or ())
-    kept = alive[0]["InstanceType"] if alive and alive[0]["InstanceType"] in types else None
-    shape = (((kept, *[t for t in types if t != kept]) if kept else types), config.get("max_node_usd"))
+    shape = _flexible_shape(config, alive)
     vpc = ec2.describe_security_groups(GroupIds=[security_group(ec2, job_id)])["SecurityGroups"][0]["VpcId"]
     by_az: dict[str, list[str]] = {}
     for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]:
@@ -165,6 +161,14 @@ def recover(backend, job_id: str, region: str, progress: Callable[[str], None] |
             return {**result, "launched": [] if _undo_if_stopped(ec2, got, stopped) else got,
                     "availability_zone": az, "moved": True}
     raise CapacityError(f"no capacity to recover {job_id}: " + "; ".join(messages[-3:]))
+
+
+def _flexible_shape(config: dict, alive: list[dict]) -> tuple[tuple[str, ...], float | None]:
+    """(types in priority order, cap per node): a flexible layout's nodes may be replaced by any of its types,
+    within the same cap per node; the survivors' type first, so the ring stays of one type while it has room."""
+    types = tuple(config.get("instance_types") or ())
+    kept = alive[0]["InstanceType"] if alive and alive[0]["InstanceType"] in types else None
+    return ((kept, *[t for t in types if t != kept]) if kept else types), config.get("max_node_usd")
 
 
 def _stopped_meanwhile(backend, ec2, job_id: str, region: str, say: Callable[[str], None]) -> bool:
