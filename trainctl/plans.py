@@ -90,8 +90,8 @@ class Option(_Frozen):
     flexible_group: str | None = Field(None, max_length=300,
                                        description="a flexible layout's name (g5:1xA10G, or types joined by '|')")
     hourly_cap_usd: Annotated[float | None, Field(ge=0), _rounded(4)] = Field(
-        None, description="flexible layouts: the whole layout per hour on its dearest type; the EC2 launch's "
-                          "MaxTotalPrice")
+        None, description="flexible layouts: the whole layout per hour on its dearest type at On-Demand; the EC2 "
+                          "launch's MaxTotalPrice")
 
     @model_validator(mode="before")
     @classmethod

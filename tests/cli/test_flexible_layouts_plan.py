@@ -29,9 +29,11 @@ def test_a_flexible_option_is_priced_on_its_worst_type_and_lists_every_type(tmp_
     assert option["instance_type"] == worst["instance_type"]
     assert option["expected_cost_usd"] == worst["expected_cost_usd"]
     assert option["throughput_samples_per_s"] == worst["throughput_samples_per_s"]
-    # priorities: the types by expected cost, lowest first; the cap: the dearest type's price for the layout
+    # priorities: the types by expected cost, lowest first; the cap: the layout on its dearest type at On-Demand
     assert option["instance_types"] == sorted(ONE_A10G, key=lambda t: by_type[t]["expected_cost_usd"])
-    assert option["hourly_cap_usd"] == max(o["hourly_usd"] for o in by_type.values())
+    on_demand = plan(home, "--offline", "--platform", "ec2",
+                     *[a for t in ONE_A10G for a in ("--layout", f"{t}:4:on-demand")])["options"]
+    assert option["hourly_cap_usd"] == max(o["hourly_usd"] for o in on_demand)
     assert all(o["instance_types"] == [o["instance_type"]] and o["flexible_group"] is None for o in fixed["options"])
     table = run_cli([*EAST, "plan", SPEC, "--offline", "--platform", "ec2", "--layout", "g5:1xA10G:4:spot"], home,
                     env={"COLUMNS": "200"})

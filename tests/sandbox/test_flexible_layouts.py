@@ -90,24 +90,35 @@ def test_one_type_without_capacity_fixed_fails_over_and_flexible_launches_at_onc
         assert run_cli(["down", job], home, env=sb.env).returncode == 0
 
 
-def test_recovery_replaces_a_lost_node_with_any_allowed_type(sandbox_env, tmp_path):
+def test_recovery_keeps_the_survivors_type_and_else_takes_any_allowed_type(sandbox_env, tmp_path):
     sb, home = sandbox_env, tmp_path / "home"
+    ec2 = sb.client("ec2")
+    top = plan(home, "--platform", "ec2", "--layout", f"{THREE}:2:spot", env=sb.env)["options"][0]["instance_types"][0]
+    sb.admin.set_capacity(top, available=False)   # its first priority: the launch gets another type
     launched = run_cli(["-o", "json", *EAST, "launch", SPEC, "--platform", "ec2", "--layout", f"{THREE}:2:spot",
                         "--yes"], home, env=sb.env)
     assert launched.returncode == 0, launched.stderr
     job = json.loads(launched.stdout)["job_id"]
-    ec2 = sb.client("ec2")
-    before = live(ec2, job)
-    first_type, az = before[0]["InstanceType"], before[0]["Placement"]["AvailabilityZone"]
-    sb.admin.set_capacity(first_type, az, available=False)   # the type it got has no more room there
-    ec2.terminate_instances(InstanceIds=[before[1]["InstanceId"]])
-    recovered = run_cli(["-o", "json", "watch", job, "--once", "--recover"], home, env=sb.env)
-    assert recovered.returncode == 0, recovered.stderr
-    now = live(ec2, job)
-    assert len(now) == 2
-    new = next(i for i in now if i["InstanceId"] != before[0]["InstanceId"])
-    assert new["InstanceType"] in THREE.split("|") and new["InstanceType"] != first_type
-    assert new["Placement"]["AvailabilityZone"] == az
+    first = live(ec2, job)
+    kept, az = first[0]["InstanceType"], first[0]["Placement"]["AvailabilityZone"]
+    assert kept != top
+    sb.admin.set_capacity(top, available=True)
+
+    def reclaim_one_and_recover() -> dict:
+        before = live(ec2, job)
+        ec2.terminate_instances(InstanceIds=[before[1]["InstanceId"]])
+        recovered = run_cli(["-o", "json", "watch", job, "--once", "--recover"], home, env=sb.env)
+        assert recovered.returncode == 0, recovered.stderr
+        now = live(ec2, job)
+        assert len(now) == 2 and {i["Placement"]["AvailabilityZone"] for i in now} == {az}
+        return next(i for i in now if i["InstanceId"] not in {b["InstanceId"] for b in before})
+
+    # room for the survivors' type: the replacement is of that type, though the first priority has room again
+    assert reclaim_one_and_recover()["InstanceType"] == kept
+    # none left of it in the AZ: any other type of the layout, in the same AZ
+    sb.admin.set_capacity(kept, az, available=False)
+    new = reclaim_one_and_recover()
+    assert new["InstanceType"] in THREE.split("|") and new["InstanceType"] != kept
     assert run_cli(["down", job], home, env=sb.env).returncode == 0
 
 

@@ -42,7 +42,10 @@ def flexible_options(run, cand, throughput) -> list[risk.Priced]:
                                                  rates[m.name], n_acc) for m in members}
                 if any(p is None for p in priced.values()):
                     continue
-                out.append(_worst(cand, members, platform, market, priced))
+                # the hard cap: the layout on its dearest type at On-Demand, what EC2 caps a Spot price at when
+                # no maximum is given (EC2 User Guide, Spot pricing): Spot price moves never rule out a type
+                cap = cand.count * max(p[0] for p in prices.values())
+                out.append(_worst(cand, members, platform, market, priced, cap))
     return out
 
 
@@ -86,12 +89,11 @@ def _member_option(run, cand, members, member, platform, region, market, price, 
                         quota_inst=widest, score_key=score_key(m.name for m in members))
 
 
-def _worst(cand, members, platform: str, market: str, priced: dict) -> risk.Priced:
+def _worst(cand, members, platform: str, market: str, priced: dict, cap: float) -> risk.Priced:
     """The flexible option: the member option of the highest expected cost, listing every type by cost."""
     order = tuple(sorted(priced, key=lambda t: (priced[t].option.expected_cost_usd, t)))
     worst = priced[order[-1]]
     best = priced[order[0]].option
-    dearest = max(priced.values(), key=lambda p: p.option.hourly_usd).option
     lines = [f"flexible: {cand.count} identical node{'s' if cand.count > 1 else ''} of any of "
              f"{', '.join(m.name for m in members)}; priced on the worst, {worst.option.instance_type} "
              f"(${worst.option.expected_cost_usd:,.2f}); the best, {best.instance_type}, "
@@ -103,8 +105,8 @@ def _worst(cand, members, platform: str, market: str, priced: dict) -> risk.Pric
                      "(`launch --failover` moves on when a type gets no capacity)")
     else:
         lines.append(f"EC2: one fleet per AZ over {', '.join(order)} (priorities in that order), all or nothing, "
-                     f"at most ${dearest.hourly_usd:,.2f}/h (MaxTotalPrice)")
+                     f"at most ${cap:,.2f}/h (MaxTotalPrice: its dearest type On-Demand)")
     option = worst.option.model_copy(update={"instance_types": order, "flexible_group": cand.group,
-                                             "hourly_cap_usd": dearest.hourly_usd,
+                                             "hourly_cap_usd": cap,
                                              "why": tuple(lines) + worst.option.why})
     return risk.Priced(option, worst.model, worst.input_limit_ratio)

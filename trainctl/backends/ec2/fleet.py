@@ -157,8 +157,7 @@ def _recover(backend, job_id: str, region: str, progress: Callable[[str], None] 
         return result
     config = job_config(ec2, job_id)
     market = config.get("market") or view.market or "spot"
-    # a flexible layout's nodes may be replaced by any of its types, within the same cap per node
-    shape = (tuple(config.get("instance_types") or ()), config.get("max_node_usd"))
+    shape = _flexible_shape(config, alive)
     home = alive[0]["Placement"]["AvailabilityZone"] if alive else (
         view.raw["instances"][-1]["availability_zone"] if view.raw.get("instances") else None)
     attempts = RecoveryAttempts(backend.client_for, ec2, job_id, region)
@@ -200,6 +199,14 @@ def _subnets_by_az(ec2, job_id: str, stopped: Callable[[], bool]) -> dict[str, l
     for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpc]}])["Subnets"]:
         by_az.setdefault(s["AvailabilityZone"], []).append(s["SubnetId"])
     return by_az
+
+
+def _flexible_shape(config: dict, alive: list[dict]) -> tuple[tuple[str, ...], float | None]:
+    """(types in priority order, cap per node): a flexible layout's nodes may be replaced by any of its types,
+    within the same cap per node; the survivors' type first, so the ring stays of one type while it has room."""
+    types = tuple(config.get("instance_types") or ())
+    kept = alive[0]["InstanceType"] if alive and alive[0]["InstanceType"] in types else None
+    return ((kept, *[t for t in types if t != kept]) if kept else types), config.get("max_node_usd")
 
 
 def _stopped_meanwhile(backend, ec2, job_id: str, region: str, say: Callable[[str], None]) -> bool:
