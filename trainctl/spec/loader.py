@@ -11,7 +11,8 @@ from pydantic import BaseModel, ValidationError
 
 from trainctl.spec.flexible import is_flexible, members
 from trainctl.errors import UsageError
-from trainctl.spec.model import MAX_SPEC_BYTES, JobSpec, _clip, bundled_arg_problem
+from trainctl.spec.entrypoint_args import bundled_arg_problem
+from trainctl.spec.model import MAX_SPEC_BYTES, JobSpec, _clip
 
 def _yaml_line(text: str, loc: tuple) -> int | None:
     """Best-effort line number of a field path in the YAML source (yaml's node marks)."""

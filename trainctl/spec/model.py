@@ -270,47 +270,7 @@ class Constraints(Strict):
     restart_minutes: float = Field(10, ge=0, description="time to get back to training after an interruption")
 
 
-# The bundled entrypoints' arguments (trainctl/entrypoints/trainctl_common.py build_parser): kind and lower bound.
-# A value the entrypoint would refuse after minutes of start-up is refused here, in one line, before launch.
-BUNDLED_ARGS: dict[str, tuple[str, float | None]] = {
-    "model": ("str", None), "num-classes": ("int", 1), "batch-size": ("int", 1), "steps": ("int", 1),
-    "lr": ("float", 0), "warmup-steps": ("int", 0), "seed": ("int", 0), "device": ("str", None),
-    "bf16": ("bool", None), "checkpoint-dir": ("str", None), "checkpoint-every": ("int", 0),
-    "checkpoint-seconds": ("float", 0), "keep": ("int", 1), "log-every": ("int", 1), "data-dir": ("str", None),
-    "data-workers": ("int", 0), "model-dir": ("str", None), "peak-tflops": ("float", 0),
-    "dist-backend": ("str", None),
-}
-# train_lm.py's own arguments (trainctl/entrypoints/trainctl_lm_args.py), on top of the shared ones.
-LM_ARGS: dict[str, tuple[str, float | None]] = {
-    "preset": ("str", None), "vocab-size": ("int", 1), "seq-len": ("int", 1), "layers": ("int", 1),
-    "hidden": ("int", 1), "heads": ("int", 1), "ffn-hidden": ("int", 1), "grad-accum": ("int", 1),
-    "global-batch-size": ("int", 1), "sharding": ("str", None), "activation-checkpointing": ("bool", None),
-    "meta-init": ("str", None), "compile": ("bool", None), "weight-decay": ("float", 0), "grad-clip": ("float", 0),
-    "data-file": ("str", None), "token-dtype": ("str", None),
-}
 PATH_OFF = ("", "none", "null", "off", "false")
-
-
-def bundled_arg_problem(key: str, value: object, bundled: str = "ddp") -> str | None:
-    """Why the bundled entrypoint would refuse `--key value`, with the fix; None if it takes it."""
-    name = key.replace("_", "-")
-    known = {**BUNDLED_ARGS, **LM_ARGS} if bundled == "lm" else BUNDLED_ARGS
-    if name not in known:
-        return f"the bundled {bundled} entrypoint has no --{name}; known: {', '.join(sorted(known))}"
-    kind, low = known[name]
-    if kind == "bool":
-        ok = isinstance(value, bool) or str(value).strip().lower() in ("true", "false", "1", "0", "yes", "no")
-        return None if ok else f"--{name} takes true or false, got {_clip(value)}"
-    if kind in ("int", "float"):
-        try:
-            number = int(str(value)) if kind == "int" and not isinstance(value, bool) else float(str(value))
-        except ValueError:
-            number = None
-        if number is None or isinstance(value, bool) or not math.isfinite(number):
-            return f"--{name} takes {'a whole number' if kind == 'int' else 'a number'}, got {_clip(value)}"
-        if low is not None and number < low:
-            return f"--{name} must be at least {low:g}, got {_clip(value)}"
-    return None
 
 
 SECRET_NAME = r"^[A-Z_][A-Z0-9_]{0,63}$"
