@@ -130,7 +130,7 @@ def test_reading_creates_no_database(tmp_path):
 def test_planning_and_listing_create_no_state(tmp_path):
     home = tmp_path / "home"
     run_json(["plan", str(CONFIGS / "vit-base-g5.yaml"), "--offline"], home)
-    assert run_json(["ls", "--no-status"], home) == {"jobs": []}
+    assert run_json(["ls", "--no-status"], home) == {"jobs": [], "warnings": []}
     assert not (home / "state.db").exists()
 
 
