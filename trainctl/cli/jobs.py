@@ -122,13 +122,13 @@ def list_jobs(
         found, aws_notes = on_aws(aws.default_region(), {j["job_id"] for j in out})
         out += found
         notes += aws_notes
+    from trainctl.render.watch import say
+
+    for note in notes:  # on stderr in both modes; the JSON document carries them too
+        say(f"trainctl: warning: {note}")
     if OPTS.output == "json":
         render.print_json({"jobs": out, "warnings": notes})
     else:
-        from trainctl.render.watch import say
-
-        for note in notes:
-            say(f"trainctl: warning: {note}")
         jobs_table(out)
 
 
