@@ -106,7 +106,8 @@ def test_recovery_keeps_the_survivors_type_and_else_takes_any_allowed_type(sandb
 
     def reclaim_one_and_recover() -> dict:
         before = live(ec2, job)
-        ec2.terminate_instances(InstanceIds=[before[1]["InstanceId"]])
+        # EC2's Spot reclaim (the notice, then Server.SpotInstanceTermination): the only loss recovery replaces
+        sb.admin.action("reclaim_spot_instances", job=job, instance_ids=[before[1]["InstanceId"]])
         recovered = run_cli(["-o", "json", "watch", job, "--once", "--recover"], home, env=sb.env)
         assert recovered.returncode == 0, recovered.stderr
         now = live(ec2, job)

@@ -49,6 +49,12 @@ def interrupt_launch_at(sandbox, home: Path, args: list[str], operation: str) ->
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+def unwrapped(text: str) -> str:
+    """The text with its line wraps undone: trainctl wraps progress lines at the terminal's width (80 without one)
+    between words, so a command it names may span two lines."""
+    return " ".join(text.split())
+
+
 def job_of(stderr: str) -> str | None:
     m = re.search(r"^(\S+): option \d+:", stderr, re.M)
     return m.group(1) if m else None
@@ -83,7 +89,7 @@ def test_sagemaker_launch_interrupted(sm, tmp_path, operation):
         assert tagged_security_groups(sm, "us-east-1", None) == []
         assert sagemaker.list_training_jobs()["TrainingJobSummaries"] == []
         return
-    assert job and f"trainctl down {job}" in proc.stderr
+    assert job and f"trainctl down {job}" in unwrapped(proc.stderr)
     jobs = json.loads(run_cli(["-o", "json", "ls", "--no-status"], home, env=sm.env).stdout)["jobs"]
     # once CreateTrainingJob went out the job may run: its record waits for AWS's word
     recorded = "Unknown" if operation == "CreateTrainingJob" else "Interrupted"
@@ -206,7 +212,11 @@ def test_a_second_ctrl_c_during_the_cleanup_says_exactly_what_is_left(sandbox, t
         sandbox.admin.set_latency("CreateFleet", 0)
     check_interrupted(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
     job = job_of(err)
-    (line,) = [ln for ln in err.splitlines() if "cleanup stopped:" in ln]
+    lines = err.splitlines()
+    (at,) = [i for i, ln in enumerate(lines) if "cleanup stopped:" in ln]
+    # the line wraps at the terminal's width (80 without one); its continuation lines are indented deeper
+    end = next((i for i in range(at + 1, len(lines)) if not lines[i].startswith("    ")), len(lines))
+    line = " ".join(ln.strip() for ln in lines[at:end])
     assert "no instance of the job runs" in line and "security group sg-" in line and f"trainctl down {job}" in line
     assert _live_instances(sandbox, job) == []
     assert run_cli(["down", job], tmp_path / "home", env=sandbox.env).returncode == 0

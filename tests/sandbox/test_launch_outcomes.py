@@ -65,7 +65,10 @@ def test_a_database_error_after_submit_says_the_job_was_submitted_then_fails(sm,
     assert proc.returncode == 1, err
     lines = err.strip().splitlines()
     said = next(i for i, line in enumerate(lines) if line.startswith(f"submitted {job}; could not record it:"))
-    assert "database is locked" in lines[said] and said < len(lines) - 1
+    # the progress line wraps at the terminal's width (80 without one): its continuation lines are indented
+    said_end = next(i for i in range(said + 1, len(lines) + 1) if i == len(lines) or not lines[i].startswith(" "))
+    assert "database is locked" in " ".join(line.strip() for line in lines[said:said_end])
+    assert said_end < len(lines)
     assert lines[-1].startswith("trainctl: error: ") and "was submitted and runs" in lines[-1]
     lock = sqlite3.connect(home / "state.db", timeout=30)
     lock.execute("BEGIN IMMEDIATE")  # readers go on, writers wait and fail: `down` reads the job, cannot record

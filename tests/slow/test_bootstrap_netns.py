@@ -246,6 +246,14 @@ def test_two_hosts_train_get_interrupted_and_resume_on_a_replacement(sandbox_env
     ec2 = sb.client("ec2")
     vpc = ec2.create_vpc(CidrBlock=VPC_CIDR)["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock=SUBNET_CIDR, AvailabilityZone="us-east-1a")["Subnet"]["SubnetId"]
+    # a public subnet, as the launch requires for nodes that must reach AWS: an internet gateway route and a
+    # public IPv4 on launch
+    igw = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+    ec2.attach_internet_gateway(InternetGatewayId=igw, VpcId=vpc)
+    main = ec2.describe_route_tables(Filters=[{"Name": "vpc-id", "Values": [vpc]},
+                                              {"Name": "association.main", "Values": ["true"]}])["RouteTables"][0]
+    ec2.create_route(RouteTableId=main["RouteTableId"], DestinationCidrBlock="0.0.0.0/0", GatewayId=igw)
+    ec2.modify_subnet_attribute(SubnetId=subnet, MapPublicIpOnLaunch={"Value": True})
     spec_path = tmp_path / "job.yaml"
     spec_path.write_text(SPEC)
     backend = Ec2Backend()

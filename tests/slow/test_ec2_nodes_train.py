@@ -30,6 +30,15 @@ def _launch(sb, home, spec: str, layout: str) -> dict:
     return json.loads(proc.stdout)
 
 
+def _end_earlier_nodes(sb) -> None:
+    states = [{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+    for region in ("us-east-1", "us-west-2"):
+        ec2 = sb.client("ec2", region)
+        ids = [i["InstanceId"] for r in ec2.describe_instances(Filters=states)["Reservations"] for i in r["Instances"]]
+        if ids:
+            ec2.terminate_instances(InstanceIds=ids)
+
+
 def _instances(sb, job: str) -> list[dict]:
     region = next(r for r in ("us-east-1", "us-west-2")
                   if sb.client("ec2", r).describe_instances(Filters=[{"Name": "tag:trainctl:job", "Values": [job]}])[
@@ -80,12 +89,15 @@ def test_the_nodes_of_one_job_rank_each_other_and_train_together(ec2_nodes, tmp_
 
 def test_an_instance_the_machine_has_no_room_for_ends_at_once_and_watch_says_why(ec2_nodes, tmp_path):
     sb, home = ec2_nodes, tmp_path / "home"
-    sb.admin.action("configure_instances", max_nodes=1)
+    # the room is the machine's: nodes that earlier tests of this session left running would take it
+    _end_earlier_nodes(sb)
+    room = 1
+    sb.admin.action("configure_instances", max_nodes=room)
     job = _launch(sb, home, _spec(tmp_path), "g5.xlarge:2:spot")["job_id"]
     watched = run_cli(["watch", job, "--recover", "--interval", "0.5"], home, env=sb.env, timeout=120)
     assert watched.returncode == 1, watched.stderr[-2000:]
     said = " ".join((watched.stdout + watched.stderr).split())
-    assert "insufficient capacity" in said and "at most 1 instances at once" in said
+    assert "insufficient capacity" in said and f"at most {room} instances at once" in said
     refused = [i for i in _instances(sb, job) if i["State"]["Name"] == "terminated"]
     assert len(refused) == 1 and refused[0]["StateReason"]["Code"] == "Server.InsufficientInstanceCapacity"
     assert len(_instances(sb, job)) == 2  # nothing relaunched: not a Spot reclaim

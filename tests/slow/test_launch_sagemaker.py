@@ -90,7 +90,9 @@ def test_dry_run_prints_valid_requests_and_creates_nothing(sm, tmp_path):
         assert subnet["AvailabilityZone"] == doc["option"]["availability_zone"]
     # the code tarball carries the shared module and the requirements the image lacks
     put = next(r for r in doc["requests"] if r["operation"] == "PutObject")
-    assert {"train_ddp.py", "trainctl_common.py", "requirements.txt"} <= set(put["why"].split(": ")[1].split(", "))
+    assert put["why"].startswith("code: ") and put["why"].endswith("runs train_ddp.py")
+    listed = next(n for n in doc["notes"] if n.startswith("code ") and "files (" in n)
+    assert all(name in listed for name in ("train_ddp.py", "trainctl_common.py", "requirements.txt")), listed
 
     # nothing was created
     assert sm.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
@@ -128,7 +130,8 @@ def test_saved_plan_and_user_source_dir(sm, tmp_path):
                    "--dry-run")
     assert doc["option"] == plan["options"][0]
     put = next(r for r in doc["requests"] if r["operation"] == "PutObject")
-    assert put["why"] == "code: .gitignore, train.py"  # data/ excluded as .gitignore says
+    assert put["why"] == "code: 2 files, runs train.py"  # data/ excluded as .gitignore says
+    assert any(n.startswith("code 2 files (.gitignore, train.py)") for n in doc["notes"]), doc["notes"]
     hps = doc["requests"][-1]["params"]["HyperParameters"]
     assert json.loads(hps["sagemaker_program"]) == "train.py"
     assert "steps" not in hps  # only the bundled entrypoint is told its step count
