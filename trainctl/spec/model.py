@@ -42,6 +42,7 @@ class Strict(BaseModel):
 
 # ---------------------------------------------------------------- known architectures (spec/architectures.py)
 from trainctl.spec.architectures import ARCHITECTURES, Architecture, Family, transformer  # noqa: E402
+from trainctl.spec.data import Channel, ChannelName, _short_form, channels_problem  # noqa: E402
 
 # ---------------------------------------------------------------- sections
 RESERVED_ARG_PREFIX = "sagemaker_"  # entrypoint.args keys refused (any case, - or _): the platform's own
@@ -308,6 +309,22 @@ class JobSpec(Strict):
             raise ValueError(f"{taken[0]} is an environment variable trainctl or the platform sets; name the secret "
                              "otherwise")
         return secrets
+    data: dict[ChannelName, Channel] | None = Field(
+        None, max_length=20, description="input channels: NAME -> s3://bucket/prefix/, {uri, mode}, or {fsx, path}; "
+                                         "`train` is required (spec/data.py)")
+
+    @field_validator("data", mode="before")
+    @classmethod
+    def channel_short_forms(cls, data):
+        return {k: _short_form(v) for k, v in data.items()} if isinstance(data, dict) else data
+
+    @field_validator("data")
+    @classmethod
+    def train_channel(cls, data):
+        problem = channels_problem(data) if data is not None else None
+        if problem:
+            raise ValueError(problem)
+        return data
     distribution: Literal["torch_distributed", "smddp", "smp"] = Field(
         "torch_distributed", description="SageMaker's distributed training: torchrun with NCCL, SageMaker's data "
                                          "parallelism library (smddp) or its model parallelism library v2 (smp); "
