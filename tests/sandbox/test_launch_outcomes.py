@@ -40,9 +40,13 @@ def _count(sandbox, operation: str) -> int:
 @pytest.mark.timeout(180)
 def test_a_database_error_after_submit_says_the_job_was_submitted_then_fails(sm, tmp_path):
     home = tmp_path / "home"
+    # a job too long to finish before `down` below: `down` must find it running and stop it (a finished job has
+    # nothing to stop, and its `down` rightly names only the role)
+    spec = tmp_path / "long-vit.yaml"
+    spec.write_text(Path(SPEC).read_text().replace("samples: 192", "samples: 192000000"))
     before = _count(sm, "CreateTrainingJob")
     sm.admin.set_latency("CreateTrainingJob", 2000)  # time to take the database's lock while the call is out
-    proc = subprocess.Popen([sys.executable, "-m", "trainctl.cli", "launch", SPEC, *LAYOUT, "--yes"], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "trainctl.cli", "launch", str(spec), *LAYOUT, "--yes"], cwd=ROOT,
                             env=clean_env(home, sm.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lock = None
     try:
