@@ -13,7 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
-from trainctl.aws import clients as aws, placement
+from trainctl.aws import clients as aws
+from trainctl.aws import placement
 from trainctl.aws.disk_cache import DiskCache, cached, caller_account  # noqa: F401 - the plan's entry points
 from trainctl.aws.placement import placement_scores_for  # noqa: F401 - launch and doctor read the plan's scores
 from trainctl.catalog import Catalog
