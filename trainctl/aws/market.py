@@ -158,8 +158,6 @@ def _age(seconds: float) -> str:
 def _submit_all(pool, cache: DiskCache, catalog: Catalog, req: MarketRequest) -> dict[tuple, object]:
     # Spot prices of every type a Spot layout may get, flexible layouts' members too
     spot_types = sorted({t for t, counts in req.spot_counts.items() if counts} | {t for s in req.flexible_sets for t in s})
-    counts = sorted({c for cs in req.spot_counts.values() for c in cs})
-    groups = placement.score_groups(catalog, spot_types) if spot_types else []
     jobs: dict[tuple, object] = {}
     for region in req.regions:
         jobs[("azs", region)] = pool.submit(cached, cache, {"op": "azs", "region": region},
@@ -169,7 +167,7 @@ def _submit_all(pool, cache: DiskCache, catalog: Catalog, req: MarketRequest) ->
                 cached, cache, {"op": "spot", "region": region, "types": spot_types,
                                  "window": req.window_hours, "hour": int(time.time() // 3600)},
                 lambda r=region: _spot_price_history(r, spot_types, req.window_hours))
-        placement.submit_scores(pool, cache, req, region, groups, counts, jobs)
+        placement.submit_scores(pool, cache, req, region, jobs)
         for platform in req.platforms:
             service = "AmazonEC2" if platform == "ec2" else "AmazonSageMaker"
             for t in req.instance_types:

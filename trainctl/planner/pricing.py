@@ -81,7 +81,8 @@ def spot_price(catalog, quotes, inst, count, platform, region, market, od, exclu
     if ec2_od is None and (cat_price := catalog.on_demand_price("ec2", region, inst.name)) is not None:
         ec2_od = cat_price.usd_per_hour
     if spot and (az in spot or az is None):
-        sp = spot[az] if az in spot else min(spot.values(), key=lambda s: s.mean_usd)
+        az = az or min(spot, key=lambda z: spot[z].mean_usd)   # unscored: the AZ its price comes from
+        sp = spot[az]
         discount = 1 - sp.mean_usd / ec2_od if ec2_od else None
         if platform == "ec2":
             return sp.mean_usd, f"Spot price history, {sp.window_hours:g} h mean", band, az, score, odds
@@ -103,7 +104,8 @@ def spot_price(catalog, quotes, inst, count, platform, region, market, od, exclu
 
 def _score_words(quotes, itype: str, count: int, region: str, az, score, odds) -> str:
     if score is None:
-        return "placement score unknown (offline, or the score call was refused): capacity odds not checked"
+        return ("placement score unknown (offline, refused, or not asked: see the warnings): capacity odds not "
+                "checked")
     where = f"placement score {score}/10 for {count} node{'s' if count > 1 else ''} in {az}"
     if odds is None:
         config = quotes.score_configs.get((region, itype, count), ())

@@ -202,8 +202,8 @@ def az_order(ec2, region: str, instance_type: str, count: int, market: str, firs
     scores: dict[str, int] = {}
     if market == "spot" and len(azs) > 1 and (len(types) < 2 or len(types) >= zones.MIN_TYPES_PER_SCORE_REQUEST):
         try:
-            # the plan's configuration (a fixed type's family; a flexible layout's exact set), from the plan's
-            # cache: never a configuration the plan did not ask
+            # exactly the fleet's configuration (its one type, or a flexible layout's set), from the plan's cache
+            # when the plan asked it
             from trainctl.aws.market import placement_scores_for
 
             scores, _ = placement_scores_for(ec2, region, instance_type, count, types if len(types) > 1 else None)
