@@ -4,9 +4,11 @@ quota check and the typed `Option` with the lines that explain it. Pure, like th
 """
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 
 from trainctl import perf
+from trainctl.catalog import images
 from trainctl.perf import input_pipeline
 from trainctl.planner.spot import risk
 from trainctl.planner.spot import simulation as simulate
@@ -158,6 +160,7 @@ def price_option(catalog, quotes, inst, count, platform, region, market, od, od_
     if fit.grad_accum > 1:
         why.append(f"micro-batch {fit.micro_batch} x {fit.grad_accum} accumulated: the largest micro-batch "
                    "that fits")
+    why.append(images.plan_words(platform, inst.accelerator.kind, datetime.date.today().isoformat()))
     why.append(f"price: {price_src}")
     option = Option(rank=0, platform=platform, instance_type=inst.name, count=count, market=market, region=region,
                     availability_zone=az, accelerators=n_ranks, hourly_usd=hourly_node * count,

@@ -16,6 +16,7 @@ import json
 import time
 from typing import Any
 
+from trainctl.catalog.images import DLAMI_PARAMETERS
 from trainctl.aws import clients as aws
 from trainctl.backends.job_args import as_command_line, entrypoint_args, layout_note
 from trainctl.naming import resources as naming
@@ -29,8 +30,7 @@ from trainctl.iam.node_role import EC2_TRUST, node_policy
 from trainctl.backends.launch_limits import boundary, max_runtime_s
 from trainctl.naming.tags import JOB_TAG
 
-GPU_AMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.7-ubuntu-22.04/latest/ami-id"
-NEURON_AMI_PARAMETER = "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id"
+GPU_AMI_PARAMETER, NEURON_AMI_PARAMETER = DLAMI_PARAMETERS["gpu"], DLAMI_PARAMETERS["neuron"]  # catalog/images.py
 ROOT_VOLUME_GIB = 200
 MASTER_PORT = 29500
 FLEET_GROUP = Alternatives(
