@@ -21,7 +21,7 @@ from trainctl.aws import clients as aws
 from trainctl.backends.job_args import as_command_line, entrypoint_args, layout_note
 from trainctl.naming import resources as naming
 from trainctl.aws import network, zones
-from trainctl.backends.ec2 import spot_role
+from trainctl.backends.ec2 import pip_reach, spot_role
 from trainctl.backends.base import Alternatives, AwsCall, CapacityError, LaunchRequest, LaunchSettings, tags
 from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMPTS, NODES_TAG, PLATFORM, instances, launch_template, log_group, name_for, security_group)
 from trainctl.backends.security_group import self_only_security_group
@@ -255,11 +255,12 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     net = network.job_network(ec2, region, opts.subnet)
     secrets = dict(getattr(spec, "secrets", None) or {})
     net = node_subnets(ec2, region, inst, net, notes, tuple(secrets.values()))
+    pkg, script = job_code(spec, settings.spec_path)
+    net = pip_reach.subnets_for_pip(ec2, region, inst.name, net, not no_public_ipv4(inst), pkg, notes)
     azs = az_order(ec2, region, option.instance_type, option.count, option.market, option.availability_zone,
                    list(net.by_az), notes, option.instance_types)
     if not azs:
         raise CapacityError(f"no subnet in {region} is in an AZ that offers {option.instance_type}")
-    pkg, script = job_code(spec, settings.spec_path)
     code_key, upload = code_calls(client_for("s3", region), bucket, account, pkg, job, region,
                                   why=f"the job's code ({len(pkg.files)} files, runs {script}) for the nodes")
     config = {"job_id": job, "region": region, "bucket": bucket, "bucket_owner": account, "code_key": code_key,
