@@ -29,7 +29,9 @@ def test_launch_lines_fit_and_never_split_an_id(sandbox, tmp_path, columns):
     assert all(_fits(ln, columns) for ln in lines), [ln for ln in lines if not _fits(ln, columns)]
     assert any(ln.strip().startswith("calling s3:PutObject") for ln in lines)
     words = {w for ln in lines for w in ln.split()}
-    ssm = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.7-ubuntu-22.04/latest/ami-id"
+    from trainctl.catalog.images import DLAMI_PARAMETERS
+
+    ssm = DLAMI_PARAMETERS["gpu"]
     assert ssm in words and f"{job}:" in words  # whole, never cut at the width
     assert any(re.fullmatch(r"fleet-[0-9a-f-]{36}:?", w) for w in words)
     assert any(re.fullmatch(r"s3://trainctl-\d{12}-[a-z0-9-]+/trainctl/code/[0-9a-f]{64}/sourcedir\.tar\.gz", w)

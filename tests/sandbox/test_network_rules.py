@@ -72,9 +72,22 @@ def test_multi_card_ec2_launch_with_the_agents_endpoints(sandbox_env, tmp_path):
     assert "lacks an interface endpoint for logs:" in err
     for region in ("us-east-1", "us-west-2"):
         add_endpoints(sandbox_env, ("logs",), s3=False, region=region)
-    proc = dry_run(sandbox_env, tmp_path, str(CONFIGS / "vit-base-g5.yaml"), "--platform", "ec2",
+    # the bundled job's requirements.txt needs PyPI, which endpoints do not reach (test_ec2_pip_reach.py)
+    proc = dry_run(sandbox_env, tmp_path, _without_requirements(tmp_path), "--platform", "ec2",
                    "--layout", "p4d.24xlarge:2:on-demand")
     assert proc.returncode == 0, proc.stderr
+
+
+def _without_requirements(tmp_path) -> str:
+    """The own-script example (it ships no requirements.txt), allowed on EC2."""
+    example = CONFIGS.parent / "examples" / "own-script"
+    src = tmp_path / "own"
+    src.mkdir(exist_ok=True)
+    (src / "train.py").write_text((example / "train.py").read_text())
+    spec = tmp_path / "own.yaml"
+    spec.write_text((example / "job.yaml").read_text().replace("platforms: [sagemaker]", "platforms: [sagemaker, ec2]")
+                    .replace("source_dir: .", "source_dir: own"))
+    return str(spec)
 
 
 def _p4d_spec(tmp_path):
@@ -289,7 +302,7 @@ def test_multi_card_launch_behind_endpoints_checks_in(sandbox_env, tmp_path):
     for region in ("us-east-1", "us-west-2"):
         add_endpoints(sandbox_env, region=region)
     home = tmp_path / "home"
-    proc = run_cli(["--output", "json", "launch", str(CONFIGS / "vit-base-g5.yaml"), "--platform", "ec2",
+    proc = run_cli(["--output", "json", "launch", _without_requirements(tmp_path), "--platform", "ec2",
                     "--layout", "p4d.24xlarge:2:on-demand", "--yes"], home, env=sandbox_env.env)
     assert proc.returncode == 0, proc.stderr
     job = json.loads(proc.stdout)["job_id"]

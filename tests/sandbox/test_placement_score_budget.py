@@ -12,6 +12,7 @@ from tests.support.helpers import CONFIGS, run_cli
 
 SPEC = str(CONFIGS / "vit-base-g5.yaml")
 SPOT = ["--platform", "ec2", "--layout", "g5.xlarge:2:spot"]
+THREE = "g5.2xlarge|g5.4xlarge|g5.8xlarge"
 NO_CACHE = {"TRAINCTL_CACHE_TTL": "0"}  # the same configuration asked again, not a cache hit, is what is free
 
 
@@ -44,13 +45,16 @@ def test_the_sandbox_limits_new_configurations_per_account(sandbox):
 
 def test_launch_and_doctor_ask_no_configuration_the_plan_did_not(sandbox, tmp_path):
     home = tmp_path / "home"
-    assert cli(sandbox, home, "plan", SPEC, *SPOT).returncode == 0
+    doc = json.loads(cli(sandbox, home, "-o", "json", "plan", SPEC).stdout)
     planned = spent(sandbox)
     assert planned
     sandbox.admin.action("set_score_config_limit", limit=len(planned))  # the budget is spent: nothing new
-    dry = json.loads(cli(sandbox, home, "-o", "json", "launch", SPEC, *SPOT, "--dry-run").stdout)
+    best = next(o for o in doc["options"] if o["market"] == "spot" and o["platform"] == "ec2" and
+                o["spot_placement_score"] is not None)
+    layout = ["--platform", "ec2", "--region", best["region"], "--layout", f"{best['instance_type']}:{best['count']}:spot"]
+    dry = json.loads(cli(sandbox, home, "-o", "json", "launch", SPEC, *layout, "--dry-run").stdout)
     assert not any("no Spot placement scores" in n for n in dry["notes"]), dry["notes"]
-    assert any(n.startswith("AZ order:") for n in dry["notes"])
+    assert any(n.startswith("AZ order:") for n in dry["notes"]) or dry["option"]["count"] == 1
     doc = json.loads(cli(sandbox, home, "-o", "json", "doctor", SPEC, "--platform", "ec2").stdout)
     assert next(c for c in doc["checks"] if c["name"] == "Spot placement scores")["status"] == "pass"
     assert spent(sandbox) == planned
@@ -68,22 +72,24 @@ def test_a_spent_budget_keeps_the_region_with_the_score_unknown(sandbox, tmp_pat
 
 
 def test_scores_of_fewer_than_three_types_are_not_capacity_odds(sandbox, tmp_path):
-    # The catalog's P5 family has one type: its only configuration is a single-type one, low by design.
-    args = ["--platform", "ec2", "--layout", "p5.48xlarge:1:spot", "--layout", "g5.xlarge:2:spot"]
+    # A fixed layout is scored for its one type, as it launches: low by design. A flexible set of three is not.
+    args = ["--platform", "ec2", "--layout", "p5.48xlarge:1:spot", "--layout", "g5.xlarge:2:spot",
+            "--layout", f"{THREE}:2:spot"]
     doc = json.loads(cli(sandbox, tmp_path / "home", "-o", "json", "plan", SPEC, *args).stdout)
-    p5 = [o for o in doc["options"] if o["instance_type"] == "p5.48xlarge"]
-    g5 = [o for o in doc["options"] if o["instance_type"] == "g5.xlarge"]
-    assert p5 and all(o["spot_placement_score"] is not None and o["capacity_odds"] is None for o in p5)
-    assert all(any("not taken as capacity odds" in w for w in o["why"]) for o in p5)
-    assert g5 and all(o["capacity_odds"] == o["spot_placement_score"] / 10 for o in g5)
+    fixed = [o for o in doc["options"] if o["instance_type"] in ("p5.48xlarge", "g5.xlarge") and not o["flexible_group"]]
+    flexible = [o for o in doc["options"] if o["flexible_group"]]
+    assert fixed and all(o["spot_placement_score"] is not None and o["capacity_odds"] is None for o in fixed)
+    assert all(any("not taken as capacity odds" in w for w in o["why"]) for o in fixed)
+    assert flexible and all(o["capacity_odds"] == o["spot_placement_score"] / 10 for o in flexible)
     assert any("compare only within one configuration" in w for w in doc["warnings"])
     table = cli(sandbox, tmp_path / "home", "plan", SPEC, *args, env={**NO_CACHE, "COLUMNS": "200"})
     assert "compare only within one configuration" in " ".join(table.stdout.split())
 
 
 def test_the_configuration_warning_appears_only_where_it_changed_an_option(sandbox, tmp_path):
-    # g5 scores are asked for three or more types: every score is taken as capacity odds, so nothing to warn about
-    doc = json.loads(cli(sandbox, tmp_path / "home", "-o", "json", "plan", SPEC, *SPOT).stdout)
+    # a flexible set of three types: its score is taken as capacity odds, so nothing to warn about
+    args = ["--platform", "ec2", "--layout", f"{THREE}:2:spot"]
+    doc = json.loads(cli(sandbox, tmp_path / "home", "-o", "json", "plan", SPEC, *args).stdout)
     spot = [o for o in doc["options"] if o["market"] == "spot"]
     assert spot and all(o["capacity_odds"] is not None for o in spot)
     assert not any("compare only within one configuration" in w for w in doc["warnings"]), doc["warnings"]

@@ -29,6 +29,18 @@ def test_an_image_past_its_end_of_patch_gets_a_warning():
     assert not past and "until 2027-01-21" in note
     note, past = support_note(image, "2027-01-22")
     assert past and note.startswith("warning:") and "2027-01-21" in note and "--image/--ami" in note
-    note, past = support_note(GPU_AMI_PARAMETER, "2026-11-25")
+    old_dlami = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.7-ubuntu-22.04/latest/ami-id"
+    note, past = support_note(old_dlami, "2026-11-25")
     assert past and "2026-04-23" in note
     assert not support_note("123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:1", "2026-11-25")[1]
+
+
+def test_no_image_trainctl_chooses_is_past_its_end_of_patch():
+    # the GPU DLAMI was PyTorch 2.7 (end of patch 2026-04-23), the Neuron DLAMI the discontinued Ubuntu 22.04
+    # multi-framework one, the Neuron training image Neuron SDK 2.20 on Ubuntu 20.04
+    chosen = [f"{repo}:{tag}" for repo, tag in IMAGES.values()] + [GPU_AMI_PARAMETER, NEURON_AMI_PARAMETER]
+    for image in chosen:
+        assert not support_note(image, CHANGED_ON)[1], image
+    assert "ubuntu-22.04" not in NEURON_AMI_PARAMETER and "multi-framework" not in NEURON_AMI_PARAMETER
+    assert "ubuntu20.04" not in IMAGES["neuron"][1]
+

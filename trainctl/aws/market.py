@@ -7,21 +7,20 @@ fall back to the catalog; unknown quotas are simply not checked. Answers are cac
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 from trainctl.aws import clients as aws
+from trainctl.aws import placement
+from trainctl.aws.disk_cache import DiskCache, cached, caller_account  # noqa: F401 - the plan's entry points
+from trainctl.aws.placement import placement_scores_for  # noqa: F401 - launch and doctor read the plan's scores
 from trainctl.catalog import Catalog
 from trainctl.planner.quotes import Quotes, SpotPrice
 
 DEFAULT_WINDOW_HOURS = 7 * 24
-MIN_TYPES_PER_SCORE = 3  # AWS: fewer types always score low, so such a configuration is not worth a new one
 
 
 @dataclass(frozen=True)
@@ -37,117 +36,12 @@ class MarketRequest:
     flexible_sets: dict[tuple[str, ...], tuple[int, ...]] = field(default_factory=dict)
 
 
-# ----------------------------------------------------------------------------- disk cache
-def _home() -> Path:
-    return Path(os.environ.get("TRAINCTL_HOME", Path.home() / ".trainctl"))
-
-
-class DiskCache:
-    """Answers on disk, keyed by the endpoint and the account that gave them: the sandbox's
-    answers never serve a plan for AWS, and after the sandbox is gone nothing of it is read back, because
-    the account is read live (GetCallerIdentity) before the cache is consulted."""
-
-    def __init__(self, account: str, ttl_s: float | None = None, refresh: bool = False):
-        self.ttl = float(os.environ.get("TRAINCTL_CACHE_TTL", "600")) if ttl_s is None else ttl_s
-        self.dir = _home() / "cache"
-        self.account = account
-        self.refresh = refresh          # --refresh: ask AWS again (and keep the new answers)
-        self.ages: dict[str, float] = {}  # op -> age in seconds of the oldest answer this run took from the cache
-
-    def _path(self, key: dict) -> Path:
-        ident = {"endpoint": aws.endpoint_url() or "aws", "account": self.account, **key}
-        digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:32]
-        return self.dir / f"{digest}.json"
-
-    def get(self, key: dict):
-        if self.ttl <= 0 or self.refresh:
-            return None
-        p = self._path(key)
-        try:
-            age = time.time() - p.stat().st_mtime
-            if age < self.ttl:
-                value = json.loads(p.read_text())
-                op = str(key.get("op"))
-                self.ages[op] = max(age, self.ages.get(op, 0.0))
-                return value
-        except (OSError, ValueError):
-            pass
-        return None
-
-    def put(self, key: dict, value) -> None:
-        if self.ttl <= 0:
-            return
-        try:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            p = self._path(key)
-            tmp = p.with_suffix(".tmp")
-            tmp.write_text(json.dumps(value))
-            tmp.replace(p)
-        except OSError:
-            pass  # a cache that cannot be written is only slower
-
-
-def caller_account(region: str | None = None) -> str:
-    """The account the credentials belong to, asked live (never cached), with few attempts: an endpoint that
-    does not answer (a sandbox since stopped) fails fast instead of being retried with backoff."""
-    return aws.client("sts", region or aws.default_region(), max_attempts=2).get_caller_identity()["Account"]
-
-
-def _cached(cache: DiskCache, key: dict, fetch):
-    hit = cache.get(key)
-    if hit is not None:
-        return hit
-    value = fetch()
-    cache.put(key, value)
-    return value
-
-
 # ----------------------------------------------------------------------------- per-call fetchers
 def _availability_zones(region: str) -> dict[str, str]:
     """AZ id (use1-az4) -> AZ name (us-east-1a) for this account: the mapping differs per account."""
     from trainctl.aws import zones
 
     return zones.az_ids_to_names(aws.client("ec2", region))
-
-
-def score_group(catalog: Catalog, instance_type: str) -> list[str]:
-    """The placement-score configuration asked for a type (awsinfra.zones.score_types: the family's sizes, padded
-    with types of its accelerator). One configuration per family and count, whoever asks (plan, launch, doctor):
-    an account may ask only a limited number of new configurations per 24 h (MaxConfigLimitExceeded), and a score
-    compares only with scores of the same configuration. Fewer than three types still score low by AWS's design."""
-    from trainctl.aws import zones
-
-    return zones.score_types(catalog, instance_type)
-
-
-def _score_groups(catalog: Catalog, types: list[str]) -> list[list[str]]:
-    return [list(g) for g in sorted({tuple(score_group(catalog, t)) for t in types})]
-
-
-def placement_scores_for(ec2, region: str, instance_type: str, count: int,
-                         types=None) -> tuple[dict[str, int], tuple[str, ...]]:
-    """(AZ name -> score, the configuration's types) for `count` x `instance_type` (or a flexible layout's
-    `types`): the plan's configuration, read from the plan's cache when it is fresh, so launch and doctor spend
-    no new configuration."""
-    from trainctl.aws import zones
-    from trainctl.catalog import load_catalog
-
-    group = sorted(types) if types else score_group(load_catalog(), instance_type)
-    try:
-        cache = DiskCache(caller_account(region))
-    except Exception:  # noqa: BLE001 - without the account there is no cache to share, only the same question
-        cache = DiskCache("", ttl_s=0)
-    by_id = _cached(cache, {"op": "score", "region": region, "types": group, "count": count},
-                    lambda: zones.placement_scores(ec2, region, group, count))
-    names = _cached(cache, {"op": "azs", "region": region}, lambda: zones.az_ids_to_names(ec2))
-    return {names[z]: s for z, s in by_id.items() if z in names}, tuple(group)
-
-
-def _placement_scores(region: str, types: list[str], count: int) -> dict[str, int]:
-    """AZ id -> score: the one query shared with the EC2 backend and doctor (awsinfra.zones)."""
-    from trainctl.aws import zones
-
-    return zones.placement_scores(aws.client("ec2", region), region, types, count)
 
 
 def _spot_price_history(region: str, types: list[str], window_hours: float) -> dict[str, dict[str, dict]]:
@@ -264,40 +158,28 @@ def _age(seconds: float) -> str:
 def _submit_all(pool, cache: DiskCache, catalog: Catalog, req: MarketRequest) -> dict[tuple, object]:
     # Spot prices of every type a Spot layout may get, flexible layouts' members too
     spot_types = sorted({t for t, counts in req.spot_counts.items() if counts} | {t for s in req.flexible_sets for t in s})
-    counts = sorted({c for cs in req.spot_counts.values() for c in cs})
-    groups = _score_groups(catalog, spot_types) if spot_types else []
     jobs: dict[tuple, object] = {}
     for region in req.regions:
-        jobs[("azs", region)] = pool.submit(_cached, cache, {"op": "azs", "region": region},
+        jobs[("azs", region)] = pool.submit(cached, cache, {"op": "azs", "region": region},
                                             lambda r=region: _availability_zones(r))
         if spot_types:
             jobs[("spot", region)] = pool.submit(
-                _cached, cache, {"op": "spot", "region": region, "types": spot_types,
+                cached, cache, {"op": "spot", "region": region, "types": spot_types,
                                  "window": req.window_hours, "hour": int(time.time() // 3600)},
                 lambda r=region: _spot_price_history(r, spot_types, req.window_hours))
-        for group in groups:
-            for c in counts:
-                if any(c in req.spot_counts.get(t, ()) for t in group):
-                    jobs[("score", region, tuple(group), c)] = pool.submit(
-                        _cached, cache, {"op": "score", "region": region, "types": group, "count": c},
-                        lambda r=region, g=group, n=c: _placement_scores(r, g, n))
-        for types, set_counts in req.flexible_sets.items():
-            for c in set_counts if len(types) >= MIN_TYPES_PER_SCORE else ():
-                jobs.setdefault(("score", region, tuple(types), c), pool.submit(
-                    _cached, cache, {"op": "score", "region": region, "types": list(types), "count": c},
-                    lambda r=region, g=list(types), n=c: _placement_scores(r, g, n)))
+        placement.submit_scores(pool, cache, req, region, jobs)
         for platform in req.platforms:
             service = "AmazonEC2" if platform == "ec2" else "AmazonSageMaker"
             for t in req.instance_types:
                 if platform == "sagemaker" and not catalog.instances[t].sagemaker_training:
                     continue
                 jobs[("price", platform, region, t)] = pool.submit(
-                    _cached, cache, {"op": "price", "service": service, "region": region, "type": t},
+                    cached, cache, {"op": "price", "service": service, "region": region, "type": t},
                     lambda s=service, r=region, it=t: _on_demand_price(s, r, it))
         for platform in req.platforms:
             code, keys = _quota_keys(catalog, req, platform)
             jobs[("quota", region, code)] = pool.submit(
-                _cached, cache, {"op": "quota", "v": 2, "region": region, "service": code, "keys": sorted(keys)},
+                cached, cache, {"op": "quota", "v": 2, "region": region, "service": code, "keys": sorted(keys)},
                 lambda r=region, c=code, k=keys: _quotas(r, c, k))
     return jobs
 
@@ -327,18 +209,8 @@ def _assemble(catalog: Catalog, req: MarketRequest, results: dict, errors: dict)
         for itype, per_az in (results.get(("spot", region)) or {}).items():
             spot_prices[(region, itype)] = {az: SpotPrice(v["mean"], v["latest"], req.window_hours)
                                             for az, v in per_az.items()}
-        for key, val in results.items():
-            if key[0] == "score" and key[1] == region:
-                _, _, group, c = key
-                by_name = {az_names.get(zid, zid): s for zid, s in val.items()}
-                for t in group:
-                    if c in req.spot_counts.get(t, ()):
-                        scores_out[(region, t, c)] = by_name
-                        configs[(region, t, c)] = tuple(group)
-                if c in req.flexible_sets.get(tuple(group), ()):   # a flexible layout's own configuration
-                    scores_out[(region, "|".join(group), c)] = by_name
-                    configs[(region, "|".join(group), c)] = tuple(group)
-    warnings += _score_refusals(errors, live_regions)
+        placement.assemble_scores(req, region, results, az_names, scores_out, configs)
+    warnings += placement.score_refusals(errors, live_regions)
     on_demand, quotas, quota_codes = _prices_and_quotas(catalog, results, errors, warnings)
     return Quotes(source="live", regions=tuple(live_regions), on_demand=on_demand, spot_prices=spot_prices,
                   placement_scores=scores_out, score_configs=configs, quotas=quotas, quota_codes=quota_codes,
@@ -351,25 +223,6 @@ def _partial_failures(region: str, errors: dict) -> list[str]:
     if ("spot", region) in errors:
         out.append(f"{region}: DescribeSpotPriceHistory failed ({aws.error_summary(errors[('spot', region)])}); "
                    "its Spot options are priced from the Spot advisor's savings")
-    return out
-
-
-def _score_refusals(errors: dict, live_regions: list[str]) -> list[str]:
-    """One warning per family whose placement scores AWS refused (p3 gets InvalidParameterValue: AWS does not
-    score every type), with the regions, node counts and reason: its Spot options stay, with the score unknown."""
-    grouped: dict[tuple[tuple[str, ...], str], tuple[set[str], set[int]]] = {}
-    for key, e in errors.items():
-        if key[0] == "score" and key[1] in live_regions:
-            regions, counts = grouped.setdefault((key[2], aws.error_summary(e)), (set(), set()))
-            regions.add(key[1])
-            counts.add(key[3])
-    out = []
-    for (types, why), (regions, counts) in sorted(grouped.items()):
-        families = sorted({t.split(".")[0] for t in types})
-        out.append(f"no Spot placement scores for {', '.join(families)} ({', '.join(types)}) in "
-                   f"{', '.join(sorted(regions))} for {', '.join(f'x{c}' for c in sorted(counts))}: "
-                   f"GetSpotPlacementScores refused ({why}); those Spot options keep their place with the score "
-                   "unknown")
     return out
 
 

@@ -11,24 +11,6 @@ from __future__ import annotations
 MIN_TYPES_PER_SCORE_REQUEST = 3
 
 
-def score_types(catalog, instance_type: str) -> list[str]:
-    """The instance types of the one placement-score question about `instance_type`, asked alike by the planner,
-    the EC2 launch (its AZ order) and `doctor`: a score is comparable only between requests of the same shape, so
-    the plan's "score 10 in us-east-1a" and the launch's AZ order must come from the same question. Every size of
-    the type's family in the catalog, padded to AWS's recommended three with other types of its accelerator."""
-    family = instance_type.split(".")[0]
-    group = sorted(name for name in catalog.instances if name.split(".")[0] == family)
-    if instance_type not in group:
-        group = sorted([*group, instance_type])
-    accelerator = catalog.instances[instance_type].accelerator.key if instance_type in catalog.instances else None
-    for sibling in sorted(i.name for i in catalog.instances.values() if i.accelerator.key == accelerator):
-        if len(group) >= MIN_TYPES_PER_SCORE_REQUEST:
-            break
-        if sibling not in group:
-            group.append(sibling)
-    return sorted(group)
-
-
 def az_ids_to_names(ec2) -> dict[str, str]:
     """AZ id -> AZ name for this account (availability zones only: no Local or Wavelength Zones)."""
     resp = ec2.describe_availability_zones(Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}])

@@ -25,9 +25,20 @@ DLC_ACCOUNTS = {
 # pytorch/training/buildspec-2-10-sm.yml @ 37214bda (tags <version>-<device>-py313[-cu130]-ubuntu22.04-sagemaker).
 IMAGES = {
     "gpu": ("pytorch-training", "2.10.0-gpu-py313-cu130-ubuntu22.04-sagemaker"),
-    "neuron": ("pytorch-training-neuronx", "2.1.2-neuronx-py310-sdk2.20.2-ubuntu20.04"),
+    # AWS DLC available images (aws.github.io/deep-learning-containers, reference/available_images, read 2026-07-20):
+    # the newest PyTorch Training NeuronX tag, PyTorch 2.9 with Neuron SDK 2.30 on Ubuntu 24.04
+    "neuron": ("pytorch-training-neuronx", "2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04"),
     # CPU-only instance types (ml.c5, ml.m5): the same framework build without CUDA
     "cpu": ("pytorch-training", "2.10.0-cpu-py313-ubuntu22.04-sagemaker"),
+}
+
+
+# EC2 nodes boot the Deep Learning AMI named by AWS's public SSM parameter, resolved at launch (never a pinned AMI
+# id): DLAMI guide, "Finding the ID of a DLAMI" (/aws/service/deeplearning/ami/<arch>/<ami type>/latest/ami-id) and
+# the Neuron DLAMI guide, "SSM parameters" (/aws/service/neuron/dlami/<flavour>/<os>/latest/image_id).
+DLAMI_PARAMETERS = {
+    "gpu": "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.10-amazon-linux-2023/latest/ami-id",
+    "neuron": "/aws/service/neuron/dlami/pytorch-2.9/ubuntu-24.04/latest/image_id",
 }
 
 
@@ -49,12 +60,19 @@ SUPPORT = (
             "AWS DLC Framework Support Policy: PyTorch 2.10 EOP 2027-01-21"),
     Support("smdistributed-modelparallel:2.5.1-gpu-py311-cu124", "PyTorch 2.5.1 with SMP 2.8.0", "",
             "SageMaker Developer Guide, SMP v2 release notes: no end of support published"),
-    Support("pytorch-training-neuronx:2.1.2-neuronx-py310-sdk2.20.2-ubuntu20.04", "PyTorch 2.1.2 (Neuron SDK 2.20)",
-            "", "Neuron release notes: Neuron SDK 2.20 (2024) superseded, no end date published; not yet replaced"),
+    Support("pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04", "PyTorch 2.9 (Neuron SDK 2.30)",
+            "", "AWS DLC available images (PyTorch Training NeuronX, newest tag); Neuron publishes no end of patch"),
+    Support(DLAMI_PARAMETERS["gpu"], "PyTorch 2.10 (GPU DLAMI, Amazon Linux 2023)", "2027-01-21",
+            "DLAMI release notes: Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.10 (Amazon Linux 2023), x86_64, "
+            "G4dn/G5/G6/G6e/P4/P4de/P5; DLAMI Support Policy: end of patch one year after the framework's GA "
+            "(PyTorch 2.6-2.9 rows), PyTorch 2.10 GA 2026-01-21 (DLC Framework Support Policy)"),
+    Support(DLAMI_PARAMETERS["neuron"], "PyTorch 2.9 (Neuron DLAMI, Ubuntu 24.04)", "",
+            "Neuron DLAMI guide (SSM prefix /aws/service/neuron/dlami/pytorch-2.9/ubuntu-24.04); Neuron update-dlami "
+            "page 2.33: PyTorch 2.9 (PyTorch/XLA) DLAMIs no longer published after Neuron 2.31, the TorchNeuron 2.14 "
+            "DLAMI that follows supports Trn2/Trn3 only; no end date published"),
+    # kept so a job launched before the change still gets its support line (and its warning)
     Support("/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.7-ubuntu-22.04/latest/ami-id",
             "PyTorch 2.7 (GPU DLAMI)", "2026-04-23", "DLAMI Support Policy table: PyTorch 2.7.0 end of patch 2026-04-23"),
-    Support("/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id", "Neuron DLAMI (Ubuntu 22.04)",
-            "", "Neuron release notes: Ubuntu 22.04 DLAMIs no longer published from Neuron 2.30; no end date"),
 )
 
 
@@ -97,3 +115,31 @@ def support_today(image: str) -> str:
     import datetime
 
     return support_note(image, datetime.date.today().isoformat())[0]
+
+
+def chosen_image(platform: str, accelerator_kind: str) -> str:
+    """What a launch uses unless --image/--ami say otherwise: SageMaker's repository:tag, EC2's DLAMI parameter."""
+    if platform == "ec2":
+        return DLAMI_PARAMETERS["neuron" if accelerator_kind == "neuron" else "gpu"]
+    return ":".join(IMAGES.get(accelerator_kind, IMAGES["cpu"]))
+
+
+def support_rows(today: str) -> list[dict]:
+    """`trainctl catalog`'s image table: each image trainctl chooses, until when AWS patches it, and the source."""
+    chosen: dict[str, tuple[str, str]] = {}
+    for platform, kind in [(p, k) for p in ("sagemaker", "ec2") for k in ("gpu", "neuron", "cpu")]:
+        chosen.setdefault(chosen_image(platform, kind), (platform, kind))   # EC2's CPU types boot the GPU DLAMI
+    chosen[":".join(SMP_IMAGE)] = ("sagemaker", "gpu (--distribution smp)")
+    rows = []
+    for image, (platform, kind) in chosen.items():
+        row = support_of(image)
+        rows.append({"platform": platform, "accelerator": kind, "image": image,
+                     "framework": row.framework if row else None, "end_of_patch": row.end_of_patch if row else None,
+                     "status": support_note(image, today)[0], "source": row.source if row else None})
+    return rows
+
+
+def plan_words(platform: str, accelerator_kind: str, today: str) -> str:
+    """The plan's `why` line on the image an option would run on."""
+    return "image " + support_note(chosen_image(platform, accelerator_kind), today)[0]
+

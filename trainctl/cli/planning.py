@@ -64,7 +64,7 @@ def catalog(
     """Show the catalog: specs, prices, Spot data and sources."""
     from trainctl import render
     from trainctl.catalog import load_catalog
-    from trainctl.render.tables import catalog_rows, catalog_table
+    from trainctl.render.tables import catalog_rows, catalog_table, image_rows
 
     cat = load_catalog()
     rows = catalog_rows(cat, filter, region)
@@ -72,7 +72,7 @@ def catalog(
         raise UsageError(f"no instance type matches {filter!r}; known families: {', '.join(cat.families)}")
     if OPTS.output == "json":
         render.print_json({"catalog_date": cat.date, "data_dates": cat.data_dates, "sources": cat.sources,
-                           "instances": rows})
+                           "instances": rows, "images": image_rows()})
     else:
         catalog_table(cat, rows, region)
 

@@ -4,9 +4,11 @@ quota check and the typed `Option` with the lines that explain it. Pure, like th
 """
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 
 from trainctl import perf
+from trainctl.catalog import images
 from trainctl.perf import input_pipeline
 from trainctl.planner.spot import risk
 from trainctl.planner.spot import simulation as simulate
@@ -81,7 +83,8 @@ def spot_price(catalog, quotes, inst, count, platform, region, market, od, exclu
     if ec2_od is None and (cat_price := catalog.on_demand_price("ec2", region, inst.name)) is not None:
         ec2_od = cat_price.usd_per_hour
     if spot and (az in spot or az is None):
-        sp = spot[az] if az in spot else min(spot.values(), key=lambda s: s.mean_usd)
+        az = az or min(spot, key=lambda z: spot[z].mean_usd)   # unscored: the AZ its price comes from
+        sp = spot[az]
         discount = 1 - sp.mean_usd / ec2_od if ec2_od else None
         if platform == "ec2":
             return sp.mean_usd, f"Spot price history, {sp.window_hours:g} h mean", band, az, score, odds
@@ -103,7 +106,8 @@ def spot_price(catalog, quotes, inst, count, platform, region, market, od, exclu
 
 def _score_words(quotes, itype: str, count: int, region: str, az, score, odds) -> str:
     if score is None:
-        return "placement score unknown (offline, or the score call was refused): capacity odds not checked"
+        return ("placement score unknown (offline, refused, or not asked: see the warnings): capacity odds not "
+                "checked")
     where = f"placement score {score}/10 for {count} node{'s' if count > 1 else ''} in {az}"
     if odds is None:
         config = quotes.score_configs.get((region, itype, count), ())
@@ -156,6 +160,7 @@ def price_option(catalog, quotes, inst, count, platform, region, market, od, od_
     if fit.grad_accum > 1:
         why.append(f"micro-batch {fit.micro_batch} x {fit.grad_accum} accumulated: the largest micro-batch "
                    "that fits")
+    why.append(images.plan_words(platform, inst.accelerator.kind, datetime.date.today().isoformat()))
     why.append(f"price: {price_src}")
     option = Option(rank=0, platform=platform, instance_type=inst.name, count=count, market=market, region=region,
                     availability_zone=az, accelerators=n_ranks, hourly_usd=hourly_node * count,

@@ -172,6 +172,26 @@ def catalog_table(catalog, rows, region: str) -> None:
     con = table_console(150)
     con.print(fitted_table(_CATALOG_COLUMNS, rows, con.width,
                            title=f"trainctl catalog dated {catalog.date} ({region})"))
+    con.print(fitted_table(_IMAGE_COLUMNS, image_rows(), con.width, title="Images trainctl chooses (--image/--ami "
+                                                                           "give another)"))
     con.print("Sources: " + "; ".join(f"{k} = {v}" for k, v in catalog.sources.items() if k in
                                       {s for r in rows for s in r["sources"].split("; ")} | {"V", "SA", "SM"}),
               markup=False)
+
+
+def image_rows() -> list[dict]:
+    """The images trainctl chooses, with the date AWS stops patching each (catalog/images.py, sourced per row)."""
+    import datetime
+
+    from trainctl.catalog.images import support_rows
+
+    return support_rows(datetime.date.today().isoformat())
+
+
+_IMAGE_COLUMNS = (
+    Column("platform", lambda r: r["platform"], keep=True),
+    Column("accelerator", lambda r: r["accelerator"], keep=True),
+    Column("patched until", lambda r: r["end_of_patch"] or "not published", keep=True),
+    Column("framework", lambda r: r["framework"] or "-", wrap=True),
+    Column("image", lambda r: r["image"], wrap=True),
+)

@@ -268,7 +268,7 @@ def check_placement_scores(region: str, instance_type: str, count: int) -> Check
     from trainctl.aws.market import placement_scores_for
 
     name = "Spot placement scores"
-    try:  # the configuration a plan asks (the type's family), not a new single-type one
+    try:  # the launch's exact configuration, as the plan asks it for its best fixed layouts
         scores, _ = placement_scores_for(aws.client("ec2", region), region, instance_type, count)
     except Exception as e:  # noqa: BLE001
         return _fail(name, f"GetSpotPlacementScores in {region}: {aws.error_summary(e)}",

@@ -62,7 +62,13 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
                           spec_path=inputs.spec_path)
     quotes = gather_quotes(spec, catalog, request, inputs)
     measured = store.measured_rates(spec.model.name, spec.workload.batch_size_per_accelerator) if store else {}
-    return spec, plan(spec, catalog, quotes, request, measured)
+    result = plan(spec, catalog, quotes, request, measured)
+    if quotes.source == "live":  # the best fixed Spot layouts' scores, each for its exact configuration
+        from trainctl.aws.placement import with_fixed_scores
+
+        scored = with_fixed_scores(quotes, result.options, inputs.refresh)
+        result = result if scored is quotes else plan(spec, catalog, scored, request, measured)
+    return spec, result
 
 
 def only_region(spec: JobSpec) -> JobSpec:

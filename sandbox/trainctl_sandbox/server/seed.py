@@ -54,6 +54,9 @@ DLAMIS = (
     Dlami("gpu-pytorch-2.9", "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.9 (Ubuntu 24.04) 20251101",
           "PyTorch 2.9, NVIDIA driver, CUDA 13.0, EFA",
           "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.9-ubuntu-24.04/latest/ami-id"),
+    Dlami("gpu-pytorch-2.10-al2023", "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.10 (Amazon Linux 2023) 20260418",
+          "PyTorch 2.10, NVIDIA driver, EFA",
+          "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.10-amazon-linux-2023/latest/ami-id"),
     Dlami("gpu-base", "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20251101",
           "NVIDIA driver, CUDA, EFA; no framework",
           "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"),
@@ -65,7 +68,7 @@ DLAMIS = (
           "/aws/service/neuron/dlami/pytorch-2.9/ubuntu-24.04/latest/image_id"),
 )
 GPU_PYTORCH_PARAMETER = DLAMIS[0].parameter
-NEURON_PARAMETER = DLAMIS[3].parameter
+NEURON_PARAMETER = DLAMIS[4].parameter
 _RELEASED = datetime(2025, 11, 1, tzinfo=timezone.utc)
 
 

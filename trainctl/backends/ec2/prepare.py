@@ -16,11 +16,12 @@ import json
 import time
 from typing import Any
 
+from trainctl.catalog.images import DLAMI_PARAMETERS
 from trainctl.aws import clients as aws
 from trainctl.backends.job_args import as_command_line, entrypoint_args, layout_note
 from trainctl.naming import resources as naming
 from trainctl.aws import network, zones
-from trainctl.backends.ec2 import spot_role
+from trainctl.backends.ec2 import pip_reach, spot_role
 from trainctl.backends.base import Alternatives, AwsCall, CapacityError, LaunchRequest, LaunchSettings, tags
 from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMPTS, NODES_TAG, PLATFORM, instances, launch_template, log_group, name_for, security_group)
 from trainctl.backends.security_group import self_only_security_group
@@ -29,8 +30,7 @@ from trainctl.iam.node_role import EC2_TRUST, node_policy
 from trainctl.backends.launch_limits import boundary, max_runtime_s
 from trainctl.naming.tags import JOB_TAG
 
-GPU_AMI_PARAMETER = "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.7-ubuntu-22.04/latest/ami-id"
-NEURON_AMI_PARAMETER = "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id"
+GPU_AMI_PARAMETER, NEURON_AMI_PARAMETER = DLAMI_PARAMETERS["gpu"], DLAMI_PARAMETERS["neuron"]  # catalog/images.py
 ROOT_VOLUME_GIB = 200
 MASTER_PORT = 29500
 FLEET_GROUP = Alternatives(
@@ -202,8 +202,8 @@ def az_order(ec2, region: str, instance_type: str, count: int, market: str, firs
     scores: dict[str, int] = {}
     if market == "spot" and len(azs) > 1 and (len(types) < 2 or len(types) >= zones.MIN_TYPES_PER_SCORE_REQUEST):
         try:
-            # the plan's configuration (a fixed type's family; a flexible layout's exact set), from the plan's
-            # cache: never a configuration the plan did not ask
+            # exactly the fleet's configuration (its one type, or a flexible layout's set), from the plan's cache
+            # when the plan asked it
             from trainctl.aws.market import placement_scores_for
 
             scores, _ = placement_scores_for(ec2, region, instance_type, count, types if len(types) > 1 else None)
@@ -255,11 +255,12 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     net = network.job_network(ec2, region, opts.subnet)
     secrets = dict(getattr(spec, "secrets", None) or {})
     net = node_subnets(ec2, region, inst, net, notes, tuple(secrets.values()))
+    pkg, script = job_code(spec, settings.spec_path)
+    net = pip_reach.subnets_for_pip(ec2, region, inst.name, net, not no_public_ipv4(inst), pkg, notes)
     azs = az_order(ec2, region, option.instance_type, option.count, option.market, option.availability_zone,
                    list(net.by_az), notes, option.instance_types)
     if not azs:
         raise CapacityError(f"no subnet in {region} is in an AZ that offers {option.instance_type}")
-    pkg, script = job_code(spec, settings.spec_path)
     code_key, upload = code_calls(client_for("s3", region), bucket, account, pkg, job, region,
                                   why=f"the job's code ({len(pkg.files)} files, runs {script}) for the nodes")
     config = {"job_id": job, "region": region, "bucket": bucket, "bucket_owner": account, "code_key": code_key,
