@@ -13,7 +13,8 @@ from trainctl.perf.estimator import MeasuredRate
 from trainctl.planner.spot import risk
 from trainctl.catalog import Catalog, InstanceType, load_calibration
 from trainctl.planner.flexible import flexible_options
-from trainctl.planner.pricing import input_limit, job_times, objective_value, over_quota_warning, price_option
+from trainctl.planner.data_terms import ChannelFacts, layout_data
+from trainctl.planner.pricing import input_limit, objective_value, over_quota_warning, price_option
 from trainctl.plans import Excluded, Option, Plan
 from trainctl.planner import reasons
 from trainctl.planner.quotes import Quotes
@@ -43,6 +44,7 @@ class PlanRequest:
     layouts: tuple[Layout, ...] = ()              # non-empty: exactly these layouts
     extra_warnings: tuple[str, ...] = field(default_factory=tuple)
     spec_path: str = ""                           # as the user gave it; the plan document names it
+    data_facts: dict[str, ChannelFacts] = field(default_factory=dict)   # channel -> measured size, objects, Region
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -277,14 +279,14 @@ class _Planning:
             fit, tp = max(((f, _throughput(self.spec, self.shape, inst, count, platform, self.measured, f,
                                            self.catalog)) for f in fits),
                           key=lambda pair: (pair[1].samples_per_s, pair[0].strategy != "hsdp"))
-            feed = input_limit(self.spec, inst, count, tp.samples_per_s)
-            times = job_times(self.spec, self.shape, inst, count, fit.strategy, n_acc, feed.samples_per_s)
+            cpu_feed = input_limit(self.spec, inst, count, tp.samples_per_s)
             for region in self.regions:
                 price = self.on_demand(platform, region, inst)
+                feed, times, data = layout_data(self, inst, count, platform, region, fit, tp, cpu_feed, n_acc)
                 for market in cand.markets if price else ():
                     opt = price_option(self.catalog, self.quotes, inst, count, platform, region, market, *price,
                                        times, fit, tp, feed, n_acc, self.spec.constraints.max_spot_wait_hours,
-                                       self.exclude)
+                                       self.exclude, data=data)
                     if opt is not None:
                         out.append(opt)
         return out
