@@ -139,3 +139,11 @@ def test_fsx_data_is_mounted_not_copied():
     o = find(planned(spec_with({"fsx": "fs-0123456789abcdef0", "path": "/fsx/train"})), "g5.4xlarge", 4, "spot")
     assert o.data.copies == 0 and o.data.copy_hours == 0
     assert any("FSx for Lustre, mounted: no copy" in w for w in o.why)
+
+
+def test_the_bundled_vit_reading_its_channel_is_planned_as_jpeg_decoding():
+    data = load_spec(CONFIGS / "vit-base-g5.yaml").model_dump(exclude_none=True)
+    assert JobSpec.model_validate(data).input_source == "device"
+    data["data"] = {"train": COPY}
+    o = find(planned(JobSpec.model_validate(data)), "g5.2xlarge", 4, "spot")
+    assert any(w.startswith("input: jpeg data needs") for w in o.why)
