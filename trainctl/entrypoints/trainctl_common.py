@@ -67,6 +67,15 @@ def _synthetic(args: argparse.Namespace, ctx: DistContext, ops: DeviceOps, num_c
         step += 1
 
 
+def _stream(args: argparse.Namespace, ctx: DistContext, ops: DeviceOps, image_size: int,
+            data: ImageFolderData | None, checkpointer, start: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """The batches from `start` on: the channel's from the checkpoint's data position, or synthetic ones."""
+    if data is None:
+        return _synthetic(args, ctx, ops, args.num_classes, image_size, start)
+    data.start(start, checkpointer.resumed_data(ctx.rank) if checkpointer else None)
+    return data.batches()
+
+
 def _data_line(data: ImageFolderData, rank: int, step: int) -> str:
     """What this rank read: in this run, in the whole job, and where it stands (the job's log says it)."""
     pos = data.position(step)
@@ -140,10 +149,7 @@ def run(args: argparse.Namespace, ops: DeviceOps, stop: StopSignal) -> int:
     trainer = Trainer(args=args, ops=ops, ctx=ctx, stop=stop, checkpointer=checkpointer,
                       work=StepWork(samples=args.batch_size * ctx.world_size))
     trainer.resume()
-    if data is not None:
-        data.start(trainer.step, checkpointer.resumed_data(ctx.rank) if checkpointer else None)
-    stream = data.batches() if data is not None else _synthetic(
-        args, ctx, ops, args.num_classes, image_size, trainer.step)
+    stream = _stream(args, ctx, ops, image_size, data, checkpointer, trainer.step)
     model.train()
     outcome = trainer.train(_vision_step(args, ops, model, optimizer, scheduler, stream))
     # Always leave a checkpoint of where we are: after a stop it is what the platform resumes
