@@ -42,3 +42,12 @@ def test_a_prefix_the_plan_cannot_read_is_one_warning(sandbox, tmp_path):
     (line,) = [w for w in doc["warnings"] if w.startswith("data.train:")]
     assert "could not measure s3://no-such-data-bucket/train/" in line and "give data.train.size_gb" in line
     assert doc["options"][0]["data"]["priced"] is False
+
+
+def test_a_given_size_is_priced_even_when_the_bucket_cannot_be_read(sandbox, tmp_path):
+    spec = spec_file(tmp_path, {"uri": "s3://no-such-data-bucket/train/", "size_gb": 10})
+    doc = run_json(["plan", spec, "--platform", "ec2", "--layout", "g5.12xlarge:1:on-demand"],
+                   tmp_path, env={**sandbox.env, "TRAINCTL_CACHE_TTL": "0"})
+    (line,) = [w for w in doc["warnings"] if w.startswith("data.train:")]
+    assert "could not read the Region of s3://no-such-data-bucket/train/" in line
+    assert doc["options"][0]["data"]["priced"] and doc["options"][0]["data"]["copy_hours"] > 0

@@ -27,8 +27,11 @@ def measure_channels(spec, region: str) -> tuple[dict[str, ChannelFacts], list[s
                 continue
             size, objects = _prefix_size(ch.bucket, ch.prefix, bucket_region or region)
         except Exception as e:  # noqa: BLE001 - any refusal becomes one warning; the plan goes on without the size
-            warnings.append(f"data.{name}: could not measure s3://{ch.bucket}/{ch.prefix} ({aws.error_summary(e)}); "
-                            f"its data is not priced: give data.{name}.size_gb, or allow s3:ListBucket on the bucket")
+            where = f"s3://{ch.bucket}/{ch.prefix} ({aws.error_summary(e)})"
+            warnings.append(f"data.{name}: could not read the Region of {where}; cross-Region transfer is not priced"
+                            if ch.size_gb else
+                            f"data.{name}: could not measure {where}; its data is not priced: give "
+                            f"data.{name}.size_gb, or allow s3:ListBucket on the bucket")
             continue
         if objects is None:
             warnings.append(f"data.{name}: s3://{ch.bucket}/{ch.prefix} holds more than {MAX_LISTED_OBJECTS:,} objects; "
