@@ -318,7 +318,7 @@ class _Planning:
                                                        f"${cons.budget_usd:,.0f}", **where)
             else:
                 kept.append(priced)
-        return [risk.Priced(risk.with_spread(p), p.model, p.input_limit_ratio) for p in kept]
+        return [risk.Priced(risk.with_spread(p), p.model, p.input_limit_ratio, p.extra_usd) for p in kept]
 
     def rank(self, kept: list[risk.Priced]) -> tuple[list[Option], list[risk.Priced]]:
         objective = self.request.objective

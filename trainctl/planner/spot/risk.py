@@ -128,7 +128,7 @@ def sensitivity(ranked: list[Priced], objective: str) -> str | None:
     pool = [p for p in ranked if p.option.quota_ok is not False]
     if len(pool) < 2 or objective == "time":
         return None
-    base = [simulate.expected(p.model).cost_usd for p in pool]
+    base = [simulate.expected(p.model).cost_usd + p.extra_usd for p in pool]
     top = min(range(len(pool)), key=lambda i: (base[i], i))
     worst: tuple[float, str, int] | None = None
     # Rivals: other layouts. The same layout in another region moves with the top one under every assumption.
@@ -136,7 +136,8 @@ def sensitivity(ranked: list[Priced], objective: str) -> str | None:
               (pool[top].option.layout, pool[top].option.platform)]
     closest: tuple[float, str] = (_margin(base, top, rivals), "")
     for pert in simulate.PERTURBATIONS:
-        costs = [simulate.expected(simulate.perturbed(p.model, pert, p.input_limit_ratio)).cost_usd for p in pool]
+        costs = [simulate.expected(simulate.perturbed(p.model, pert, p.input_limit_ratio)).cost_usd + p.extra_usd
+                 for p in pool]
         best = min(range(len(pool)), key=lambda i: (costs[i], i))
         if best == top or costs[best] >= costs[top]:
             if rivals and _margin(costs, top, rivals) < closest[0] - MARGIN_MOVE:
