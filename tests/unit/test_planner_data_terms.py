@@ -147,3 +147,23 @@ def test_the_bundled_vit_reading_its_channel_is_planned_as_jpeg_decoding():
     data["data"] = {"train": COPY}
     o = find(planned(JobSpec.model_validate(data)), "g5.2xlarge", 4, "spot")
     assert any(w.startswith("input: jpeg data needs") for w in o.why)
+
+
+def test_a_network_bound_copy_spends_the_burst_credits_the_training_would_have_used():
+    """500 GB in 100 objects: the link, not S3's request rate, paces the copy, and it runs past the 5 minutes of
+    burst; the 4 x g5.2xlarge layout then trains at its baseline from the first step."""
+    facts = {"train": ChannelFacts(size_bytes=500e9, objects=100, region="us-east-1", source="measured")}
+    bare = find(planned(spec_with(None)), "g5.2xlarge", 4, "spot")
+    o = find(planned(spec_with({"uri": "s3://my-data-bucket/train/"}), facts), "g5.2xlarge", 4, "spot")
+    assert any("bound by network" in w for w in o.why)
+    assert any(w.startswith("the copy spends the ~5 min of burst credits") for w in o.why)
+    assert o.throughput_samples_per_s < bare.throughput_samples_per_s
+
+
+def test_streaming_more_objects_than_s3_serves_a_prefix_is_input_bound_by_the_get_rate():
+    """Ten objects a sample (e.g. one file per frame): 1 x g5.12xlarge would need ~15,000 GET/s of one prefix."""
+    facts = {"train": ChannelFacts(size_bytes=140e9, objects=12_811_670, region="us-east-1", source="measured")}
+    o = find(planned(spec_with(dict(COPY, mode="stream")), facts), "g5.12xlarge", 1, "on-demand")
+    assert o.input_bound and o.data.input_bound
+    assert o.throughput_samples_per_s == pytest.approx(dt.S3_GETS_PER_PREFIX_PER_S / 10, rel=1e-3)
+    assert any(w.startswith("INPUT-BOUND by S3's GET rate per prefix") for w in o.why)
