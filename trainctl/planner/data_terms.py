@@ -151,7 +151,7 @@ def _terms(run, inst, count, platform, region, fit, tp, feed: _Feed, facts) -> t
     if copy_bytes:
         data, feed = _copy_terms(data, tp, feed, copy_bytes, copy_gets, count, link, platform)
     if stream_bps:
-        data, feed = _stream_terms(run, data, inst, count, fit, tp, feed, stream_bps, stream_gps, link)
+        data, feed = _stream_terms(run, data, inst, count, platform, fit, tp, feed, stream_bps, stream_gps, link)
     if cross:
         where = {f.region for f in facts.values() if f.region}
         data = replace(data, words=data.words + (
@@ -180,7 +180,7 @@ def _copy_terms(data: LayoutData, tp, feed: _Feed, node_bytes: float, node_gets:
                    copy_start_hours=copy.start_s / 3600.0, words=data.words + words), feed
 
 
-def _nic_comm_seconds(run, inst, count: int, fit, tp, platform: str = "ec2") -> float:
+def _nic_comm_seconds(run, inst, count: int, fit, tp, platform: str) -> float:
     """Seconds per step the inter-node gradient traffic keeps the node's NIC busy, at the baseline."""
     if count <= 1:
         return 0.0
@@ -190,12 +190,12 @@ def _nic_comm_seconds(run, inst, count: int, fit, tp, platform: str = "ec2") -> 
                                   fit.strategy, fit.grad_accum).comm_seconds
 
 
-def _stream_terms(run, data: LayoutData, inst, count: int, fit, tp, feed: _Feed, bps: float, gets_per_sample: float,
-                  link: dt.S3Link) -> tuple[LayoutData, _Feed]:
+def _stream_terms(run, data: LayoutData, inst, count: int, platform: str, fit, tp, feed: _Feed, bps: float,
+                  gets_per_sample: float, link: dt.S3Link) -> tuple[LayoutData, _Feed]:
     """Streamed samples share the node's link with the gradients, at the baseline (the burst lasts minutes)."""
     step = tp.sustained.step_seconds
     per_node_step = fit.micro_batch * fit.grad_accum * perf.ranks(inst, load_calibration()).per_node
-    nic = _nic_comm_seconds(run, inst, count, fit, tp)
+    nic = _nic_comm_seconds(run, inst, count, fit, tp, platform)
     link_step = dt.stream_step_seconds(step, nic, per_node_step * bps, link.baseline_bytes_s)
     # the link caps the run only where it cannot carry both: then at the baseline's rate, slowed by the samples
     link_cap = tp.sustained.samples_per_s * step / link_step if link_step > step * (1 + 1e-9) else float("inf")
