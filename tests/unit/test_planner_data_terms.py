@@ -167,3 +167,12 @@ def test_streaming_more_objects_than_s3_serves_a_prefix_is_input_bound_by_the_ge
     assert o.input_bound and o.data.input_bound
     assert o.throughput_samples_per_s == pytest.approx(dt.S3_GETS_PER_PREFIX_PER_S / 10, rel=1e-3)
     assert any(w.startswith("INPUT-BOUND by S3's GET rate per prefix") for w in o.why)
+
+
+def test_a_flexible_layout_carries_the_data_terms_of_the_type_it_is_priced_on():
+    p = planned(spec_with(COPY), layouts=("g5.4xlarge|g5.8xlarge:4:spot",))
+    o = next(o for o in p.options if o.region == "us-east-1")
+    assert o.flexible and o.data.copies == pytest.approx(1.0 + o.interruptions_expected)
+    assert any(w.startswith("data: each node copies 140.0 GB") for w in o.why)
+    # the data's dollars are in every simulated run too: the p90 is not below the expected cost less its spread
+    assert o.cost_p50_usd > o.data.requests_usd
