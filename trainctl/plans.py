@@ -41,6 +41,22 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class DataTerms(_Frozen):
+    """What the job's input data adds to an option (planner/data_terms.py): the copy at start and its repeats, the
+    ingress of streamed samples, and the dollars of S3 requests and of reading across Regions."""
+
+    copy_hours: Annotated[NonNegative, _rounded(4)] = Field(0.0, description="the copy at start, hours (billed)")
+    copies: Annotated[NonNegative, _rounded(3)] = Field(0.0, description="expected copies: the start's and one per "
+                                                                        "Spot replacement (0: nothing copied)")
+    ingress_gbps: Annotated[NonNegative, _rounded(3)] = Field(0.0, description="streamed data per node, Gbps")
+    egress_usd: Annotated[NonNegative | None, _rounded(2)] = Field(
+        None, description="expected cross-Region transfer dollars (0 in the data's Region; None: not priced)")
+    requests_usd: Annotated[NonNegative, _rounded(2)] = Field(0.0, description="expected S3 GET request dollars")
+    input_bound: bool = Field(False, description="the link (or S3's request rate) cannot carry the streamed samples "
+                                                 "with the gradients: throughput capped")
+    priced: bool = Field(True, description="False: a channel's size was neither given nor measured")
+
+
 class Option(_Frozen):
     """One launchable layout with its expected hours and dollars, and why it ranks where it does."""
 
@@ -92,6 +108,7 @@ class Option(_Frozen):
     hourly_cap_usd: Annotated[float | None, Field(ge=0), _rounded(4)] = Field(
         None, description="flexible layouts: the whole layout per hour on its dearest type at On-Demand; the EC2 "
                           "launch's MaxTotalPrice")
+    data: DataTerms | None = Field(None, description="the input data's terms; None when the spec has no data:")
 
     @model_validator(mode="before")
     @classmethod

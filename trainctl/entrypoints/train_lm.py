@@ -30,7 +30,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import trainctl_args as targs  # noqa: E402
 from trainctl_lm_args import build_lm_parser, resolve_lm_args  # noqa: E402
-from trainctl_lm_data import SyntheticTokens, TokenFile, find_token_file  # noqa: E402
+from trainctl_lm_data import SyntheticTokens, TokenShards, find_token_files  # noqa: E402
 from trainctl_lm_model import (DecoderLM, config_from_args, param_count,  # noqa: E402
                                rotary_tables, training_flops_per_token)
 from trainctl_loop import StepWork, Trainer, warmup_cosine  # noqa: E402
@@ -121,9 +121,9 @@ def make_optimizer(model: torch.nn.Module, args) -> torch.optim.Optimizer:
 
 def make_data(args, config, ops):
     if args.data_dir:
-        path = find_token_file(args.data_dir, args.data_file)
-        return TokenFile(path, args.token_dtype, args.seed, config.vocab_size, config.seq_len,
-                         ops.device)
+        paths = find_token_files(args.data_dir, args.data_file)
+        return TokenShards(paths, args.token_dtype, args.seed, config.vocab_size, config.seq_len,
+                           ops.device)
     return SyntheticTokens(args.seed, config.vocab_size, config.seq_len, ops)
 
 
@@ -222,6 +222,9 @@ def run(args, config, ops: FsdpDeviceOps, stop: StopSignal) -> int:
     outcome = trainer.train(lm_step(args, ops, ctx, trainer, model, optimizer, scheduler, data,
                                     accum))
     trainer.save()  # where a stop resumes from; makes a rerun of a finished job a no-op
+    if isinstance(data, TokenShards):   # sequences this rank read: in this run, and in the whole job
+        emit(f"data rank={ctx.rank} source={data.kind} samples_read={data.rows_read} "
+             f"total_read={trainer.step * accum * args.batch_size}")
     if outcome != "done":
         emit(f"stopped rank={ctx.rank} step={trainer.step} signal={outcome} exit=0")
     else:

@@ -122,7 +122,9 @@ def finish_args(args: argparse.Namespace, env: dict[str, str] | None = None) -> 
     if args.model_dir is None and "model_dir" not in explicit:
         args.model_dir = env.get("SM_MODEL_DIR") or None
     if args.data_dir is None and "data_dir" not in explicit:
-        args.data_dir = env.get("SM_CHANNEL_TRAIN") or None
+        from trainctl_data import train_channel  # the `train` channel, on SageMaker and on EC2 alike
+
+        args.data_dir = train_channel(env)
     if args.warmup_steps is None:
         args.warmup_steps = min(1000, args.steps // 10)
     return args

@@ -14,7 +14,7 @@ import os
 import re
 import socket
 import time
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from trainctl_runtime import (DeviceOps, DistContext, capture_rng, emit, mix_seed, restore_rng,
@@ -275,10 +275,19 @@ class FullStateCheckpointer:
         self.store, self.ops, self.ctx = store, ops, ctx
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
         self.identity, self.seed = identity, seed
+        # Each rank's position in the job's data (epoch, batch, samples read), when it reads real data.
+        self.data_state: Callable[[int], dict] | None = None
+        self._resumed_data: list | None = None
+
+    def resumed_data(self, rank: int) -> dict | None:
+        """This rank's data position from the checkpoint resumed (None: none, or synthetic data)."""
+        saved = self._resumed_data
+        return saved[rank] if saved and rank < len(saved) else None
 
     def save(self, step: int) -> str | None:
-        """Collective: every rank contributes its RNG state; one rank per node writes."""
+        """Collective: every rank contributes its RNG state and data position; one rank per node writes."""
         rng_states = self.ctx.gather(capture_rng(self.ops))
+        positions = self.ctx.gather(self.data_state(step)) if self.data_state else None
         if not self.ctx.is_writer:
             return None
         payload = {
@@ -290,6 +299,7 @@ class FullStateCheckpointer:
             "optimizer": tree_to_cpu(self.optimizer.state_dict()),
             "scheduler": self.scheduler.state_dict(),
             "rng": rng_states,
+            "data": positions,
         }
         return self.store.save(step, payload)
 
@@ -337,6 +347,9 @@ class FullStateCheckpointer:
         self.optimizer.load_state_dict(payload["optimizer"])
         self.scheduler.load_state_dict(payload["scheduler"])
         step = int(payload["step"])
+        # Positions are per rank: valid only for the same number of ranks (else each rank starts from the step's)
+        data = payload.get("data")
+        self._resumed_data = data if data and payload.get("world_size") == ctx.world_size else None
         resume_rng(ctx, self.ops, self.seed, step, payload["rng"], payload.get("world_size"))
         if ctx.is_main:
             emit(f"resume step={step} path={path}")

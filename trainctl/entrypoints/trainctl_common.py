@@ -49,14 +49,17 @@ def build_parser(description: str, devices: Sequence[str]) -> argparse.ArgumentP
     return parser
 
 
-def _batches(args: argparse.Namespace, ctx: DistContext, ops: DeviceOps, num_classes: int,
-             image_size: int, start: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    if args.data_dir:
-        data = ImageFolderData(args.data_dir, image_size=image_size, seed=args.seed, ctx=ctx,
-                               batch_size=args.batch_size, workers=args.data_workers,
-                               pin_memory=ops.name == "cuda")
-        yield from data.batches(start)
-        return
+def _real_data(args: argparse.Namespace, ctx: DistContext, ops: DeviceOps,
+               image_size: int) -> ImageFolderData | None:
+    if not args.data_dir:
+        return None
+    return ImageFolderData(args.data_dir, image_size=image_size, seed=args.seed, ctx=ctx,
+                           batch_size=args.batch_size, workers=args.data_workers,
+                           pin_memory=ops.name == "cuda")
+
+
+def _synthetic(args: argparse.Namespace, ctx: DistContext, ops: DeviceOps, num_classes: int,
+               image_size: int, start: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     task = SyntheticTask(args.seed, num_classes, image_size, ops)
     step = start
     while True:
@@ -64,13 +67,29 @@ def _batches(args: argparse.Namespace, ctx: DistContext, ops: DeviceOps, num_cla
         step += 1
 
 
+def _stream(args: argparse.Namespace, ctx: DistContext, ops: DeviceOps, image_size: int,
+            data: ImageFolderData | None, checkpointer, start: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """The batches from `start` on: the channel's from the checkpoint's data position, or synthetic ones."""
+    if data is None:
+        return _synthetic(args, ctx, ops, args.num_classes, image_size, start)
+    data.start(start, checkpointer.resumed_data(ctx.rank) if checkpointer else None)
+    return data.batches()
+
+
+def _data_line(data: ImageFolderData, rank: int, step: int) -> str:
+    """What this rank read: in this run, in the whole job, and where it stands (the job's log says it)."""
+    pos = data.position(step)
+    return (f"data rank={rank} source={data.kind} samples_read={pos['read'] - data.read_before} "
+            f"total_read={pos['read']} epoch={pos['epoch']} batch={pos['batch']} "
+            f"dataset_samples={pos['samples']}")
+
+
 def _num_classes(args: argparse.Namespace) -> int:
     num_classes = args.num_classes
     if args.data_dir:
-        # The folder decides the classes unless told otherwise.
-        from torchvision import datasets
-        folder_classes = len(datasets.folder.find_classes(args.data_dir)[0])
-        num_classes = num_classes or folder_classes
+        # The folder (or the shards' labels) decide the classes unless told otherwise.
+        from trainctl_data import count_classes
+        num_classes = num_classes or count_classes(args.data_dir)
     return num_classes or default_num_classes(args.model)
 
 
@@ -124,15 +143,20 @@ def run(args: argparse.Namespace, ops: DeviceOps, stop: StopSignal) -> int:
             CheckpointStore(args.checkpoint_dir, args.keep), ops, ctx, model, optimizer,
             scheduler, identity={key: getattr(args, key, None) for key in RUN_IDENTITY},
             seed=args.seed)
+    data = _real_data(args, ctx, ops, image_size)
+    if checkpointer is not None and data is not None:
+        checkpointer.data_state = data.position   # each rank's place in the data, in every checkpoint
     trainer = Trainer(args=args, ops=ops, ctx=ctx, stop=stop, checkpointer=checkpointer,
                       work=StepWork(samples=args.batch_size * ctx.world_size))
     trainer.resume()
-    stream = _batches(args, ctx, ops, args.num_classes, image_size, trainer.step)
+    stream = _stream(args, ctx, ops, image_size, data, checkpointer, trainer.step)
     model.train()
     outcome = trainer.train(_vision_step(args, ops, model, optimizer, scheduler, stream))
     # Always leave a checkpoint of where we are: after a stop it is what the platform resumes
     # from; after the last step it makes a rerun of a finished job a no-op.
     trainer.save()
+    if data is not None:
+        emit(_data_line(data, ctx.rank, trainer.step))
     if outcome != "done":
         emit(f"stopped rank={ctx.rank} step={trainer.step} signal={outcome} exit=0")
         ops.finish(ctx)

@@ -44,7 +44,7 @@ def build_lm_parser() -> argparse.ArgumentParser:
     add("--weight-decay", type=non_negative_float, default=0.1)
     add("--grad-clip", type=non_negative_float, default=1.0, help="max gradient norm; 0 = off")
     add("--data-file", type=optional_path, default=None,
-        help="the token file's name in --data-dir (default: its only .bin file)")
+        help="one token file in --data-dir (default: every .bin and .npy shard in it)")
     add("--token-dtype", choices=("uint16", "uint32"), default="uint16",
         help="how the token file stores ids")
     return parser

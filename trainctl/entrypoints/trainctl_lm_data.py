@@ -1,5 +1,5 @@
-"""Token batches for train_lm.py: synthetic sequences generated on the device, or windows of a
-tokenized binary file (uint16 or uint32 tokens, e.g. from the SageMaker data channel).
+"""Token batches for train_lm.py: synthetic sequences generated on the device, or windows of
+pre-tokenized shards (.bin or .npy of uint16 or uint32 ids, e.g. the `train` channel).
 
 Both are pure functions of (seed, step, rank, micro-batch): any batch can be regenerated
 exactly, which is what makes a resumed run bit-identical to an uninterrupted one.
@@ -45,41 +45,67 @@ class SyntheticTokens:
         return torch.where(noisy, noise, tokens)
 
 
-def find_token_file(data_dir: str, name: str | None) -> str:
-    """--data-file inside the data folder, or the folder's only .bin file."""
+TOKEN_SUFFIXES = (".bin", ".npy")
+
+
+def find_token_files(data_dir: str, name: str | None) -> list[str]:
+    """--data-file inside the data folder, or every .bin and .npy token shard in it, in name order."""
     if name:
         path = os.path.join(data_dir, name)
         if not os.path.isfile(path):
             raise SystemExit(f"trainctl: token file {path} not found (--data-file)")
-        return path
-    found = sorted(entry for entry in os.listdir(data_dir) if entry.endswith(".bin"))
-    if len(found) != 1:
-        raise SystemExit(f"trainctl: {data_dir} holds {len(found)} .bin token files; name one "
-                         "with --data-file")
-    return os.path.join(data_dir, found[0])
+        return [path]
+    found = sorted(entry for entry in os.listdir(data_dir) if entry.endswith(TOKEN_SUFFIXES))
+    if not found:
+        raise SystemExit(f"trainctl: {data_dir} holds no .bin or .npy token shards; name one with --data-file")
+    return [os.path.join(data_dir, entry) for entry in found]
 
 
-class TokenFile:
-    """Random windows of seq_len + 1 tokens from a flat binary file of token ids (the layout
-    nanoGPT and Megatron's raw bins use), memory-mapped: the OS pages in what is read."""
+def _open_tokens(path: str, dtype: str) -> np.ndarray:
+    """A shard memory-mapped: a raw .bin of --token-dtype ids (nanoGPT's and Megatron's layout), or a 1-D .npy of
+    unsigned 16- or 32-bit ids (its own header says which)."""
+    if not path.endswith(".npy"):
+        return np.memmap(path, dtype=np.dtype(dtype), mode="r")
+    tokens = np.load(path, mmap_mode="r")
+    if tokens.ndim != 1 or tokens.dtype not in (np.uint16, np.uint32):
+        raise SystemExit(f"trainctl: {path} holds {tokens.dtype} of shape {tokens.shape}; a token shard is a 1-D "
+                         "array of uint16 or uint32 ids")
+    return tokens
 
-    def __init__(self, path: str, dtype: str, seed: int, vocab_size: int, seq_len: int,
+
+class TokenShards:
+    """Random windows of seq_len + 1 tokens from one or more token shards, memory-mapped: the OS pages in what is
+    read. A window lies within one shard; its start is drawn uniformly over every shard's valid starts from a stream
+    seeded by (seed, step, rank, micro-batch), so any batch is the same on every run and after any resume."""
+
+    def __init__(self, paths: list[str], dtype: str, seed: int, vocab_size: int, seq_len: int,
                  device: torch.device) -> None:
-        self.tokens = np.memmap(path, dtype=np.dtype(dtype), mode="r")
-        self.path, self.seed, self.vocab_size = path, seed, vocab_size
+        self.shards = [_open_tokens(path, dtype) for path in paths]
+        self.paths, self.seed, self.vocab_size = paths, seed, vocab_size
         self.seq_len, self.device = seq_len, device
-        if len(self.tokens) <= seq_len + 1:
-            raise SystemExit(f"trainctl: {path} has {len(self.tokens)} {dtype} tokens, fewer "
-                             f"than one sequence of {seq_len + 1}; lower --seq-len")
+        self.starts = np.cumsum([0] + [max(0, len(t) - seq_len - 1) for t in self.shards])
+        self.rows_read = 0
+        if self.starts[-1] <= 0:
+            raise SystemExit(f"trainctl: {', '.join(paths[:3])}: no shard holds one sequence of {seq_len + 1} "
+                             "tokens; lower --seq-len")
+
+    @property
+    def kind(self) -> str:
+        return f"{len(self.shards)} token shard{'s' if len(self.shards) > 1 else ''}"
 
     def batch(self, step: int, rank: int, micro: int, batch_size: int) -> torch.Tensor:
         generator = torch.Generator().manual_seed(mix_seed(self.seed, "windows", step, rank,
                                                            micro))
-        starts = torch.randint(0, len(self.tokens) - self.seq_len - 1, (batch_size,),
-                               generator=generator).tolist()
-        rows = np.stack([self.tokens[s:s + self.seq_len + 1] for s in starts]).astype(np.int64)
+        picks = torch.randint(0, int(self.starts[-1]), (batch_size,), generator=generator).tolist()
+        rows = []
+        for pick in picks:
+            shard = int(np.searchsorted(self.starts, pick, side="right")) - 1
+            start = pick - int(self.starts[shard])
+            rows.append(self.shards[shard][start:start + self.seq_len + 1])
+        rows = np.stack(rows).astype(np.int64)
         top = int(rows.max())
         if top >= self.vocab_size:
-            raise SystemExit(f"trainctl: {self.path} holds token id {top}, beyond the model's "
+            raise SystemExit(f"trainctl: {self.paths[0]} holds token id {top}, beyond the model's "
                              f"vocabulary of {self.vocab_size}; set --vocab-size or --token-dtype")
+        self.rows_read += batch_size
         return torch.from_numpy(rows).to(self.device, non_blocking=True)

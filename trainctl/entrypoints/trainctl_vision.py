@@ -11,7 +11,7 @@ from typing import Iterator
 
 import torch
 import torch.nn.functional as F
-from trainctl_runtime import DeviceOps, DistContext, mix_seed
+from trainctl_runtime import DeviceOps, DistContext, mix_seed, warn
 
 DEFAULT_MODEL = "vit_base_patch16_224"
 
@@ -115,15 +115,19 @@ class ShardedEpochSampler(torch.utils.data.Sampler):
 
 
 class ImageFolderData:
-    """The real-data path: an ImageFolder (one sub-folder per class), e.g. SM_CHANNEL_TRAIN.
+    """The real-data path: an image folder (one sub-folder per class) or WebDataset-style .tar shards, e.g. the
+    `train` channel (SM_CHANNEL_TRAIN).
 
-    Transforms are deterministic (resize, centre crop, normalise) so that a resumed run sees
-    exactly the batches the interrupted one would have seen.
+    Transforms are deterministic (resize, centre crop, normalise), and each epoch's order is a permutation seeded by
+    (seed, epoch), dealt to the ranks in whole batches: a position (epoch, batch within it) fixes every rank's next
+    samples. The position is saved in each checkpoint and a resumed run continues from it, so it sees exactly the
+    samples the uninterrupted run would have.
     """
 
     def __init__(self, root: str, image_size: int, seed: int, ctx: DistContext,
                  batch_size: int, workers: int | None, pin_memory: bool) -> None:
-        from torchvision import datasets, transforms
+        from torchvision import transforms
+        from trainctl_data import open_images
 
         transform = transforms.Compose([
             transforms.Resize(image_size),
@@ -131,8 +135,8 @@ class ImageFolderData:
             transforms.ToTensor(),
             transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
         ])
-        self.dataset = datasets.ImageFolder(root, transform=transform)
-        self.num_classes = len(self.dataset.classes)
+        self.root = root
+        self.dataset, self.num_classes, self.kind = open_images(root, transform)
         self.seed, self.ctx, self.batch_size = seed, ctx, batch_size
         cpus = os.cpu_count() or 1
         self.workers = workers if workers is not None else max(0, cpus // ctx.local_world_size)
@@ -142,9 +146,29 @@ class ImageFolderData:
             raise SystemExit(
                 f"trainctl: {root} has {len(self.dataset)} images, fewer than one global batch "
                 f"({batch_size} x {ctx.world_size} ranks); lower --batch-size")
+        self.start_step, self.start_batches, self.read_before = 0, 0, 0
 
-    def batches(self, start_step: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        epoch, start_batch = divmod(start_step, self.batches_per_epoch)
+    def start(self, step: int, saved: dict | None) -> None:
+        """Where this run starts: the checkpoint's position when it has one, else the step's."""
+        self.start_step = step
+        self.start_batches = step
+        self.read_before = step * self.batch_size
+        if saved:
+            self.start_batches = saved["epoch"] * self.batches_per_epoch + saved["batch"]
+            self.read_before = saved["read"]
+            if saved.get("samples") != len(self.dataset):
+                warn(f"the data at {self.root} holds {len(self.dataset)} samples, the checkpoint's "
+                     f"{saved.get('samples')}: the resumed run does not see the samples the first one would have")
+
+    def position(self, step: int) -> dict:
+        """This rank's position after `step` optimizer steps (each takes one batch)."""
+        epoch, batch = divmod(self.start_batches + step - self.start_step, self.batches_per_epoch)
+        read = self.read_before + (step - self.start_step) * self.batch_size
+        return {"epoch": epoch, "batch": batch, "read": read, "samples": len(self.dataset),
+                "world_size": self.ctx.world_size}
+
+    def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        epoch, start_batch = divmod(self.start_batches, self.batches_per_epoch)
         while True:
             sampler = ShardedEpochSampler(len(self.dataset), self.seed, epoch, self.ctx.rank,
                                           self.ctx.world_size, self.batch_size, start_batch)
@@ -154,8 +178,6 @@ class ImageFolderData:
                 persistent_workers=False)
             yield from loader
             epoch, start_batch = epoch + 1, 0
-
-
 
 
 def add_vision_options(parser) -> None:

@@ -11,6 +11,7 @@ lowest first: the order of the launch's priorities.
 """
 from __future__ import annotations
 
+from trainctl.planner.data_terms import layout_data
 from trainctl.planner.pricing import MIN_SCORE_TYPES, input_limit, job_times, price_option, spot_price
 from trainctl.planner.spot import risk
 
@@ -73,6 +74,7 @@ def _set_score(run, cand, members, region: str):
 def _member_option(run, cand, members, member, platform, region, market, price, rate, n_acc):
     """The layout made of `member` alone, with the set's placement score and the quota of its widest type."""
     fit, tp, feed, times = rate
+    feed, times, data = layout_data(run, member, cand.count, platform, region, fit, tp, feed, n_acc)
     quote = None
     if market == "spot":
         own = spot_price(run.catalog, run.quotes, member, cand.count, platform, region, market, price[0],
@@ -86,7 +88,7 @@ def _member_option(run, cand, members, member, platform, region, market, price, 
     widest = max(members, key=lambda m: (m.vcpus, m.name))   # identical nodes: the fleet may get all of them
     return price_option(run.catalog, run.quotes, member, cand.count, platform, region, market, *price, times, fit,
                         tp, feed, n_acc, run.spec.constraints.max_spot_wait_hours, run.exclude, spot_quote=quote,
-                        quota_inst=widest, score_key=score_key(m.name for m in members))
+                        quota_inst=widest, score_key=score_key(m.name for m in members), data=data)
 
 
 def _worst(cand, members, platform: str, market: str, priced: dict, cap: float) -> risk.Priced:
@@ -109,4 +111,4 @@ def _worst(cand, members, platform: str, market: str, priced: dict, cap: float) 
     option = worst.option.model_copy(update={"instance_types": order, "flexible_group": cand.group,
                                              "hourly_cap_usd": cap,
                                              "why": tuple(lines) + worst.option.why})
-    return risk.Priced(option, worst.model, worst.input_limit_ratio)
+    return risk.Priced(option, worst.model, worst.input_limit_ratio, worst.extra_usd)

@@ -50,6 +50,9 @@ class _Feed:
     words: str | None
 
 
+Feed = _Feed   # what planner/data_terms.py caps further
+
+
 def input_limit(spec: JobSpec, inst: InstanceType, count: int, samples_per_s: float) -> _Feed:
     """Cap the layout's throughput at what its CPUs can feed (trainctl/input_pipeline.py)."""
     source = spec.input_source
@@ -118,9 +121,10 @@ def _score_words(quotes, itype: str, count: int, region: str, az, score, odds) -
 
 def price_option(catalog, quotes, inst, count, platform, region, market, od, od_src, times, fit, tp, feed,
                   n_ranks, cons_wait, exclude, spot_quote=None, quota_inst=None,
-                  score_key: str | None = None) -> risk.Priced | None:
+                  score_key: str | None = None, data=None) -> risk.Priced | None:
     """`spot_quote`, `quota_inst`, `score_key`: a flexible layout's Spot price (what `spot_price` returns), the
-    member its quota is checked on and the key of its placement score (planner/flexible.py)."""
+    member its quota is checked on and the key of its placement score (planner/flexible.py). `data`: the layout's
+    input-data terms (planner/data_terms.py LayoutData), None without `data:` in the spec."""
     why: list[str] = []
     az = score = band = None
     odds: float | None = 1.0
@@ -145,6 +149,7 @@ def price_option(catalog, quotes, inst, count, platform, region, market, od, od_
                 platform=platform, market=market, region=region)
         return None
     exp = simulate.expected(model)
+    terms, data_usd = data.option_terms(platform, count, exp.interruptions, model.same_event_p) if data else (None, 0.0)
     if market == "spot":
         assumed = "" if catalog.spot_advice(region, inst.name) else " (assumed: no advisor data)"
         why.append(f"Spot: interruption band {band}{assumed} -> {exp.interruptions:.2f} interruptions expected")
@@ -154,6 +159,8 @@ def price_option(catalog, quotes, inst, count, platform, region, market, od, od_
     why.extend(tp.words)
     if feed.words:
         why.append(feed.words)
+    if data is not None:
+        why.extend(data.words + data.dollar_words(terms))
     if fit.strategy in perf.SHARDED:
         how = "within each node, replicated across nodes (hsdp)" if fit.strategy == "hsdp" else "(fsdp)"
         why.append(f"model sharded {how}: {fit.total_gib:.1f} of {fit.usable_gib:.1f} GiB per accelerator")
@@ -166,12 +173,12 @@ def price_option(catalog, quotes, inst, count, platform, region, market, od, od_
                     availability_zone=az, accelerators=n_ranks, hourly_usd=hourly_node * count,
                     throughput_samples_per_s=feed.samples_per_s, throughput_source=tp.source,
                     throughput_band=tp.band, network_assumed=tp.network, hours=exp.billed_hours,
-                    expected_cost_usd=exp.cost_usd, spot_placement_score=score,
+                    expected_cost_usd=exp.cost_usd + data_usd, spot_placement_score=score,
                     interruptions_expected=exp.interruptions, fits_memory=True, pareto=False, why=tuple(why),
                     strategy=fit.strategy, micro_batch=fit.micro_batch, grad_accum=fit.grad_accum,
                     capacity_odds=odds, wall_hours=exp.wall_hours, quota_ok=quota_ok,
-                    price_source=price_src, input_bound=feed.bound)
-    return risk.Priced(option, model, feed.ratio)
+                    price_source=price_src, input_bound=feed.bound, data=terms)
+    return risk.Priced(option, model, feed.ratio, data_usd)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,10 @@ from trainctl.perf.estimator import MeasuredRate
 from trainctl.planner.spot import risk
 from trainctl.catalog import Catalog, InstanceType, load_calibration
 from trainctl.planner.flexible import flexible_options
-from trainctl.planner.pricing import input_limit, job_times, objective_value, over_quota_warning, price_option
+from trainctl.planner.data_terms import ChannelFacts, layout_data
+from trainctl.planner.pricing import input_limit, objective_value, over_quota_warning, price_option
 from trainctl.plans import Excluded, Option, Plan
+from trainctl.planner import reasons
 from trainctl.planner.quotes import Quotes
 from trainctl.spec import JobSpec, Layout
 from trainctl.spec.flexible import family_groups, is_flexible, label
@@ -22,7 +24,6 @@ from trainctl.spec.flexible import members as flexible_members
 
 # --objective values: rank by expected cost, by the 90th percentile of simulated cost, or by wall hours.
 OBJECTIVES = ("cost", "p90-cost", "time")
-
 
 
 @dataclass
@@ -43,6 +44,7 @@ class PlanRequest:
     layouts: tuple[Layout, ...] = ()              # non-empty: exactly these layouts
     extra_warnings: tuple[str, ...] = field(default_factory=tuple)
     spec_path: str = ""                           # as the user gave it; the plan document names it
+    data_facts: dict[str, ChannelFacts] = field(default_factory=dict)   # channel -> measured size, objects, Region
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -150,17 +152,6 @@ def _throughput(spec: JobSpec, shape: perf.ModelShape, inst: InstanceType, count
                                 catalog, load_calibration())
 
 
-def _pareto(options: list[Option]) -> set[int]:
-    """Indices of options that no other option beats on both expected cost and hours."""
-    idx = sorted(range(len(options)), key=lambda i: (options[i].expected_cost_usd, options[i].hours))
-    keep, best_hours = set(), float("inf")
-    for i in idx:
-        if options[i].hours < best_hours - 1e-12:
-            keep.add(i)
-            best_hours = options[i].hours
-    return keep
-
-
 # ----------------------------------------------------------------------------- the plan
 def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest | None = None,
          measured: dict[tuple[str, int, str], MeasuredRate] | None = None) -> Plan:
@@ -168,39 +159,18 @@ def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest |
     options = [o for cand in candidates(spec, catalog, run.request) for o in run.layout_options(cand)]
     warnings = run.warnings()
     ranked, kept = run.rank(run.within_constraints(options))
-    warnings += _low_score_configs(ranked, quotes)
+    warnings += reasons.low_score_warnings(ranked, quotes)
     if (held := over_quota_warning(ranked, catalog, quotes, run.request.objective)) is not None:
         warnings.append(held)
     if not ranked:
         warnings.append("no layout is left: see the excluded layouts (--show-excluded) for why")
         if run.closest_miss is not None:
-            warnings.append(_closest_words(run.closest_miss, spec.constraints.deadline_hours))
+            warnings.append(reasons.closest_words(run.closest_miss, spec.constraints.deadline_hours))
     elif (line := risk.sensitivity(kept, run.request.objective)) is not None:
         warnings.append(line)
     return Plan(spec=run.request.spec_path or spec.name, spec_name=spec.name, source=quotes.source,
                 catalog_date=catalog.date, objective=run.request.objective, options=tuple(ranked),
                 excluded=tuple(run.excluded), warnings=tuple(warnings))
-
-
-def _closest_words(o: Option, deadline_hours: float) -> str:
-    return (f"no option meets the {deadline_hours:g} h deadline; the closest is {o.count}x {o.instance_type} "
-            f"{o.market} on {o.platform} in {o.region}: {o.wall_hours:,.1f} wall hours expected "
-            f"({o.wall_hours - deadline_hours:,.1f} h late), ${o.expected_cost_usd:,.2f}; raise "
-            "constraints.deadline_hours, or allow more nodes (candidates.nodes.max) or faster families")
-
-
-def _low_score_configs(ranked: list[Option], quotes: Quotes) -> list[str]:
-    """One warning, only when it changed an option: a placement score asked for fewer than three instance types is
-    low by AWS's design (EC2 User Guide, Spot placement score), so those options' scores were not taken as odds."""
-    low = sorted({(o.instance_type, o.count, o.region) for o in ranked
-                  if o.spot_placement_score is not None and o.capacity_odds is None})
-    if not low:
-        return []
-    named = ", ".join(f"{t} x{c} in {r} (asked for {', '.join(quotes.score_configs.get((r, t, c), ())) or t})"
-                      for t, c, r in low[:3]) + (f" and {len(low) - 3} more" if len(low) > 3 else "")
-    return [f"Spot placement scores of {named}: a configuration of fewer than three instance types scores low by "
-            "AWS's design, and scores compare only within one configuration, so those scores are not taken as "
-            "capacity odds"]
 
 
 class _Planning:
@@ -309,14 +279,14 @@ class _Planning:
             fit, tp = max(((f, _throughput(self.spec, self.shape, inst, count, platform, self.measured, f,
                                            self.catalog)) for f in fits),
                           key=lambda pair: (pair[1].samples_per_s, pair[0].strategy != "hsdp"))
-            feed = input_limit(self.spec, inst, count, tp.samples_per_s)
-            times = job_times(self.spec, self.shape, inst, count, fit.strategy, n_acc, feed.samples_per_s)
+            cpu_feed = input_limit(self.spec, inst, count, tp.samples_per_s)
             for region in self.regions:
                 price = self.on_demand(platform, region, inst)
+                feed, times, data = layout_data(self, inst, count, platform, region, fit, tp, cpu_feed, n_acc)
                 for market in cand.markets if price else ():
                     opt = price_option(self.catalog, self.quotes, inst, count, platform, region, market, *price,
                                        times, fit, tp, feed, n_acc, self.spec.constraints.max_spot_wait_hours,
-                                       self.exclude)
+                                       self.exclude, data=data)
                     if opt is not None:
                         out.append(opt)
         return out
@@ -348,7 +318,7 @@ class _Planning:
                                                        f"${cons.budget_usd:,.0f}", **where)
             else:
                 kept.append(priced)
-        return [risk.Priced(risk.with_spread(p), p.model, p.input_limit_ratio) for p in kept]
+        return [risk.Priced(risk.with_spread(p), p.model, p.input_limit_ratio, p.extra_usd) for p in kept]
 
     def rank(self, kept: list[risk.Priced]) -> tuple[list[Option], list[risk.Priced]]:
         objective = self.request.objective
@@ -361,40 +331,8 @@ class _Planning:
 
         kept = sorted(kept, key=key)
         ordered = [p.option for p in kept]
-        front = _pareto(ordered)
+        front = reasons.pareto_front(ordered)
         ranked = [o.model_copy(update={"rank": i + 1, "pareto": i in front,
-                                       "why": _ranking_words(o, i, ordered, objective) + o.why})
+                                       "why": reasons.ranking_words(o, i, ordered, objective) + o.why})
                   for i, o in enumerate(ordered)]
         return ranked, kept
-
-
-def _ranking_words(o: Option, i: int, ranked: list[Option], objective: str) -> tuple[str, ...]:
-    """One line saying why this option sits where it does."""
-    if not ranked:
-        return ()
-    best = ranked[0]
-    if i == 0:
-        runner = next((r for r in ranked[1:] if r.market != o.market or r.type_label != o.type_label), None)
-        if objective == "p90-cost":
-            line = f"lowest 90th-percentile cost: ${o.cost_p90_usd:,.2f} (expected ${o.expected_cost_usd:,.2f})"
-            if runner:
-                line += (f", ${runner.cost_p90_usd - o.cost_p90_usd:,.2f} less at p90 than the next layout "
-                         f"({runner.type_label} x{runner.count} {runner.market})")
-        elif objective == "cost":
-            line = f"lowest expected cost: ${o.expected_cost_usd:,.2f}"
-            if runner:
-                line += (f", ${runner.expected_cost_usd - o.expected_cost_usd:,.2f} less than the next layout "
-                         f"({runner.type_label} x{runner.count} {runner.market})")
-        else:
-            line = f"fastest: {o.wall_hours:.2f} h"
-            if runner:
-                line += f", {runner.wall_hours - o.wall_hours:.2f} h sooner than {runner.type_label} x{runner.count}"
-        return (line,)
-    if objective == "p90-cost":
-        return (f"${o.cost_p90_usd - best.cost_p90_usd:,.2f} more than #1 at p90",)
-    if objective == "cost":
-        return (f"${o.expected_cost_usd - best.expected_cost_usd:,.2f} more than #1"
-                + (f", {best.hours - o.hours:.2f} h faster" if o.hours < best.hours else ""),)
-    return (f"{o.wall_hours - best.wall_hours:.2f} h slower than #1"
-            + (f", ${best.expected_cost_usd - o.expected_cost_usd:,.2f} cheaper" if
-               o.expected_cost_usd < best.expected_cost_usd else ""),)

@@ -172,7 +172,8 @@ class Workload(Strict):
     data_source: Literal["auto", "device", "cpu-synthetic", "jpeg"] = Field(
         "auto", description="where samples come from, for the input-pipeline check: device (made on the "
                             "accelerator), cpu-synthetic (made by CPU workers), jpeg (decoded and augmented on the "
-                            "CPU); auto: the bundled entrypoints' choice (jpeg with data-dir, else device)")
+                            "CPU); auto: the bundled entrypoints' choice (jpeg with data-dir or the ViT with data:, "
+                            "else device)")
 
     @model_validator(mode="after")
     def amount(self) -> Workload:
@@ -368,6 +369,8 @@ class JobSpec(Strict):
         if self.entrypoint.bundled:
             args = {k.replace("_", "-"): v for k, v in self.entrypoint.args.items()}
             data_dir = args.get("data-dir")
+            if self.data is not None and self.entrypoint.bundled in ("ddp", "neuron"):
+                return "jpeg"   # the ViT scripts decode the `train` channel's images on the CPU
             return "jpeg" if data_dir is not None and str(data_dir).strip().lower() not in PATH_OFF else "device"
         arch = self.model.arch
         return "device" if arch is not None and arch.family == "language" else None

@@ -2,7 +2,7 @@
 throughput from the job store, and return the plan. The CLI calls this and renders the result."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trainctl.catalog import load_catalog
 from trainctl.errors import UsageError
@@ -61,6 +61,7 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
                           layouts=parse_layouts(inputs.layouts, set(catalog.instances)),
                           spec_path=inputs.spec_path)
     quotes = gather_quotes(spec, catalog, request, inputs)
+    request = with_data_facts(spec, request, quotes)
     measured = store.measured_rates(spec.model.name, spec.workload.batch_size_per_accelerator) if store else {}
     result = plan(spec, catalog, quotes, request, measured)
     if quotes.source == "live":  # the best fixed Spot layouts' scores, each for its exact configuration
@@ -69,6 +70,24 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
         scored = with_fixed_scores(quotes, result.options, inputs.refresh)
         result = result if scored is quotes else plan(spec, catalog, scored, request, measured)
     return spec, result
+
+
+def with_data_facts(spec: JobSpec, request: PlanRequest, quotes: Quotes) -> PlanRequest:
+    """Live plans measure the spec's S3 channels (size, objects, the bucket's Region); offline the sizes given in
+    the spec are all the plan has, and it says so for the channels without one."""
+    if not spec.data:
+        return request
+    if quotes.source != "live":
+        missing = [n for n, ch in spec.data.items() if getattr(ch, "uri", None) and not ch.size_gb]
+        note = (f"offline: data channel{'s' if len(missing) > 1 else ''} {', '.join(missing)} not measured and not "
+                "priced; give data.NAME.size_gb, or plan with credentials" if missing else
+                "offline: the data buckets' Regions are not known; cross-Region transfer is not priced")
+        return replace(request, extra_warnings=request.extra_warnings + (note,))
+    from trainctl.aws import clients as aws
+    from trainctl.aws.data_size import measure_channels
+
+    facts, warnings = measure_channels(spec, aws.default_region())
+    return replace(request, data_facts=facts, extra_warnings=request.extra_warnings + tuple(warnings))
 
 
 def only_region(spec: JobSpec) -> JobSpec:

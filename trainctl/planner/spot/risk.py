@@ -35,6 +35,8 @@ class JobTimes:
     interval_hours: float   # checkpoint interval
     restart_minutes: float
     accelerator_kind: str   # gpu | neuron
+    copy_start_hours: float = 0.0     # the input data's copy at start (planner/data_terms.py), billed
+    copy_restart_hours: float = 0.0   # its copy again after each replacement, billed on every node
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class Priced:
     option: Option
     model: simulate.RunModel
     input_limit_ratio: float | None
+    extra_usd: float = 0.0   # dollars beside the node-hours (the input data's requests and transfer)
 
 
 def notice_terms(platform: str, times: JobTimes, notice_s: float) -> tuple[bool, float, str]:
@@ -59,7 +62,8 @@ def run_model(platform: str, market: str, count: int, node_usd: float, times: Jo
               band: str | None, table: HazardTable, capacity_retry_hours: float) -> tuple[simulate.RunModel, list[str]]:
     start = launch_overheads.start_cost(platform, times.accelerator_kind)
     base = dict(work_hours=times.work_hours, nodes=count, node_usd_per_hour=node_usd,
-                start_unbilled_hours=start.unbilled_hours, start_billed_hours=start.billed_hours,
+                start_unbilled_hours=start.unbilled_hours,
+                start_billed_hours=start.billed_hours + times.copy_start_hours,
                 capacity_odds=odds if odds is not None else 1.0, capacity_retry_hours=capacity_retry_hours,
                 interval_hours=times.interval_hours)
     words = [f"start-up: {start.wall_hours * 60:.0f} min per launch, {start.billed_hours * 60:.0f} billed on "
@@ -72,7 +76,8 @@ def run_model(platform: str, market: str, count: int, node_usd: float, times: Jo
     model = simulate.RunModel(
         **base, hazard=hazard.per_instance_hour, hazard_log_sd=hazard.log_sd,
         same_event_p=table.same_event_probability if count > 1 else 0.0, notice_ok=ok, lost_hours_notice=lost_h,
-        restart_hours=launch_overheads.restart_billed_hours(times.restart_minutes, times.accelerator_kind),
+        restart_hours=launch_overheads.restart_billed_hours(times.restart_minutes, times.accelerator_kind)
+        + times.copy_restart_hours,
         wait_median_one=m1, wait_exponent=math.log(m4 / m1) / math.log(4.0), wait_log_sd_one=s1,
         wait_log_sd_many=s4, survivors_billed=platform == "ec2")
     layout = f"this {count}-node layout" if count > 1 else "this node"
@@ -89,11 +94,14 @@ def run_model(platform: str, market: str, count: int, node_usd: float, times: Jo
 
 def with_spread(priced: Priced) -> Option:
     """The option with p50/p90 of cost and hours from a seeded Monte Carlo (On-Demand: no spread)."""
-    o, m = priced.option, priced.model
+    o, m, extra = priced.option, priced.model, priced.extra_usd
     if m.hazard <= 0 and m.capacity_odds >= 1.0:
         return o.model_copy(update={"cost_p50_usd": o.expected_cost_usd, "cost_p90_usd": o.expected_cost_usd,
                                     "hours_p50": o.hours, "hours_p90": o.hours})
     s = simulate.simulate(m)  # seeded by the run itself: the same layout and billing gives the same spread
+    if extra:  # the data's dollars, at their expected value in every run
+        s = simulate.Spread(tuple(c + extra for c in s.cost_usd), s.hours, s.wall_hours, s.mean_cost_usd + extra,
+                            (s.cost_range_usd[0] + extra, s.cost_range_usd[1] + extra), s.interrupted_share)
     why = (f"risk: ${s.cost_usd[0]:,.2f} / ${s.cost_usd[1]:,.2f} / ${s.cost_usd[2]:,.2f} (p10/p50/p90 of "
            f"{simulate.RUNS} seeded runs; {s.interrupted_share:.1%} of them interrupted), {s.wall_hours[2]:.1f} h "
            "wall at p90",)
@@ -120,7 +128,7 @@ def sensitivity(ranked: list[Priced], objective: str) -> str | None:
     pool = [p for p in ranked if p.option.quota_ok is not False]
     if len(pool) < 2 or objective == "time":
         return None
-    base = [simulate.expected(p.model).cost_usd for p in pool]
+    base = [simulate.expected(p.model).cost_usd + p.extra_usd for p in pool]
     top = min(range(len(pool)), key=lambda i: (base[i], i))
     worst: tuple[float, str, int] | None = None
     # Rivals: other layouts. The same layout in another region moves with the top one under every assumption.
@@ -128,7 +136,8 @@ def sensitivity(ranked: list[Priced], objective: str) -> str | None:
               (pool[top].option.layout, pool[top].option.platform)]
     closest: tuple[float, str] = (_margin(base, top, rivals), "")
     for pert in simulate.PERTURBATIONS:
-        costs = [simulate.expected(simulate.perturbed(p.model, pert, p.input_limit_ratio)).cost_usd for p in pool]
+        costs = [simulate.expected(simulate.perturbed(p.model, pert, p.input_limit_ratio)).cost_usd + p.extra_usd
+                 for p in pool]
         best = min(range(len(pool)), key=lambda i: (costs[i], i))
         if best == top or costs[best] >= costs[top]:
             if rivals and _margin(costs, top, rivals) < closest[0] - MARGIN_MOVE:
