@@ -336,6 +336,8 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
     if "ec2" in platforms:  # only EC2 Spot needs it: SageMaker runs managed Spot instances itself
         add(check_spot_role(region))
     add(_scores_check(region, spec, plan))
+    from trainctl.usecases.doctor_costs import check_cost_allocation_tag
+    add(Check(*check_cost_allocation_tag()))
     return checks
 
 
