@@ -26,6 +26,7 @@ from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMP
 from trainctl.backends.security_group import self_only_security_group
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.iam.node_role import EC2_TRUST, node_policy
+from trainctl.backends import budget
 from trainctl.backends.launch_limits import boundary, max_runtime_s
 from trainctl.naming.tags import JOB_TAG
 
@@ -269,7 +270,8 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               "shutdown_when_done": True, **stopping_condition(option, opts.max_runtime_hours),
               # recovery relaunches any of these, within the same cap per node (backends/ec2/fleet.py)
               "instance_types": list(option.instance_types),
-              "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None}
+              "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None,
+              **budget.node_config(spec, option)}  # the node agent enforces the budget
     calls += upload
     calls += _iam_calls(job, bucket, region, account, code_key, tuple(secrets.values()),
                         boundary(client_for("iam", region), account, region, notes))

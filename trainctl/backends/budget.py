@@ -1,0 +1,39 @@
+"""The job's budget (`constraints.budget_usd`) at launch, for both platforms (docs/cost-model.md).
+
+- EC2: the node agent enforces it (bootstrap/budget.py); the launch gives it the budget and the price per node.
+- SageMaker: `StoppingCondition.MaxRuntimeInSeconds` bounds the run at the budget's hours at SageMaker's
+  On-Demand price of the layout. SageMaker bills BillableTimeInSeconds at that price (a managed Spot job's
+  billable seconds are at most its training seconds, its discount is in the seconds), and MaxRuntime bounds the
+  training seconds of all attempts together (SageMaker API Reference, StoppingCondition), so the bill stays
+  within the budget with nobody watching. For managed Spot the bound is conservative (the discount is not
+  counted in advance). At MaxRuntime SageMaker stops the job with SIGTERM and 120 s to save a checkpoint.
+"""
+from __future__ import annotations
+
+from trainctl.backends.launch_limits import MAX_SECONDS
+
+
+def node_config(spec, option) -> dict:
+    """config.json's budget entries for the EC2 node agent (none without a budget)."""
+    budget = spec.constraints.budget_usd
+    if not budget:
+        return {}
+    return {"budget_usd": float(budget), "node_hourly_usd": round(option.hourly_usd / option.count, 6)}
+
+
+def sagemaker_runtime(stopping: dict, spec, option, region: str, notes: list[str]) -> dict:
+    """`stopping` with MaxRuntimeInSeconds no longer than the budget's hours at the On-Demand price."""
+    from trainctl.catalog import load_catalog
+
+    budget = spec.constraints.budget_usd
+    price = load_catalog().on_demand_price("sagemaker", region, option.instance_type)
+    hourly = price.usd_per_hour * option.count if price else option.hourly_usd
+    if not budget or not hourly:
+        return stopping
+    bound = max(1, min(MAX_SECONDS, int(budget / hourly * 3600)))
+    if bound < stopping["MaxRuntimeInSeconds"]:
+        notes.append(f"budget ${budget:g}: MaxRuntimeInSeconds {bound} (the budget's hours at ${hourly:.4g}/h "
+                     "On-Demand); SageMaker stops the job there, with 120 s to checkpoint")
+        return {**stopping, "MaxRuntimeInSeconds": bound}
+    return stopping
+
