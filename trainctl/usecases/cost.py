@@ -29,8 +29,9 @@ METRIC = "UnblendedCost"
 # "Analyzing your costs and usage with AWS Cost Explorer").
 BILLED_LAG = ("billed = Cost Explorer, by the trainctl:job cost allocation tag; AWS refreshes it at least once "
               "every 24 hours, so a job's billed dollars appear up to a day after it ran")
-# GetCostAndUsage with DAILY granularity reaches back 14 months (Cost Explorer API Reference, TimePeriod).
-MAX_DAYS_BACK = 395
+# "The Cost Explorer API can access up to 13 months of historical data" (AWS Cost Management User Guide,
+# "Best practices for the AWS Cost Explorer API"); each paginated request costs $0.01 (same page).
+MAX_DAYS_BACK = 390
 MAX_JOBS = 100_000
 TAGS_PER_CALL = 100  # job ids per Filter: keeps each request small; any number of calls pages the rest
 
