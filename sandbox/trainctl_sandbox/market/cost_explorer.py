@@ -60,7 +60,7 @@ def _ended(instance: Any, now: float) -> float:
         return now
     m = re.search(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:GMT|UTC)\)", instance._reason or "")
     if not m:
-        return _epoch(instance.launch_time)
+        return float(int(_epoch(instance.launch_time)))
     return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
 
 
@@ -93,11 +93,11 @@ def _instance_usage(ctx: SandboxContext, now: float) -> list[Usage]:
     for region in ctx.regions:
         backend = ec2_backends[ctx.account_id][region]
         for inst in backend.all_instances():
-            start = _epoch(inst.launch_time)
+            start = float(int(_epoch(inst.launch_time)))  # to the second, as EC2 states LaunchTime
             end = max(start, _ended(inst, now))
             tags = {t["key"]: t["value"] for t in backend.describe_tags(filters={"resource-id": [inst.id]})}
             if inst.lifecycle == "spot":
-                points = _spot_points(ctx, region, inst.instance_type, inst.placement, start, end)
+                points = _spot_points(ctx, region, inst.instance_type, inst.availability_zone, start, end)
                 rate = (lambda a, b, pts=points: integrate(pts, a, b))
             else:
                 price = catalog.on_demand_price("ec2", region, inst.instance_type)
