@@ -8,22 +8,11 @@ import re
 import time
 from datetime import datetime, timedelta, timezone
 
+from tests.support.cost_tags import activate_job_tag
 from tests.support.helpers import CONFIGS, run_cli
 
 REGION = "us-east-1"
 ACTIVATE = "aws ce update-cost-allocation-tags-status --cost-allocation-tags-status TagKey=trainctl:job,Status=Active"
-
-
-def _activate_job_tag(sb) -> None:
-    """As on AWS: the key is listed once a resource carries it, then activated once for the account."""
-    ec2 = sb.client("ec2", REGION)
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
-    ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, InstanceType="t3.micro", TagSpecifications=[
-        {"ResourceType": "instance", "Tags": [{"Key": "trainctl:job", "Value": "first-tagged-resource"}]}])
-    ce = sb.client("ce", "us-east-1")
-    out = ce.update_cost_allocation_tags_status(CostAllocationTagsStatus=[{"TagKey": "trainctl:job",
-                                                                          "Status": "Active"}])
-    assert out["Errors"] == []
 
 
 def _ended(inst: dict) -> float:
@@ -50,7 +39,7 @@ def _spot_dollars(ec2, inst: dict) -> float:
 def test_cost_shows_an_ec2_jobs_running_and_billed_dollars_as_the_sandboxs_prices_and_lifetimes_give(
         sandbox_env, tmp_path):
     sb, home = sandbox_env, tmp_path / "home"
-    _activate_job_tag(sb)
+    activate_job_tag(sb)
     launch = run_cli(["--output", "json", "--region", REGION, "launch", str(CONFIGS / "vit-base-g5.yaml"),
                       "--platform", "ec2", "--layout", "g5.xlarge:1:spot", "--yes"], home, env=sb.env)
     assert launch.returncode == 0, launch.stderr
@@ -102,5 +91,5 @@ def test_doctor_warns_until_the_job_tag_is_an_active_cost_allocation_tag_and_pri
 
     first = tag_check()
     assert first["status"] == "warn" and ACTIVATE in first["fix"]
-    _activate_job_tag(sb)
+    activate_job_tag(sb)
     assert tag_check()["status"] == "pass"
