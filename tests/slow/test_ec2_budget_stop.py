@@ -1,0 +1,43 @@
+"""An EC2 job's budget, enforced by its own node agent in the sandbox (real agent, real torchrun), with no `watch`
+running: once the spend plus the projected remainder would pass the budget, the node writes the stop mark with
+the reason, the training checkpoints and stops, and the job's status names the budget."""
+from __future__ import annotations
+
+import json
+
+from tests.support.helpers import run_cli
+
+REGION = "us-east-1"
+# The plan prices 80 samples (cents); the script is told to run a million steps: at the sandbox's CPU rate that
+# projects far past the $2 budget as soon as two metric lines show the rate.
+SPEC = """\
+name: ec2-budget
+entrypoint: {bundled: ddp, args: {model: vit_micro, batch-size: 8, steps: 1000000, device: cpu, bf16: false,
+                                 checkpoint-every: 5, log-every: 5, checkpoint-seconds: 0}}
+model: {architecture: vit_micro}
+workload: {samples: 80, batch_size_per_accelerator: 8}
+constraints: {budget_usd: 2}
+"""
+
+
+def test_an_ec2_job_is_stopped_by_its_budget_with_a_checkpoint_and_its_status_names_the_budget(ec2_nodes, tmp_path):
+    sb, home = ec2_nodes, tmp_path / "home"
+    spec = tmp_path / "job.yaml"
+    spec.write_text(SPEC)
+    launch = run_cli(["--output", "json", "--region", REGION, "launch", str(spec), "--platform", "ec2", "--layout",
+                      "g5.xlarge:1:spot", "--yes"], home, env=sb.env)
+    assert launch.returncode == 0, launch.stderr
+    job = json.loads(launch.stdout)["job_id"]
+    # the node stops itself; `watch` only follows the job to its end (no --recover: it starts nothing)
+    watched = run_cli(["--output", "json", "watch", job, "--no-logs", "--interval", "0.5"], home, env=sb.env,
+                      timeout=400)
+    assert watched.returncode == 3, watched.stderr[-2000:]  # 3: Stopped
+    doc = json.loads(watched.stdout)
+    assert doc["failure_reason"].startswith("stopped: budget $2 reached"), doc["failure_reason"]
+    logs = run_cli(["logs", job], home, env=sb.env).stdout
+    assert "budget $2 reached" in logs and "trainctl stopped " in logs, logs[-3000:]  # the entrypoint's checkpoint
+    stopped_at = int(logs.split("trainctl stopped ")[1].split("step=")[1].split()[0])
+    listed = sb.client("s3", REGION).list_objects_v2(Bucket=next(
+        b["Name"] for b in sb.client("s3", REGION).list_buckets()["Buckets"] if b["Name"].startswith("trainctl-")),
+        Prefix=f"{job}/checkpoints/")
+    assert stopped_at > 0 and listed.get("KeyCount", 0) > 0
