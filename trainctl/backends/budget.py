@@ -23,17 +23,39 @@ def node_config(spec, option) -> dict:
 
 def sagemaker_runtime(stopping: dict, spec, option, region: str, notes: list[str]) -> dict:
     """`stopping` with MaxRuntimeInSeconds no longer than the budget's hours at the On-Demand price."""
-    from trainctl.catalog import load_catalog
-
     budget = spec.constraints.budget_usd
-    price = load_catalog().on_demand_price("sagemaker", region, option.instance_type)
-    hourly = price.usd_per_hour * option.count if price else option.hourly_usd
+    hourly = sagemaker_hourly(region, option.instance_type, option.count) or option.hourly_usd
     if not budget or not hourly:
         return stopping
-    bound = max(1, min(MAX_SECONDS, int(budget / hourly * 3600)))
+    bound = budget_seconds(budget, hourly)
     if bound < stopping["MaxRuntimeInSeconds"]:
         notes.append(f"budget ${budget:g}: MaxRuntimeInSeconds {bound} (the budget's hours at ${hourly:.4g}/h "
                      "On-Demand); SageMaker stops the job there, with 120 s to checkpoint")
         return {**stopping, "MaxRuntimeInSeconds": bound}
     return stopping
 
+
+
+def sagemaker_hourly(region: str, instance_type: str, count: int) -> float | None:
+    """The layout's SageMaker On-Demand $/h from the catalog (None when it has no price)."""
+    from trainctl.catalog import load_catalog
+
+    price = load_catalog().on_demand_price("sagemaker", region, instance_type.removeprefix("ml."))
+    return price.usd_per_hour * count if price else None
+
+
+def budget_seconds(budget: float, hourly: float) -> int:
+    """The budget's hours at `hourly`, as MaxRuntimeInSeconds (1 s to SageMaker's 28 days)."""
+    return max(1, min(MAX_SECONDS, int(budget / hourly * 3600)))
+
+
+def stopped_by_budget(view, budget: float | None) -> str | None:
+    """Why a SageMaker job stopped at MaxRuntime, when that MaxRuntime was its budget's bound (else None)."""
+    raw = view.raw or {}
+    if not budget or view.platform != "sagemaker" or view.secondary_status != "MaxRuntimeExceeded":
+        return None
+    hourly = sagemaker_hourly(view.region, view.instance_type or "", view.count or 1)
+    limit = (raw.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
+    if not hourly or limit != budget_seconds(budget, hourly):
+        return None
+    return f"stopped: budget ${budget:g} reached (MaxRuntimeInSeconds {limit}: the budget's hours at ${hourly:.4g}/h)"

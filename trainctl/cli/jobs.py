@@ -34,7 +34,7 @@ def watch(
     from trainctl.usecases import watch as w
     from trainctl.backends import get_backend
     from trainctl.render import watch as shown
-    from trainctl.usecases.notify import Notifier
+    from trainctl.usecases.notify import Notifier, name_the_budget
 
     with _store() as store:
         ref = w.locate(store, job, platform)
@@ -52,6 +52,7 @@ def watch(
                                                to_stderr=OPTS.output == "json",
                                                on_look=notifier.look if notifier else None)
         doc = w.summary(view, progress, ref.record)
+        name_the_budget(store, view, doc)
         if notifier:
             notifier.look(doc)
         note = w.record_outcome(store, view, progress, ref.record) if view.finished else None

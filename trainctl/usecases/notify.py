@@ -22,14 +22,31 @@ from trainctl.store import JobRecord, JobStore
 
 TARGET_EVENT = "notify"      # recorded at launch: {"target": ..., "budget_usd": ...}
 SENT_EVENT = "notified"      # one per message sent: its key
+BUDGET_EVENT = "budget"      # recorded at launch: the spec's budget_usd
 THRESHOLDS = (0.5, 0.8, 1.0)
 TIMEOUT_S = 10
 
 
 def remember(store: JobStore, job_id: str, target: str | None, budget_usd: float | None) -> None:
-    """At launch: where the job's news go, and the budget its marks count against."""
+    """At launch: where the job's news go, and the budget (its marks; `watch` names it when it stops the job)."""
     if target:
         store.add_event(job_id, TARGET_EVENT, json.dumps({"target": target, "budget_usd": budget_usd}))
+    if budget_usd:
+        store.add_event(job_id, BUDGET_EVENT, json.dumps(budget_usd))
+
+
+def budget_of(store: JobStore, job_id: str) -> float | None:
+    found = store.events(job_id, BUDGET_EVENT)
+    return float(json.loads(found[-1][1])) if found else None
+
+
+def name_the_budget(store: JobStore, view, doc: dict) -> None:
+    """A SageMaker job its budget's MaxRuntime stopped: its status says so (EC2's node agent says it itself)."""
+    from trainctl.backends.budget import stopped_by_budget
+
+    why = stopped_by_budget(view, budget_of(store, view.job_id))
+    if why:
+        doc["failure_reason"] = why
 
 
 def messages(doc: dict, budget: float | None) -> list[tuple[str, str]]:
