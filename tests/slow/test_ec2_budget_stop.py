@@ -24,8 +24,13 @@ def test_an_ec2_job_is_stopped_by_its_budget_with_a_checkpoint_and_its_status_na
     sb, home = ec2_nodes, tmp_path / "home"
     spec = tmp_path / "job.yaml"
     spec.write_text(SPEC)
+    sns, sqs = sb.client("sns", REGION), sb.client("sqs", REGION)  # the job's news, read through a queue
+    topic = sns.create_topic(Name="budget-news")["TopicArn"]
+    queue = sqs.create_queue(QueueName="budget-news")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"})
     launch = run_cli(["--output", "json", "--region", REGION, "launch", str(spec), "--platform", "ec2", "--layout",
-                      "g5.xlarge:1:spot", "--yes"], home, env=sb.env)
+                      "g5.xlarge:1:spot", "--yes", "--notify", topic], home, env=sb.env)
     assert launch.returncode == 0, launch.stderr
     job = json.loads(launch.stdout)["job_id"]
     # the node stops itself; `watch` only follows the job to its end (no --recover: it starts nothing)
@@ -41,3 +46,8 @@ def test_an_ec2_job_is_stopped_by_its_budget_with_a_checkpoint_and_its_status_na
         b["Name"] for b in sb.client("s3", REGION).list_buckets()["Buckets"] if b["Name"].startswith("trainctl-")),
         Prefix=f"{job}/checkpoints/")
     assert stopped_at > 0 and listed.get("KeyCount", 0) > 0
+    # the node itself said so on the topic (no laptop needed), and `watch` the end with its dollars
+    news = [json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10)["Messages"]]
+    by_event = {n["event"]: n for n in news}
+    assert by_event["budget:stop"]["sender"].startswith("node agent on i-"), news
+    assert "budget $2 reached" in by_event["budget:stop"]["message"] and "end:Stopped" in by_event

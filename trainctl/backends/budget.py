@@ -13,12 +13,14 @@ from __future__ import annotations
 from trainctl.backends.launch_limits import MAX_SECONDS
 
 
-def node_config(spec, option) -> dict:
-    """config.json's budget entries for the EC2 node agent (none without a budget)."""
+def node_config(spec, option, notify: str | None = None) -> dict:
+    """config.json's budget entries for the EC2 node agent (none without a budget), and the SNS topic it sends
+    the budget's news to (a webhook is sent by `watch` only: its URL never goes into user data)."""
     budget = spec.constraints.budget_usd
+    out = {"notify_topic": notify} if notify and notify.startswith("arn:") else {}
     if not budget:
-        return {}
-    return {"budget_usd": float(budget), "node_hourly_usd": round(option.hourly_usd / option.count, 6)}
+        return out
+    return {**out, "budget_usd": float(budget), "node_hourly_usd": round(option.hourly_usd / option.count, 6)}
 
 
 def sagemaker_runtime(stopping: dict, spec, option, region: str, notes: list[str]) -> dict:

@@ -17,6 +17,7 @@ Standard library plus boto3 only, as the agent.
 """
 from __future__ import annotations
 
+import json
 import re
 import time
 from datetime import datetime, timezone
@@ -26,6 +27,7 @@ TOTAL = re.compile(r"\btotal_steps=(\d+)")
 _ENDED = re.compile(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:GMT|UTC)\)")
 DEFAULT_GRACE_S = 60.0   # a stop's checkpoint, upload and shutdown, while the nodes still bill
 REASON_PREFIX = "budget $"
+MARKS = (0.5, 0.8, 1.0)  # the budget's marks the job's SNS topic hears of (`launch --notify`)
 
 
 class Progress:
@@ -121,10 +123,39 @@ def reached(agent) -> bool:
         return False
     nodes = int(cfg.get("nnodes") or 1)
     margin = agent.setting("stop_poll_s", 30.0) + agent.setting("budget_grace_s", DEFAULT_GRACE_S)
+    for mark in MARKS:
+        if spent >= mark * float(budget):
+            news(agent, f"budget:{round(mark * 100)}", f"{round(mark * 100)}% of the ${float(budget):g} budget spent "
+                                                       f"(${spent:.4f})", spent)
     why = verdict(float(budget), spent, float(node_hourly) * nodes, margin, progress.seconds_left())
     if why is None:
         return False
     agent.log.add(f"trainctl-agent: {why}; stopping the job")
+    news(agent, "budget:stop", f"stopping: {why}", spent)
     if agent.marker() != "stopped":
         agent.put_marker("stopped", why)
     return True
+
+
+def news(agent, event: str, text: str, spent: float) -> None:
+    """One message to the job's SNS topic, once per job whatever the number of nodes: the node whose S3 write of
+    <job>/status/news-<event> succeeds (If-None-Match: *, S3's conditional write) sends it."""
+    topic = agent.cfg.get("notify_topic")
+    if not topic:
+        return
+    from .node_io import aws_session
+
+    key = agent.key("status", "news-" + event.replace(":", "-"))
+    try:
+        agent.s3.put_object(Bucket=agent.cfg["bucket"], Key=key, Body=text.encode(), IfNoneMatch="*", **agent.owner)
+    except Exception as e:  # noqa: BLE001 - 412: another node sent it; anything else: said, not fatal
+        if "PreconditionFailed" not in str(e) and "412" not in str(e):
+            agent.log.add(f"trainctl-agent: could not record the news {event}: {e}")
+        return
+    body = {"job_id": agent.job, "event": event, "message": f"{agent.job}: {text}", "spent_usd": round(spent, 6),
+            "budget_usd": agent.cfg.get("budget_usd"), "sender": f"node agent on {agent.instance_id}"}
+    try:
+        aws_session(topic.split(":")[3])("sns").publish(TopicArn=topic, Subject=f"trainctl {agent.job}: {event}"[:100],
+                                                        Message=json.dumps(body))
+    except Exception as e:  # noqa: BLE001
+        agent.log.add(f"trainctl-agent: could not publish the news {event}: {e}")

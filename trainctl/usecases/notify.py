@@ -7,8 +7,10 @@ is recorded with the job (`notified` events), so watching again, or from `--once
 Not chosen: an EventBridge rule on SageMaker's "Training Job State Change" events would send state changes with no
 laptop, but it carries no dollars, cannot count a budget, needs the topic's own policy to let
 events.amazonaws.com publish, and reaches a webhook only through an API destination whose connection holds the
-webhook's credentials in AWS; the EC2 node agent publishing itself is not built yet. What the budget needs does
-not wait for anyone: the EC2 node agent stops the job, SageMaker's MaxRuntime bounds it.
+webhook's credentials in AWS. An EC2 job given an SNS topic hears of its budget from its own nodes: the node agent
+publishes the 50/80/100% marks and its budget stop (bootstrap/budget.py, with sns:Publish on that one topic in
+the node role), so `watch` leaves those out there. What the budget needs does not wait for anyone: the EC2 node
+agent stops the job, SageMaker's MaxRuntime bounds it.
 
 SNS: `Publish` to the topic (the CLI's credentials need sns:Publish on it). Webhook: an HTTP POST of the JSON
 message (https; http only to a loopback address, notify_target.py), 10 s timeout; a failure is said, not fatal.
@@ -106,8 +108,9 @@ class Notifier:
     def look(self, doc: dict) -> None:
         """`doc`: watch's summary document of the job now."""
         for key, text in messages(doc, self.budget):
-            if key in self.sent:
-                continue
+            if key in self.sent or (key.startswith("budget:") and doc["platform"] == "ec2"
+                                    and self.target.startswith("arn:")):
+                continue  # an EC2 job's nodes publish its budget marks to its topic themselves
             body = {"job_id": doc["job_id"], "event": key, "message": text, "status": doc["status"],
                     "cost_usd": doc.get("cost_usd"), "budget_usd": self.budget, "platform": doc["platform"]}
             try:
