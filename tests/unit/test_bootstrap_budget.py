@@ -37,3 +37,11 @@ def test_progress_projects_the_remainder_from_the_metric_lines_of_the_run():
 def test_the_node_agent_ships_its_budget_module():
     with tarfile.open(fileobj=io.BytesIO(agent_archive())) as tar:
         assert f"{NODE_PACKAGE}/budget.py" in tar.getnames()
+
+
+def test_progress_measures_a_resumed_run_from_its_own_start():
+    progress = Progress(total_steps=100)
+    for line in ("trainctl step=10 loss=1 samples_per_s=1", "trainctl step=20 loss=1 samples_per_s=1",
+                 "trainctl step=15 loss=1 samples_per_s=1"):  # resumed from the checkpoint of step 15
+        progress.feed(line)
+    assert progress.first[0] == 15 and progress.seconds_left() is None  # one line of the new run: no rate yet

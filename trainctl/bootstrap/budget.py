@@ -43,7 +43,7 @@ class Progress:
         if not m:
             return
         point = (int(m.group(1)), time.time())
-        if self.first is None or point[0] < self.first[0]:  # a restart: measure its run from its start
+        if self.last is None or point[0] <= self.last[0]:  # a restart from a checkpoint: measure the new run only
             self.first = point
         self.last = point
         total = TOTAL.search(str(line))
