@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.support.cost_tags import activate_job_tag
 from tests.support.helpers import run_cli
 from trainctl_sandbox.testing import add_nat
 
@@ -43,6 +44,7 @@ def test_failures_name_their_fix_and_pass_once_fixed(sandbox, tmp_path):
         "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]})
     s3.put_public_access_block(Bucket=BUCKET, PublicAccessBlockConfiguration={
         "BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True})
+    activate_job_tag(sandbox)  # billed dollars need the job tag active (a warning, not a failure, until then)
     code, checks, doc = doctor(sandbox, tmp_path, SPEC)
     assert code == 0 and doc["ok"], doc
     assert "NAT gateway" in checks["subnet reaches S3"]["detail"]

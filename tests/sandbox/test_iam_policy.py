@@ -75,8 +75,11 @@ def test_policy_matches_the_calls_of_every_command(sandbox, tmp_path, recorder, 
     cli("plan", SPEC)
     cli("launch", SPEC, "--dry-run")
     sandbox.client("s3").delete_bucket(Bucket=ACCOUNT_BUCKET)  # the first launch of an account creates it
-    job = json.loads(cli("-o", "json", "launch", SPEC, "--yes", "--layout", "g5.xlarge:1:on-demand"))["job_id"]
-    cli("watch", job, "--once", ok=(0, 1, 3, 4))
+    topic = sandbox.client("sns").create_topic(Name="trainctl-news")["TopicArn"]
+    job = json.loads(cli("-o", "json", "launch", SPEC, "--yes", "--layout", "g5.xlarge:1:on-demand",
+                         "--notify", topic))["job_id"]
+    cli("watch", job, "--once", ok=(0, 1, 3, 4))  # publishes the job's state to the topic
+    cli("cost", job)
     cli("logs", job)
     cli("stop", job)
     cli("down", job)

@@ -14,12 +14,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainctl.backends.notify_target import check_target
 from trainctl.errors import UsageError
 
 
-def opt(help: str, default: Any = None, *, minimum: float | None = None):
-    """A declared option: its help, its default and (for numbers) its smallest accepted value."""
-    return field(default=default, metadata={"help": help, "min": minimum})
+def opt(help: str, default: Any = None, *, minimum: float | None = None, check=None):
+    """A declared option: its help, its default, (for numbers) its smallest accepted value, and the function
+    that checks a given value (returns it, or raises a UsageError)."""
+    return field(default=default, metadata={"help": help, "min": minimum, "check": check})
 
 
 # Declared once, shared by both platforms: the same meaning on each.
@@ -28,6 +30,10 @@ _SUBNET = ("Subnet id(s), comma-separated, all in one VPC (default: the default 
            "the best placement score).")
 _SECURITY_GROUP = ("Security group id, used as it is: it must let the job's hosts reach each other "
                    "(default: a new group open only to itself).")
+
+
+_NOTIFY = ("Send the job's news (state changes, interruptions, budget at 50/80/100%, the end and its dollars) to "
+           "an SNS topic ARN or an https:// webhook; `watch` sends them (docs/cost-model.md).")
 
 
 # One help for both platforms (SageMaker's StoppingCondition; on EC2 the node agents enforce it).
@@ -47,6 +53,7 @@ class SageMakerOptions:
     distribution: str | None = opt("torch_distributed (torchrun, NCCL), smddp (SageMaker's data parallelism "
                                    "library) or smp (its model parallelism library v2) (default: the spec's "
                                    "distribution, else torch_distributed).")
+    notify: str | None = opt(_NOTIFY, check=check_target)
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,7 @@ class Ec2Options:
                                          "down leaves (default 90; one of 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, "
                                          "180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653).",
                                          minimum=1)
+    notify: str | None = opt(_NOTIFY, check=check_target)
 
 
 OPTIONS: dict[str, type] = {"sagemaker": SageMakerOptions, "ec2": Ec2Options}
@@ -124,6 +132,8 @@ def resolve(platform: str, given: dict[str, Any], context: str = "") -> Any:
             raise UsageError(f"{flag.flag} {value!r}: must be a {flag.type_.__name__}") from None
         if flag.minimum is not None and value < flag.minimum:
             raise UsageError(f"{flag.flag} {value}: must be at least {flag.minimum}")
+        if names[name].metadata.get("check"):
+            value = names[name].metadata["check"](value)
         values[name] = value
     return cls(**values)
 

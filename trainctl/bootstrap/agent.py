@@ -32,6 +32,7 @@ import tarfile
 import threading
 import time
 
+from . import budget
 from .checkpoints import CheckpointSync
 from .node_io import (DEFAULT_IMDS, Imds, LogShipper, aws_session, children, install_requirements,
                       read_secrets, say)
@@ -201,7 +202,7 @@ class Agent:
         mark the job stopped, so every node and `watch --recover` see it, and say why."""
         not_after = self.cfg.get("not_after")
         if not not_after or time.time() < float(not_after):
-            return False
+            return budget.reached(self)  # the job's budget ends it too (budget.py writes the stop mark and why)
         self.log.add(f"trainctl-agent: the job's maximum runtime ended at {float(not_after):.0f}; stopping it")
         if self.marker() != "stopped":
             self.put_marker("stopped", f"maximum runtime reached ({self.cfg.get('max_runtime_s')} s)")

@@ -34,11 +34,13 @@ def watch(
     from trainctl.usecases import watch as w
     from trainctl.backends import get_backend
     from trainctl.render import watch as shown
+    from trainctl.usecases.notify import Notifier, name_the_budget
 
     with _store() as store:
         ref = w.locate(store, job, platform)
         backend = get_backend(ref.platform)
         recoverer = w.recoverer(backend, ref, store, say=shown.say) if recover else None
+        notifier = Notifier.for_job(store, ref.record, shown.say)  # `launch --notify`: watch sends the news
         if once:
             if recoverer is not None:
                 recoverer(backend.describe(job, ref.region))
@@ -47,8 +49,12 @@ def watch(
                 shown.say(shown.interrupted_hint(view))
         else:
             view, progress = shown.follow_live(backend, ref, interval=interval, logs=not no_logs, recover=recoverer,
-                                               to_stderr=OPTS.output == "json")
+                                               to_stderr=OPTS.output == "json",
+                                               on_look=notifier.look if notifier else None)
         doc = w.summary(view, progress, ref.record)
+        name_the_budget(store, view, doc)
+        if notifier:
+            notifier.look(doc)
         note = w.record_outcome(store, view, progress, ref.record) if view.finished else None
     if OPTS.output == "json":
         render.print_json(doc)

@@ -80,6 +80,8 @@ def boundary_policy() -> dict:
             "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
             "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"]},
         {"Sid": "FindPeers", "Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"},
+        # an EC2 job's nodes publish its news to the topic given to `launch --notify` (their role names it)
+        {"Sid": "JobNews", "Effect": "Allow", "Action": "sns:Publish", "Resource": f"arn:aws:sns:*:{ACCOUNT}:*"},
         {"Sid": "MarkInterrupted", "Effect": "Allow", "Action": "ec2:CreateTags",
          "Resource": "arn:aws:ec2:*:*:instance/*",
          "Condition": {"ForAllValues:StringEquals": {"aws:TagKeys": ["trainctl:state"]}}},

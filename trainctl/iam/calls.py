@@ -71,6 +71,14 @@ CALLS: tuple[Call, ...] = (
     # a quota with no applied value is left out of ListServiceQuotas: its AWS default is read instead
     Call("service-quotas:GetAWSDefaultServiceQuota", BOTH, (_g("servicequotas:GetAWSDefaultServiceQuota",
                                                                why="Service Quotas reads have no resources"),)),
+    # `trainctl cost` (billed dollars) and `doctor` (is the trainctl:job cost allocation tag active?)
+    Call("ce:GetCostAndUsage", BOTH, (_g("ce:GetCostAndUsage", why="Cost Explorer reads have no resources"),)),
+    Call("ce:ListCostAllocationTags", BOTH, (_g("ce:ListCostAllocationTags",
+                                                 why="Cost Explorer reads have no resources"),)),
+    # `launch --notify arn:...:sns:...`: `watch` publishes the job's news to the user's topic (any topic: the
+    # user names it per launch; SNS checks the topic's own policy too)
+    Call("sns:Publish", BOTH, (_g("sns:Publish", resources=("arn:aws:sns:*:*:*",),
+                                  why="the topic given to launch --notify: named per launch, so any topic"),)),
     Call("sts:GetCallerIdentity", BOTH, ()),  # needs no permission: every principal may ask who it is
     Call("s3:HeadBucket", BOTH, (_g("s3:ListBucket", **ON_BUCKET),)),
     Call("s3:CreateBucket", BOTH, (_g("s3:CreateBucket", resources=(S3_BUCKET,)),)),

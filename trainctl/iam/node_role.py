@@ -13,7 +13,7 @@ EC2_TRUST = {"Version": "2012-10-17", "Statement": [
 
 
 def node_policy(job_id: str, bucket: str, region: str, account: str, code_key: str,
-                secrets: tuple[str, ...] = ()) -> dict:
+                secrets: tuple[str, ...] = (), topic: str | None = None) -> dict:
     """What a node may do: read its code (by content hash) and its job's objects, write only its job's
     checkpoints/, logs/ and status/, in a bucket its account owns; its job's log group; see its peers; mark
     itself interrupted; read exactly the job's secrets. Always within the boundary (iam/boundary.py)."""
@@ -42,4 +42,6 @@ def node_policy(job_id: str, bucket: str, region: str, account: str, code_key: s
          "Condition": {"StringEquals": {f"aws:ResourceTag/{JOB_TAG}": job_id},
                        "ForAllValues:StringEquals": {"aws:TagKeys": [STATE_TAG]}}},
         *secret_statements([a for a in secrets if ":ssm:" in a], [a for a in secrets if ":secretsmanager:" in a]),
+        # `launch --notify TOPIC`: the agent publishes the budget's marks and its stop to that one topic
+        *([{"Sid": "JobNews", "Effect": "Allow", "Action": "sns:Publish", "Resource": topic}] if topic else []),
     ]}

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from trainctl.aws import clients as aws
+from trainctl.usecases.doctor_costs import check_cost_allocation_tag
 
 
 @dataclass
@@ -335,7 +336,7 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
     add(check_bucket(region, bucket or job_bucket(account, region), account, own=bucket is None))
     if "ec2" in platforms:  # only EC2 Spot needs it: SageMaker runs managed Spot instances itself
         add(check_spot_role(region))
-    add(_scores_check(region, spec, plan))
+    for check in (_scores_check(region, spec, plan), Check(*check_cost_allocation_tag())): add(check)  # noqa: E701
     return checks
 
 

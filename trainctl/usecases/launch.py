@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from trainctl.backends.calls import SubmitTrace
 from trainctl.usecases.launch_outcomes import interrupted, record_submitted, submit_failed
+from trainctl.usecases.notify import remember as remember_notify
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.plans import Option, Plan, load_saved_plan
 from trainctl.store import JobStore
@@ -317,6 +318,7 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
                      batch_size=run.spec.workload.batch_size_per_accelerator, option=option,
                      plan_json=run.plan.model_dump_json(), status="Submitting", failover_from=previous)
     store.add_event(job_id, "launch", option.describe())
+    remember_notify(store, job_id, run.args.platform_options.get("notify"), run.spec.constraints.budget_usd)
     attempt = Attempt(job_id=job_id, rank=option.rank, layout=option.layout, region=request.region,
                       outcome="submitted")
     trace = SubmitTrace(before_start=None if run.args.allow_duplicate else lambda: _claim_marker(run, request))

@@ -27,6 +27,7 @@ from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMP
 from trainctl.backends.security_group import self_only_security_group
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.iam.node_role import EC2_TRUST, node_policy
+from trainctl.backends import budget
 from trainctl.backends.launch_limits import boundary, max_runtime_s
 from trainctl.naming.tags import JOB_TAG
 
@@ -270,10 +271,11 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               "shutdown_when_done": True, **stopping_condition(option, opts.max_runtime_hours),
               # recovery relaunches any of these, within the same cap per node (backends/ec2/fleet.py)
               "instance_types": list(option.instance_types),
-              "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None}
+              "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None,
+              **budget.node_config(spec, option, opts.notify)}  # the node agent enforces the budget, sends news
     calls += upload
     calls += _iam_calls(job, bucket, region, account, code_key, tuple(secrets.values()),
-                        boundary(client_for("iam", region), account, region, notes))
+                        boundary(client_for("iam", region), account, region, notes), config.get("notify_topic"))
     calls += log_group_calls(job, region, opts.log_retention_days, notes)
     group = _security_group_calls(ec2, job, net.vpc_id, region, opts, calls, notes)
     calls.append(AwsCall("ec2", "CreatePlacementGroup", {
@@ -311,9 +313,9 @@ def log_group_calls(job: str, region: str, days: int | None, notes: list[str]) -
 
 
 def _iam_calls(job: str, bucket: str, region: str, account: str, code_key: str, secrets: tuple[str, ...],
-               boundary_arn: str) -> list[AwsCall]:
+               boundary_arn: str, topic: str | None = None) -> list[AwsCall]:
     name, job_tags = name_for(job), tags(job)
-    policy = node_policy(job, bucket, region, account, code_key, secrets)
+    policy = node_policy(job, bucket, region, account, code_key, secrets, topic)
     return [
         AwsCall("iam", "CreateRole", {"RoleName": name, "Path": naming.IAM_PATH,
                                       "AssumeRolePolicyDocument": json.dumps(EC2_TRUST),

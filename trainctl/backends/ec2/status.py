@@ -162,7 +162,9 @@ def _status(marks: dict, found: list[dict], alive: list[dict], nodes: int | None
     if "stopped" in marks:
         if not alive and not nodes:  # `down` marks the job stopped first, then removes its launch template
             return "Stopped", "Stopped", "stopped; the job's instances and launch template are gone (`trainctl down`)"
-        return ("Stopping", "Stopping", None) if alive else ("Stopped", "Stopped", None)
+        # the node agent says why it stopped the job (its budget, its maximum runtime); `trainctl stop` does not
+        why = None if marks["stopped"].startswith("stopped by trainctl") else f"stopped: {marks['stopped']}"
+        return ("Stopping", "Stopping", why) if alive else ("Stopped", "Stopped", why)
     if not found:
         return "Failed", "Failed", "no instance of the job exists (never launched, or deleted)"
     gone = [why for i in found if (why := lost_otherwise(i))]

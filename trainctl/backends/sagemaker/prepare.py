@@ -18,6 +18,7 @@ from trainctl.backends.sagemaker import role as job_role
 from trainctl.backends.base import JOB_TAG, AwsCall, LaunchRequest, LaunchSettings, tags
 from trainctl.backends.security_group import self_only_security_group
 from trainctl.errors import TrainctlError, UsageError
+from trainctl.backends import budget
 from trainctl.backends.launch_limits import MAX_SECONDS, boundary, max_runtime_s
 
 CHECKPOINT_LOCAL = "/opt/ml/checkpoints"
@@ -268,6 +269,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
                                     bool(vpc_config), notes)
         calls += role_calls
     stopping = {"MaxRuntimeInSeconds": max_runtime_s(option, opts.max_runtime_hours)}
+    stopping = budget.sagemaker_runtime(stopping, spec, option, region, notes)  # the budget bounds it too
     params: dict[str, Any] = {
         "TrainingJobName": job_id, "RoleArn": arn,
         "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File",

@@ -1,0 +1,47 @@
+"""The node agent's budget rule (trainctl/bootstrap/budget.py): when the job's dollars so far, with what it
+spends until the stop has ended or the projected remainder, pass the budget; and the agent ships it."""
+from __future__ import annotations
+
+import io
+import tarfile
+
+from trainctl.bootstrap import NODE_PACKAGE, agent_archive
+from trainctl.bootstrap.budget import Progress, verdict
+
+
+def test_a_budget_is_reached_once_the_spend_until_the_stop_has_ended_would_pass_it():
+    # $1/h for the whole job, 90 s to the next look and the stop's grace: $0.025
+    assert verdict(1.0, 0.97, 1.0, 90, None) is None
+    why = verdict(1.0, 0.98, 1.0, 90, None)
+    assert why is not None and why.startswith("budget $1 reached: $0.9800 spent")
+
+
+def test_a_budget_is_reached_when_the_projected_remainder_would_pass_it():
+    assert verdict(1.0, 0.10, 2.0, 0, 0.44 * 3600) is None          # 0.10 + 0.88 fits
+    why = verdict(1.0, 0.10, 2.0, 0, 0.46 * 3600)                   # 0.10 + 0.92 does not
+    assert why is not None and "$1.0200 projected" in why
+
+
+def test_progress_projects_the_remainder_from_the_metric_lines_of_the_run():
+    progress = Progress(total_steps=1000)
+    assert progress.seconds_left() is None
+    progress.feed("trainctl step=10 loss=2.0 samples_per_s=5.0")
+    progress.first = (10, 100.0)
+    progress.feed("trainctl step=110 loss=1.0 samples_per_s=5.0")
+    progress.last = (110, 200.0)                                    # 100 steps in 100 s
+    assert progress.seconds_left() == 890.0
+    progress.feed("not a metric line")
+    assert progress.last == (110, 200.0)
+
+
+def test_the_node_agent_ships_its_budget_module():
+    with tarfile.open(fileobj=io.BytesIO(agent_archive())) as tar:
+        assert f"{NODE_PACKAGE}/budget.py" in tar.getnames()
+
+
+def test_progress_measures_a_resumed_run_from_its_own_start():
+    progress = Progress(total_steps=100)
+    for line in ("trainctl step=10 loss=1 samples_per_s=1", "trainctl step=20 loss=1 samples_per_s=1",
+                 "trainctl step=15 loss=1 samples_per_s=1"):  # resumed from the checkpoint of step 15
+        progress.feed(line)
+    assert progress.first[0] == 15 and progress.seconds_left() is None  # one line of the new run: no rate yet

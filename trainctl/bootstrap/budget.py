@@ -1,0 +1,161 @@
+"""The job's budget (`constraints.budget_usd`), enforced on the node itself: no laptop needs to stay awake.
+
+The node agent asks `reached(agent)` each time it looks at the stop mark and the maximum runtime (every
+stop_poll_s while torchrun runs, and before each start). The job has spent its instances' lifetimes (every
+instance tagged trainctl:job=<job>, ended ones included: a reclaimed node was billed too) at the launch's price
+per node (`node_hourly_usd` in config.json: the plan's price, the Spot price it expected for Spot). The budget is
+reached when
+- what is spent, plus what the job spends until the next look and the stop's own grace (checkpoint, upload,
+  shutdown: `budget_grace_s`), passes the budget; or
+- what is spent plus the projected remainder passes it: the remainder is the steps left (the entrypoint's
+  `--steps`, or the metric line's total_steps=) at the rate the metric lines of this run show, on every node.
+Then the agent writes the job's stop mark with the reason ("budget $X reached: ..."): every node stops the
+training as a Spot notice does (checkpointed, uploaded), `watch --recover` launches nothing, and the job's
+status names the budget. The dollars here are the launch's price x lifetime; `trainctl cost` shows the
+Spot-price-history figure and the billed one (docs/cost-model.md).
+Standard library plus boto3 only, as the agent.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import datetime, timezone
+
+METRIC = re.compile(r"trainctl step=(\d+) ")
+TOTAL = re.compile(r"\btotal_steps=(\d+)")
+_ENDED = re.compile(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:GMT|UTC)\)")
+DEFAULT_GRACE_S = 60.0   # a stop's checkpoint, upload and shutdown, while the nodes still bill
+REASON_PREFIX = "budget $"
+MARKS = (0.5, 0.8, 1.0)  # the budget's marks the job's SNS topic hears of (`launch --notify`)
+
+
+class Progress:
+    """The run's metric lines, as the agent ships them: step and time of the first and the newest."""
+
+    def __init__(self, total_steps: int | None):
+        self.total = total_steps
+        self.first: tuple[int, float] | None = None
+        self.last: tuple[int, float] | None = None
+
+    def feed(self, line: str) -> None:
+        m = METRIC.search(str(line))
+        if not m:
+            return
+        point = (int(m.group(1)), time.time())
+        if self.last is None or point[0] <= self.last[0]:  # a restart from a checkpoint: measure the new run only
+            self.first = point
+        self.last = point
+        total = TOTAL.search(str(line))
+        if total:
+            self.total = int(total.group(1))
+
+    def seconds_left(self) -> float | None:
+        if not (self.first and self.last and self.total) or self.last[0] <= self.first[0]:
+            return None
+        rate = (self.last[0] - self.first[0]) / max(self.last[1] - self.first[1], 1e-6)
+        return max(0, self.total - self.last[0]) / rate
+
+
+def _steps(cfg: dict) -> int | None:
+    args = [str(a) for a in cfg.get("args") or []]
+    try:
+        return int(args[args.index("--steps") + 1]) if "--steps" in args[:-1] else None
+    except ValueError:
+        return None
+
+
+def _guard(agent) -> Progress:
+    """The agent's Progress, made on the first look: from then on every line the agent ships feeds it."""
+    progress = agent.__dict__.get("_budget_progress")
+    if progress is None:
+        progress = agent.__dict__["_budget_progress"] = Progress(_steps(agent.cfg))
+        ship = agent.log.add
+        agent.log.add = lambda line: (progress.feed(line), ship(line))[1]
+    return progress
+
+
+def _ended_at(inst: dict, now: float) -> float:
+    if inst["State"]["Name"] not in ("shutting-down", "terminated", "stopping", "stopped"):
+        return now
+    m = _ENDED.search(inst.get("StateTransitionReason") or "")
+    if not m:
+        return inst["LaunchTime"].timestamp()
+    return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+
+
+def spent_usd(ec2, job: str, node_hourly: float, now: float) -> float:
+    """Every instance of the job, from launch to its end (or now), at the launch's price per node."""
+    seconds = 0.0
+    pages = ec2.get_paginator("describe_instances").paginate(Filters=[{"Name": "tag:trainctl:job", "Values": [job]}])
+    for page in pages:
+        for reservation in page["Reservations"]:
+            for inst in reservation["Instances"]:
+                start = inst["LaunchTime"].timestamp()
+                seconds += max(0.0, _ended_at(inst, now) - start)
+    return seconds / 3600 * node_hourly
+
+
+def verdict(budget: float, spent: float, hourly_all: float, margin_s: float, left_s: float | None) -> str | None:
+    """Why the budget is reached (the stop mark's text), or None. Pure: the tests check it directly."""
+    soon = spent + hourly_all * margin_s / 3600
+    if soon >= budget:
+        return f"{REASON_PREFIX}{budget:g} reached: ${spent:.4f} spent, ${soon - spent:.4f} more before the stop ends"
+    if left_s is not None and spent + hourly_all * left_s / 3600 > budget:
+        projected = spent + hourly_all * left_s / 3600
+        return (f"{REASON_PREFIX}{budget:g} reached: ${spent:.4f} spent, ${projected:.4f} projected at the "
+                "measured rate")
+    return None
+
+
+def reached(agent) -> bool:
+    """Whether the job's budget stops it now; writes the stop mark with the reason the first time."""
+    cfg = agent.cfg
+    budget, node_hourly = cfg.get("budget_usd"), cfg.get("node_hourly_usd")
+    if not budget or not node_hourly:
+        return False
+    progress = _guard(agent)
+    now = time.time()
+    try:
+        spent = spent_usd(agent.ec2, agent.job, float(node_hourly), now)
+    except Exception as e:  # noqa: BLE001 - EC2 unreachable this once: look again next round
+        agent.log.add(f"trainctl-agent: could not count the job's dollars: {e}")
+        return False
+    nodes = int(cfg.get("nnodes") or 1)
+    margin = agent.setting("stop_poll_s", 30.0) + agent.setting("budget_grace_s", DEFAULT_GRACE_S)
+    for mark in MARKS:
+        if spent >= mark * float(budget):
+            news(agent, f"budget:{round(mark * 100)}", f"{round(mark * 100)}% of the ${float(budget):g} budget spent "
+                                                       f"(${spent:.4f})", spent)
+    why = verdict(float(budget), spent, float(node_hourly) * nodes, margin, progress.seconds_left())
+    if why is None:
+        return False
+    agent.log.add(f"trainctl-agent: {why}; stopping the job")
+    news(agent, "budget:stop", f"stopping: {why}", spent)
+    if agent.marker() != "stopped":
+        agent.put_marker("stopped", why)
+    return True
+
+
+def news(agent, event: str, text: str, spent: float) -> None:
+    """One message to the job's SNS topic, once per job whatever the number of nodes: the node whose S3 write of
+    <job>/status/news-<event> succeeds (If-None-Match: *, S3's conditional write) sends it."""
+    topic = agent.cfg.get("notify_topic")
+    if not topic:
+        return
+    from .node_io import aws_session
+
+    key = agent.key("status", "news-" + event.replace(":", "-"))
+    try:
+        agent.s3.put_object(Bucket=agent.cfg["bucket"], Key=key, Body=text.encode(), IfNoneMatch="*", **agent.owner)
+    except Exception as e:  # noqa: BLE001 - 412: another node sent it; anything else: said, not fatal
+        if "PreconditionFailed" not in str(e) and "412" not in str(e):
+            agent.log.add(f"trainctl-agent: could not record the news {event}: {e}")
+        return
+    body = {"job_id": agent.job, "event": event, "message": f"{agent.job}: {text}", "spent_usd": round(spent, 6),
+            "budget_usd": agent.cfg.get("budget_usd"), "sender": f"node agent on {agent.instance_id}"}
+    try:
+        aws_session(topic.split(":")[3])("sns").publish(TopicArn=topic, Subject=f"trainctl {agent.job}: {event}"[:100],
+                                                        Message=json.dumps(body))
+    except Exception as e:  # noqa: BLE001
+        agent.log.add(f"trainctl-agent: could not publish the news {event}: {e}")

@@ -1,0 +1,179 @@
+"""`trainctl cost`: a job's dollars three ways (docs/cost-model.md).
+
+- predicted: the plan's option stored with the job at launch (expected and p90 dollars);
+- running: what trainctl computes from the platform's own figures, the same as `watch` (SageMaker: billable
+  seconds x the On-Demand price; EC2: each instance's lifetime x the Spot price history of its type and AZ,
+  On-Demand at the catalog's price);
+- billed: what AWS charged, from Cost Explorer `GetCostAndUsage` filtered and grouped by the `trainctl:job`
+  cost allocation tag (every resource trainctl makes carries it: instances, volumes, buckets' objects are not
+  tagged by object, so S3 storage is billed to the bucket, not the job). Cost Explorer refreshes at least once
+  every 24 hours, so the billed figure of a job appears up to a day after it ran; it is None until then.
+
+Cost Explorer answers only for tags activated as cost allocation tags (`trainctl doctor` checks it).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from datetime import datetime, timezone
+
+from trainctl.errors import UsageError
+from trainctl.naming.tags import JOB_TAG
+from trainctl.store import JobRecord, JobStore
+
+GROUPS = ("job", "spec", "user", "day")
+# Cost Explorer has one endpoint, in us-east-1 (AWS General Reference, "AWS Cost Explorer endpoints").
+CE_REGION = "us-east-1"
+METRIC = "UnblendedCost"
+# "Cost Explorer refreshes your cost data at least once every 24 hours" (AWS Cost Management User Guide,
+# "Analyzing your costs and usage with AWS Cost Explorer").
+BILLED_LAG = ("billed = Cost Explorer, by the trainctl:job cost allocation tag; AWS refreshes it at least once "
+              "every 24 hours, so a job's billed dollars appear up to a day after it ran")
+# "The Cost Explorer API can access up to 13 months of historical data" (AWS Cost Management User Guide,
+# "Best practices for the AWS Cost Explorer API"); each paginated request costs $0.01 (same page).
+MAX_DAYS_BACK = 390
+MAX_JOBS = 100_000
+TAGS_PER_CALL = 100  # job ids per Filter: keeps each request small; any number of calls pages the rest
+
+
+def parse_since(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        day = datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise UsageError(f"--since {text!r}: give a date as YYYY-MM-DD (UTC)") from None
+    return day.timestamp()
+
+
+def select(store: JobStore, job: str | None, spec: str | None, since: float | None) -> list[JobRecord]:
+    """The jobs asked for, oldest first: one job, a spec's jobs, or the jobs launched since a day."""
+    if job is not None:
+        from trainctl.usecases.watch import check_job_id
+
+        record = store.job(check_job_id(job))
+        if record is None:
+            raise UsageError(f"{job}: no job of that id in trainctl's records (`trainctl ls` lists them)")
+        return [record]
+    records = list(reversed(store.jobs(MAX_JOBS)))
+    return [r for r in records if (spec is None or r.spec_name == spec) and (since is None or r.created_at >= since)]
+
+
+def running_usd(record: JobRecord, client_for=None) -> tuple[float | None, str | None, str | None]:
+    """(dollars so far as the platform's figures give them, the job's status, why there is no figure)."""
+    from trainctl.backends import get_backend
+    from trainctl.usecases.watch import Progress, summary
+    from trainctl.aws import clients as aws
+
+    try:
+        view = get_backend(record.platform, client_for).describe(record.job_id, record.region or aws.default_region())
+    except Exception as e:  # noqa: BLE001 - one job's platform not answering must not hide the others
+        return None, record.status, f"{record.job_id}: the running figure is unknown ({aws.error_summary(e)})"
+    # the running figure needs no log lines: an empty Progress
+    return summary(view, Progress(), record)["cost_usd"], view.status, None
+
+
+def _day(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
+
+
+def billed_usd(ce, records: list[JobRecord], now: float) -> tuple[dict[str, float], bool]:
+    """Job id -> dollars Cost Explorer has billed to it so far, and whether any figure is still estimated.
+    One GetCostAndUsage per TAGS_PER_CALL jobs (paged), DAILY from the first job's launch day to tomorrow."""
+    out: dict[str, float] = {}
+    estimated = False
+    oldest = max(min(r.created_at for r in records), now - MAX_DAYS_BACK * 86400)
+    period = {"Start": _day(oldest), "End": _day(now + 86400)}  # End is exclusive: today included
+    ids = [r.job_id for r in records]
+    for i in range(0, len(ids), TAGS_PER_CALL):
+        params = {"TimePeriod": period, "Granularity": "DAILY", "Metrics": [METRIC],
+                  "Filter": {"Tags": {"Key": JOB_TAG, "Values": ids[i:i + TAGS_PER_CALL], "MatchOptions": ["EQUALS"]}},
+                  "GroupBy": [{"Type": "TAG", "Key": JOB_TAG}]}
+        while True:
+            page = ce.get_cost_and_usage(**params)
+            for result in page.get("ResultsByTime", []):
+                estimated = estimated or bool(result.get("Estimated"))
+                for group in result.get("Groups", []):
+                    job = group["Keys"][0].split("$", 1)[-1]  # Cost Explorer names a tag group "key$value"
+                    amount = float(group["Metrics"][METRIC]["Amount"])
+                    out[job] = out.get(job, 0.0) + amount
+            if not page.get("NextPageToken"):
+                break
+            params["NextPageToken"] = page["NextPageToken"]
+    return {k: round(v, 6) for k, v in out.items()}, estimated
+
+
+def _billed_or_warning(records: list[JobRecord], client_for, now: float) -> tuple[dict, bool, str | None]:
+    from trainctl.aws import clients as aws
+
+    if not records:
+        return {}, False, None
+    try:
+        ce = (client_for or aws.client)("ce", CE_REGION)
+        billed, estimated = billed_usd(ce, records, now)
+    except Exception as e:  # noqa: BLE001 - no Cost Explorer access: predicted and running still stand
+        return {}, False, (f"Cost Explorer did not answer ({aws.error_summary(e)}): no billed figures; the caller "
+                           "needs ce:GetCostAndUsage (`trainctl iam-policy`)")
+    return billed, estimated, None
+
+
+def job_row(record: JobRecord, running: float | None, status: str | None, billed: float | None) -> dict:
+    opt = record.option
+    return {"job_id": record.job_id, "platform": record.platform, "region": record.region,
+            "spec": record.spec_name, "user": getattr(record, "launched_by", None) or record.account or None,
+            "day": _day(record.created_at), "status": status,
+            "layout": f"{opt.count} x {opt.instance_type} {opt.market}" if opt is not None else None,
+            "predicted_usd": opt.expected_cost_usd if opt is not None else None,
+            "predicted_p90_usd": (opt.cost_p90_usd or None) if opt is not None else None,
+            "running_usd": running, "billed_usd": billed}
+
+
+def _sum(values) -> float | None:
+    found = [v for v in values if v is not None]
+    return round(sum(found), 6) if found else None
+
+
+def group(rows: list[dict], by: str) -> list[dict]:
+    """Rows summed by job, spec, user or launch day, in the order first seen."""
+    out: dict[str, list[dict]] = {}
+    for row in rows:
+        out.setdefault(str(row["job_id" if by == "job" else by] or "-"), []).append(row)
+    return [{"key": key, "jobs": len(members),
+             **{f: _sum(m[f] for m in members) for f in ("predicted_usd", "predicted_p90_usd", "running_usd",
+                                                         "billed_usd")}} for key, members in out.items()]
+
+
+def compare(rows: list[dict]) -> dict:
+    """Predicted against billed, per job with both: error = predicted / billed - 1 (as `calibration` words it)."""
+    pairs = [(r["job_id"], r["predicted_usd"] / r["billed_usd"] - 1.0) for r in rows
+             if r["predicted_usd"] is not None and r["billed_usd"]]
+    for r in rows:
+        r["error"] = next((round(e, 4) for j, e in pairs if j == r["job_id"]), None)
+    if not pairs:
+        return {"compared": 0, "median_error": None, "median_abs_error": None, "worst_job": None}
+    worst = max(pairs, key=lambda p: abs(p[1]))
+    return {"compared": len(pairs), "median_error": round(statistics.median(e for _, e in pairs), 4),
+            "median_abs_error": round(statistics.median(abs(e) for _, e in pairs), 4), "worst_job": worst[0]}
+
+
+def report(store: JobStore, *, job: str | None = None, spec: str | None = None, since: str | None = None,
+           group_by: str = "job", with_compare: bool = False, client_for=None, now: float | None = None) -> dict:
+    """The `trainctl cost --output json` document."""
+    if group_by not in GROUPS:
+        raise UsageError(f"--group-by {group_by!r}: use one of {', '.join(GROUPS)}")
+    now = time.time() if now is None else now
+    records = select(store, job, spec, parse_since(since))
+    billed, estimated, ce_warning = _billed_or_warning(records, client_for, now)
+    rows, warnings = [], [ce_warning] if ce_warning else []
+    for record in records:
+        running, status, why = running_usd(record, client_for)
+        if why:
+            warnings.append(why)
+        rows.append(job_row(record, running, status, billed.get(record.job_id)))
+    doc = {"endpoint": store.endpoint or "aws", "group_by": group_by, "jobs": rows, "groups": group(rows, group_by),
+           "total": {f: _sum(r[f] for r in rows) for f in ("predicted_usd", "predicted_p90_usd", "running_usd",
+                                                         "billed_usd")},
+           "billed_estimated": estimated, "billed_note": BILLED_LAG, "warnings": warnings}
+    if with_compare:
+        doc["compare"] = compare(rows)
+    return doc

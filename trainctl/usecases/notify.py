@@ -1,0 +1,122 @@
+"""`launch --notify TARGET`: a job's news, sent by `trainctl watch` (docs/cost-model.md, "Notifications").
+
+Who sends: `watch`, on both platforms, for every look it takes at the job (`watch --once` too, so a cron job
+or CI step can be the sender): state changes, Spot interruptions, the budget's 50%, 80% and 100% marks (of the
+running dollars `watch` shows), and the end with its dollars. Each message is sent once per job: what was sent
+is recorded with the job (`notified` events), so watching again, or from `--once` runs, repeats nothing.
+Not chosen: an EventBridge rule on SageMaker's "Training Job State Change" events would send state changes with no
+laptop, but it carries no dollars, cannot count a budget, needs the topic's own policy to let
+events.amazonaws.com publish, and reaches a webhook only through an API destination whose connection holds the
+webhook's credentials in AWS. An EC2 job given an SNS topic hears of its budget from its own nodes: the node agent
+publishes the 50/80/100% marks and its budget stop (bootstrap/budget.py, with sns:Publish on that one topic in
+the node role), so `watch` leaves those out there. What the budget needs does not wait for anyone: the EC2 node
+agent stops the job, SageMaker's MaxRuntime bounds it.
+
+SNS: `Publish` to the topic (the CLI's credentials need sns:Publish on it). Webhook: an HTTP POST of the JSON
+message (https; http only to a loopback address, notify_target.py), 10 s timeout; a failure is said, not fatal.
+"""
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from trainctl.store import JobRecord, JobStore
+
+TARGET_EVENT = "notify"      # recorded at launch: {"target": ..., "budget_usd": ...}
+SENT_EVENT = "notified"      # one per message sent: its key
+BUDGET_EVENT = "budget"      # recorded at launch: the spec's budget_usd
+THRESHOLDS = (0.5, 0.8, 1.0)
+TIMEOUT_S = 10
+
+
+def remember(store: JobStore, job_id: str, target: str | None, budget_usd: float | None) -> None:
+    """At launch: where the job's news go, and the budget (its marks; `watch` names it when it stops the job)."""
+    if target:
+        store.add_event(job_id, TARGET_EVENT, json.dumps({"target": target, "budget_usd": budget_usd}))
+    if budget_usd:
+        store.add_event(job_id, BUDGET_EVENT, json.dumps(budget_usd))
+
+
+def budget_of(store: JobStore, job_id: str) -> float | None:
+    found = store.events(job_id, BUDGET_EVENT)
+    return float(json.loads(found[-1][1])) if found else None
+
+
+def name_the_budget(store: JobStore, view, doc: dict) -> None:
+    """A SageMaker job its budget's MaxRuntime stopped: its status says so (EC2's node agent says it itself)."""
+    from trainctl.backends.budget import stopped_by_budget
+
+    why = stopped_by_budget(view, budget_of(store, view.job_id))
+    if why:
+        doc["failure_reason"] = why
+
+
+def messages(doc: dict, budget: float | None) -> list[tuple[str, str]]:
+    """(key, text) of everything worth saying about the job as `watch` sees it now (the summary document)."""
+    job, cost = doc["job_id"], doc.get("cost_usd")
+    dollars = "" if cost is None else f", ${cost:,.4f} so far"
+    ended = doc["status"] in ("Completed", "Failed", "Stopped")
+    out = [] if ended else [(f"state:{doc['status']}:{doc.get('secondary_status')}",
+                             f"{job}: {doc['status']} ({doc.get('secondary_status') or '-'}){dollars}")]
+    out += [(f"interruption:{n}", f"{job}: Spot interruption {n}{dollars}") for n in range(1, doc["interruptions"] + 1)]
+    if budget and cost is not None:
+        out += [(f"budget:{round(t * 100)}", f"{job}: {round(t * 100)}% of its ${budget:g} budget spent "
+                                             f"(${cost:,.4f})") for t in THRESHOLDS if cost >= t * budget]
+    if ended:
+        why = f": {doc['failure_reason']}" if doc.get("failure_reason") else ""
+        total = "" if cost is None else f", ${cost:,.4f}"
+        out.append((f"end:{doc['status']}", f"{job}: {doc['status']}{total}{why}"))
+    return out
+
+
+def send(target: str, subject: str, body: dict) -> None:
+    """One message to an SNS topic or a webhook; raises what went wrong."""
+    from trainctl.backends.notify_target import topic_region
+
+    region = topic_region(target)
+    if region is not None:
+        from trainctl.aws import clients as aws
+
+        aws.client("sns", region).publish(TopicArn=target, Subject=subject[:100], Message=json.dumps(body))
+        return
+    import urllib.request
+
+    request = urllib.request.Request(target, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", "User-Agent": "trainctl"})
+    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as answer:  # noqa: S310 - https, or loopback http
+        answer.read()
+
+
+class Notifier:
+    """Sends a job's new messages once each; built from what launch recorded (None when nothing was asked)."""
+
+    def __init__(self, store: JobStore, record: JobRecord, target: str, budget: float | None,
+                 say: Callable[[str], None]):
+        self.store, self.record, self.target, self.budget, self.say = store, record, target, budget, say
+        self.sent = {detail for _, detail in store.events(record.job_id, SENT_EVENT)}
+
+    @classmethod
+    def for_job(cls, store: JobStore, record: JobRecord | None, say: Callable[[str], None]) -> "Notifier | None":
+        if record is None:
+            return None
+        asked = store.events(record.job_id, TARGET_EVENT)
+        if not asked:
+            return None
+        setting = json.loads(asked[-1][1])
+        return cls(store, record, setting["target"], setting.get("budget_usd"), say)
+
+    def look(self, doc: dict) -> None:
+        """`doc`: watch's summary document of the job now."""
+        for key, text in messages(doc, self.budget):
+            if key in self.sent or (key.startswith("budget:") and doc["platform"] == "ec2"
+                                    and self.target.startswith("arn:")):
+                continue  # an EC2 job's nodes publish its budget marks to its topic themselves
+            body = {"job_id": doc["job_id"], "event": key, "message": text, "status": doc["status"],
+                    "cost_usd": doc.get("cost_usd"), "budget_usd": self.budget, "platform": doc["platform"]}
+            try:
+                send(self.target, f"trainctl {text}", body)
+            except Exception as e:  # noqa: BLE001 - news that cannot be sent must not end the watch
+                self.say(f"warning: could not notify {self.target}: {e}")
+                return  # the next look tries again, in order
+            self.sent.add(key)
+            self.store.add_event(self.record.job_id, SENT_EVENT, key)
