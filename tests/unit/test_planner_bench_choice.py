@@ -78,3 +78,11 @@ def test_bench_over_the_cap_is_refused_in_one_line():
     refused = choose(plan_of(top), max_minutes=15.0, max_usd=10.0)
     assert refused.refusal is not None and "\n" not in refused.refusal
     assert "$20.00" in refused.refusal and "--max-usd" in refused.refusal
+
+
+def test_value_rule_keeps_the_layouts_the_cap_holds_in_rank_order():
+    layouts = [option(i + 1, t, 1, 100.0 + i) for i, t in enumerate(("g5.xlarge", "g6.xlarge", "g5.2xlarge"))]
+    choice = choose(plan_of(*layouts), max_minutes=15.0, max_usd=1.5)   # each bound $2 x 20/60 = $0.67
+    assert [c.option.instance_type for c in choice.chosen] == ["g5.xlarge", "g6.xlarge"]
+    assert choice.refusal is None and "over the --max-usd" in choice.skipped[0].reason
+    assert choose(plan_of(*layouts), max_usd=0.5).refusal is not None   # not even the top fits

@@ -18,7 +18,10 @@ runtime + the billed start of its platform, planner/spot/launch_overheads.py): t
 billed before the platform stops it. The default cap on the whole bench is min(5% of the top option's expected
 cost, $25): 5% is well under the model's out-of-source error (tens of percent, docs/model-accuracy.md), so a
 bench that reveals a difference of that size pays for itself once; the $25 ceiling keeps a large job's 5% from
-becoming hundreds of dollars without the user asking (`--max-usd` sets any cap).
+becoming hundreds of dollars without the user asking (`--max-usd` sets any cap). By value, the layouts worth
+measuring are taken in rank order as long as their bounds stay under the cap (the others are listed as left
+out by it); layouts asked for by name (`--layout`) or number (`--top`) are measured all or not at all: over the
+cap, the bench refuses in one line before launching anything, as it does when not even the top one fits.
 """
 from __future__ import annotations
 
@@ -132,8 +135,9 @@ def _fmt(value: float, unit: str) -> str:
 
 def choose(plan: Plan, *, max_minutes: float = DEFAULT_MAX_MINUTES, top: int | None = None,
            layouts: tuple[str, ...] = (), max_usd: float | None = None) -> BenchChoice:
-    """The layouts to measure: by value of measurement, or the first `top` layouts, or the named `layouts`
-    (TYPE:COUNT[:MARKET], matched against the plan's options); refused in one line over the cap."""
+    """The layouts to measure: by value of measurement (in rank order, as many as the cap holds), or the first
+    `top` layouts, or the named `layouts` (TYPE:COUNT[:MARKET], matched against the plan's options). Refused in
+    one line when the layouts asked for (or the first worth measuring) are over the cap."""
     judged = judge(plan, max_minutes)
     notes: list[str] = []
     if layouts:
@@ -152,6 +156,11 @@ def choose(plan: Plan, *, max_minutes: float = DEFAULT_MAX_MINUTES, top: int | N
         cap, rule = default_cap(plan)
     else:
         cap, rule = max_usd, f"--max-usd ${max_usd:,.2f}"
+    if not layouts and top is None:  # by value: in rank order while the bench stays under the cap
+        chosen, over = _within(chosen, cap)
+        skipped += [Candidate(c.option, True, f"worth measuring, but over the {rule} (--max-usd)", c.bound_usd)
+                    for c in over if chosen]
+        chosen = chosen or over  # not even the first fits: refused below
     total = sum(c.bound_usd for c in chosen)
     refusal = None
     if chosen and total > cap:
@@ -159,6 +168,17 @@ def choose(plan: Plan, *, max_minutes: float = DEFAULT_MAX_MINUTES, top: int | N
                    f"${total:,.2f} ({max_minutes:g} min each at most), over the {rule}; raise --max-usd, shorten "
                    "--max-minutes or measure fewer layouts (--top N, --layout)")
     return BenchChoice(tuple(chosen), tuple(skipped), cap, rule, total, refusal, tuple(notes))
+
+
+def _within(chosen: list[Candidate], cap: float) -> tuple[list[Candidate], list[Candidate]]:
+    kept: list[Candidate] = []
+    spent = 0.0
+    for i, c in enumerate(chosen):
+        if spent + c.bound_usd > cap:
+            return kept, chosen[i:]
+        kept.append(c)
+        spent += c.bound_usd
+    return kept, []
 
 
 def _named(option: Option, layouts: tuple[str, ...]) -> bool:

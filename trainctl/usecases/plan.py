@@ -62,6 +62,10 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
                           spec_path=inputs.spec_path)
     quotes = gather_quotes(spec, catalog, request, inputs)
     measured = store.measured_rates(spec.model.name, spec.workload.batch_size_per_accelerator) if store else {}
+    if measured:  # a bench's measurement says so, with its conditions (usecases/bench_record.py)
+        from trainctl.usecases.bench_record import with_bench_origin
+
+        measured = with_bench_origin(store, measured)
     return spec, plan(spec, catalog, quotes, request, measured)
 
 

@@ -1,0 +1,105 @@
+"""`trainctl bench` runs real short jobs in the sandbox (SageMaker, torchrun on the CPU), through the CLI in a
+subprocess: two layouts measured, taken down, and the next plan ranks with the measurements; a Spot
+interruption during a bench is data; Ctrl-C takes down what runs. Waits end when the job or the process ends
+(pytest-timeout bounds them); nothing is timed."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.support.helpers import ROOT, clean_env, run_cli
+
+SPEC = str(Path(__file__).parents[1] / "support" / "launch_specs" / "bench-vit.yaml")
+ENDED = ("Completed", "Failed", "Stopped")
+BENCH = ["bench", SPEC, "--max-usd", "5", "--max-minutes", "10", "--steps", "20", "--warmup-steps", "10",
+         "--interval", "0.5"]
+
+pytestmark = pytest.mark.slow
+
+
+def _jobs(sb) -> list[dict]:
+    return sb.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]
+
+
+def _nothing_left(sb) -> None:
+    """Every bench job ended, and nothing tagged for one is left (security groups, the job's role)."""
+    assert all(j["TrainingJobStatus"] in ENDED for j in _jobs(sb)), _jobs(sb)
+    for j in _jobs(sb):
+        name = j["TrainingJobName"]
+        groups = sb.client("ec2").describe_security_groups(
+            Filters=[{"Name": "tag:trainctl:job", "Values": [name]}])["SecurityGroups"]
+        assert groups == [], groups
+    roles = sb.client("iam").list_roles(PathPrefix="/trainctl/")["Roles"]
+    assert roles == [], [r["RoleName"] for r in roles]
+
+
+def _first_job(sb) -> str:
+    while not _jobs(sb):
+        time.sleep(0.2)
+    return _jobs(sb)[0]["TrainingJobName"]
+
+
+def test_bench_of_two_layouts_measures_takes_down_and_the_plan_uses_it(sm, tmp_path):
+    proc = run_cli(["-o", "json", *BENCH, "--top", "2"], tmp_path, env=sm.env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert sorted(r["layout"] for r in doc["layouts"]) == ["g5.xlarge:1:spot", "g6.xlarge:1:spot"]
+    for row in doc["layouts"]:
+        assert row["status"] == "Completed" and row["measured_samples_per_s"] > 0, row
+        assert row["regime"] == "none" and row["measured_windows"] >= 1
+    assert isinstance(doc["changed"], bool) and doc["top_after"]
+    _nothing_left(sm)
+
+    plan = json.loads(run_cli(["-o", "json", "plan", SPEC], tmp_path, env=sm.env).stdout)
+    measured = {o["instance_type"]: o for o in plan["options"]}
+    for row in doc["layouts"]:
+        option = measured[row["layout"].split(":")[0]]
+        assert option["throughput_source"] == "measured"
+        assert option["throughput_samples_per_s"] == pytest.approx(row["measured_samples_per_s"], rel=0.01)
+        assert any(f"bench job {row['job_id']}" in w for w in option["why"]), option["why"]
+    # ranked by the measurements: the cheaper per sample first
+    ranked = [o for o in plan["options"] if o["platform"] == "sagemaker"]
+    assert ranked[0]["expected_cost_usd"] <= ranked[1]["expected_cost_usd"]
+
+    calib = json.loads(run_cli(["-o", "json", "calibration"], tmp_path, env=sm.env).stdout)
+    benched = [j for j in calib["jobs"] if j["measured_by"] == "bench"]
+    assert sorted(j["job_id"] for j in benched) == sorted(r["job_id"] for r in doc["layouts"])
+    assert all(j["predicted_samples_per_s"] and j["measured_samples_per_s"] for j in benched)
+
+
+def test_spot_interruption_during_a_bench_is_recorded_as_data(sm, tmp_path):
+    bench = subprocess.Popen([sys.executable, "-m", "trainctl.cli", "-o", "json", *BENCH,
+                              "--layout", "g5.xlarge:1:spot"], cwd=ROOT, env=clean_env(tmp_path, sm.env),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job = _first_job(sm)
+    req = urllib.request.Request(f"{sm.endpoint_url}/_trainctl/admin/interrupt_training_job", method="POST",
+                                 data=json.dumps({"name": job, "at_step": 15}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=30).read()
+    out, err = bench.communicate(timeout=600)
+    assert bench.returncode == 0, err
+    (row,) = json.loads(out)["layouts"]
+    assert row["job_id"] == job and row["interruptions"] >= 1, row
+    assert "recorded as data" in row["note"]
+    _nothing_left(sm)
+
+
+def test_ctrl_c_takes_down_the_running_bench_job(sm, tmp_path):
+    bench = subprocess.Popen([sys.executable, "-m", "trainctl.cli", *BENCH, "--layout", "g5.xlarge:1:spot",
+                              "--steps", "100000"], cwd=ROOT, env=clean_env(tmp_path, sm.env),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job = _first_job(sm)
+    while sm.client("sagemaker").describe_training_job(TrainingJobName=job)["SecondaryStatus"] != "Training":
+        time.sleep(0.2)
+    bench.send_signal(signal.SIGINT)  # the bench is following a training job
+    _, err = bench.communicate(timeout=300)
+    assert bench.returncode != 0
+    assert f"taking {job} down" in err or f"{job}: taken down" in err, err
+    _nothing_left(sm)
