@@ -17,7 +17,6 @@ KeyboardInterrupt goes on.
 """
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Callable
 
@@ -123,7 +122,3 @@ def _key(plan) -> tuple | None:
         return None
     o = plan.options[0]
     return (o.platform, o.type_label, o.count, o.market, o.region)
-
-
-def median_rate(rates: list[float]) -> float | None:
-    return round(statistics.median(rates), 2) if rates else None

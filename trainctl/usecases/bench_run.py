@@ -3,6 +3,7 @@ down, record what it measured (see usecases/bench.py)."""
 from __future__ import annotations
 
 import hashlib
+import statistics
 import time
 from typing import Callable
 
@@ -117,7 +118,6 @@ class BenchRun:
 
     def _record(self, c: Candidate, job_id: str, view, counted: CountedRates) -> dict:
         from trainctl.usecases import bench_record
-        from trainctl.usecases.bench import median_rate
         from trainctl.usecases.watch import summary
 
         rate = median_rate(counted.rates)
@@ -139,6 +139,10 @@ class BenchRun:
             bench_record.record(self.store, record, view, rate, conditions)
         self.say(f"  {job_id}: {view.status}, " + (f"{rate:,.2f} samples/s" if rate else "nothing measured"))
         return row
+
+
+def median_rate(rates: list[float]) -> float | None:
+    return round(statistics.median(rates), 2) if rates else None
 
 
 def _spec_hash(spec_path: str) -> str:
