@@ -30,6 +30,10 @@ class CountedRates:
         return bool(self.rates) and (self.reader.last_step or 0) >= self.warmup_steps + self.steps
 
 
+class _Measured(Exception):
+    """The job logged the measured steps: stop following it."""
+
+
 class BenchRun:
     """The bench jobs of one `trainctl bench`: each is taken down when measured, all of them on Ctrl-C."""
 
@@ -49,6 +53,10 @@ class BenchRun:
             view, counted = self._follow(c, job_id, region)
         finally:
             self._down(job_id)
+        if not view.finished:  # stopped by the bench once measured: its status after `down`
+            from trainctl.backends import get_backend
+
+            view = get_backend(c.option.platform).describe(job_id, region)
         return self._record(c, job_id, view, counted)
 
     def _launch(self, c: Candidate, path: str) -> tuple[str, str]:
@@ -75,24 +83,27 @@ class BenchRun:
         return result.job_id, result.region
 
     def _follow(self, c: Candidate, job_id: str, region: str):
+        """Follow the job to its end, or (a script that ignores the shortened workload: the bundled entrypoints
+        end by themselves) until its metric lines passed the measured steps; `_down` then stops it."""
         from trainctl.backends import get_backend
         from trainctl.usecases.watch import follow
 
-        platform = self.running[job_id][0]
-        backend = get_backend(platform)
+        backend = get_backend(self.running[job_id][0])
         counted = CountedRates(self.inputs.warmup_steps, self.inputs.steps)
-        stopped = []
+        last: list = []
 
         def on_update(view, progress) -> None:
-            # a script that ignores the shortened workload: stopped once it logged the measured steps
-            if counted.done and not view.finished and not stopped:
-                stopped.append(True)
-                self.say(f"  {job_id}: {self.inputs.steps} measured steps logged; stopping it")
-                backend.stop(job_id, region, 0, lambda m: None)
+            last[:] = [view]
+            if counted.done and not view.finished and not self.spec.entrypoint.bundled:
+                raise _Measured
 
-        view, _ = follow(backend, job_id, region, interval=self.inputs.interval,
-                         on_line=lambda ln: counted.feed(ln.message), on_update=on_update,
-                         on_transition=lambda t: self.say(f"  {job_id}: {t.status}"))
+        try:
+            view, _ = follow(backend, job_id, region, interval=self.inputs.interval,
+                             on_line=lambda ln: counted.feed(ln.message), on_update=on_update,
+                             on_transition=lambda t: self.say(f"  {job_id}: {t.status}"))
+        except _Measured:
+            self.say(f"  {job_id}: {self.inputs.steps} measured steps logged; stopping it")
+            view = last[0]
         return view, counted
 
     def _down(self, job_id: str) -> None:
