@@ -103,3 +103,25 @@ def test_ctrl_c_takes_down_the_running_bench_job(sm, tmp_path):
     assert bench.returncode != 0
     assert f"taking {job} down" in err or f"{job}: taken down" in err, err
     _nothing_left(sm)
+
+
+def test_bench_of_the_sandbox_example_runs_on_the_platform_the_plan_chose(ec2_nodes, tmp_path):
+    """configs/vit-micro-sandbox.yaml: the plan puts EC2 first; the bench's job runs there (the node agent's
+    deadline is its hard maximum runtime), is taken down, and the plan then ranks with the measurement."""
+    sb, spec = ec2_nodes, str(ROOT / "configs" / "vit-micro-sandbox.yaml")
+    before = json.loads(run_cli(["-o", "json", "plan", spec], tmp_path, env=sb.env).stdout)["options"][0]
+    proc = run_cli(["-o", "json", "--region", "us-east-1", "bench", spec, "--max-usd", "1", "--steps", "20",
+                    "--warmup-steps", "20", "--max-minutes", "10", "--interval", "0.5"], tmp_path, env=sb.env,
+                   timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["layouts"]
+    assert (row["platform"], row["layout"]) == (before["platform"], "g5.xlarge:1:spot")
+    assert row["status"] == "Completed" and row["measured_samples_per_s"] > 0, row
+    running = sb.client("ec2").describe_instances(Filters=[
+        {"Name": "tag:trainctl:job", "Values": [row["job_id"]]},
+        {"Name": "instance-state-name", "Values": ["pending", "running", "stopping"]}])["Reservations"]
+    assert running == []
+    after = json.loads(run_cli(["-o", "json", "plan", spec], tmp_path, env=sb.env).stdout)["options"]
+    same = next(o for o in after if o["platform"] == row["platform"])
+    assert same["throughput_source"] == "measured"
+    assert same["throughput_samples_per_s"] == pytest.approx(row["measured_samples_per_s"], rel=0.01)
