@@ -158,7 +158,7 @@ def choose(plan: Plan, *, max_minutes: float = DEFAULT_MAX_MINUTES, top: int | N
         cap, rule = max_usd, f"--max-usd ${max_usd:,.2f}"
     if not layouts and top is None:  # by value: in rank order while the bench stays under the cap
         chosen, over = _within(chosen, cap)
-        skipped += [Candidate(c.option, True, f"worth measuring, but over the {rule} (--max-usd)", c.bound_usd)
+        skipped += [Candidate(c.option, True, f"worth measuring, but over the {rule}", c.bound_usd)
                     for c in over if chosen]
         chosen = chosen or over  # not even the first fits: refused below
     total = sum(c.bound_usd for c in chosen)

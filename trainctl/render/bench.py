@@ -20,6 +20,8 @@ def _dollars(row: dict) -> str:
     return f"<= ${row['bound_usd']:,.2f}"
 
 
+SKIPPED_SHOWN = 5   # layouts not measured, one line each; the JSON document has them all
+
 # Most important first: at a narrow terminal the last columns are left out whole (and named).
 _COLUMNS = (
     Column("layout", lambda r: r["layout"], keep=True),
@@ -43,10 +45,17 @@ def bench_table(doc: dict) -> None:
     for row in doc["layouts"]:
         if row.get("note"):
             con.print(f"{row['layout']}: {row['note']}", markup=False, soft_wrap=False)
-    for skipped in doc["not_measured"]:
+    for skipped in doc["not_measured"][:SKIPPED_SHOWN]:
         con.print(f"not measured {skipped['layout']}: {skipped['why']}", markup=False)
+    if len(doc["not_measured"]) > SKIPPED_SHOWN:
+        con.print(f"... and {len(doc['not_measured']) - SKIPPED_SHOWN} more layouts not measured (-o json lists "
+                  "them with why)", markup=False)
     con.print(f"cap: {doc['cap_rule']}; bound of the layouts measured: ${doc['bound_usd']:,.2f}", markup=False)
     if doc.get("dry_run"):
+        if doc["layouts"]:
+            first = doc["layouts"][0]
+            con.print(f"each job: {first['warmup_steps']} warm-up + {first['steps']} measured steps, stopped at "
+                      f"{first['max_minutes']:g} min at the latest, then taken down", markup=False)
         con.print("dry run: nothing launched", markup=False)
         return
     if "spent_usd" in doc:
