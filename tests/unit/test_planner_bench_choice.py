@@ -86,3 +86,16 @@ def test_value_rule_keeps_the_layouts_the_cap_holds_in_rank_order():
     assert [c.option.instance_type for c in choice.chosen] == ["g5.xlarge", "g6.xlarge"]
     assert choice.refusal is None and "over the --max-usd" in choice.skipped[0].reason
     assert choose(plan_of(*layouts), max_usd=0.5).refusal is not None   # not even the top fits
+
+
+def test_a_two_node_pair_per_transport_where_communication_matters():
+    transport = {"sagemaker": "tcp", "ec2": "efa"}
+    four = option(1, "g5.12xlarge", 4, 100.0, platform="ec2")          # worth measuring: its network matters
+    pair_efa = option(2, "g5.12xlarge", 2, 150.0, platform="ec2", band=(99.0, 101.0))   # not worth by itself
+    pair_tcp = option(3, "g5.12xlarge", 2, 151.0, platform="sagemaker", band=(99.0, 101.0))
+    choice = choose(plan_of(four, pair_efa, pair_tcp), max_usd=100.0,
+                    transport_of=lambda o: transport[o.platform])
+    got = [(c.option.count, c.option.platform) for c in choice.chosen]
+    # the 4-node layout itself covers EFA; the 2-node pair adds the TCP network of SageMaker
+    assert got == [(4, "ec2"), (2, "sagemaker")]
+    assert "2-node pair: the tcp network" in choice.chosen[1].reason

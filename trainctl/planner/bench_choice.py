@@ -9,7 +9,9 @@ whatever a measurement says: it is not worth a dollar. The top option is measure
 throughput given in the spec) has nothing left to learn. Scaling the whole cost with 1 / throughput
 overstates how much the fixed parts (launch overheads) move, so the rule errs towards measuring more.
 
-Layouts are measured once per (instance type, nodes): the store keys a measurement by type and node count and
+Where a layout of several nodes is worth measuring, a 2-node pair per instance type and transport (EFA or TCP)
+is added unless a measured layout of several nodes covers it (`pairs`). Layouts are measured once per
+(instance type, nodes): the store keys a measurement by type and node count and
 every platform, market and region of that layout then uses it. The objective is the plan's: cost, p90-cost
 (the 90th-percentile cost scales the same way) or time (hours instead of dollars).
 
@@ -26,6 +28,7 @@ cap, the bench refuses in one line before launching anything, as it does when no
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from trainctl.planner.spot.launch_overheads import START_MINUTES
 from trainctl.plans import Option, Plan
@@ -134,7 +137,8 @@ def _fmt(value: float, unit: str) -> str:
 
 
 def choose(plan: Plan, *, max_minutes: float = DEFAULT_MAX_MINUTES, top: int | None = None,
-           layouts: tuple[str, ...] = (), max_usd: float | None = None) -> BenchChoice:
+           layouts: tuple[str, ...] = (), max_usd: float | None = None,
+           transport_of: Callable[[Option], str] = lambda o: "network") -> BenchChoice:
     """The layouts to measure: by value of measurement (in rank order, as many as the cap holds), or the first
     `top` layouts, or the named `layouts` (TYPE:COUNT[:MARKET], matched against the plan's options). Refused in
     one line when the layouts asked for (or the first worth measuring) are over the cap."""
@@ -151,13 +155,16 @@ def choose(plan: Plan, *, max_minutes: float = DEFAULT_MAX_MINUTES, top: int | N
         chosen = [Candidate(c.option, True, f"among the first {top} (--top)", c.bound_usd) for c in judged[:top]]
     else:
         chosen = [c for c in judged if c.worth]
-    skipped = [c for c in judged if all(c.option is not k.option for k in chosen)]
     if max_usd is None:
         cap, rule = default_cap(plan)
     else:
         cap, rule = max_usd, f"--max-usd ${max_usd:,.2f}"
+    over: list[Candidate] = []
     if not layouts and top is None:  # by value: in rank order while the bench stays under the cap
+        chosen += pairs(plan, judged, chosen, max_minutes, transport_of)
         chosen, over = _within(chosen, cap)
+    skipped = [c for c in judged if all(c.option is not k.option for k in chosen + over)]
+    if not layouts and top is None:
         skipped += [Candidate(c.option, True, f"worth measuring, but over the {rule}", c.bound_usd)
                     for c in over if chosen]
         chosen = chosen or over  # not even the first fits: refused below
@@ -168,6 +175,27 @@ def choose(plan: Plan, *, max_minutes: float = DEFAULT_MAX_MINUTES, top: int | N
                    f"${total:,.2f} ({max_minutes:g} min each at most), over the {rule}; raise --max-usd, shorten "
                    "--max-minutes or measure fewer layouts (--top N, --layout)")
     return BenchChoice(tuple(chosen), tuple(skipped), cap, rule, total, refusal, tuple(notes))
+
+
+def pairs(plan: Plan, judged: list[Candidate], chosen: list[Candidate], max_minutes: float,
+          transport_of: Callable[[Option], str]) -> list[Candidate]:
+    """Where communication matters (a layout of several nodes is worth measuring), a 2-node pair per instance type
+    and transport (`transport_of`: efa or tcp, by platform), unless a layout of several nodes of that type and
+    transport is measured already: one node cannot show the network. Taken from the plan's own 2-node options,
+    after the layouts chosen by value (the cap leaves them out first)."""
+    covered = {(c.option.type_label, transport_of(c.option)) for c in chosen if c.option.count > 1}
+    out = []
+    for c in judged:
+        if not (c.worth and c.option.count > 1):
+            continue
+        for o in plan.options:  # rank order: the best 2-node option of each transport of this type
+            key = (o.type_label, transport_of(o))
+            if o.type_label != c.option.type_label or o.count != 2 or key in covered:
+                continue
+            covered.add(key)
+            out.append(Candidate(o, True, f"2-node pair: the {key[1]} network of {o.type_label} "
+                                          f"({c.layout} is worth measuring)", bound_usd(o, max_minutes)))
+    return out
 
 
 def _within(chosen: list[Candidate], cap: float) -> tuple[list[Candidate], list[Candidate]]:

@@ -57,13 +57,22 @@ def plan_choice(inputs: BenchInputs, store: JobStore):
                                          layouts=inputs.layouts, platform=inputs.platform, offline=inputs.offline),
                               store)
     choice = choose(source, max_minutes=inputs.max_minutes, top=inputs.top, layouts=inputs.layouts,
-                    max_usd=inputs.max_usd)
+                    max_usd=inputs.max_usd, transport_of=transport)
     return spec, plan, choice
+
+
+def transport(option) -> str:
+    """The transport an option's nodes talk over: EFA where its platform turns EFA on for the type, else TCP."""
+    from trainctl.catalog import load_catalog
+    from trainctl.perf.network import efa_in_use
+
+    inst = load_catalog().instances.get(option.instance_type)
+    return "efa" if inst is not None and efa_in_use(inst, option.platform) else "tcp"
 
 
 def _candidate_row(c: Candidate, inputs: BenchInputs) -> dict:
     o = c.option
-    return {"layout": c.layout, "platform": o.platform, "region": o.region, "market": o.market,
+    return {"layout": c.layout, "platform": o.platform, "transport": transport(o) if o.count > 1 else "none", "region": o.region, "market": o.market,
             "predicted_samples_per_s": round(o.throughput_samples_per_s, 2),
             "band": [round(x, 2) for x in o.throughput_band] if o.throughput_band else None,
             "throughput_source": o.throughput_source, "expected_cost_usd": round(o.expected_cost_usd, 2),

@@ -44,7 +44,10 @@ def conditions(spec, option, view, inputs, *, spec_hash: str, code_hash: str) ->
 
     inst = load_catalog().instances.get(option.instance_type)
     up_to = bool(getattr(inst, "network_up_to", False))
-    transport = "efa" if getattr(inst, "efa", False) and option.count > 1 else ("tcp" if option.count > 1 else "none")
+    from trainctl.perf.network import efa_in_use
+
+    transport = "none" if option.count <= 1 else ("efa" if inst is not None and efa_in_use(inst, option.platform)
+                                                  else "tcp")
     return {"layout": f"{option.type_label}:{option.count}:{option.market}", "platform": option.platform,
             "region": option.region, "transport": transport,
             "regime": regime(up_to, option.count, view.training_seconds),
