@@ -125,3 +125,20 @@ def test_bench_of_the_sandbox_example_runs_on_the_platform_the_plan_chose(ec2_no
     same = next(o for o in after if o["platform"] == row["platform"])
     assert same["throughput_source"] == "measured"
     assert same["throughput_samples_per_s"] == pytest.approx(row["measured_samples_per_s"], rel=0.01)
+
+
+def test_bench_of_two_up_to_nodes_is_recorded_as_burst_and_said_so_in_the_plan(ec2_nodes, tmp_path):
+    """configs/llm-tiny.yaml: 2 x g5.xlarge ("up to" 10 Gbps) for a few minutes saw burst bandwidth; the record says
+    so and the plan names the regime beside the bench job."""
+    sb, spec = ec2_nodes, str(ROOT / "configs" / "llm-tiny.yaml")
+    proc = run_cli(["-o", "json", "--region", "us-east-1", "bench", spec, "--max-usd", "1", "--steps", "8",
+                    "--warmup-steps", "4", "--max-minutes", "10", "--interval", "0.5"], tmp_path, env=sb.env,
+                   timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["layouts"]
+    assert row["layout"] == "g5.xlarge:2:spot" and row["transport"] == "tcp"
+    assert row["status"] == "Completed" and row["regime"] == "burst" and row["measured_samples_per_s"] > 0, row
+    plan = json.loads(run_cli(["-o", "json", "plan", spec], tmp_path, env=sb.env).stdout)["options"]
+    two = next(o for o in plan if o["count"] == 2 and o["platform"] == row["platform"])
+    assert two["throughput_source"] == "measured"
+    assert any(f"bench job {row['job_id']}" in w and "network burst" in w for w in two["why"]), two["why"]
