@@ -47,3 +47,5 @@ def bench(
         render.print_json(doc)
     else:
         bench_table(doc)
+    if not doc.get("dry_run") and doc["layouts"] and not any(r.get("measured_samples_per_s") for r in doc["layouts"]):
+        raise typer.Exit(1)  # launched, but nothing measured: each row's note says why

@@ -108,7 +108,11 @@ def bench(inputs: BenchInputs, store: JobStore, say: Callable[[str], None]) -> d
     runner = BenchRun(inputs, spec, store, say)
     try:
         for row, c in zip(doc["layouts"], choice.chosen):
-            row.update(runner.measure(c))
+            try:
+                row.update(runner.measure(c))
+            except TrainctlError as e:  # no capacity, a launch refused: that layout's row says so, the rest run
+                row.update(status="not measured", measured_samples_per_s=None, spent_usd=None, note=str(e))
+                say(f"bench {c.layout}: {e}")
     except KeyboardInterrupt:
         runner.take_down_all()
         raise
