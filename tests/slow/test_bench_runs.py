@@ -142,3 +142,38 @@ def test_bench_of_two_up_to_nodes_is_recorded_as_burst_and_said_so_in_the_plan(e
     two = next(o for o in plan if o["count"] == 2 and o["platform"] == row["platform"])
     assert two["throughput_source"] == "measured"
     assert any(f"bench job {row['job_id']}" in w and "network burst" in w for w in two["why"]), two["why"]
+
+
+SLOW_SCRIPT = """\
+import argparse, time
+p = argparse.ArgumentParser()
+p.add_argument("--steps", type=int)
+p.add_argument("--checkpoint-dir")
+args, _ = p.parse_known_args()
+for step in range(1, args.steps + 1):
+    time.sleep(0.1)
+    if step % 5 == 0:
+        print(f"trainctl step={step} loss=1.0 samples_per_s={1000 + step}", flush=True)
+"""
+SLOW_SPEC = """\
+name: own-slow
+entrypoint: {script: train.py, source_dir: ., args: {steps: 100000}}
+model: {params: 2, flops_per_sample: 12, precision: fp32}
+workload: {samples: 3200000, batch_size_per_accelerator: 32}
+candidates: {layouts: ["g5.xlarge:1:spot"], platforms: [sagemaker], regions: [us-east-1]}
+"""
+
+
+def test_a_script_that_ignores_the_bench_steps_is_stopped_once_measured(sm, tmp_path):
+    """A user's script gets its own arguments (here 100,000 steps): the bench stops it once its metric lines
+    passed warm-up + measured steps, and counts only the lines after the warm-up."""
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "train.py").write_text(SLOW_SCRIPT)
+    (tmp_path / "proj" / "job.yaml").write_text(SLOW_SPEC)
+    proc = run_cli(["-o", "json", "bench", str(tmp_path / "proj" / "job.yaml"), "--max-usd", "1", "--steps", "10",
+                    "--warmup-steps", "10", "--interval", "0.5"], tmp_path / "home", env=sm.env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["layouts"]
+    assert row["status"] == "Stopped" and "measured steps logged; stopping it" in proc.stderr
+    assert row["measured_samples_per_s"] > 1010   # the warm-up's lines (steps 5 and 10) are not counted
+    _nothing_left(sm)

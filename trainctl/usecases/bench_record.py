@@ -66,7 +66,7 @@ def record(store: JobStore, job: JobRecord, view, rate: float | None, conds: dic
     and as its calibration comparison (`trainctl calibration` lists it beside the prediction)."""
     from trainctl.usecases.calibration import record_comparison
 
-    store.add_event(job.job_id, EVENT, json.dumps({**conds, "measured_samples_per_s": rate}))
+    store.add_event(job.job_id, EVENT, json.dumps({**conds, "account": job.account, "measured_samples_per_s": rate}))
     if rate is None or not job.model or job.batch_size is None:
         return
     store.record_measured(model=job.model, batch_size=int(job.batch_size), instance_type=view.instance_type or
