@@ -29,9 +29,9 @@ def bench(
                                                           "bound; launch nothing."),
     interval: float = typer.Option(2.0, "--interval", min=0.05, help="Seconds between polls of a bench job."),
 ) -> None:
-    """Measure samples/s on the layouts that could change the plan's choice, for a bounded number of dollars.
+    """Measure the layouts that could change the plan's choice.
 
-    Each bench job runs your entrypoint with its arguments for warm-up + measured steps under a hard maximum
+    Samples/s of your model, for a bounded number of dollars. Each bench job runs your entrypoint with its arguments for warm-up + measured steps under a hard maximum
     runtime and is taken down afterwards (Ctrl-C takes down what runs); later plans use the measurement."""
     from trainctl import render
     from trainctl.render.bench import bench_table
