@@ -39,3 +39,12 @@ def test_named_layouts_over_the_cap_refuse(sandbox, tmp_path):
     proc = run_cli(["bench", SPEC, "--layout", "g5.xlarge:1:spot", "--max-usd", "0.01"], tmp_path, env=sandbox.env)
     assert proc.returncode == 2 and "--max-usd $0.01" in proc.stderr
     assert sandbox.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+
+
+@pytest.mark.parametrize("columns", [80, 100, 200])
+def test_dry_run_table_fits_the_terminal(sandbox, tmp_path, columns):
+    proc = run_cli(["bench", SPEC, "--top", "2", "--max-usd", "5", "--dry-run"], tmp_path,
+                   env={**sandbox.env, "COLUMNS": str(columns)})
+    assert proc.returncode == 0, proc.stderr
+    assert "g5.xlarge:1:spot" in proc.stdout and "dry run: nothing launched" in proc.stdout
+    assert all(len(line) <= columns for line in proc.stdout.splitlines()), proc.stdout
