@@ -10,7 +10,7 @@ from trainctl.plans import Option
 from trainctl.store import JobStore
 
 WIDTHS = [80, 100, 200]
-COMMANDS = ("plan", "catalog", "schema", "launch", "watch", "logs", "ls", "stop", "down", "doctor", "iam-policy")
+COMMANDS = ("plan", "catalog", "schema", "launch", "watch", "logs", "ls", "stop", "down", "doctor", "iam-policy", "bench")
 
 
 def fits(text: str, columns: int) -> None:

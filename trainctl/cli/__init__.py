@@ -12,7 +12,7 @@ from __future__ import annotations
 import typer
 
 # the commands register on `app` when imported, in the order --help lists them
-from trainctl.cli import planning, jobs, account, cost  # noqa: F401,I001
+from trainctl.cli import planning, jobs, account, cost, bench  # noqa: F401,I001
 from trainctl.cli.app import GLOBAL_OPTIONS, apply_global_option, app, OPTS
 from trainctl.cli.global_options import attach_global_options, run
 from trainctl.cli.plugins import SANDBOX, SandboxGroup

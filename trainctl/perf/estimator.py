@@ -23,6 +23,8 @@ class MeasuredRate:
     count: int             # nodes it was measured on
     job_id: str
     platform: str | None = None   # None: not recorded; taken as the platform being planned
+    origin: str | None = None     # where it came from in words ("bench job X (date, ...)"); None: a completed job
+    network: str | None = None    # the regime it ran in (usecases/bench_record.py); "burst": not the long run's
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ def estimate(job: Job, inst: InstanceType, count: int, platform: str, measured: 
     samples_per_s, network, net_words = _blend(job.samples, burst, base, inst.network_up_to)
     if count == 1:
         network = "none"
-    if measured is not None and measured.count == count:
+    if measured is not None and measured.count == count and not _burst_only(measured, inst, count):
         samples_per_s, network, net_words = measured.samples_per_s, "as measured", ""
     lines = [words]
     if base.bottleneck_link:
@@ -72,6 +74,12 @@ def estimate(job: Job, inst: InstanceType, count: int, platform: str, measured: 
         band = (samples_per_s * band_ratio[0], samples_per_s * band_ratio[1])
         lines.append(f"throughput band {band[0]:,.0f}-{band[1]:,.0f} samples/s ({band_ratio[2]})")
     return Estimate(samples_per_s, source, tuple(lines), band, base, network)
+
+
+def _burst_only(measured: MeasuredRate, inst: InstanceType, count: int) -> bool:
+    """A short bench of several "up to" nodes saw burst bandwidth: its compute rate is kept (inverted at burst),
+    and the network term of the run is the model's (burst, then baseline), not the bench's."""
+    return measured.network == "burst" and inst.network_up_to and count > 1
 
 
 def _blend(samples: int, burst: perf.Throughput, base: perf.Throughput, up_to: bool) -> tuple[float, str, str]:
@@ -94,7 +102,8 @@ def _compute_rate(job: Job, inst: InstanceType, count: int, platform: str, measu
     """(per-rank compute rate, source, words, band as (low ratio, high ratio, words) or None)."""
     unit = rk.unit
     if measured is not None:
-        fab = fabric(inst, rk.per_node, measured.count, measured.platform or platform, "baseline")
+        seen = "burst" if measured.network == "burst" else "baseline"
+        fab = fabric(inst, rk.per_node, measured.count, measured.platform or platform, seen)
         device = perf_fit.device_for(catalog, calibration, inst.accelerator.key)
         peak_rate = device.peak_tflops[job.shape.precision] * 1e12 / job.shape.training_flops_per_sample
         rate = perf.invert_compute_rate(job.shape, fab, measured.count, job.batch, measured.samples_per_s,
@@ -103,7 +112,8 @@ def _compute_rate(job: Job, inst: InstanceType, count: int, platform: str, measu
             f"{measured.count} node{'s' if measured.count > 1 else ''}, rescaled by the network model"
         capped = " (capped at the peak: the measured step is almost all communication)" if rate >= peak_rate else ""
         rate, sync_words = _sync_rescaled(rate, measured.count * rk.per_node, count * rk.per_node, catalog, calibration)
-        return rate, "measured", (f"throughput measured by job {measured.job_id} on {where}: "
+        who = measured.origin or f"job {measured.job_id}"
+        return rate, "measured", (f"throughput measured by {who} on {where}: "
                                   f"{measured.samples_per_s:,.0f} samples/s; compute {rate:,.1f} samples/s per "
                                   f"{unit} once its modelled communication is taken out{capped}{sync_words}"), None
     if job.given is not None:

@@ -22,6 +22,7 @@ _COLUMNS = (
     Column("predicted", lambda j: _rate(j["predicted_samples_per_s"]), "right"),
     Column("measured", lambda j: _rate(j["measured_samples_per_s"]), "right"),
     Column("source", lambda j: j["throughput_source"] or "-"),
+    Column("by", lambda j: j.get("measured_by") or "job"),
 )
 _ACCOUNT = Column("account", lambda j: j["account"] or "-")
 

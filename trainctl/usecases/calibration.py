@@ -73,6 +73,12 @@ def forget(store: JobStore, job_id: str) -> str:
     return f"{job_id}: its measured throughput is forgotten; later plans no longer use it"
 
 
+def _benched(store: JobStore, record: JobRecord) -> bool:
+    """A `trainctl bench` job (usecases/bench_record.py): listed beside the prediction whatever its end status
+    (a bench of a user's script is stopped once measured)."""
+    return bool(store.events(record.job_id, "bench"))
+
+
 def summarise(rows: list[dict]) -> dict:
     errors = [r["error"] for r in rows if r["error"] is not None]
     out = {"completed_jobs": len(rows), "compared": len(errors), "median_abs_error": None,
@@ -90,11 +96,12 @@ def summarise(rows: list[dict]) -> dict:
 
 
 def report(store: JobStore, account: str | None = None) -> dict:
-    """The `trainctl calibration --output json` document: every completed job of this endpoint (of one
+    """The `trainctl calibration --output json` document: every completed job and bench job of this endpoint (of one
     account when asked), oldest first, and the summary."""
     records = [r for r in reversed(store.jobs(MAX_JOBS))
-               if r.status == COMPLETED and (account is None or r.account == account)]
-    rows = [comparison(r, _measured(store, r)) for r in records]
+               if (r.status == COMPLETED or _benched(store, r)) and (account is None or r.account == account)]
+    rows = [{**comparison(r, _measured(store, r)), "measured_by": "bench" if _benched(store, r) else "job"}
+            for r in records]
     return {"endpoint": store.endpoint or "aws", "account": account, "jobs": rows, "summary": summarise(rows)}
 
 

@@ -63,6 +63,10 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
     quotes = gather_quotes(spec, catalog, request, inputs)
     request = with_data_facts(spec, request, quotes)
     measured = store.measured_rates(spec.model.name, spec.workload.batch_size_per_accelerator) if store else {}
+    if measured:  # a bench's measurement says so, with its conditions (usecases/bench_record.py)
+        from trainctl.usecases.bench_record import with_bench_origin
+
+        measured = with_bench_origin(store, measured)
     result = plan(spec, catalog, quotes, request, measured)
     if quotes.source == "live":  # the best fixed Spot layouts' scores, each for its exact configuration
         from trainctl.aws.placement import with_fixed_scores

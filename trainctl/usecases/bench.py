@@ -1,0 +1,137 @@
+"""`trainctl bench SPEC`: measure the user's own model on the layouts where a measurement could change the
+choice, for a bounded number of dollars, before the big run.
+
+1. Choose (planner/bench_choice.py): plan, keep the layouts whose throughput band could change the top
+   choice (or `--top N`, `--layout`), refuse in one line when their dollar bound is over the cap.
+2. Run, one layout after the other: a bench spec (bench_spec.py: the user's spec, its workload cut to
+   warm-up + measured steps on this layout, pinned to the option's platform, market and region) goes through
+   the normal launch path with the hard maximum runtime (`max_runtime_hours`: SageMaker's
+   StoppingCondition.MaxRuntimeInSeconds, the EC2 node agent's deadline); the job's metric lines are read
+   the way `watch` reads them, the steps up to the warm-up are not counted; a job still running once it
+   logged the measured steps (a script that ignores the shortened workload) is stopped; then `down`.
+   A Spot interruption is data (the row says so), not an error.
+3. Record (bench_record.py): the median measured rate in the store's measured throughput (per endpoint, as
+   every measurement) and the conditions as the job's `bench` event; the next plan uses it.
+Ctrl-C: every bench job launched so far is taken down (stopped, its resources removed) before the
+KeyboardInterrupt goes on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from trainctl.errors import TrainctlError
+from trainctl.planner.bench_choice import DEFAULT_MAX_MINUTES, BenchChoice, Candidate, choose
+from trainctl.store import JobStore
+
+DEFAULT_STEPS = 40          # measured steps per layout
+DEFAULT_WARMUP_STEPS = 20   # not counted: start-up, first compilation, data loader warm-up
+EXIT_REFUSED = 2
+
+
+@dataclass
+class BenchInputs:
+    spec_path: str
+    objective: str = "cost"
+    platform: str | None = None
+    offline: bool = False
+    top: int | None = None
+    layouts: tuple[str, ...] = ()
+    max_usd: float | None = None
+    max_minutes: float = DEFAULT_MAX_MINUTES
+    steps: int = DEFAULT_STEPS
+    warmup_steps: int = DEFAULT_WARMUP_STEPS
+    dry_run: bool = False
+    interval: float = 2.0
+
+
+def plan_choice(inputs: BenchInputs, store: JobStore):
+    """(spec, the plan as it stands, the bench's choice)."""
+    from trainctl.usecases.plan import PlanInputs, make_plan
+
+    spec, plan = make_plan(PlanInputs(spec_path=inputs.spec_path, objective=inputs.objective,
+                                      platform=inputs.platform, offline=inputs.offline), store)
+    source = plan
+    if inputs.layouts:  # the named layouts may be outside the spec's candidates: plan them as named
+        _, source = make_plan(PlanInputs(spec_path=inputs.spec_path, objective=inputs.objective,
+                                         layouts=inputs.layouts, platform=inputs.platform, offline=inputs.offline),
+                              store)
+    choice = choose(source, max_minutes=inputs.max_minutes, top=inputs.top, layouts=inputs.layouts,
+                    max_usd=inputs.max_usd, transport_of=transport)
+    return spec, plan, choice
+
+
+def transport(option) -> str:
+    """The transport an option's nodes talk over: EFA where its platform turns EFA on for the type, else TCP."""
+    from trainctl.catalog import load_catalog
+    from trainctl.perf.network import efa_in_use
+
+    inst = load_catalog().instances.get(option.instance_type)
+    return "efa" if inst is not None and efa_in_use(inst, option.platform) else "tcp"
+
+
+def _candidate_row(c: Candidate, inputs: BenchInputs) -> dict:
+    o = c.option
+    return {"layout": c.layout, "platform": o.platform, "transport": transport(o) if o.count > 1 else "none", "region": o.region, "market": o.market,
+            "predicted_samples_per_s": round(o.throughput_samples_per_s, 2),
+            "band": [round(x, 2) for x in o.throughput_band] if o.throughput_band else None,
+            "throughput_source": o.throughput_source, "expected_cost_usd": round(o.expected_cost_usd, 2),
+            "why": c.reason, "bound_usd": round(c.bound_usd, 4), "max_minutes": inputs.max_minutes,
+            "steps": inputs.steps, "warmup_steps": inputs.warmup_steps}
+
+
+def choice_document(plan, choice: BenchChoice, inputs: BenchInputs) -> dict:
+    return {"spec": inputs.spec_path, "objective": plan.objective,
+            "top_before": plan.options[0].describe() if plan.options else None,
+            "cap_usd": round(choice.cap_usd, 4), "cap_rule": choice.cap_rule, "bound_usd": round(choice.bound_usd, 4),
+            "layouts": [_candidate_row(c, inputs) for c in choice.chosen],
+            "not_measured": [{"layout": c.layout, "why": c.reason} for c in choice.skipped],
+            "notes": list(choice.notes)}
+
+
+def bench(inputs: BenchInputs, store: JobStore, say: Callable[[str], None]) -> dict:
+    """The bench document: the --dry-run preview, or every layout's measurement and the plan after it."""
+    spec, plan, choice = plan_choice(inputs, store)
+    doc = choice_document(plan, choice, inputs)
+    if choice.refusal:
+        raise TrainctlError(choice.refusal, exit_code=EXIT_REFUSED)
+    if not choice.chosen:
+        doc.update(dry_run=inputs.dry_run, measured=[], top_after=doc["top_before"], changed=False)
+        say("nothing worth measuring: no layout's throughput band can change the top choice (--top N or "
+            "--layout measure anyway)")
+        return doc
+    if inputs.dry_run:
+        doc["dry_run"] = True
+        return doc
+    from trainctl.usecases.bench_run import BenchRun
+
+    runner = BenchRun(inputs, spec, store, say)
+    try:
+        for row, c in zip(doc["layouts"], choice.chosen):
+            try:
+                row.update(runner.measure(c))
+            except TrainctlError as e:  # no capacity, a launch refused: that layout's row says so, the rest run
+                row.update(status="not measured", measured_samples_per_s=None, spent_usd=None, note=str(e))
+                say(f"bench {c.layout}: {e}")
+    except KeyboardInterrupt:
+        runner.take_down_all()
+        raise
+    _, after = _plan_after(inputs, store)
+    doc.update(dry_run=False, spent_usd=round(sum(r.get("spent_usd") or 0.0 for r in doc["layouts"]), 4),
+               top_after=after.options[0].describe() if after.options else None)
+    doc["changed"] = _key(plan) != _key(after)
+    return doc
+
+
+def _plan_after(inputs: BenchInputs, store: JobStore):
+    from trainctl.usecases.plan import PlanInputs, make_plan
+
+    return make_plan(PlanInputs(spec_path=inputs.spec_path, objective=inputs.objective, platform=inputs.platform,
+                                offline=inputs.offline), store)
+
+
+def _key(plan) -> tuple | None:
+    if not plan.options:
+        return None
+    o = plan.options[0]
+    return (o.platform, o.type_label, o.count, o.market, o.region)

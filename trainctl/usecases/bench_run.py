@@ -1,0 +1,168 @@
+"""One bench job after the other: launch through the normal launch path, follow its metric lines, take it
+down, record what it measured (see usecases/bench.py)."""
+from __future__ import annotations
+
+import hashlib
+import statistics
+import time
+from typing import Callable
+
+from trainctl.errors import TrainctlError
+from trainctl.planner.bench_choice import Candidate
+from trainctl.store import JobStore
+from trainctl.usecases.watch import Progress
+
+
+class CountedRates:
+    """The metric lines' rates after the warm-up, and whether the measured steps were reached."""
+
+    def __init__(self, warmup_steps: int, steps: int):
+        self.warmup_steps, self.steps = warmup_steps, steps
+        self.reader = Progress()
+        self.rates: list[float] = []
+
+    def feed(self, message: str) -> None:
+        if self.reader.feed(message) and (self.reader.last_step or 0) > self.warmup_steps:
+            self.rates.append(self.reader.rates[-1])
+
+    @property
+    def done(self) -> bool:
+        return bool(self.rates) and (self.reader.last_step or 0) >= self.warmup_steps + self.steps
+
+
+class _Measured(Exception):
+    """The job logged the measured steps: stop following it."""
+
+
+class BenchRun:
+    """The bench jobs of one `trainctl bench`: each is taken down when measured, all of them on Ctrl-C."""
+
+    def __init__(self, inputs, spec, store: JobStore, say: Callable[[str], None]):
+        self.inputs, self.spec, self.store, self.say = inputs, spec, store, say
+        self.stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        self.running: dict[str, tuple[str, str]] = {}   # job id -> (platform, region), until taken down
+
+    def measure(self, c: Candidate) -> dict:
+        """Launch, follow, take down and record one layout: its row's measured part."""
+        from trainctl.usecases.bench_spec import write_bench_spec
+
+        path = write_bench_spec(self.inputs.spec_path, c.option, self.inputs.steps, self.inputs.warmup_steps,
+                                self.stamp)
+        job_id, region = self._launch(c, path)
+        try:
+            view, counted = self._follow(c, job_id, region)
+        finally:
+            self._down(job_id)
+        if not view.finished:  # stopped by the bench once measured: its status after `down`
+            from trainctl.backends import get_backend
+
+            view = get_backend(c.option.platform).describe(job_id, region)
+        return self._record(c, job_id, view, counted)
+
+    def _launch(self, c: Candidate, path: str) -> tuple[str, str]:
+        from trainctl.usecases.launch import LaunchArgs, LaunchResult, launch
+
+        o = c.option
+        self.say(f"bench {c.layout} on {o.platform} in {o.region}: {self.inputs.warmup_steps} warm-up + "
+                 f"{self.inputs.steps} measured steps, at most {self.inputs.max_minutes:g} min, bound "
+                 f"${c.bound_usd:,.2f}")
+        args = LaunchArgs(spec_path=path, platform=o.platform, offline=self.inputs.offline, yes=True,
+                          allow_duplicate=True,
+                          platform_options={"max_runtime_hours": self.inputs.max_minutes / 60.0})
+        try:
+            result = launch(args, self.store, say=lambda m: self.say(f"  {m}"), show=lambda opt, req: None,
+                            confirm=lambda q: True)
+        except KeyboardInterrupt:  # mid-launch: the job store already holds the attempt, AWS may hold the job
+            for record in self.store.jobs(5):
+                if record.spec_path == path:
+                    self.running[record.job_id] = (record.platform, record.region or o.region)
+            raise
+        if not isinstance(result, LaunchResult):
+            raise TrainctlError(f"bench of {c.layout}: the launch returned no job")
+        self.running[result.job_id] = (result.platform, result.region)
+        return result.job_id, result.region
+
+    def _follow(self, c: Candidate, job_id: str, region: str):
+        """Follow the job to its end, or (a script that ignores the shortened workload: the bundled entrypoints
+        end by themselves) until its metric lines passed the measured steps; `_down` then stops it."""
+        from trainctl.backends import get_backend
+        from trainctl.usecases.watch import follow
+
+        backend = get_backend(self.running[job_id][0])
+        counted = CountedRates(self.inputs.warmup_steps, self.inputs.steps)
+        last: list = []
+
+        def on_update(view, progress) -> None:
+            last[:] = [view]
+            if counted.done and not view.finished and not self.spec.entrypoint.bundled:
+                raise _Measured
+
+        try:
+            view, _ = follow(backend, job_id, region, interval=self.inputs.interval,
+                             on_line=lambda ln: counted.feed(ln.message), on_update=on_update,
+                             on_transition=lambda t: self.say(f"  {job_id}: {t.status}"))
+        except _Measured:
+            self.say(f"  {job_id}: {self.inputs.steps} measured steps logged; stopping it")
+            view = last[0]
+        return view, counted
+
+    def _down(self, job_id: str) -> None:
+        from trainctl.backends import get_backend
+
+        platform, region = self.running[job_id]
+        try:
+            removed = get_backend(platform).cleanup(job_id, region)
+            self.store.add_event(job_id, "down", ", ".join(removed) or "nothing left")
+        except Exception as e:  # noqa: BLE001 - said, and left for `trainctl down JOB`
+            from trainctl.aws.clients import error_summary
+
+            self.say(f"  {job_id}: down did not finish ({error_summary(e)}); run `trainctl down {job_id}`")
+            return
+        self.running.pop(job_id, None)
+        self.say(f"  {job_id}: taken down")
+
+    def take_down_all(self) -> None:
+        """Ctrl-C: every bench job still up is stopped and its resources removed."""
+        for job_id in list(self.running):
+            self.say(f"interrupted: taking {job_id} down")
+            self._down(job_id)
+
+    def _record(self, c: Candidate, job_id: str, view, counted: CountedRates) -> dict:
+        from trainctl.usecases import bench_record
+        from trainctl.usecases.watch import summary
+
+        rate = median_rate(counted.rates)
+        record = self.store.job(job_id)
+        self.store.set_status(job_id, view.status)
+        spent = summary(view, counted.reader, record).get("cost_usd")
+        conditions = bench_record.conditions(self.spec, c.option, view, self.inputs, spec_hash=_spec_hash(
+            self.inputs.spec_path), code_hash=_code_hash(self.spec, self.inputs.spec_path))
+        row = {"job_id": job_id, "status": view.status, "measured_samples_per_s": rate,
+               "measured_windows": len(counted.rates), "interruptions": view.interruptions,
+               "spent_usd": spent, "regime": conditions["regime"]}
+        if view.interruptions:
+            row["note"] = (f"Spot interrupted {view.interruptions} time{'s' if view.interruptions != 1 else ''} "
+                           "during the bench: recorded as data")
+        if rate is None:
+            row["note"] = (row.get("note", "") + "; " if row.get("note") else "") + \
+                f"no metric line after the {self.inputs.warmup_steps} warm-up steps: nothing measured"
+        if record is not None:
+            bench_record.record(self.store, record, view, rate, conditions)
+        self.say(f"  {job_id}: {view.status}, " + (f"{rate:,.2f} samples/s" if rate else "nothing measured"))
+        return row
+
+
+def median_rate(rates: list[float]) -> float | None:
+    return round(statistics.median(rates), 2) if rates else None
+
+
+def _spec_hash(spec_path: str) -> str:
+    from pathlib import Path
+
+    return hashlib.sha256(Path(spec_path).read_bytes()).hexdigest()[:16]
+
+
+def _code_hash(spec, spec_path: str) -> str:
+    from trainctl.backends.packaging import job_code
+
+    return job_code(spec, spec_path)[0].key_hash
