@@ -33,6 +33,7 @@ import threading
 import time
 
 from .checkpoints import CheckpointSync
+from .launch_command import torchrun_command
 from .node_io import (DEFAULT_IMDS, Imds, LogShipper, aws_session, children, install_requirements,
                       read_secrets, say)
 
@@ -232,41 +233,10 @@ class Agent:
                 self.log.add(f"trainctl-agent: checkpoint sync failed: {e}")
 
     # ---------------------------------------------------------------- training
-    def interface_of(self, ip: str) -> str | None:
-        try:
-            out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
-        except OSError:
-            return None
-        for line in out.splitlines():
-            fields = line.split()
-            if len(fields) > 3 and fields[3].split("/")[0] == ip:
-                return fields[1]
-        return None
-
     def command(self, ips: list[str]) -> tuple[list[str], dict[str, str]]:
-        cfg = self.cfg
-        rank, master = ips.index(self.ip), ips[0]
-        reach = os.environ.get("TRAINCTL_MASTER_ADDR") or master  # nodes sharing one host (the sandbox's)
-        nproc = int(os.environ.get("TRAINCTL_NPROC_PER_NODE") or cfg["nproc_per_node"])
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(ips)), "--node_rank", str(rank),
-               "--master_addr", reach, "--master_port", str(int(self.setting("master_port", 29500))),
-               "--nproc_per_node", str(nproc), os.path.join(self.code_dir, cfg["script"]),
-               *cfg.get("args", []), "--checkpoint-dir", self.ckpt_dir]
-        env = dict(os.environ, **self.secrets, PYTHONUNBUFFERED="1", TRAINCTL_JOB=self.job)
-        env.setdefault("OMP_NUM_THREADS", "1")
-        iface = self.interface_of(self.ip)
-        if iface:  # gloo/NCCL would otherwise pick whatever the host name resolves to
-            for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME"):
-                env.setdefault(name, iface)
-        if cfg.get("accelerator") == "neuron":
-            env.setdefault("NEURON_RT_ROOT_COMM_ID", f"{master}:46820")
-        if cfg.get("efa"):
-            env.setdefault("FI_PROVIDER", "efa")
-            if cfg.get("accelerator") == "neuron":
-                env.setdefault("FI_EFA_FORK_SAFE", "1")
-        if cfg.get("efa_rdma"):  # only where the device has RDMA read: libfabric aborts every rank elsewhere
-            env.setdefault("FI_EFA_USE_DEVICE_RDMA", "1")
-        return cmd, env
+        return torchrun_command(self.cfg, ips, self.ip, self.code_dir, self.ckpt_dir,
+                                int(self.setting("master_port", 29500)),
+                                dict(os.environ, **self.secrets, PYTHONUNBUFFERED="1", TRAINCTL_JOB=self.job))
 
     def train_once(self, ips: list[str]) -> tuple[int, bool]:
         """Run torchrun once; (exit code, whether the training was stopped rather than finished)."""
