@@ -30,6 +30,9 @@ _SECURITY_GROUP = ("Security group id, used as it is: it must let the job's host
                    "(default: a new group open only to itself).")
 
 
+_CROSS_REGION_DATA = ("Allow data: channels in a bucket of another region (each byte read is billed as "
+                      "cross-region transfer; refused without this flag).")
+
 # One help for both platforms (SageMaker's StoppingCondition; on EC2 the node agents enforce it).
 _MAX_RUNTIME = ("Stop the training job after this many hours; it checkpoints first (default: twice the expected "
                 "hours plus 30 minutes; at most 28 days).")
@@ -47,6 +50,7 @@ class SageMakerOptions:
     distribution: str | None = opt("torch_distributed (torchrun, NCCL), smddp (SageMaker's data parallelism "
                                    "library) or smp (its model parallelism library v2) (default: the spec's "
                                    "distribution, else torch_distributed).")
+    allow_cross_region_data: bool | None = opt(_CROSS_REGION_DATA)
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class Ec2Options:
                                          "down leaves (default 90; one of 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, "
                                          "180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653).",
                                          minimum=1)
+    allow_cross_region_data: bool | None = opt(_CROSS_REGION_DATA)
 
 
 OPTIONS: dict[str, type] = {"sagemaker": SageMakerOptions, "ec2": Ec2Options}
@@ -83,7 +88,7 @@ class Flag:
 
 def _base_type(annotation: Any) -> type:
     text = str(annotation)  # "str | None", "float | None" under `from __future__ import annotations`
-    return {"float": float, "int": int}.get(text.split(" ")[0], str)
+    return {"float": float, "int": int, "bool": bool}.get(text.split(" ")[0], str)
 
 
 def launch_flags() -> list[Flag]:
