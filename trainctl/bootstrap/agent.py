@@ -32,8 +32,10 @@ import tarfile
 import threading
 import time
 
+from .channels import Channels, ml_root
 from .checkpoints import CheckpointSync
 from .launch_command import torchrun_command
+from .outputs import Outputs
 from .node_io import (DEFAULT_IMDS, Imds, LogShipper, aws_session, children, install_requirements,
                       read_secrets, say)
 
@@ -68,6 +70,9 @@ class Agent:
         self.ckpt_dir = os.path.join(root, "checkpoints")
         self.checkpoints = CheckpointSync(self.s3, cfg["bucket"], self.key("checkpoints"), self.ckpt_dir,
                                           keep_of(cfg), self.log.add, self.owner)
+        ml = ml_root(root)  # /opt/ml beside the agent's folder: SageMaker's paths, on EC2 (channels.py)
+        self.channels = Channels(self.s3, cfg.get("channels") or {}, ml, self.log.add)
+        self.outputs = Outputs(self.s3, cfg["bucket"], self.job, ml, self.log.add, self.owner)
         self.notice = threading.Event()
         self.stop_requested = threading.Event()
         self.finished = threading.Event()  # run() returned: the watchers end too
@@ -236,7 +241,8 @@ class Agent:
     def command(self, ips: list[str]) -> tuple[list[str], dict[str, str]]:
         return torchrun_command(self.cfg, ips, self.ip, self.code_dir, self.ckpt_dir,
                                 int(self.setting("master_port", 29500)),
-                                dict(os.environ, **self.secrets, PYTHONUNBUFFERED="1", TRAINCTL_JOB=self.job))
+                                dict(os.environ, **self.secrets, **self.channels.env(), PYTHONUNBUFFERED="1",
+                                     TRAINCTL_JOB=self.job))
 
     def train_once(self, ips: list[str]) -> tuple[int, bool]:
         """Run torchrun once; (exit code, whether the training was stopped rather than finished)."""
@@ -247,6 +253,8 @@ class Agent:
         done = threading.Event()
         syncer = threading.Thread(target=self.sync_loop, args=(done,), daemon=True)
         stopper = threading.Thread(target=self.watch_stop, args=(done,), daemon=True)
+        threading.Thread(target=self.outputs.sync_loop, args=(done, self.setting("checkpoint_sync_s", 60.0)),
+                         daemon=True).start()
         self.proc = subprocess.Popen(cmd, cwd=self.code_dir, env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, bufsize=1)
         syncer.start()
@@ -261,6 +269,7 @@ class Agent:
         rc = self.proc.wait()
         done.set()
         self.sync_checkpoints()
+        self.outputs.sync_tensorboard()
         return rc, stopped or self.notice.is_set() or self.stop_requested.is_set()
 
     def run(self) -> int:
@@ -297,6 +306,7 @@ class Agent:
             if not ips:
                 continue  # the job got a status marker: the top of the loop ends it
             self.restore_checkpoints()
+            self.channels.prepare(ips.index(self.ip), len(ips))
             rc, stopped = self.train_once(ips)
             if self.notice.is_set():
                 self.log.add("trainctl-agent: interrupted; checkpoints synced, leaving the job to the others")
@@ -306,6 +316,7 @@ class Agent:
                 return 0
             if rc == 0 and not stopped:
                 if ips.index(self.ip) == 0:
+                    self.outputs.upload_model()  # before the marker: `fetch` after `completed` finds it
                     self.put_marker("completed", f"{self.instance_id} {time.time():.0f}")
                 self.log.add("trainctl-agent: training finished")
                 return 0
