@@ -34,6 +34,7 @@ def watch(
     from trainctl.usecases import watch as w
     from trainctl.backends import get_backend
     from trainctl.render import watch as shown
+    from trainctl.usecases.fetch import where_line
 
     with _store() as store:
         ref = w.locate(store, job, platform)
@@ -58,6 +59,8 @@ def watch(
         shown.say(f"warning: {warning}")
     if note:
         shown.say(note)
+    if ref.record is not None:  # where the model, TensorBoard events and checkpoints are
+        shown.say(where_line(job, ref.platform, ref.record.account, ref.region))
     if w.left_behind(view, ref.record):
         shown.say(w.left_behind(view, ref.record))
     raise typer.Exit(w.exit_code(view))
