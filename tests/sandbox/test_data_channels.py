@@ -1,0 +1,155 @@
+"""A job's own data and outputs (spec `data:`): a small dataset in the sandbox's S3 reaches a user's script at
+$SM_CHANNEL_TRAIN on SageMaker and on EC2, its model comes back with `trainctl fetch`, and a channel that
+would fail after billing (another region, an empty prefix, an FSx file system that does not exist) is refused
+at launch in one line, before anything is created."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests.support.helpers import run_cli
+
+SCRIPT = Path(__file__).resolve().parents[1] / "support" / "data_script"
+FILES = 24
+
+
+def _project(tmp_path: Path, data: str) -> str:
+    project = tmp_path / "project"
+    shutil.copytree(SCRIPT, project)
+    spec = project / "job.yaml"
+    spec.write_text(spec.read_text().replace("data: {train: s3://my-datasets/shards/}", f"data: {data}"))
+    return str(spec)
+
+
+def _dataset(sb, bucket: str = "my-datasets", region: str = "us-east-1", files: int = FILES) -> None:
+    s3 = sb.client("s3", region)
+    s3.create_bucket(Bucket=bucket, **({} if region == "us-east-1" else
+                                       {"CreateBucketConfiguration": {"LocationConstraint": region}}))
+    for i in range(files):
+        s3.put_object(Bucket=bucket, Key=f"shards/part-{i:03d}.txt", Body=str(i).encode())
+
+
+def _cli(sb, home, *args, timeout=150):
+    return run_cli(list(args), home, env=sb.env, timeout=timeout)
+
+
+def _dry_run(sb, home, spec, platform="sagemaker", *extra):
+    return _cli(sb, home, "-o", "json", "launch", spec, "--platform", platform, "--dry-run", *extra)
+
+
+def test_the_launch_sends_each_channel_as_sagemaker_input_data_and_tensorboard_output(sandbox_env, tmp_path):
+    _dataset(sandbox_env)
+    spec = _project(tmp_path, "{train: s3://my-datasets/shards/, extra: {uri: 's3://my-datasets/shards/', "
+                              "mode: stream}, parts: {uri: 's3://my-datasets/shards/', mode: sharded}}")
+    proc = _dry_run(sandbox_env, tmp_path / "home", spec)
+    assert proc.returncode == 0, proc.stderr
+    (create,) = [r["params"] for r in json.loads(proc.stdout)["requests"] if r["operation"] == "CreateTrainingJob"]
+    channels = {c["ChannelName"]: c for c in create["InputDataConfig"]}
+    assert channels["train"] == {"ChannelName": "train", "InputMode": "File", "DataSource": {"S3DataSource": {
+        "S3DataType": "S3Prefix", "S3Uri": "s3://my-datasets/shards/", "S3DataDistributionType": "FullyReplicated"}}}
+    assert channels["extra"]["InputMode"] == "FastFile"
+    assert channels["parts"]["DataSource"]["S3DataSource"]["S3DataDistributionType"] == "ShardedByS3Key"
+    job = create["TrainingJobName"]
+    assert create["TensorBoardOutputConfig"] == {"LocalPath": "/opt/ml/output/tensorboard",
+                                                 "S3OutputPath": f"s3://trainctl-123456789012-us-east-1/{job}/tensorboard"}
+    (policy,) = [json.loads(r["params"]["PolicyDocument"]) for r in json.loads(proc.stdout)["requests"]
+                 if r["operation"] == "PutRolePolicy"]
+    reads = {(s["Action"], json.dumps(s["Resource"])) for s in policy["Statement"] if s["Sid"].startswith("ReadData")}
+    assert ("s3:GetObject", '"arn:aws:s3:::my-datasets/shards/*"') in reads
+    assert ("s3:ListBucket", '"arn:aws:s3:::my-datasets"') in reads
+
+
+@pytest.mark.parametrize("platform", ["sagemaker", "ec2"])
+def test_a_bucket_in_another_region_is_refused_unless_allowed(sandbox_env, tmp_path, platform):
+    _dataset(sandbox_env, bucket="far-datasets", region="us-west-2")
+    spec, home = _project(tmp_path, "{train: s3://far-datasets/shards/}"), tmp_path / "home"
+    proc = _dry_run(sandbox_env, home, spec, platform)
+    assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "far-datasets" in proc.stderr and "us-west-2" in proc.stderr and "--allow-cross-region-data" in proc.stderr
+    allowed = _dry_run(sandbox_env, home, spec, platform, "--allow-cross-region-data")
+    assert allowed.returncode == 0, allowed.stderr
+
+
+def test_an_empty_prefix_and_a_missing_bucket_are_refused_before_anything_is_created(sandbox_env, tmp_path):
+    _dataset(sandbox_env)
+    home = tmp_path / "home"
+    for data, words in (("{train: s3://my-datasets/nothing-here/}", "no objects under the prefix"),
+                        ("{train: s3://no-such-datasets/x/}", "does not exist")):
+        proc = _cli(sandbox_env, home, "launch", _project(tmp_path / data[-12:-2], data), "--yes")
+        assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert words in proc.stderr, proc.stderr
+    assert sandbox_env.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_an_fsx_file_system_that_does_not_exist_is_refused_at_launch_and_by_the_sandbox(sm, sandbox_env, tmp_path):
+    # one node reaching FSx runs in the VPC, where the code download needs S3 (`sm` adds a NAT)
+    spec = _project(tmp_path, "{train: {fsx: fs-0123456789abcdef0, path: /fsx/data}}")
+    proc = _dry_run(sandbox_env, tmp_path / "home", spec)
+    assert proc.returncode != 0 and "fs-0123456789abcdef0" in proc.stderr and "no such FSx" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    doctor = _cli(sandbox_env, tmp_path / "home", "-o", "json", "doctor", spec)
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert checks["data train"]["status"] == "fail"
+    sm = sandbox_env.client("sagemaker")
+    request = _minimal_job("fsx-missing", {"FileSystemDataSource": {
+        "FileSystemId": "fs-0123456789abcdef0", "FileSystemType": "FSxLustre", "FileSystemAccessMode": "ro",
+        "DirectoryPath": "/fsx/data"}})
+    with pytest.raises(ClientError) as err:
+        sm.create_training_job(**request)
+    assert err.value.response["Error"]["Code"] == "ValidationException"
+    assert "fs-0123456789abcdef0" in err.value.response["Error"]["Message"]
+
+
+def test_the_sandbox_refuses_an_input_data_config_that_breaks_the_api_model(sandbox_env):
+    sm = sandbox_env.client("sagemaker")
+    request = _minimal_job("bad-channel", {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://my-datasets/x/",
+                                                            "S3DataDistributionType": "EveryOther"}})
+    with pytest.raises(ClientError) as err:
+        sm.create_training_job(**request)
+    assert err.value.response["Error"]["Code"] == "ValidationException"
+    assert "EveryOther" in err.value.response["Error"]["Message"]
+
+
+def _minimal_job(name: str, source: dict) -> dict:
+    return {"TrainingJobName": name, "RoleArn": "arn:aws:iam::123456789012:role/nobody",
+            "AlgorithmSpecification": {"TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/x:1",
+                                       "TrainingInputMode": "File"},
+            "InputDataConfig": [{"ChannelName": "train", "DataSource": source}],
+            "OutputDataConfig": {"S3OutputPath": "s3://my-datasets/out"},
+            "ResourceConfig": {"InstanceType": "ml.g5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 10},
+            "StoppingCondition": {"MaxRuntimeInSeconds": 600}}
+
+
+def _train_and_fetch(sb, home, tmp_path, spec: str, platform: str) -> str:
+    launched = _cli(sb, home, "-o", "json", "launch", spec, "--platform", platform, "--yes")
+    assert launched.returncode == 0, launched.stderr
+    job = json.loads(launched.stdout)["job_id"]
+    watched = _cli(sb, home, "watch", job, "--interval", "0.3", timeout=240)
+    assert watched.returncode == 0, watched.stderr
+    assert f"trainctl read_files={FILES} sum={sum(range(FILES))}" in _cli(sb, home, "logs", job).stdout
+    assert "outputs: model s3://" in watched.stderr
+    fetched = _cli(sb, home, "fetch", job, "--what", "model", str(tmp_path / "model"))
+    assert fetched.returncode == 0, fetched.stderr
+    assert (tmp_path / "model" / "model.txt").read_text() == f"files={FILES}\n"
+    events = _cli(sb, home, "fetch", job, "--what", "tensorboard", str(tmp_path / "tb"))
+    assert events.returncode == 0, events.stderr
+    assert any(p.name.startswith("events.out.tfevents") for p in (tmp_path / "tb").rglob("*"))
+    return job
+
+
+@pytest.mark.slow
+def test_a_sagemaker_job_reads_its_channel_and_its_model_comes_back_with_fetch(sm, sandbox_env, tmp_path):
+    _dataset(sm)
+    _train_and_fetch(sm, tmp_path / "home", tmp_path, _project(tmp_path, "{train: s3://my-datasets/shards/}"),
+                     "sagemaker")
+
+
+@pytest.mark.slow
+def test_an_ec2_job_reads_its_channel_and_its_model_comes_back_with_fetch(ec2_nodes, tmp_path):
+    _dataset(ec2_nodes)
+    _train_and_fetch(ec2_nodes, tmp_path / "home", tmp_path, _project(tmp_path, "{train: s3://my-datasets/shards/}"),
+                     "ec2")
