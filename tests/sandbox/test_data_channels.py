@@ -153,3 +153,45 @@ def test_an_ec2_job_reads_its_channel_and_its_model_comes_back_with_fetch(ec2_no
     _dataset(ec2_nodes)
     _train_and_fetch(ec2_nodes, tmp_path / "home", tmp_path, _project(tmp_path, "{train: s3://my-datasets/shards/}"),
                      "ec2")
+
+
+def test_each_node_copies_its_share_of_a_sharded_channel_and_a_stream_without_mount_s3_is_copied(sandbox_env,
+                                                                                                 tmp_path):
+    """The EC2 agent's channel fetch (bootstrap/channels.py) against the sandbox's S3: two ranks of a sharded
+    channel get disjoint shares that together are the whole prefix; `stream` on a node without mount-s3 copies
+    the prefix and says so."""
+    import boto3
+
+    from trainctl.bootstrap.channels import Channels
+
+    _dataset(sandbox_env)
+    s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=sandbox_env.endpoint_url)
+    said: list[str] = []
+    shares = []
+    for rank in (0, 1):
+        ml = tmp_path / f"node{rank}" / "ml"
+        Channels(s3, {"train": {"bucket": "my-datasets", "prefix": "shards/", "mode": "sharded"}}, str(ml),
+                 said.append).prepare(rank, 2)
+        shares.append({p.name for p in (ml / "input" / "data" / "train").iterdir()})
+    assert not shares[0] & shares[1] and len(shares[0] | shares[1]) == FILES and len(shares[0]) == FILES // 2
+    assert any("shard 2 of 2" in line for line in said)
+    ml = tmp_path / "stream" / "ml"
+    channels = Channels(s3, {"train": {"bucket": "my-datasets", "prefix": "shards/", "mode": "stream"}}, str(ml),
+                        said.append)
+    channels.prepare(0, 1)
+    assert len(list((ml / "input" / "data" / "train").iterdir())) == FILES
+    assert any("no mount-s3 on this node; copying" in line for line in said)
+    assert channels.env()["SM_CHANNEL_TRAIN"] == str(ml / "input" / "data" / "train")
+    assert channels.env()["SM_MODEL_DIR"] == str(ml / "model")
+
+
+def test_iam_policy_names_the_data_buckets_it_is_given(tmp_path):
+    boundary = json.loads(run_cli(["iam-policy", "--role", "boundary", "--data-bucket", "my-datasets"], tmp_path).stdout)
+    reads = [s for s in boundary["Statement"] if s["Sid"].startswith("ReadDataBucket")]
+    assert {s["Action"] for s in reads} == {"s3:GetObject", "s3:ListBucket"}
+    assert {s["Resource"] for s in reads} == {"arn:aws:s3:::my-datasets/*", "arn:aws:s3:::my-datasets"}
+    plain = json.loads(run_cli(["iam-policy", "--role", "boundary"], tmp_path).stdout)
+    assert not [s for s in plain["Statement"] if s["Sid"].startswith("ReadData")]
+    cli = json.loads(run_cli(["iam-policy", "--data-bucket", "my-datasets"], tmp_path).stdout)
+    data = [s for s in cli["Statement"] if s["Resource"] == "arn:aws:s3:::my-datasets"]
+    assert data and {"s3:GetBucketLocation", "s3:ListBucket"} <= set(data[0]["Action"])
