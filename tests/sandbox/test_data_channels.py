@@ -195,3 +195,26 @@ def test_iam_policy_names_the_data_buckets_it_is_given(tmp_path):
     cli = json.loads(run_cli(["iam-policy", "--data-bucket", "my-datasets"], tmp_path).stdout)
     data = [s for s in cli["Statement"] if s["Resource"] == "arn:aws:s3:::my-datasets"]
     assert data and {"s3:GetBucketLocation", "s3:ListBucket"} <= set(data[0]["Action"])
+
+
+def test_an_fsx_file_system_outside_the_job_s_az_is_refused_and_one_inside_becomes_a_read_only_channel(sm, sandbox_env,
+                                                                                                    tmp_path):
+    ec2 = sandbox_env.client("ec2")
+    subnets = {s["AvailabilityZone"]: s["SubnetId"] for s in ec2.describe_subnets(
+        Filters=[{"Name": "default-for-az", "Values": ["true"]}])["Subnets"]}
+    fs = sandbox_env.client("fsx").create_file_system(
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnets["us-east-1b"]],
+        LustreConfiguration={"DeploymentType": "SCRATCH_2"})["FileSystem"]["FileSystemId"]
+    spec, home = _project(tmp_path, f"{{train: {{fsx: {fs}, path: /fsx/data}}}}"), tmp_path / "home"
+    far = _dry_run(sandbox_env, home, spec, "sagemaker", "--subnet", subnets["us-east-1a"])
+    assert far.returncode != 0 and len(far.stderr.strip().splitlines()) == 1, far.stderr
+    assert "us-east-1b" in far.stderr and subnets["us-east-1b"] in far.stderr, far.stderr
+    near = _dry_run(sandbox_env, home, spec, "sagemaker", "--subnet", subnets["us-east-1b"])
+    assert near.returncode == 0, near.stderr
+    (create,) = [r["params"] for r in json.loads(near.stdout)["requests"] if r["operation"] == "CreateTrainingJob"]
+    assert create["InputDataConfig"] == [{"ChannelName": "train", "InputMode": "File", "DataSource": {
+        "FileSystemDataSource": {"FileSystemId": fs, "FileSystemType": "FSxLustre", "FileSystemAccessMode": "ro",
+                                 "DirectoryPath": "/fsx/data"}}}]
+    assert create["VpcConfig"]["Subnets"] == [subnets["us-east-1b"]]  # one node, in the file system's VPC
+    ec2_job = _dry_run(sandbox_env, home, spec, "ec2", "--subnet", subnets["us-east-1b"])
+    assert ec2_job.returncode != 0 and "--platform sagemaker" in ec2_job.stderr, ec2_job.stderr

@@ -91,12 +91,13 @@ def check_fsx(fsx, ec2, name: str, source: FsxChannel, job_subnets: list[str]) -
     ours = _subnets(ec2, job_subnets)
     fs_azs = {s["AvailabilityZone"] for s in theirs}
     if not ours:
-        return DataCheck(name, True, f"{where}: Lustre in {fs.get('VpcId')}, {', '.join(sorted(fs_azs))}")
+        return DataCheck(name, True, f"{where}: Lustre in {', '.join(sorted(fs_azs))} (give --subnet to check the "
+                                     "job's VPC and AZ against it)")
     vpc, azs = ours[0]["VpcId"], {s["AvailabilityZone"] for s in ours}
-    if fs.get("VpcId") != vpc:
-        return DataCheck(name, False, f"{where}: is in {fs.get('VpcId')}, the job's subnets in {vpc}; launch with "
-                                      f"--subnet set to a subnet of {fs.get('VpcId')} in "
-                                      f"{', '.join(sorted(fs_azs))}")
+    fs_vpc = theirs[0]["VpcId"] if theirs else fs.get("VpcId")  # a file system is in its subnet's VPC
+    if fs_vpc != vpc:
+        return DataCheck(name, False, f"{where}: is in {fs_vpc}, the job's subnets in {vpc}; launch with "
+                                      f"--subnet set to a subnet of {fs_vpc} in {', '.join(sorted(fs_azs))}")
     if fs_azs and not fs_azs & azs:
         return DataCheck(name, False, f"{where}: is in {', '.join(sorted(fs_azs))}, the job in "
                                       f"{', '.join(sorted(azs))}; launch with --subnet "
