@@ -63,15 +63,18 @@ def test_the_launch_sends_each_channel_as_sagemaker_input_data_and_tensorboard_o
     assert ("s3:ListBucket", '"arn:aws:s3:::my-datasets"') in reads
 
 
-@pytest.mark.parametrize("platform", ["sagemaker", "ec2"])
-def test_a_bucket_in_another_region_is_refused_unless_allowed(sandbox_env, tmp_path, platform):
+def test_a_bucket_in_another_region_is_refused_unless_allowed_on_ec2_and_always_on_sagemaker(sandbox_env, tmp_path):
     _dataset(sandbox_env, bucket="far-datasets", region="us-west-2")
     spec, home = _project(tmp_path, "{train: s3://far-datasets/shards/}"), tmp_path / "home"
-    proc = _dry_run(sandbox_env, home, spec, platform)
-    assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert "far-datasets" in proc.stderr and "us-west-2" in proc.stderr and "--allow-cross-region-data" in proc.stderr
-    allowed = _dry_run(sandbox_env, home, spec, platform, "--allow-cross-region-data")
+    for platform in ("sagemaker", "ec2"):
+        proc = _dry_run(sandbox_env, home, spec, platform)
+        assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert "far-datasets" in proc.stderr and "us-west-2" in proc.stderr and "--allow-cross-region-data" in proc.stderr
+    allowed = _dry_run(sandbox_env, home, spec, "ec2", "--allow-cross-region-data")
     assert allowed.returncode == 0, allowed.stderr
+    # SageMaker reads input only from its own region (S3DataSource.S3Uri): the flag is EC2's
+    refused = _dry_run(sandbox_env, home, spec, "sagemaker", "--allow-cross-region-data")
+    assert refused.returncode != 0 and "ec2" in refused.stderr, refused.stderr
 
 
 def test_an_empty_prefix_and_a_missing_bucket_are_refused_before_anything_is_created(sandbox_env, tmp_path):

@@ -2,7 +2,8 @@
 created, each problem one line with its fix.
 
 - A bucket in another region than the job (S3 GetBucketLocation): every byte read would cross regions, billed
-  per GB and slower; refused unless `launch --allow-cross-region-data`.
+  per GB and slower; refused unless `launch --allow-cross-region-data` (EC2 only: SageMaker's S3DataSource reads
+  only a bucket in the job's region, SageMaker API reference `S3DataSource.S3Uri`).
 - A prefix that is empty, or that the caller cannot list (ListObjectsV2 with MaxKeys=1): SageMaker fails such
   a job in Downloading ("ClientError: Data download failed"), after its instances were started.
 - An FSx for Lustre file system that does not exist (fsx DescribeFileSystems: FileSystemNotFound), is not
@@ -39,7 +40,7 @@ def bucket_region(s3, bucket: str) -> str:
     return {None: "us-east-1", "": "us-east-1", "EU": "eu-west-1"}.get(where, where)
 
 
-def check_s3(s3, name: str, source, region: str, allow_cross_region: bool) -> DataCheck:
+def check_s3(s3, name: str, source, region: str, allow_cross_region: bool, platform: str | None = None) -> DataCheck:
     where = f"data: channel {name} {source.uri}"
     try:
         home = bucket_region(s3, source.bucket)
@@ -53,6 +54,10 @@ def check_s3(s3, name: str, source, region: str, allow_cross_region: bool) -> Da
                                           "s3:GetBucketLocation on the bucket (trainctl iam-policy --data-bucket "
                                           f"{source.bucket}), or use a bucket you can read")
         raise
+    if home != region and platform == "sagemaker":
+        return DataCheck(name, False, f"{where}: the bucket is in {home}, the job in {region}; SageMaker reads input "
+                                      f"only from its own region: copy the data to a bucket in {region}, launch in "
+                                      f"{home}, or use --platform ec2 --allow-cross-region-data")
     if home != region and not allow_cross_region:
         return DataCheck(name, False, f"{where}: the bucket is in {home}, the job in {region}; every byte would "
                                       "be billed as cross-region transfer: copy the data to a bucket in "
@@ -106,7 +111,7 @@ def check_fsx(fsx, ec2, name: str, source: FsxChannel, job_subnets: list[str]) -
 
 
 def checks(client_for, region: str, data: dict | None, job_subnets: list[str] | tuple = (),
-           allow_cross_region: bool = False) -> list[DataCheck]:
+           allow_cross_region: bool = False, platform: str | None = None) -> list[DataCheck]:
     """One DataCheck per channel, in name order."""
     out = []
     for name, source in sorted((data or {}).items()):
@@ -114,13 +119,14 @@ def checks(client_for, region: str, data: dict | None, job_subnets: list[str] | 
             out.append(check_fsx(client_for("fsx", region), client_for("ec2", region), name, source,
                                  list(job_subnets)))
         else:
-            out.append(check_s3(client_for("s3", region), name, source, region, allow_cross_region))
+            out.append(check_s3(client_for("s3", region), name, source, region, allow_cross_region, platform))
     return out
 
 
-def refuse_bad_data(client_for, region: str, spec, opts, job_subnets, notes: list[str]) -> None:
+def refuse_bad_data(client_for, region: str, spec, opts, job_subnets, notes: list[str], platform: str) -> None:
     """The launch's hook: the first failing channel is refused in one line; the others' lines become notes."""
-    for check in checks(client_for, region, spec.data, job_subnets, bool(opts.allow_cross_region_data)):
+    allow = bool(getattr(opts, "allow_cross_region_data", False))  # an EC2 option only
+    for check in checks(client_for, region, spec.data, job_subnets, allow, platform):
         if not check.ok:
             raise UsageError(check.line)
         notes.append(check.line)

@@ -31,7 +31,7 @@ _SECURITY_GROUP = ("Security group id, used as it is: it must let the job's host
 
 
 _CROSS_REGION_DATA = ("Allow data: channels in a bucket of another region (each byte read is billed as "
-                      "cross-region transfer; refused without this flag).")
+                      "cross-region transfer; refused without this flag; SageMaker never reads another region's).")
 
 # One help for both platforms (SageMaker's StoppingCondition; on EC2 the node agents enforce it).
 _MAX_RUNTIME = ("Stop the training job after this many hours; it checkpoints first (default: twice the expected "
@@ -50,7 +50,6 @@ class SageMakerOptions:
     distribution: str | None = opt("torch_distributed (torchrun, NCCL), smddp (SageMaker's data parallelism "
                                    "library) or smp (its model parallelism library v2) (default: the spec's "
                                    "distribution, else torch_distributed).")
-    allow_cross_region_data: bool | None = opt(_CROSS_REGION_DATA)
 
 
 @dataclass(frozen=True)

@@ -260,7 +260,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
                    list(net.by_az), notes, option.instance_types)
     if not azs:
         raise CapacityError(f"no subnet in {region} is in an AZ that offers {option.instance_type}")
-    refuse_bad_data(client_for, region, spec, opts, net.by_az[azs[0]], notes)
+    refuse_bad_data(client_for, region, spec, opts, net.by_az[azs[0]], notes, PLATFORM)
     pkg, script = job_code(spec, settings.spec_path)
     code_key, upload = code_calls(client_for("s3", region), bucket, account, pkg, job, region,
                                   why=f"the job's code ({len(pkg.files)} files, runs {script}) for the nodes")

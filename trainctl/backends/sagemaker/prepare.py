@@ -22,6 +22,7 @@ from trainctl.backends.security_group import self_only_security_group
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.backends.launch_limits import MAX_SECONDS, boundary, max_runtime_s
 
+PLATFORM = "sagemaker"
 CHECKPOINT_LOCAL = "/opt/ml/checkpoints"
 SECRET_ENV_PREFIX = "TRAINCTL_SECRET_ARN_"  # + the env var name: the ARN the container reads the value from
 METRICS = [{"Name": "train:loss", "Regex": r"trainctl step=\d+ loss=([0-9.eE+-]+)"},
@@ -261,7 +262,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     calls += upload
     vpc_config = _network(client_for, job_id, option, opts, pip, calls, notes, tuple(spec.secrets.values()),
                           job_data.needs_vpc(spec.data))
-    data_checks.refuse_bad_data(client_for, region, spec, opts, (vpc_config or {}).get("Subnets", ()), notes)
+    data_checks.refuse_bad_data(client_for, region, spec, opts, (vpc_config or {}).get("Subnets", ()), notes, PLATFORM)
     image = opts.image or (smp_image(region) if kind == "smp" else training_image(region, inst.accelerator.kind))
     notes.append(f"image {image}" + (" (--image)" if opts.image else " (SMP v2's own image)" if kind == "smp"
                                      else f" (trainctl's {inst.accelerator.kind} image table)"))
