@@ -141,6 +141,9 @@ def _train_and_fetch(sb, home, tmp_path, spec: str, platform: str) -> str:
     events = _cli(sb, home, "fetch", job, "--what", "tensorboard", str(tmp_path / "tb"))
     assert events.returncode == 0, events.stderr
     assert any(p.name.startswith("events.out.tfevents") for p in (tmp_path / "tb").rglob("*"))
+    logs = _cli(sb, home, "fetch", job, "--what", "logs", str(tmp_path / "logs"))
+    assert logs.returncode == 0, logs.stderr
+    assert f"trainctl read_files={FILES}" in (tmp_path / "logs" / f"{job}.log").read_text()
     return job
 
 
@@ -149,6 +152,20 @@ def test_a_sagemaker_job_reads_its_channel_and_its_model_comes_back_with_fetch(s
     _dataset(sm)
     _train_and_fetch(sm, tmp_path / "home", tmp_path, _project(tmp_path, "{train: s3://my-datasets/shards/}"),
                      "sagemaker")
+
+
+@pytest.mark.slow
+def test_each_host_of_a_sharded_sagemaker_channel_reads_its_share(sm, sandbox_env, tmp_path):
+    _dataset(sm)
+    home = tmp_path / "home"
+    spec = _project(tmp_path, "{train: {uri: 's3://my-datasets/shards/', mode: sharded}}")
+    launched = _cli(sm, home, "-o", "json", "launch", spec, "--platform", "sagemaker", "--layout",
+                    "g5.xlarge:2:on-demand", "--yes")
+    assert launched.returncode == 0, launched.stderr
+    job = json.loads(launched.stdout)["job_id"]
+    assert _cli(sm, home, "watch", job, "--interval", "0.3", timeout=240).returncode == 0
+    counts = [ln for ln in _cli(sm, home, "logs", job).stdout.splitlines() if "trainctl read_files=" in ln]
+    assert len(counts) == 2 and all(f"read_files={FILES // 2} " in ln for ln in counts), counts
 
 
 @pytest.mark.slow
