@@ -19,7 +19,9 @@ def fetch(
     platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2: for a job trainctl did not "
                                                                     "launch; --region names its region."),
 ) -> None:
-    """Download what a job produced: its model, TensorBoard events, logs or checkpoints."""
+    """Download what a job produced: model, events, logs.
+
+    --what model (the files the job wrote to $SM_MODEL_DIR), tensorboard, logs or checkpoints."""
     from trainctl import render
     from trainctl.usecases import fetch as f
     from trainctl.usecases.watch import locate
