@@ -100,3 +100,13 @@ def test_a_fastfile_channel_is_copied_and_the_log_says_so(sb):
                   if s["logStreamName"].startswith("fastfile/"))
     lines = [e["message"] for e in logs.get_log_events(logGroupName=GROUP, logStreamName=stream)["events"]]
     assert any("FastFile" in ln and "copied" in ln for ln in lines), lines
+
+
+def test_describing_an_fsx_file_system_that_does_not_exist_is_file_system_not_found(sandbox):
+    from botocore.exceptions import ClientError
+
+    fsx = sandbox.client("fsx")
+    with pytest.raises(ClientError) as err:
+        fsx.describe_file_systems(FileSystemIds=["fs-0123456789abcdef0"])
+    assert err.value.response["Error"]["Code"] == "FileSystemNotFound"
+    assert fsx.describe_file_systems()["FileSystems"] == []  # listing all is not an error

@@ -7,6 +7,8 @@
 - an FSx `FileSystemDataSource` whose file system does not exist is refused at CreateTrainingJob
   (ValidationException); an existing one is not mounted here (the sandbox has no Lustre): the job fails in
   Downloading saying so;
+- fsx DescribeFileSystems naming an id that does not exist answers FileSystemNotFound, as AWS does (fsx
+  service-2 `DescribeFileSystems` errors); moto answers an empty list (`install`);
 - TensorBoard events under TensorBoardOutputConfig.LocalPath (default /opt/ml/output/tensorboard) synced to its
   S3OutputPath while the job runs and when it ends.
 """
@@ -18,6 +20,23 @@ from typing import Any
 from trainctl_sandbox.sagemaker.storage import MotoS3, parse_s3_uri, s3_error
 
 TENSORBOARD_LOCAL = "/opt/ml/output/tensorboard"
+
+
+def install(ctx: Any) -> None:
+    """FSx's DescribeFileSystems refuses an unknown id with FileSystemNotFound (moto lists what it finds)."""
+    from moto.fsx.exceptions import FileSystemNotFound
+    from moto.fsx.models import FSxBackend
+
+    listed = getattr(FSxBackend.describe_file_systems, "trainctl_strict", None) or FSxBackend.describe_file_systems
+
+    def describe_file_systems(self, file_system_ids, *args, **kwargs):
+        for fs_id in file_system_ids or []:
+            if fs_id not in self.file_systems:
+                raise FileSystemNotFound(fs_id)
+        return listed(self, file_system_ids, *args, **kwargs)
+
+    describe_file_systems.trainctl_strict = listed
+    FSxBackend.describe_file_systems = describe_file_systems
 
 
 def _s3_source(channel: dict[str, Any]) -> dict[str, Any]:
