@@ -206,3 +206,26 @@ def test_iam_policy_warns_over_the_limit_and_split_prints_documents_that_fit(tmp
     assert len(docs) >= 2 and all(len(json.dumps(d, separators=(",", ":"))) <= 6144 for d in docs)
     boundary = json.loads(run_cli(["iam-policy", "--role", "boundary"], tmp_path).stdout)
     assert boundary == boundary_policy()
+
+
+# ---------------------------------------------------------------- the job's own data bucket
+def test_a_data_bucket_is_readable_only_when_the_boundary_names_it():
+    data = (("company-data", "imagenet/train/"),)
+    node = [node_policy("job-1", BUCKET, "us-east-1", ME, code_key(SHA), (), data)]
+    execution = [execution_policy("job-1", BUCKET, "us-east-1", ME, code_key(SHA), IMAGE, (), True, data)]
+    listing = {"s3:prefix": "imagenet/train/"}
+    named = boundary_policy(("company-data",))
+    for role in (node, execution):
+        assert decide(s3("s3:GetObject", "imagenet/train/0001.jpg", bucket="company-data"), role, named) == "Allow"
+        assert decide(s3("s3:ListBucket", None, bucket="company-data", **listing), role, named) == "Allow"
+        # only its prefix, never a write, and nothing without the boundary naming the bucket
+        assert decide(s3("s3:GetObject", "payroll/2026.csv", bucket="company-data"), role, named) == "ImplicitDeny"
+        assert decide(s3("s3:ListBucket", None, bucket="company-data", **{"s3:prefix": "payroll/"}), role,
+                      named) == "ImplicitDeny"
+        assert decide(s3("s3:PutObject", "imagenet/train/x", bucket="company-data"), role, named) == "ImplicitDeny"
+        assert decide(s3("s3:GetObject", "imagenet/train/0001.jpg", bucket="company-data"), role,
+                      boundary_policy()) == "ImplicitDeny"
+    # a role the cli holder writes with `*` stays read-only on the named bucket
+    star = [{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}]
+    assert decide(s3("s3:PutObject", "k", bucket="company-data"), star, named) == "ImplicitDeny"
+    assert decide(s3("s3:GetObject", "k", bucket="another-bucket"), star, named) == "ImplicitDeny"

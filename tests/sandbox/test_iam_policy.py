@@ -72,6 +72,11 @@ def test_policy_matches_the_calls_of_every_command(sandbox, tmp_path, recorder, 
     add_nat(sandbox)  # a SageMaker job of several nodes runs in the VPC: its code download and pip need a NAT
     sm_before = recorded(sandbox)
     cli("doctor", SPEC, ok=(0, 1))  # the calls doctor makes are what counts here, not its verdict
+    data_spec = tmp_path / "data.yaml"  # data: channels are checked before billing (bucket region, keys, FSx)
+    data_spec.write_text(Path(SPEC).read_text() + "data: {train: s3://my-datasets/x/, "
+                                                  "tables: {fsx: fs-0123456789abcdef0, path: /fsx/t}}\n")
+    sandbox.client("s3").create_bucket(Bucket="my-datasets")
+    cli("doctor", str(data_spec), ok=(0, 1))
     cli("plan", SPEC)
     cli("launch", SPEC, "--dry-run")
     sandbox.client("s3").delete_bucket(Bucket=ACCOUNT_BUCKET)  # the first launch of an account creates it

@@ -35,6 +35,8 @@ _SECURITY_GROUP = ("Security group id, used as it is: it must let the job's host
 _NOTIFY = ("Send the job's news (state changes, interruptions, budget at 50/80/100%, the end and its dollars) to "
            "an SNS topic ARN or an https:// webhook; `watch` sends them (docs/cost-model.md).")
 
+_CROSS_REGION_DATA = ("Allow data: channels in a bucket of another region (each byte read is billed as "
+                      "cross-region transfer; refused without this flag; SageMaker never reads another region's).")
 
 # One help for both platforms (SageMaker's StoppingCondition; on EC2 the node agents enforce it).
 _MAX_RUNTIME = ("Stop the training job after this many hours; it checkpoints first (default: twice the expected "
@@ -69,6 +71,7 @@ class Ec2Options:
                                          "180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653).",
                                          minimum=1)
     notify: str | None = opt(_NOTIFY, check=check_target)
+    allow_cross_region_data: bool | None = opt(_CROSS_REGION_DATA)
 
 
 OPTIONS: dict[str, type] = {"sagemaker": SageMakerOptions, "ec2": Ec2Options}
@@ -91,7 +94,7 @@ class Flag:
 
 def _base_type(annotation: Any) -> type:
     text = str(annotation)  # "str | None", "float | None" under `from __future__ import annotations`
-    return {"float": float, "int": int}.get(text.split(" ")[0], str)
+    return {"float": float, "int": int, "bool": bool}.get(text.split(" ")[0], str)
 
 
 def launch_flags() -> list[Flag]:

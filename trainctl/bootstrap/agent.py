@@ -33,7 +33,10 @@ import threading
 import time
 
 from . import budget
+from .channels import Channels, ml_root
 from .checkpoints import CheckpointSync
+from .launch_command import torchrun_command
+from .outputs import Outputs
 from .node_io import (DEFAULT_IMDS, Imds, LogShipper, aws_session, children, install_requirements,
                       read_secrets, say)
 
@@ -68,6 +71,9 @@ class Agent:
         self.ckpt_dir = os.path.join(root, "checkpoints")
         self.checkpoints = CheckpointSync(self.s3, cfg["bucket"], self.key("checkpoints"), self.ckpt_dir,
                                           keep_of(cfg), self.log.add, self.owner)
+        ml = ml_root(root)  # /opt/ml beside the agent's folder: SageMaker's paths, on EC2 (channels.py)
+        self.channels = Channels(self.s3, cfg.get("channels") or {}, ml, self.log.add)
+        self.outputs = Outputs(self.s3, cfg["bucket"], self.job, ml, self.log.add, self.owner)
         self.notice = threading.Event()
         self.stop_requested = threading.Event()
         self.finished = threading.Event()  # run() returned: the watchers end too
@@ -233,41 +239,11 @@ class Agent:
                 self.log.add(f"trainctl-agent: checkpoint sync failed: {e}")
 
     # ---------------------------------------------------------------- training
-    def interface_of(self, ip: str) -> str | None:
-        try:
-            out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
-        except OSError:
-            return None
-        for line in out.splitlines():
-            fields = line.split()
-            if len(fields) > 3 and fields[3].split("/")[0] == ip:
-                return fields[1]
-        return None
-
     def command(self, ips: list[str]) -> tuple[list[str], dict[str, str]]:
-        cfg = self.cfg
-        rank, master = ips.index(self.ip), ips[0]
-        reach = os.environ.get("TRAINCTL_MASTER_ADDR") or master  # nodes sharing one host (the sandbox's)
-        nproc = int(os.environ.get("TRAINCTL_NPROC_PER_NODE") or cfg["nproc_per_node"])
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(ips)), "--node_rank", str(rank),
-               "--master_addr", reach, "--master_port", str(int(self.setting("master_port", 29500))),
-               "--nproc_per_node", str(nproc), os.path.join(self.code_dir, cfg["script"]),
-               *cfg.get("args", []), "--checkpoint-dir", self.ckpt_dir]
-        env = dict(os.environ, **self.secrets, PYTHONUNBUFFERED="1", TRAINCTL_JOB=self.job)
-        env.setdefault("OMP_NUM_THREADS", "1")
-        iface = self.interface_of(self.ip)
-        if iface:  # gloo/NCCL would otherwise pick whatever the host name resolves to
-            for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME"):
-                env.setdefault(name, iface)
-        if cfg.get("accelerator") == "neuron":
-            env.setdefault("NEURON_RT_ROOT_COMM_ID", f"{master}:46820")
-        if cfg.get("efa"):
-            env.setdefault("FI_PROVIDER", "efa")
-            if cfg.get("accelerator") == "neuron":
-                env.setdefault("FI_EFA_FORK_SAFE", "1")
-        if cfg.get("efa_rdma"):  # only where the device has RDMA read: libfabric aborts every rank elsewhere
-            env.setdefault("FI_EFA_USE_DEVICE_RDMA", "1")
-        return cmd, env
+        return torchrun_command(self.cfg, ips, self.ip, self.code_dir, self.ckpt_dir,
+                                int(self.setting("master_port", 29500)),
+                                dict(os.environ, **self.secrets, **self.channels.env(), PYTHONUNBUFFERED="1",
+                                     TRAINCTL_JOB=self.job))
 
     def train_once(self, ips: list[str]) -> tuple[int, bool]:
         """Run torchrun once; (exit code, whether the training was stopped rather than finished)."""
@@ -278,6 +254,8 @@ class Agent:
         done = threading.Event()
         syncer = threading.Thread(target=self.sync_loop, args=(done,), daemon=True)
         stopper = threading.Thread(target=self.watch_stop, args=(done,), daemon=True)
+        threading.Thread(target=self.outputs.sync_loop, args=(done, self.setting("checkpoint_sync_s", 60.0)),
+                         daemon=True).start()
         self.proc = subprocess.Popen(cmd, cwd=self.code_dir, env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, bufsize=1)
         syncer.start()
@@ -292,6 +270,7 @@ class Agent:
         rc = self.proc.wait()
         done.set()
         self.sync_checkpoints()
+        self.outputs.sync_tensorboard()
         return rc, stopped or self.notice.is_set() or self.stop_requested.is_set()
 
     def run(self) -> int:
@@ -328,6 +307,7 @@ class Agent:
             if not ips:
                 continue  # the job got a status marker: the top of the loop ends it
             self.restore_checkpoints()
+            self.channels.prepare(ips.index(self.ip), len(ips))
             rc, stopped = self.train_once(ips)
             if self.notice.is_set():
                 self.log.add("trainctl-agent: interrupted; checkpoints synced, leaving the job to the others")
@@ -337,6 +317,7 @@ class Agent:
                 return 0
             if rc == 0 and not stopped:
                 if ips.index(self.ip) == 0:
+                    self.outputs.upload_model()  # before the marker: `fetch` after `completed` finds it
                     self.put_marker("completed", f"{self.instance_id} {time.time():.0f}")
                 self.log.add("trainctl-agent: training finished")
                 return 0

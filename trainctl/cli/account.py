@@ -50,6 +50,9 @@ def iam_policy(
     execution_role: str = typer.Option("trainctl-sagemaker-execution", "--execution-role",
                                        help="A role of yours the cli policy may pass to SageMaker "
                                             "(launch --role), besides each job's own role."),
+    data_bucket: list[str] = typer.Option([], "--data-bucket", help="A bucket your jobs' data: channels read "
+                                          "(repeatable): the cli policy may check it, the boundary lets job roles "
+                                          "read it."),
     split: bool = typer.Option(False, "--split", help="Print a JSON list of policies, each under the 6,144 "
                                                       "characters of a managed policy; attach them all."),
 ) -> None:
@@ -61,7 +64,7 @@ def iam_policy(
     from trainctl.naming.resources import partition
 
     # ARNs carry the partition of the region asked (--region): aws, aws-cn or aws-us-gov
-    doc = iam.in_partition(iam.documents(platform, role, execution_role), partition(aws.default_region()))
+    doc = iam.in_partition(iam.documents(platform, role, execution_role, tuple(data_bucket)), partition(aws.default_region()))
     size = iam.policy_size(doc["policy"])
     say = lambda message: render.stderr_console().print(message, markup=False, soft_wrap=True)  # noqa: E731
     if split:

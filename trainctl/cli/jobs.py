@@ -35,6 +35,7 @@ def watch(
     from trainctl.backends import get_backend
     from trainctl.render import watch as shown
     from trainctl.usecases.notify import Notifier, name_the_budget
+    from trainctl.usecases.fetch import where_line
 
     with _store() as store:
         ref = w.locate(store, job, platform)
@@ -64,6 +65,8 @@ def watch(
         shown.say(f"warning: {warning}")
     if note:
         shown.say(note)
+    if ref.record is not None:  # where the model, TensorBoard events and checkpoints are
+        shown.say(where_line(job, ref.platform, ref.record.account, ref.region))
     if w.left_behind(view, ref.record):
         shown.say(w.left_behind(view, ref.record))
     raise typer.Exit(w.exit_code(view))

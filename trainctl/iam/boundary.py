@@ -56,13 +56,32 @@ def secret_statements(parameters, values, sid: str = "JobSecrets") -> list[dict]
     return out
 
 
-def boundary_policy() -> dict:
-    """The most any role trainctl creates may do, whatever its own policy says."""
+def data_read_statements(reads, region: str = "", sid: str = "ReadData", account: str | None = None) -> list[dict]:
+    """Reading the job's input data: s3:GetObject under each (bucket, prefix) and s3:ListBucket of the bucket
+    with the s3:prefix condition (the S3 User Guide's example of listing one folder), nothing else of the bucket.
+    The data bucket is the user's own, so no s3:ResourceAccount condition unless `account` is given."""
+    from trainctl.naming.resources import s3_arn
+
+    out = []
+    for i, (bucket, prefix) in enumerate(sorted(set(reads)), 1):
+        bucket_arn = s3_arn(region, bucket) if region else f"arn:aws:s3:::{bucket}"
+        own = {"StringEquals": {"s3:ResourceAccount": account}} if account else {}
+        out.append({"Sid": f"{sid}Objects{i}", "Effect": "Allow", "Action": "s3:GetObject",
+                    "Resource": f"{bucket_arn}/{prefix}*", **({"Condition": own} if own else {})})
+        out.append({"Sid": f"{sid}List{i}", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn,
+                    "Condition": {**own, "StringLike": {"s3:prefix": [f"{prefix}*"]}}})
+    return out
+
+
+def boundary_policy(data_buckets: tuple[str, ...] = ()) -> dict:
+    """The most any role trainctl creates may do, whatever its own policy says. `data_buckets`: the buckets
+    an administrator lets jobs read their input from (`trainctl iam-policy --role boundary --data-bucket B`),
+    read-only; without them a job role reads only the trainctl job buckets."""
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ReadJobBuckets", "Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"],
          "Resource": [S3_BUCKET, f"{S3_BUCKET}/*"], "Condition": SAME_ACCOUNT},
         {"Sid": "WriteJobFolders", "Effect": "Allow", "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
-         "Resource": job_objects("checkpoints", "logs", "status", "output"), "Condition": SAME_ACCOUNT},
+         "Resource": job_objects("checkpoints", "logs", "status", "output", "tensorboard"), "Condition": SAME_ACCOUNT},
         {"Sid": "PruneCheckpoints", "Effect": "Allow", "Action": "s3:DeleteObject",
          "Resource": job_objects("checkpoints"), "Condition": SAME_ACCOUNT},
         {"Sid": "JobLogs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream",
@@ -86,6 +105,7 @@ def boundary_policy() -> dict:
          "Resource": "arn:aws:ec2:*:*:instance/*",
          "Condition": {"ForAllValues:StringEquals": {"aws:TagKeys": ["trainctl:state"]}}},
         *secret_statements([SECRET_PARAMETERS], [SECRET_VALUES], sid="Secrets"),
+        *data_read_statements([(bucket, "") for bucket in data_buckets], sid="ReadDataBucket"),
     ]}
 
 

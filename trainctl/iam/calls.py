@@ -58,6 +58,9 @@ BOTH = PLATFORMS
 SM = ("sagemaker",)
 E2 = ("ec2",)
 LAUNCH = ("ec2:CreateFleet", "ec2:RunInstances")
+# The user's own data buckets (`trainctl iam-policy --data-bucket NAME`): the launch checks each data: channel
+# before billing (backends/data_checks.py). Without --data-bucket these grants are left out.
+DATA_BUCKET = "{data_bucket}"
 DESCRIBE = "Describe/List/Get calls on EC2 cannot be limited to resources; they return metadata only"
 
 CALLS: tuple[Call, ...] = (
@@ -81,6 +84,11 @@ CALLS: tuple[Call, ...] = (
                                   why="the topic given to launch --notify: named per launch, so any topic"),)),
     Call("sts:GetCallerIdentity", BOTH, ()),  # needs no permission: every principal may ask who it is
     Call("s3:HeadBucket", BOTH, (_g("s3:ListBucket", **ON_BUCKET),)),
+    # data: channels, checked before billing: the bucket's region, one key under the prefix, the FSx file system
+    Call("s3:GetBucketLocation", BOTH, (_g("s3:GetBucketLocation", resources=(DATA_BUCKET,)),)),
+    Call("s3:ListObjectsV2", BOTH, (_g("s3:ListBucket", resources=(DATA_BUCKET,)),)),
+    Call("fsx:DescribeFileSystems", BOTH, (_g("fsx:DescribeFileSystems", why="FSx lists take no resource-level "
+                                                                          "scope narrower than the file system"),)),
     Call("s3:CreateBucket", BOTH, (_g("s3:CreateBucket", resources=(S3_BUCKET,)),)),
     Call("s3:PutBucketTagging", BOTH, (_g("s3:PutBucketTagging", **ON_BUCKET),)),
     Call("s3:PutBucketEncryption", BOTH, (_g("s3:PutEncryptionConfiguration", **ON_BUCKET),)),
@@ -184,8 +192,8 @@ CALLS: tuple[Call, ...] = (
                                              condition=TAGGED_RESOURCE),)),
     Call("ec2:DeletePlacementGroup", E2, (_g("ec2:DeletePlacementGroup", resources=(f"{EC2}:placement-group/*",),
                                              condition=TAGGED_RESOURCE),)),
-    Call("s3:GetObject", E2, (_g("s3:GetObject", **ON_OBJECTS),)),
-    Call("s3:ListObjectsV2", E2, (_g("s3:ListBucket", **ON_BUCKET),)),
+    Call("s3:GetObject", BOTH, (_g("s3:GetObject", **ON_OBJECTS),)),  # EC2's markers; `fetch` on both
+    Call("s3:ListObjectsV2", BOTH, (_g("s3:ListBucket", **ON_BUCKET),)),
     # Creating a role or writing its policy requires trainctl's permissions boundary on it: without it,
     # iam:CreateRole + iam:PutRolePolicy would let the holder of this policy make itself an admin.
     # Both platforms make one role per job: EC2 for its nodes, SageMaker as the job's execution role.
@@ -217,20 +225,25 @@ def calls_for(platform: str = "all") -> tuple[Call, ...]:
     return tuple(c for c in CALLS if set(c.platforms) & set(wanted))
 
 
-def _fill(value, execution_role: str):
+def _fill(value, execution_role: str, data_buckets: tuple[str, ...] = ()):
+    if value == DATA_BUCKET:
+        return [f"arn:aws:s3:::{bucket}" for bucket in data_buckets]
     if isinstance(value, str):
-        return value.replace("{execution_role}", execution_role)
+        return [value.replace("{execution_role}", execution_role)]
     if isinstance(value, (list, tuple)):
-        return [_fill(v, execution_role) for v in value]
+        return [out for v in value for out in _fill(v, execution_role, data_buckets)]
     return value
 
 
-def cli_policy(platform: str = "all", execution_role: str = EXECUTION_ROLE) -> dict:
-    """The policy for the person or CI role that runs trainctl: statements grouped by (resources, condition)."""
+def cli_policy(platform: str = "all", execution_role: str = EXECUTION_ROLE, data_buckets: tuple[str, ...] = ()) -> dict:
+    """The policy for the person or CI role that runs trainctl: statements grouped by (resources, condition).
+    `data_buckets`: the buckets of the jobs' data: channels, which the launch checks before billing."""
     groups: dict[str, dict] = {}
     for call in calls_for(platform):
         for grant in call.grants:
-            resources = sorted(set(_fill(grant.resources, execution_role)))
+            resources = sorted(set(_fill(grant.resources, execution_role, data_buckets)))
+            if not resources:
+                continue
             key = json.dumps([resources, grant.condition], sort_keys=True)
             st = groups.setdefault(key, {"actions": set(), "resources": resources, "condition": grant.condition})
             st["actions"].update(grant.actions)

@@ -38,14 +38,15 @@ def in_partition(document, partition: str):
     return document
 
 
-def documents(platform: str = "all", role: str = "cli", execution_role: str = EXECUTION_ROLE) -> dict:
+def documents(platform: str = "all", role: str = "cli", execution_role: str = EXECUTION_ROLE,
+              data_buckets: tuple[str, ...] = ()) -> dict:
     """{"role", "platform", "policy", plus "trust_policy" for the roles AWS services assume}."""
     if platform not in (*PLATFORMS, "all"):
         from trainctl.errors import UsageError
 
         raise UsageError(f"--platform {platform!r}: use sagemaker, ec2 or all")
     if role == "cli":
-        return {"role": role, "platform": platform, "policy": cli_policy(platform, execution_role)}
+        return {"role": role, "platform": platform, "policy": cli_policy(platform, execution_role, data_buckets)}
     if role == "sagemaker-execution":
         return {"role": role, "note": "created per job by `trainctl launch` (SageMaker) under /trainctl/ with the "
                                       "permissions boundary, removed by `trainctl down`; with --role NAME, that role "
@@ -57,7 +58,7 @@ def documents(platform: str = "all", role: str = "cli", execution_role: str = EX
                 "trust_policy": EC2_TRUST}
     if role == "boundary":
         return {"role": role, "policy_name": BOUNDARY_POLICY, "note": "create once per account as a managed "
-                "policy named trainctl-boundary; every role trainctl creates must carry it", "policy": boundary_policy()}
+                "policy named trainctl-boundary; every role trainctl creates must carry it", "policy": boundary_policy(data_buckets)}
     from trainctl.errors import UsageError
 
     raise UsageError(f"--role {role!r}: use {', '.join(ROLES)}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from trainctl.iam.boundary import secret_statements
+from trainctl.iam.boundary import data_read_statements, secret_statements
 from trainctl.naming.resources import SAGEMAKER_LOG_GROUP, arn, s3_arn
 
 _ECR_IMAGE = re.compile(r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([^:@]+)")
@@ -19,10 +19,12 @@ def image_repository(image: str, region: str) -> str:
 
 
 def execution_policy(job_id: str, bucket: str, region: str, account: str, code_key: str, image: str,
-                     secrets: tuple[str, ...] = (), in_vpc: bool = False) -> dict:
+                     secrets: tuple[str, ...] = (), in_vpc: bool = False,
+                     data: tuple[tuple[str, str], ...] = ()) -> dict:
     """What one job's container may do: read its code (by content hash) and its own prefix, write only its
     own checkpoints/ and output/, SageMaker's log group and metrics, pull its image, its network
-    interfaces when in a VPC, and exactly its secrets. Always within the boundary (iam/boundary.py)."""
+    interfaces when in a VPC, exactly its secrets, and read its input data: each (bucket, prefix) of `data`.
+    Always within the boundary (iam/boundary.py)."""
     own = {"StringEquals": {"s3:ResourceAccount": account}}
     obj = lambda key: s3_arn(region, f"{bucket}/{key}")  # noqa: E731
     group = arn(region, "logs", account, f"log-group:{SAGEMAKER_LOG_GROUP}")
@@ -31,7 +33,7 @@ def execution_policy(job_id: str, bucket: str, region: str, account: str, code_k
          "Resource": [obj(code_key), obj(f"{job_id}/*")]},
         {"Sid": "WriteJobFolders", "Effect": "Allow", "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
          "Condition": own,
-         "Resource": [obj(f"{job_id}/checkpoints/*"), obj(f"{job_id}/output/*")]},
+         "Resource": [obj(f"{job_id}/checkpoints/*"), obj(f"{job_id}/output/*"), obj(f"{job_id}/tensorboard/*")]},
         {"Sid": "PruneJobCheckpoints", "Effect": "Allow", "Action": "s3:DeleteObject", "Condition": own,
          "Resource": obj(f"{job_id}/checkpoints/*")},
         {"Sid": "ListJobPrefix", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": s3_arn(region, bucket),
@@ -50,5 +52,6 @@ def execution_policy(job_id: str, bucket: str, region: str, account: str, code_k
             "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
             "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
             "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"]})
+    statements += data_read_statements(data, region)
     statements += secret_statements([a for a in secrets if ":ssm:" in a], [a for a in secrets if ":secretsmanager:" in a])
     return {"Version": "2012-10-17", "Statement": statements}

@@ -2,7 +2,7 @@
 launch under /trainctl/ with the permissions boundary)."""
 from __future__ import annotations
 
-from trainctl.iam.boundary import secret_statements
+from trainctl.iam.boundary import data_read_statements, secret_statements
 from trainctl.naming.bucket import JOB_WRITABLE
 from trainctl.naming.resources import arn, ec2_log_group, s3_arn
 from trainctl.naming.tags import JOB_TAG, STATE_TAG
@@ -13,10 +13,12 @@ EC2_TRUST = {"Version": "2012-10-17", "Statement": [
 
 
 def node_policy(job_id: str, bucket: str, region: str, account: str, code_key: str,
-                secrets: tuple[str, ...] = (), topic: str | None = None) -> dict:
+                secrets: tuple[str, ...] = (), topic: str | None = None,
+                data: tuple[tuple[str, str], ...] = ()) -> dict:
     """What a node may do: read its code (by content hash) and its job's objects, write only its job's
     checkpoints/, logs/ and status/, in a bucket its account owns; its job's log group; see its peers; mark
-    itself interrupted; read exactly the job's secrets. Always within the boundary (iam/boundary.py)."""
+    itself interrupted; read exactly the job's secrets and its input data (each (bucket, prefix) of `data`).
+    Always within the boundary (iam/boundary.py)."""
     group, own = ec2_log_group(job_id), {"StringEquals": {"s3:ResourceAccount": account}}
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ReadCodeAndJob", "Effect": "Allow", "Action": "s3:GetObject", "Condition": own,
@@ -44,4 +46,5 @@ def node_policy(job_id: str, bucket: str, region: str, account: str, code_key: s
         *secret_statements([a for a in secrets if ":ssm:" in a], [a for a in secrets if ":secretsmanager:" in a]),
         # `launch --notify TOPIC`: the agent publishes the budget's marks and its stop to that one topic
         *([{"Sid": "JobNews", "Effect": "Allow", "Action": "sns:Publish", "Resource": topic}] if topic else []),
+        *data_read_statements(data, region),
     ]}

@@ -6,7 +6,9 @@
 - `<job>/checkpoints/`: checkpoints (EC2 nodes sync them; SageMaker's CheckpointConfig syncs them);
 - `<job>/logs/`, `<job>/status/<completed|failed|stopped>`: what the nodes leave (status markers also come
   from `trainctl stop`);
-- `<job>/output/`: SageMaker's model output (it writes `<job>/output/<job>/output/model.tar.gz`).
+- `<job>/output/`: the model (SageMaker writes `<job>/output/<job>/output/model.tar.gz`; the EC2 agent uploads
+  /opt/ml/model's files under `<job>/output/model/`);
+- `<job>/tensorboard/`: TensorBoard events, synced while the job runs (TensorBoardOutputConfig; the EC2 agent).
 
 A job's principal writes only under its own `<job>/` prefix, in the folders JOB_WRITABLE names.
 Every S3 call names the bucket's owner (ExpectedBucketOwner): the bucket name is predictable, so one
@@ -15,7 +17,7 @@ created first by another account must be refused, never used.
 from __future__ import annotations
 
 CODE_PREFIX = "trainctl/code/"
-JOB_WRITABLE = ("checkpoints", "logs", "status")
+JOB_WRITABLE = ("checkpoints", "logs", "status", "output", "tensorboard")
 
 
 def job_bucket(account: str, region: str) -> str:
@@ -61,3 +63,11 @@ def sagemaker_checkpoints(bucket: str, job_id: str) -> str:
 
 def sagemaker_output(bucket: str, job_id: str) -> str:
     return f"s3://{bucket}/{job_id}/output"
+
+
+def output_prefix(job_id: str) -> str:
+    return f"{job_id}/output/"
+
+
+def tensorboard_prefix(job_id: str) -> str:
+    return f"{job_id}/tensorboard/"

@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from trainctl.aws import clients as aws
 from trainctl.usecases.doctor_costs import check_cost_allocation_tag
+from trainctl.naming.bucket import job_bucket
 
 
 @dataclass
@@ -331,13 +332,23 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
     if "ec2" in platforms and plan is not None:
         add(check_node_route(region, subnet, next((o for o in plan.options if o.platform == "ec2"), None),
                              secret_arns))
-    from trainctl.naming.bucket import job_bucket
-
     add(check_bucket(region, bucket or job_bucket(account, region), account, own=bucket is None))
+    for c in check_data(region, spec, subnet):
+        add(c)
     if "ec2" in platforms:  # only EC2 Spot needs it: SageMaker runs managed Spot instances itself
         add(check_spot_role(region))
     for check in (_scores_check(region, spec, plan), Check(*check_cost_allocation_tag())): add(check)  # noqa: E701
     return checks
+
+
+def check_data(region: str, spec, subnet: str | None) -> list[Check]:
+    """The launch's checks of the spec's data: channels (backends/data_checks.py): the bucket's region, a key
+    under the prefix, the FSx file system in the VPC and AZ of the --subnet given."""
+    from trainctl.backends import data_checks
+
+    found = data_checks.checks(aws.client, region, spec.data if spec else None, subnet.split(",") if subnet else ())
+    return [_ok(f"data {c.channel}", c.line) if c.ok else _fail(f"data {c.channel}", *c.line.split("; ", 1))
+            for c in found]
 
 
 def _scores_check(region: str, spec, plan) -> Check:

@@ -3,17 +3,14 @@
 A job here is what SageMaker does with a script-mode PyTorch job, on this machine:
 - Starting: a simulated wait for instances (scaled by `Settings.time_scale`); capacity faults
   (`ctx.faults.no_capacity`) hold a Spot job here until MaxWait, and fail an On-Demand one.
-- Downloading: fetch `sagemaker_submit_directory` from the sandbox's S3, extract it per host
-  ("algo-1".."algo-N", each an /opt/ml tree under the job's folder), restore CheckpointConfig.S3Uri
-  into every host's checkpoint folder, copy input channels.
-- Training: one process per host (torchrun when `sagemaker_torch_distributed_enabled`, else
-  python, like the SageMaker PyTorch container), each in its own session, its stdout and stderr
-  sent line by line to CloudWatch Logs; checkpoints synced to S3 while it runs.
+- Downloading: fetch `sagemaker_submit_directory`, extract it per host ("algo-1".."algo-N", each an /opt/ml
+  tree under the job's folder), restore CheckpointConfig.S3Uri into every host, copy input channels.
+- Training: one process per host (torchrun when `sagemaker_torch_distributed_enabled`, else python, like the
+  PyTorch container), its stdout and stderr line by line to CloudWatch Logs; checkpoints synced to S3.
 - Interrupted/Restarting (managed Spot, on request): SIGTERM, wait for the checkpoint, sync, a
   simulated wait for capacity, then a fresh attempt (fresh host folders, new log streams).
 - Uploading/Completed, Failed, Stopping/Stopped, MaxRuntimeExceeded, MaxWaitTimeExceeded.
-Its parts: sagemaker_state (DescribeTrainingJob), _container (the contract), _storage (S3, Logs through moto),
-_output and _processes (the hosts'), _validation (refusals); this module drives the lifecycle.
+Its parts: state, container, storage, channels, output, processes, validation; this drives the lifecycle.
 """
 from __future__ import annotations
 
@@ -30,8 +27,8 @@ from trainctl_sandbox.sagemaker.container import DEFAULT_CHECKPOINT_PATH, Contai
 from trainctl_sandbox.sagemaker.output import algorithm_error, pump
 from trainctl_sandbox.sagemaker.processes import free_port, kill_marked, marked_pids, terminate
 from trainctl_sandbox.sagemaker.state import Aborted, JobState, Settings
-from trainctl_sandbox.sagemaker.storage import (CheckpointSync, MotoLogs, MotoS3, channel_objects, parse_s3_uri,
-                                                s3_error, upload_artifacts)
+from trainctl_sandbox.sagemaker.channels import input_channels, log_notes, sync_tensorboard
+from trainctl_sandbox.sagemaker.storage import CheckpointSync, MotoLogs, MotoS3, parse_s3_uri, s3_error, upload_artifacts
 from trainctl_sandbox.sagemaker.validation import script_mode_refusal
 
 
@@ -79,6 +76,7 @@ class JobRunner(threading.Thread):
         self._epoch = 0
         self._failure = "InternalServerError"
         self.sync_error: str | None = None
+        self._tensorboard_synced: dict = {}
         self.attempts = 0
 
     # ---- control (called from request threads)
@@ -233,13 +231,13 @@ class JobRunner(threading.Thread):
             self._failure = f"AlgorithmError: could not download sagemaker_submit_directory {submit}: {s3_error(exc)}"
             return "failed"
         restored = self.checkpoints.objects()
-        channels = channel_objects(self.s3, self.request)
+        channels = input_channels(self.s3, self.request, self.region, len(hosts))  # one dict per host
         if isinstance(channels, str):
             self._failure = channels
             return "failed"
         for host in hosts:
             try:
-                self.container.prepare(host, hosts, tarball, restored, channels)
+                self.container.prepare(host, hosts, tarball, restored, channels[host.index - 1])
             except (tarfile.TarError, OSError) as exc:
                 self._failure = f"AlgorithmError: could not extract {submit}: {exc}"
                 return "failed"
@@ -269,6 +267,7 @@ class JobRunner(threading.Thread):
             cmd, env = self.container.command(host, hosts, port)
             host.stream = f"{self.job_name}/{host.name}-{epoch}"
             self.logs.create_stream(host.stream)
+            log_notes(self.logs, host.stream, self.request)
             host.proc = subprocess.Popen(cmd, cwd=host.code, env=env, stdin=subprocess.DEVNULL,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                          start_new_session=True)
@@ -342,6 +341,7 @@ class JobRunner(threading.Thread):
 
     def _sync_checkpoints(self, hosts: list[Host]) -> None:
         self.checkpoints.sync([(host.index, host.checkpoints) for host in hosts])
+        sync_tensorboard(self.s3, self.request, [host.base for host in hosts], self._tensorboard_synced)
 
     def _after_training(self, outcome: str, hosts: list[Host]) -> str:
         if outcome == "completed":

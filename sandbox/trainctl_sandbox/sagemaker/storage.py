@@ -152,31 +152,6 @@ class CheckpointSync:
                 self._synced[(index, rel)] = sig
 
 
-def channel_objects(s3: MotoS3, request: dict[str, Any]) -> dict[str, list[tuple[str, bytes]]] | str:
-    """Every input channel's files as (relative path, bytes), or the job's failure reason."""
-    out: dict[str, list[tuple[str, bytes]]] = {}
-    for channel in request.get("InputDataConfig") or []:
-        name = channel["ChannelName"]
-        src = (channel.get("DataSource") or {}).get("S3DataSource") or {}
-        uri = src.get("S3Uri")
-        out[name] = []
-        if not uri:
-            continue
-        bucket, prefix = parse_s3_uri(uri)
-        try:
-            keys = s3.keys(bucket, prefix)
-        except Exception as exc:
-            return f"ClientError: Data download failed: could not list {uri}: {s3_error(exc)}"
-        if not keys:
-            return f"ClientError: Data download failed: no objects found under {uri}"
-        for key in keys:
-            # files land relative to the prefix; a prefix that is one object keeps its base name
-            rel = key[len(prefix):].lstrip("/") or key.rsplit("/", 1)[-1]
-            if not rel.endswith("/"):
-                out[name].append((rel, s3.get(bucket, key)))
-    return out
-
-
 def upload_artifacts(s3: MotoS3, output_path: str, job_name: str, models: list[Path], outputs: list[Path]) -> None:
     """model.tar.gz (and output.tar.gz when a host wrote output data) under S3OutputPath/JOB/output/."""
     bucket, prefix = parse_s3_uri(output_path)

@@ -26,6 +26,10 @@ def validate(request: dict[str, Any], account_id: str, region: str) -> list[str 
         n = len(errors)
         raise ValidationError(f"{n} validation error{'s' if n > 1 else ''} detected: {'; '.join(errors)}")
     _check_rules(request)
+    from trainctl_sandbox.sagemaker.channels import fsx_refusal
+
+    if fsx_refusal(request, account_id, region):  # SageMaker checks the file system when the job is created
+        raise ValidationError(fsx_refusal(request, account_id, region))
     return _subnet_azs(request, account_id, region)
 
 

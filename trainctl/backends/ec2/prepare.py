@@ -21,7 +21,8 @@ from trainctl.aws import clients as aws
 from trainctl.backends.job_args import as_command_line, entrypoint_args, layout_note
 from trainctl.naming import resources as naming
 from trainctl.aws import network, zones
-from trainctl.backends.ec2 import pip_reach, spot_role
+from trainctl.backends.data_checks import refuse_bad_data
+from trainctl.backends.ec2 import data as job_data, pip_reach, spot_role
 from trainctl.backends.base import Alternatives, AwsCall, CapacityError, LaunchRequest, LaunchSettings, tags
 from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMPTS, NODES_TAG, PLATFORM, instances, launch_template, log_group, name_for, security_group)
 from trainctl.backends.security_group import self_only_security_group
@@ -262,6 +263,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
                    list(net.by_az), notes, option.instance_types)
     if not azs:
         raise CapacityError(f"no subnet in {region} is in an AZ that offers {option.instance_type}")
+    refuse_bad_data(client_for, region, spec, opts, net.by_az[azs[0]], notes, PLATFORM)
     code_key, upload = code_calls(client_for("s3", region), bucket, account, pkg, job, region,
                                   why=f"the job's code ({len(pkg.files)} files, runs {script}) for the nodes")
     config = {"job_id": job, "region": region, "bucket": bucket, "bucket_owner": account, "code_key": code_key,
@@ -272,10 +274,12 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               # recovery relaunches any of these, within the same cap per node (backends/ec2/fleet.py)
               "instance_types": list(option.instance_types),
               "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None,
-              **budget.node_config(spec, option, opts.notify)}  # the node agent enforces the budget, sends news
+              **budget.node_config(spec, option, opts.notify),  # the node agent enforces the budget, sends news
+              **job_data.node_channels(spec.data)}
     calls += upload
     calls += _iam_calls(job, bucket, region, account, code_key, tuple(secrets.values()),
-                        boundary(client_for("iam", region), account, region, notes), config.get("notify_topic"))
+                        boundary(client_for("iam", region), account, region, notes), config.get("notify_topic"),
+                        job_data.data_reads(spec.data))
     calls += log_group_calls(job, region, opts.log_retention_days, notes)
     group = _security_group_calls(ec2, job, net.vpc_id, region, opts, calls, notes)
     calls.append(AwsCall("ec2", "CreatePlacementGroup", {
@@ -313,9 +317,9 @@ def log_group_calls(job: str, region: str, days: int | None, notes: list[str]) -
 
 
 def _iam_calls(job: str, bucket: str, region: str, account: str, code_key: str, secrets: tuple[str, ...],
-               boundary_arn: str, topic: str | None = None) -> list[AwsCall]:
+               boundary_arn: str, topic: str | None = None, data: tuple[tuple[str, str], ...] = ()) -> list[AwsCall]:
     name, job_tags = name_for(job), tags(job)
-    policy = node_policy(job, bucket, region, account, code_key, secrets, topic)
+    policy = node_policy(job, bucket, region, account, code_key, secrets, topic, data)
     return [
         AwsCall("iam", "CreateRole", {"RoleName": name, "Path": naming.IAM_PATH,
                                       "AssumeRolePolicyDocument": json.dumps(EC2_TRUST),

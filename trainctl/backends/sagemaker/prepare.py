@@ -13,6 +13,8 @@ from trainctl.backends.job_args import entrypoint_args, layout_note
 from trainctl.naming import bucket as layout
 from trainctl.naming import resources as naming
 from trainctl.aws import network
+from trainctl.backends import data_checks
+from trainctl.backends.sagemaker import data as job_data
 from trainctl.backends.sagemaker import distribution
 from trainctl.backends.sagemaker import role as job_role
 from trainctl.backends.base import JOB_TAG, AwsCall, LaunchRequest, LaunchSettings, tags
@@ -21,6 +23,7 @@ from trainctl.errors import TrainctlError, UsageError
 from trainctl.backends import budget
 from trainctl.backends.launch_limits import MAX_SECONDS, boundary, max_runtime_s
 
+PLATFORM = "sagemaker"
 CHECKPOINT_LOCAL = "/opt/ml/checkpoints"
 SECRET_ENV_PREFIX = "TRAINCTL_SECRET_ARN_"  # + the env var name: the ARN the container reads the value from
 METRICS = [{"Name": "train:loss", "Regex": r"trainctl step=\d+ loss=([0-9.eE+-]+)"},
@@ -112,11 +115,11 @@ def hyperparameters(spec, inst, option, program: str, source_uri: str, job_id: s
 
 
 def _network(client_for, job_id: str, option, opts, pip: bool, calls: list, notes: list[str],
-             secrets: tuple[str, ...] = ()) -> dict | None:
+             secrets: tuple[str, ...] = (), needs_vpc: bool = False) -> dict | None:
     """VpcConfig for a job of several nodes: one subnet in the plan's AZ (the same rule as EC2 and doctor); a
     group that only talks to itself unless one is given. A single node needs no VPC: it runs with SageMaker's
     own internet access."""
-    if option.count == 1:
+    if option.count == 1 and not needs_vpc:
         notes.append("one node: no VPC (SageMaker's network reaches S3 and PyPI)")
         return None
     ec2 = client_for("ec2", option.region)
@@ -187,7 +190,7 @@ def _job_role(client_for, job_id: str, region: str, account: str, bucket: str, s
     bounded_by = boundary(client_for("iam", region), account, region, notes, role="the job's execution role")
     code_key = source_uri.removeprefix(f"s3://{bucket}/")
     policy = job_role.execution_policy(job_id, bucket, region, account, code_key, image,
-                                       tuple(spec.secrets.values()), in_vpc)
+                                       tuple(spec.secrets.values()), in_vpc, data_checks.data_reads(spec.data))
     arn, calls = job_role.role_calls(job_id, region, account, bounded_by, policy)
     notes.append(f"execution role {arn}: this job's own, writes only under s3://{bucket}/{job_id}/; "
                  "`trainctl down` deletes it once the job has ended")
@@ -258,7 +261,9 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
                                      None if given_role else ", or pass --role with a role that reaches yours")
     program, source_uri, upload, pip = _code_calls(s3, spec, settings, bucket, account, region, notes)
     calls += upload
-    vpc_config = _network(client_for, job_id, option, opts, pip, calls, notes, tuple(spec.secrets.values()))
+    vpc_config = _network(client_for, job_id, option, opts, pip, calls, notes, tuple(spec.secrets.values()),
+                          job_data.needs_vpc(spec.data))
+    data_checks.refuse_bad_data(client_for, region, spec, opts, (vpc_config or {}).get("Subnets", ()), notes, PLATFORM)
     image = opts.image or (smp_image(region) if kind == "smp" else training_image(region, inst.accelerator.kind))
     notes.append(f"image {image}" + (" (--image)" if opts.image else " (SMP v2's own image)" if kind == "smp"
                                      else f" (trainctl's {inst.accelerator.kind} image table)"))
@@ -282,6 +287,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
         "Environment": environment(job_id, spec.secrets),
         "RetryStrategy": {"MaximumRetryAttempts": 2},
         "Tags": tags(job_id, **{"trainctl:spec": spec.name}),
+        **job_data.data_params(spec, bucket, job_id, notes),
     }
     if vpc_config:
         params["VpcConfig"] = vpc_config

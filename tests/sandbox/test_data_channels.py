@@ -1,0 +1,240 @@
+"""A job's own data and outputs (spec `data:`): a small dataset in the sandbox's S3 reaches a user's script at
+$SM_CHANNEL_TRAIN on SageMaker and on EC2, its model comes back with `trainctl fetch`, and a channel that
+would fail after billing (another region, an empty prefix, an FSx file system that does not exist) is refused
+at launch in one line, before anything is created."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests.support.helpers import run_cli
+
+SCRIPT = Path(__file__).resolve().parents[1] / "support" / "data_script"
+FILES = 24
+
+
+def _project(tmp_path: Path, data: str) -> str:
+    project = tmp_path / "project"
+    shutil.copytree(SCRIPT, project)
+    spec = project / "job.yaml"
+    spec.write_text(spec.read_text().replace("data: {train: s3://my-datasets/shards/}", f"data: {data}"))
+    return str(spec)
+
+
+def _dataset(sb, bucket: str = "my-datasets", region: str = "us-east-1", files: int = FILES) -> None:
+    s3 = sb.client("s3", region)
+    s3.create_bucket(Bucket=bucket, **({} if region == "us-east-1" else
+                                       {"CreateBucketConfiguration": {"LocationConstraint": region}}))
+    for i in range(files):
+        s3.put_object(Bucket=bucket, Key=f"shards/part-{i:03d}.txt", Body=str(i).encode())
+
+
+def _cli(sb, home, *args, timeout=150):
+    return run_cli(list(args), home, env=sb.env, timeout=timeout)
+
+
+def _dry_run(sb, home, spec, platform="sagemaker", *extra):
+    return _cli(sb, home, "-o", "json", "launch", spec, "--platform", platform, "--dry-run", *extra)
+
+
+def test_the_launch_sends_each_channel_as_sagemaker_input_data_and_tensorboard_output(sandbox_env, tmp_path):
+    _dataset(sandbox_env)
+    spec = _project(tmp_path, "{train: s3://my-datasets/shards/, extra: {uri: 's3://my-datasets/shards/', "
+                              "mode: stream}, parts: {uri: 's3://my-datasets/shards/', mode: sharded}}")
+    proc = _dry_run(sandbox_env, tmp_path / "home", spec)
+    assert proc.returncode == 0, proc.stderr
+    (create,) = [r["params"] for r in json.loads(proc.stdout)["requests"] if r["operation"] == "CreateTrainingJob"]
+    channels = {c["ChannelName"]: c for c in create["InputDataConfig"]}
+    assert channels["train"] == {"ChannelName": "train", "InputMode": "File", "DataSource": {"S3DataSource": {
+        "S3DataType": "S3Prefix", "S3Uri": "s3://my-datasets/shards/", "S3DataDistributionType": "FullyReplicated"}}}
+    assert channels["extra"]["InputMode"] == "FastFile"
+    assert channels["parts"]["DataSource"]["S3DataSource"]["S3DataDistributionType"] == "ShardedByS3Key"
+    job = create["TrainingJobName"]
+    assert create["TensorBoardOutputConfig"] == {"LocalPath": "/opt/ml/output/tensorboard",
+                                                 "S3OutputPath": f"s3://trainctl-123456789012-us-east-1/{job}/tensorboard"}
+    (policy,) = [json.loads(r["params"]["PolicyDocument"]) for r in json.loads(proc.stdout)["requests"]
+                 if r["operation"] == "PutRolePolicy"]
+    reads = {(s["Action"], json.dumps(s["Resource"])) for s in policy["Statement"] if s["Sid"].startswith("ReadData")}
+    assert ("s3:GetObject", '"arn:aws:s3:::my-datasets/shards/*"') in reads
+    assert ("s3:ListBucket", '"arn:aws:s3:::my-datasets"') in reads
+
+
+def test_a_bucket_in_another_region_is_refused_unless_allowed_on_ec2_and_always_on_sagemaker(sandbox_env, tmp_path):
+    _dataset(sandbox_env, bucket="far-datasets", region="us-west-2")
+    spec, home = _project(tmp_path, "{train: s3://far-datasets/shards/}"), tmp_path / "home"
+    for platform in ("sagemaker", "ec2"):
+        proc = _dry_run(sandbox_env, home, spec, platform)
+        assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert "far-datasets" in proc.stderr and "us-west-2" in proc.stderr and "--allow-cross-region-data" in proc.stderr
+    allowed = _dry_run(sandbox_env, home, spec, "ec2", "--allow-cross-region-data")
+    assert allowed.returncode == 0, allowed.stderr
+    # SageMaker reads input only from its own region (S3DataSource.S3Uri): the flag is EC2's
+    refused = _dry_run(sandbox_env, home, spec, "sagemaker", "--allow-cross-region-data")
+    assert refused.returncode != 0 and "ec2" in refused.stderr, refused.stderr
+
+
+def test_an_empty_prefix_and_a_missing_bucket_are_refused_before_anything_is_created(sandbox_env, tmp_path):
+    _dataset(sandbox_env)
+    home = tmp_path / "home"
+    for data, words in (("{train: s3://my-datasets/nothing-here/}", "no objects under the prefix"),
+                        ("{train: s3://no-such-datasets/x/}", "does not exist")):
+        proc = _cli(sandbox_env, home, "launch", _project(tmp_path / data[-12:-2], data), "--yes")
+        assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert words in proc.stderr, proc.stderr
+    assert sandbox_env.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_an_fsx_file_system_that_does_not_exist_is_refused_at_launch_and_by_the_sandbox(sm, sandbox_env, tmp_path):
+    # one node reaching FSx runs in the VPC, where the code download needs S3 (`sm` adds a NAT)
+    spec = _project(tmp_path, "{train: {fsx: fs-0123456789abcdef0, path: /fsx/data}}")
+    proc = _dry_run(sandbox_env, tmp_path / "home", spec)
+    assert proc.returncode != 0 and "fs-0123456789abcdef0" in proc.stderr and "no such FSx" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    doctor = _cli(sandbox_env, tmp_path / "home", "-o", "json", "doctor", spec)
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert checks["data train"]["status"] == "fail"
+    sm = sandbox_env.client("sagemaker")
+    request = _minimal_job("fsx-missing", {"FileSystemDataSource": {
+        "FileSystemId": "fs-0123456789abcdef0", "FileSystemType": "FSxLustre", "FileSystemAccessMode": "ro",
+        "DirectoryPath": "/fsx/data"}})
+    with pytest.raises(ClientError) as err:
+        sm.create_training_job(**request)
+    assert err.value.response["Error"]["Code"] == "ValidationException"
+    assert "fs-0123456789abcdef0" in err.value.response["Error"]["Message"]
+
+
+def test_the_sandbox_refuses_an_input_data_config_that_breaks_the_api_model(sandbox_env):
+    sm = sandbox_env.client("sagemaker")
+    request = _minimal_job("bad-channel", {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": "s3://my-datasets/x/",
+                                                            "S3DataDistributionType": "EveryOther"}})
+    with pytest.raises(ClientError) as err:
+        sm.create_training_job(**request)
+    assert err.value.response["Error"]["Code"] == "ValidationException"
+    assert "EveryOther" in err.value.response["Error"]["Message"]
+
+
+def _minimal_job(name: str, source: dict) -> dict:
+    return {"TrainingJobName": name, "RoleArn": "arn:aws:iam::123456789012:role/nobody",
+            "AlgorithmSpecification": {"TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/x:1",
+                                       "TrainingInputMode": "File"},
+            "InputDataConfig": [{"ChannelName": "train", "DataSource": source}],
+            "OutputDataConfig": {"S3OutputPath": "s3://my-datasets/out"},
+            "ResourceConfig": {"InstanceType": "ml.g5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 10},
+            "StoppingCondition": {"MaxRuntimeInSeconds": 600}}
+
+
+def _train_and_fetch(sb, home, tmp_path, spec: str, platform: str) -> str:
+    launched = _cli(sb, home, "-o", "json", "launch", spec, "--platform", platform, "--yes")
+    assert launched.returncode == 0, launched.stderr
+    job = json.loads(launched.stdout)["job_id"]
+    watched = _cli(sb, home, "watch", job, "--interval", "0.3", timeout=240)
+    assert watched.returncode == 0, watched.stderr
+    assert f"trainctl read_files={FILES} sum={sum(range(FILES))}" in _cli(sb, home, "logs", job).stdout
+    assert "outputs: model s3://" in watched.stderr
+    fetched = _cli(sb, home, "fetch", job, "--what", "model", str(tmp_path / "model"))
+    assert fetched.returncode == 0, fetched.stderr
+    assert (tmp_path / "model" / "model.txt").read_text() == f"files={FILES}\n"
+    events = _cli(sb, home, "fetch", job, "--what", "tensorboard", str(tmp_path / "tb"))
+    assert events.returncode == 0, events.stderr
+    assert any(p.name.startswith("events.out.tfevents") for p in (tmp_path / "tb").rglob("*"))
+    logs = _cli(sb, home, "fetch", job, "--what", "logs", str(tmp_path / "logs"))
+    assert logs.returncode == 0, logs.stderr
+    assert f"trainctl read_files={FILES}" in (tmp_path / "logs" / f"{job}.log").read_text()
+    return job
+
+
+@pytest.mark.slow
+def test_a_sagemaker_job_reads_its_channel_and_its_model_comes_back_with_fetch(sm, sandbox_env, tmp_path):
+    _dataset(sm)
+    _train_and_fetch(sm, tmp_path / "home", tmp_path, _project(tmp_path, "{train: s3://my-datasets/shards/}"),
+                     "sagemaker")
+
+
+@pytest.mark.slow
+def test_each_host_of_a_sharded_sagemaker_channel_reads_its_share(sm, sandbox_env, tmp_path):
+    _dataset(sm)
+    home = tmp_path / "home"
+    spec = _project(tmp_path, "{train: {uri: 's3://my-datasets/shards/', mode: sharded}}")
+    launched = _cli(sm, home, "-o", "json", "launch", spec, "--platform", "sagemaker", "--layout",
+                    "g5.xlarge:2:on-demand", "--yes")
+    assert launched.returncode == 0, launched.stderr
+    job = json.loads(launched.stdout)["job_id"]
+    assert _cli(sm, home, "watch", job, "--interval", "0.3", timeout=240).returncode == 0
+    counts = [ln for ln in _cli(sm, home, "logs", job).stdout.splitlines() if "trainctl read_files=" in ln]
+    assert len(counts) == 2 and all(f"read_files={FILES // 2} " in ln for ln in counts), counts
+
+
+@pytest.mark.slow
+def test_an_ec2_job_reads_its_channel_and_its_model_comes_back_with_fetch(ec2_nodes, tmp_path):
+    _dataset(ec2_nodes)
+    _train_and_fetch(ec2_nodes, tmp_path / "home", tmp_path, _project(tmp_path, "{train: s3://my-datasets/shards/}"),
+                     "ec2")
+
+
+def test_each_node_copies_its_share_of_a_sharded_channel_and_a_stream_without_mount_s3_is_copied(sandbox_env,
+                                                                                                 tmp_path):
+    """The EC2 agent's channel fetch (bootstrap/channels.py) against the sandbox's S3: two ranks of a sharded
+    channel get disjoint shares that together are the whole prefix; `stream` on a node without mount-s3 copies
+    the prefix and says so."""
+    import boto3
+
+    from trainctl.bootstrap.channels import Channels
+
+    _dataset(sandbox_env)
+    s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=sandbox_env.endpoint_url)
+    said: list[str] = []
+    shares = []
+    for rank in (0, 1):
+        ml = tmp_path / f"node{rank}" / "ml"
+        Channels(s3, {"train": {"bucket": "my-datasets", "prefix": "shards/", "mode": "sharded"}}, str(ml),
+                 said.append).prepare(rank, 2)
+        shares.append({p.name for p in (ml / "input" / "data" / "train").iterdir()})
+    assert not shares[0] & shares[1] and len(shares[0] | shares[1]) == FILES and len(shares[0]) == FILES // 2
+    assert any("shard 2 of 2" in line for line in said)
+    ml = tmp_path / "stream" / "ml"
+    channels = Channels(s3, {"train": {"bucket": "my-datasets", "prefix": "shards/", "mode": "stream"}}, str(ml),
+                        said.append)
+    channels.prepare(0, 1)
+    assert len(list((ml / "input" / "data" / "train").iterdir())) == FILES
+    assert any("no mount-s3 on this node; copying" in line for line in said)
+    assert channels.env()["SM_CHANNEL_TRAIN"] == str(ml / "input" / "data" / "train")
+    assert channels.env()["SM_MODEL_DIR"] == str(ml / "model")
+
+
+def test_iam_policy_names_the_data_buckets_it_is_given(tmp_path):
+    boundary = json.loads(run_cli(["iam-policy", "--role", "boundary", "--data-bucket", "my-datasets"], tmp_path).stdout)
+    reads = [s for s in boundary["Statement"] if s["Sid"].startswith("ReadDataBucket")]
+    assert {s["Action"] for s in reads} == {"s3:GetObject", "s3:ListBucket"}
+    assert {s["Resource"] for s in reads} == {"arn:aws:s3:::my-datasets/*", "arn:aws:s3:::my-datasets"}
+    plain = json.loads(run_cli(["iam-policy", "--role", "boundary"], tmp_path).stdout)
+    assert not [s for s in plain["Statement"] if s["Sid"].startswith("ReadData")]
+    cli = json.loads(run_cli(["iam-policy", "--data-bucket", "my-datasets"], tmp_path).stdout)
+    data = [s for s in cli["Statement"] if s["Resource"] == "arn:aws:s3:::my-datasets"]
+    assert data and {"s3:GetBucketLocation", "s3:ListBucket"} <= set(data[0]["Action"])
+
+
+def test_an_fsx_file_system_outside_the_job_s_az_is_refused_and_one_inside_becomes_a_read_only_channel(sm, sandbox_env,
+                                                                                                    tmp_path):
+    ec2 = sandbox_env.client("ec2")
+    subnets = {s["AvailabilityZone"]: s["SubnetId"] for s in ec2.describe_subnets(
+        Filters=[{"Name": "default-for-az", "Values": ["true"]}])["Subnets"]}
+    fs = sandbox_env.client("fsx").create_file_system(
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnets["us-east-1b"]],
+        LustreConfiguration={"DeploymentType": "SCRATCH_2"})["FileSystem"]["FileSystemId"]
+    spec, home = _project(tmp_path, f"{{train: {{fsx: {fs}, path: /fsx/data}}}}"), tmp_path / "home"
+    far = _dry_run(sandbox_env, home, spec, "sagemaker", "--subnet", subnets["us-east-1a"])
+    assert far.returncode != 0 and len(far.stderr.strip().splitlines()) == 1, far.stderr
+    assert "us-east-1b" in far.stderr and subnets["us-east-1b"] in far.stderr, far.stderr
+    near = _dry_run(sandbox_env, home, spec, "sagemaker", "--subnet", subnets["us-east-1b"])
+    assert near.returncode == 0, near.stderr
+    (create,) = [r["params"] for r in json.loads(near.stdout)["requests"] if r["operation"] == "CreateTrainingJob"]
+    assert create["InputDataConfig"] == [{"ChannelName": "train", "InputMode": "File", "DataSource": {
+        "FileSystemDataSource": {"FileSystemId": fs, "FileSystemType": "FSxLustre", "FileSystemAccessMode": "ro",
+                                 "DirectoryPath": "/fsx/data"}}}]
+    assert create["VpcConfig"]["Subnets"] == [subnets["us-east-1b"]]  # one node, in the file system's VPC
+    ec2_job = _dry_run(sandbox_env, home, spec, "ec2", "--subnet", subnets["us-east-1b"])
+    assert ec2_job.returncode != 0 and "--platform sagemaker" in ec2_job.stderr, ec2_job.stderr

@@ -1,0 +1,115 @@
+"""The job's input channels on an EC2 node, where SageMaker puts them: /opt/ml/input/data/NAME, named in
+$SM_CHANNEL_NAME, so a script written for SageMaker runs unchanged.
+
+- `copy`: every object under the prefix, downloaded in parallel (boto3's transfer manager per object, several
+  objects at once) before torchrun starts;
+- `sharded`: this node's share of the sorted keys (every nnodes-th key from its rank), as SageMaker's
+  ShardedByS3Key gives each instance a share of the objects; a replacement node with another rank gets its share;
+- `stream`: Mountpoint for Amazon S3 (`mount-s3`, read-only) where the node has it, with its throughput capped
+  when the config says how much; without it the channel is copied, and the log says so.
+
+/opt/ml sits beside the agent's own folder (/opt/trainctl -> /opt/ml), so wherever the user data roots the agent,
+the job's tree follows.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+PARALLEL_OBJECTS = 16  # objects in flight at once; each large one is itself split by the transfer manager
+
+
+def ml_root(agent_root: str) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(agent_root)), "ml")
+
+
+def job_env(ml: str, channels: dict) -> dict[str, str]:
+    """SageMaker's SM_* variables for the channels, the model and the output data (training toolkit names)."""
+    env = {f"SM_CHANNEL_{name.upper()}": os.path.join(ml, "input", "data", name) for name in channels}
+    env.update(SM_MODEL_DIR=os.path.join(ml, "model"), SM_OUTPUT_DATA_DIR=os.path.join(ml, "output", "data"),
+               SM_CHANNELS=json.dumps(sorted(channels)))
+    return env
+
+
+def keys_under(s3, bucket: str, prefix: str) -> list[str]:
+    keys = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys += [o["Key"] for o in page.get("Contents", []) if not o["Key"].endswith("/")]
+    return sorted(keys)
+
+
+def download(s3, bucket: str, prefix: str, keys: list[str], dest: str) -> int:
+    """The keys to dest, relative to the prefix, in parallel; the bytes written."""
+    from boto3.s3.transfer import TransferConfig
+
+    config = TransferConfig(max_concurrency=4)
+
+    def one(key: str) -> int:
+        rel = key[len(prefix):].lstrip("/") or key.rsplit("/", 1)[-1]
+        path = os.path.join(dest, rel)
+        if os.path.commonpath([os.path.abspath(path), os.path.abspath(dest)]) != os.path.abspath(dest):
+            raise SystemExit(f"trainctl-agent: object key {key!r} leads outside {dest}; refusing it")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        s3.download_file(bucket, key, path, Config=config)
+        return os.path.getsize(path)
+
+    with ThreadPoolExecutor(PARALLEL_OBJECTS) as pool:
+        return sum(pool.map(one, keys))
+
+
+def mount(channel: dict, dest: str, log) -> bool:
+    """mount-s3 read-only at dest; False when the node has no mount-s3 or the mount fails."""
+    tool = shutil.which("mount-s3")
+    if not tool:
+        return False
+    cmd = [tool, "--read-only", channel["bucket"], dest]
+    if channel.get("prefix"):
+        cmd[2:2] = ["--prefix", channel["prefix"]]
+    if channel.get("max_gbps"):  # leave the gradients their share of the link
+        cmd[2:2] = ["--maximum-throughput-gbps", str(channel["max_gbps"])]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        log(f"trainctl-agent: mount-s3 failed ({done.stderr.strip()[:200]}); copying instead")
+    return done.returncode == 0
+
+
+class Channels:
+    """Fetches the config's channels once per (rank, nnodes): a sharded channel is fetched again when a
+    replacement changes this node's rank."""
+
+    def __init__(self, s3, channels: dict, ml: str, log):
+        self.s3, self.channels, self.ml, self.log = s3, channels, ml, log
+        self.fetched: dict[str, tuple[int, int]] = {}
+
+    def env(self) -> dict[str, str]:
+        return job_env(self.ml, self.channels)
+
+    def prepare(self, rank: int, nnodes: int) -> None:
+        for sub in ("model", "output/data", "output/tensorboard"):
+            os.makedirs(os.path.join(self.ml, sub), exist_ok=True)
+        for name, channel in sorted(self.channels.items()):
+            shard = (rank, nnodes) if channel["mode"] == "sharded" else (0, 1)
+            if self.fetched.get(name) == shard:
+                continue
+            dest = os.path.join(self.ml, "input", "data", name)
+            shutil.rmtree(dest, ignore_errors=True)
+            os.makedirs(dest, exist_ok=True)
+            self.fetch(name, channel, dest, shard)
+            self.fetched[name] = shard
+
+    def fetch(self, name: str, channel: dict, dest: str, shard: tuple[int, int]) -> None:
+        uri = f"s3://{channel['bucket']}/{channel['prefix']}"
+        if channel["mode"] == "stream":
+            if mount(channel, dest, self.log):
+                self.log(f"trainctl-agent: channel {name}: {uri} mounted with mount-s3 at {dest}")
+                return
+            self.log(f"trainctl-agent: channel {name}: no mount-s3 on this node; copying {uri} instead of streaming")
+        keys = keys_under(self.s3, channel["bucket"], channel["prefix"])
+        mine = keys[shard[0]::shard[1]]
+        size = download(self.s3, channel["bucket"], channel["prefix"], mine, dest)
+        part = f" (shard {shard[0] + 1} of {shard[1]})" if channel["mode"] == "sharded" else ""
+        self.log(f"trainctl-agent: channel {name}: {len(mine)} of {len(keys)} objects{part}, {size} bytes, "
+                 f"from {uri} to {dest}")

@@ -1,0 +1,36 @@
+"""The command about what a job produced: fetch (its model, TensorBoard events, logs or checkpoints)."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from trainctl.cli.app import OPTS, app
+from trainctl.cli.app import store as _store
+
+
+@app.command()
+def fetch(
+    job: str = typer.Argument(..., help="Job id."),
+    dest: Optional[str] = typer.Argument(None, help="Folder to download into (default ./JOB-WHAT)."),
+    what: str = typer.Option("model", "--what", help="model (what the job wrote to $SM_MODEL_DIR), tensorboard, "
+                                                     "logs or checkpoints."),
+    bucket: Optional[str] = typer.Option(None, "--bucket", help="The job bucket, if the launch was given one."),
+    platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2: for a job trainctl did not "
+                                                                    "launch; --region names its region."),
+) -> None:
+    """Download what a job produced: model, events, logs.
+
+    --what model (the files the job wrote to $SM_MODEL_DIR), tensorboard, logs or checkpoints."""
+    from trainctl import render
+    from trainctl.usecases import fetch as f
+    from trainctl.usecases.watch import locate
+
+    with _store() as store:
+        ref = locate(store, job, platform)
+    got = f.fetch(ref, what, dest, bucket)
+    if OPTS.output == "json":
+        render.print_json({"job_id": job, "what": got.what, "source": got.source, "dest": got.dest,
+                           "files": got.files, "bytes": got.size})
+    else:
+        typer.echo(f"{got.what}: {got.files} files, {got.size} bytes from {got.source} to {got.dest}")
