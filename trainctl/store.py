@@ -187,14 +187,15 @@ class JobStore(MeasurementsTable):
     # ------------------------------------------------------------------ jobs
     def record_job(self, *, job_id: str, account: str, platform: str, region: str | None, spec_path: str,
                    spec_name: str, model: str, batch_size: int, option: Option, plan_json: str | None,
-                   status: str, failover_from: str | None = None) -> None:
+                   status: str, failover_from: str | None = None, created_at: float | None = None) -> None:
+        """`created_at`: when the job was launched, for a record read back from the account (default: now)."""
         now = time.time()
         with self._connection() as conn:
             conn.execute("INSERT OR REPLACE INTO jobs (endpoint, job_id, account, platform, region, spec_path, "
                          "spec_name, model, batch_size, option_json, failover_from, plan_json, status, created_at, "
                          "updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                          (self.endpoint, job_id, account, platform, region, spec_path, spec_name, model, batch_size,
-                          option.model_dump_json(), failover_from, plan_json, status, now, now))
+                          option.model_dump_json(), failover_from, plan_json, status, created_at or now, now))
 
     def job(self, job_id: str) -> JobRecord | None:
         """The job of this endpoint with this id (or one recorded before endpoints were kept), or None."""

@@ -27,14 +27,24 @@ class MeasurementsTable:
     """JobStore's measured-throughput methods (JobStore provides `_reader`, `_connection` and `endpoint`)."""
 
     def record_measured(self, *, model: str, batch_size: int, instance_type: str, count: int,
-                        samples_per_s: float, job_id: str, account: str = "") -> None:
+                        samples_per_s: float, job_id: str, account: str = "", measured_at: float | None = None
+                        ) -> None:
+        """`measured_at`: when the job measured it, for a measurement read from the account (default: now)."""
         if not 0 < samples_per_s < float("inf"):
             raise ValueError(f"{job_id}: {samples_per_s!r} samples/s is not a measurement")
         with self._connection() as conn:
             conn.execute("INSERT OR REPLACE INTO measured_throughput (endpoint, account, model, batch_size, "
                          "instance_type, count, samples_per_s, job_id, measured_at) VALUES (?,?,?,?,?,?,?,?,?)",
                          (self.endpoint, account, model, batch_size, instance_type, count, samples_per_s, job_id,
-                          time.time()))
+                          measured_at or time.time()))
+
+    def measured_jobs(self) -> set[str]:
+        """The jobs whose throughput this endpoint's store holds."""
+        conn = self._reader()
+        if conn is None:
+            return set()
+        return {r[0] for r in conn.execute("SELECT job_id FROM measured_throughput WHERE endpoint=?",
+                                           (self.endpoint,))}
 
     def measurements(self, model: str, batch_size: int, *, include_unknown_origin: bool = False
                      ) -> list[Measurement]:

@@ -61,8 +61,15 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
                           layouts=parse_layouts(inputs.layouts, set(catalog.instances)),
                           spec_path=inputs.spec_path)
     quotes = gather_quotes(spec, catalog, request, inputs)
+    notes: list[str] = []
+    if store is not None and quotes.source == "live":  # the account's measurements, not only this machine's
+        from trainctl.usecases.shared_jobs import sync_measurements
+
+        for region in quotes.regions:
+            notes += sync_measurements(store, region)
     measured = store.measured_rates(spec.model.name, spec.workload.batch_size_per_accelerator) if store else {}
-    return spec, plan(spec, catalog, quotes, request, measured)
+    made = plan(spec, catalog, quotes, request, measured)
+    return spec, made.model_copy(update={"warnings": (*made.warnings, *notes)}) if notes else made
 
 
 def only_region(spec: JobSpec) -> JobSpec:
