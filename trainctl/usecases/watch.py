@@ -60,18 +60,19 @@ def locate(store: JobStore, job_id: str, platform: str | None = None) -> JobRef:
     from trainctl.store import BrokenStore
 
     check_job_id(job_id)
+    broken = False
     try:
         record = store.job(job_id)
     except BrokenStore:
         if platform is None:
             raise
-        record = None  # the user named the platform: AWS alone answers
+        record, broken = None, True  # the user named the platform: AWS alone answers
     if record is not None:
         return JobRef(job_id, record.platform, record.region or aws.default_region(), record)
     region = aws.default_region()
     record = from_account(store, job_id, region)  # launched elsewhere: its record in the account's bucket
-    if record is not None:
-        return JobRef(job_id, record.platform, record.region or region, record)
+    if record is not None:  # (a broken store cannot keep it: the record then only says where the job runs)
+        return JobRef(job_id, record.platform, record.region or region, None if broken else record)
     if platform is None:
         where = f"the endpoint {store.endpoint}" if store.endpoint else "AWS"
         raise UsageError(f"{job_id}: no job of that id in trainctl's records for {where} (region asked: {region}); "
