@@ -235,6 +235,15 @@ class JobStore(MeasurementsTable):
                             "AND (? IS NULL OR kind=?) ORDER BY id", (job_id, self.endpoint, kind, kind))
         return [(r["kind"], r["detail"]) for r in rows]
 
+    def jobs_with_event(self, kind: str) -> set[str]:
+        """The ids of this endpoint's jobs that have an event of `kind`."""
+        conn = self._reader()
+        if conn is None:
+            return set()
+        rows = conn.execute("SELECT DISTINCT job_id FROM events WHERE kind=? AND (endpoint=? OR endpoint IS NULL)",
+                            (kind, self.endpoint))
+        return {r[0] for r in rows}
+
 class BrokenStore(TrainctlError):
     """The state database cannot be read at all: named, with the way out."""
 

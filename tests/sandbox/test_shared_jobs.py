@@ -92,3 +92,53 @@ def test_a_job_no_home_and_no_record_knows_is_still_named_in_one_line(sandbox, t
     assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()
     assert "nobody-knows-1: no job of that id" in line
+
+
+def test_a_plan_and_calibration_on_a_second_home_use_the_accounts_measurements(sandbox_env, tmp_path):
+    """What a completed job measured, written to the account by whichever machine followed it to its end,
+    ranks the next plan on any machine of the account, and `calibration` there compares it with its prediction."""
+    import time
+
+    from trainctl.aws import clients as aws
+    from trainctl.backends import job_records
+    from trainctl.records import JobDocument, MeasurementDocument, spec_sha256
+    from trainctl.spec import load_spec
+
+    aws.reset_session()
+    spec, region = load_spec(SPEC), "us-east-1"
+    planned = run_cli(["--output", "json", "--region", region, "plan", SPEC, "--platform", "ec2", "--layout",
+                       "g5.xlarge:1:spot"], tmp_path / "a", env=sandbox_env.env)
+    assert planned.returncode == 0, planned.stderr
+    option = json.loads(planned.stdout)["options"][0]
+    assert option["throughput_source"] == "model"
+    sandbox_env.client("s3", region).create_bucket(Bucket=BUCKET)
+    now, text = time.time(), open(SPEC).read()
+    job_records.create(JobDocument(
+        job_id="measured-elsewhere-1", platform="ec2", region=region, account="123456789012", spec_path=SPEC,
+        spec_name=spec.name, spec_text=text, spec_sha256=spec_sha256(text), model=spec.model.name,
+        batch_size=spec.workload.batch_size_per_accelerator, option=option, launched_by="arn:aws:iam::123456789012:user/alice",
+        launched_at=now, status="Completed", updated_at=now, samples_per_s=123.0))
+    job_records.write_measurement(MeasurementDocument(
+        job_id="measured-elsewhere-1", account="123456789012", model=spec.model.name,
+        batch_size=spec.workload.batch_size_per_accelerator, instance_type="g5.xlarge", count=1, samples_per_s=123.0,
+        measured_at=now), region)
+    aws.reset_session()
+
+    second = tmp_path / "b"
+    replanned = run_cli(["--output", "json", "--region", region, "plan", SPEC, "--platform", "ec2", "--layout",
+                         "g5.xlarge:1:spot"], second, env=sandbox_env.env)
+    assert replanned.returncode == 0, replanned.stderr
+    again = json.loads(replanned.stdout)["options"][0]
+    assert again["throughput_source"] == "measured" and again["throughput_samples_per_s"] == 123.0
+    calibration = run_cli(["--output", "json", "--region", region, "calibration"], second, env=sandbox_env.env)
+    assert calibration.returncode == 0, calibration.stderr
+    (row,) = json.loads(calibration.stdout)["jobs"]
+    assert row["job_id"] == "measured-elsewhere-1" and row["measured_samples_per_s"] == 123.0
+    assert row["predicted_samples_per_s"] == option["throughput_samples_per_s"]
+    # forgotten on this machine, the account's copy is not read back into its plans
+    forgot = run_cli(["--region", region, "calibration", "--forget", "measured-elsewhere-1"], second,
+                     env=sandbox_env.env)
+    assert forgot.returncode == 0, forgot.stderr
+    third = run_cli(["--output", "json", "--region", region, "plan", SPEC, "--platform", "ec2", "--layout",
+                     "g5.xlarge:1:spot"], second, env=sandbox_env.env)
+    assert json.loads(third.stdout)["options"][0]["throughput_source"] == "model"

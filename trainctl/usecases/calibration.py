@@ -19,6 +19,7 @@ import statistics
 from trainctl.store import JobRecord, JobStore
 
 EVENT = "calibration"
+FORGOTTEN = "measurement-forgotten"
 COMPLETED = "Completed"
 MAX_JOBS = 100_000  # every job of the endpoint: the store has no other listing
 
@@ -68,6 +69,8 @@ def _measured(store: JobStore, record: JobRecord) -> float | None:
 def forget(store: JobStore, job_id: str) -> str:
     """`trainctl calibration --forget JOB`: the job's measured throughput leaves later plans and this report."""
     gone = store.forget_measurements(job_id, EVENT)
+    if gone:  # the account's copy stays (others may use it); this machine no longer reads it back
+        store.add_event(job_id, FORGOTTEN, "calibration --forget")
     if not gone:
         return f"{job_id}: no measured throughput recorded for it (`trainctl calibration` lists the jobs)"
     return f"{job_id}: its measured throughput is forgotten; later plans no longer use it"
@@ -92,10 +95,14 @@ def summarise(rows: list[dict]) -> dict:
 def report(store: JobStore, account: str | None = None) -> dict:
     """The `trainctl calibration --output json` document: every completed job of this endpoint (of one
     account when asked), oldest first, and the summary."""
+    from trainctl.usecases.shared_jobs import sync_account
+
+    warnings = sync_account(store)  # the account's completed jobs, measured from any machine
     records = [r for r in reversed(store.jobs(MAX_JOBS))
                if r.status == COMPLETED and (account is None or r.account == account)]
     rows = [comparison(r, _measured(store, r)) for r in records]
-    return {"endpoint": store.endpoint or "aws", "account": account, "jobs": rows, "summary": summarise(rows)}
+    return {"endpoint": store.endpoint or "aws", "account": account, "jobs": rows, "summary": summarise(rows),
+            "warnings": warnings}
 
 
 def summary_line(doc: dict) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from trainctl.aws import clients as aws
+from trainctl.errors import TrainctlError
 from trainctl.records import JobDocument, MeasurementDocument, UnknownFormat, spec_sha256
 from trainctl.store import JobRecord, JobStore
 
@@ -149,7 +150,12 @@ def sync_measurements(store: JobStore, region: str) -> list[str]:
         jobs = job_records.measurement_jobs(account, region)
     except Exception as e:  # noqa: BLE001 - the plan goes on with what this machine measured
         return [f"the account's measurements were not read ({aws.error_summary(e)})"]
-    known = store.measured_jobs()
+    from trainctl.usecases.calibration import FORGOTTEN
+
+    try:
+        known = store.measured_jobs() | store.jobs_with_event(FORGOTTEN)
+    except TrainctlError as e:  # a broken database: the plan goes on without the account's figures
+        return [str(e)]
     for job_id in (j for j in jobs if j not in known):
         try:
             m = job_records.read_measurement(job_id, account, region)
@@ -163,4 +169,33 @@ def sync_measurements(store: JobStore, region: str) -> list[str]:
             store.try_write(lambda db, m=m: db.record_measured(
                 model=m.model, batch_size=m.batch_size, instance_type=m.instance_type, count=m.count,
                 samples_per_s=m.samples_per_s, job_id=m.job_id, account=m.account, measured_at=m.measured_at))
+            notes += _cache_record(store, job_id, account, region)
     return notes
+
+
+def _cache_record(store: JobStore, job_id: str, account: str, region: str) -> list[str]:
+    """A measured job's record into the store, unless it is there (`calibration` compares it with its plan)."""
+    from trainctl.backends import job_records
+
+    try:
+        if store.job(job_id) is not None:
+            return []
+        found = job_records.read(job_id, account, region)
+    except Exception as e:  # noqa: BLE001 - the measurement is in; only the comparison waits
+        return [str(e) if not hasattr(e, "response") else f"{job_id}: {aws.error_summary(e)}"]
+    if found is not None:
+        store.try_write(lambda db: cache(db, found[0]))
+    return []
+
+
+def sync_account(store: JobStore) -> list[str]:
+    """The account's measurements and measured jobs, in every region of its trainctl buckets, into the store."""
+    from trainctl.backends import job_records
+
+    try:
+        account, _ = job_records.caller(aws.default_region())
+    except Exception:  # noqa: BLE001 - no account to ask (no credentials): the store alone answers
+        return []
+    if not account:
+        return []
+    return [note for region in regions(account) for note in sync_measurements(store, region)]
