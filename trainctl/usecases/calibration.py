@@ -19,7 +19,6 @@ import statistics
 from trainctl.store import JobRecord, JobStore
 
 EVENT = "calibration"
-FORGOTTEN = "measurement-forgotten"
 COMPLETED = "Completed"
 MAX_JOBS = 100_000  # every job of the endpoint: the store has no other listing
 
@@ -70,6 +69,8 @@ def forget(store: JobStore, job_id: str) -> str:
     """`trainctl calibration --forget JOB`: the job's measured throughput leaves later plans and this report."""
     gone = store.forget_measurements(job_id, EVENT)
     if gone:  # the account's copy stays (others may use it); this machine no longer reads it back
+        from trainctl.usecases.shared_jobs import FORGOTTEN
+
         store.add_event(job_id, FORGOTTEN, "calibration --forget")
     if not gone:
         return f"{job_id}: no measured throughput recorded for it (`trainctl calibration` lists the jobs)"

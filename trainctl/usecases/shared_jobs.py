@@ -19,6 +19,10 @@ from trainctl.errors import TrainctlError
 from trainctl.records import JobDocument, MeasurementDocument, UnknownFormat, spec_sha256
 from trainctl.store import JobRecord, JobStore
 
+# The store's event of a job whose measurement `calibration --forget` removed here: the account's copy stays
+# (other machines may use it), and is not read back into this machine's plans.
+FORGOTTEN = "measurement-forgotten"
+
 
 def at_launch(spec, spec_path: str, request, option, previous: str | None, account: str,
               say: Callable[[str], None]) -> Callable[[], None]:
@@ -150,8 +154,6 @@ def sync_measurements(store: JobStore, region: str) -> list[str]:
         jobs = job_records.measurement_jobs(account, region)
     except Exception as e:  # noqa: BLE001 - the plan goes on with what this machine measured
         return [f"the account's measurements were not read ({aws.error_summary(e)})"]
-    from trainctl.usecases.calibration import FORGOTTEN
-
     try:
         known = store.measured_jobs() | store.jobs_with_event(FORGOTTEN)
     except TrainctlError as e:  # a broken database: the plan goes on without the account's figures
