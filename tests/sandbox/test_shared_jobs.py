@@ -34,7 +34,7 @@ def test_a_second_home_lists_watches_stops_and_takes_down_the_first_homes_job(sa
     from trainctl.iam.viewer import VIEWER_OPERATIONS
 
     alice_env, alice_arn = _user(sandbox, "alice")
-    bob_env, _ = _user(sandbox, "bob")
+    bob_env, bob_arn = _user(sandbox, "bob")
     alice, bob = tmp_path / "alice", tmp_path / "bob"
     launched = run_cli(LAUNCH, alice, env=alice_env)
     assert launched.returncode == 0, launched.stderr
@@ -54,6 +54,11 @@ def test_a_second_home_lists_watches_stops_and_takes_down_the_first_homes_job(sa
     assert row["launched_by"] == alice_arn and row["platform"] == "ec2" and row["layout"] == "1x g5.xlarge"
     assert row["status"] == "InProgress" and row["cost_usd"] is not None
     assert json.loads(listed.stdout)["warnings"] == []
+    # the second home's store is now a cache of the account's record: the same job, option and spec, offline
+    cached = run_cli(["--output", "json", "ls", "--no-status"], bob, env=bob_env)
+    (mine,) = json.loads(cached.stdout)["jobs"]
+    assert (mine["job_id"], mine["layout"], mine["spec"], mine["expected_cost_usd"]) == \
+        (job, "1x g5.xlarge", SPEC, record["option"]["expected_cost_usd"])
     assert "alice" in run_cli(["ls", "--all"], bob, env=bob_env).stdout  # the table names who launched it
 
     watched = run_cli(["--output", "json", "watch", job, "--once"], bob, env=bob_env)
@@ -67,6 +72,10 @@ def test_a_second_home_lists_watches_stops_and_takes_down_the_first_homes_job(sa
 
     stopped = run_cli(["stop", job, "--grace-seconds", "0"], bob, env=bob_env)
     assert stopped.returncode == 0, stopped.stderr
+    record = json.loads(sandbox.client("s3", region).get_object(Bucket=f"trainctl-123456789012-{region}",
+                                                                Key=f"{job}/job.json")["Body"].read())
+    assert record["status"] == "Stopping" and record["status_by"] == bob_arn
+    assert record["launched_by"] == alice_arn
     down = run_cli(["--output", "json", "down", job], bob, env=bob_env)
     assert down.returncode == 0, down.stderr
     assert json.loads(down.stdout)["removed"]

@@ -188,6 +188,9 @@ def stop(
         doc = get_backend(ref.platform).stop(job, ref.region, grace_seconds, say)
         if ref.record:
             store.add_event(job, "stop", "requested by the user")
+            from trainctl.usecases.shared_jobs import stop_requested
+
+            stop_requested(ref.record, say)  # the account's record names who asked
     if OPTS.output == "json":
         render.print_json(doc)
     say(f"stopping {job}; `trainctl watch {job}` follows it to the end")

@@ -72,6 +72,12 @@ def _update(job_id: str, account: str | None, region: str, change, say: Callable
         say(f"{job_id}: its record in the account's bucket was not updated ({aws.error_summary(e)})")
 
 
+def stop_requested(record: JobRecord | None, say: Callable[[str], None]) -> None:
+    """`stop`: the record says who asked ("Stopping", by this ARN) until the job's end replaces it."""
+    if record is not None and record.region:
+        _update(record.job_id, record.account, record.region, lambda d: {"status": "Stopping"}, say)
+
+
 def from_account(store: JobStore, job_id: str, region: str) -> JobRecord | None:
     """The job's record from the account's bucket in `region`, else in the account's other trainctl buckets
     (unless --region named the one to look in), cached in the store; None when the account holds none (or no
@@ -122,7 +128,7 @@ def finished(record: JobRecord | None, view, samples_per_s: float | None, say: C
     """A job followed to its end: its status (and measured throughput) into the account's records."""
     from trainctl.backends import job_records
 
-    if record is None or not record.account:
+    if record is None or not record.account or record.status == view.status:  # (already in the record)
         return
     region = record.region or view.region
     measured = samples_per_s if view.status == "Completed" and view.instance_type else None
