@@ -151,3 +151,20 @@ def test_a_plan_and_calibration_on_a_second_home_use_the_accounts_measurements(s
     third = run_cli(["--output", "json", "--region", region, "plan", SPEC, "--platform", "ec2", "--layout",
                      "g5.xlarge:1:spot"], second, env=sandbox_env.env)
     assert json.loads(third.stdout)["options"][0]["throughput_source"] == "model"
+
+
+def test_the_viewer_role_only_reads_what_the_read_commands_call(tmp_path):
+    from trainctl import iam
+    from trainctl.iam.viewer import VIEWER_OPERATIONS, reads, viewer_policy
+
+    doc = json.loads(run_cli(["-o", "json", "iam-policy", "--role", "viewer"], tmp_path).stdout)
+    assert doc["role"] == "viewer" and doc["policy"] == viewer_policy()
+    actions = iam.granted_actions(doc["policy"])
+    assert actions and all(reads(a) for a in actions), sorted(a for a in actions if not reads(a))
+    assert {"tag:GetResources", "s3:GetObject", "s3:ListBucket", "sagemaker:DescribeTrainingJob",
+            "logs:FilterLogEvents"} <= actions
+    assert not any(a.split(":")[1].startswith(("Stop", "Terminate", "Delete", "Put", "Create", "Run"))
+                   for a in actions)
+    assert set(VIEWER_OPERATIONS) <= {c.operation for c in iam.CALLS}  # each one a call the table knows
+    s3 = [st for st in doc["policy"]["Statement"] if any(a.startswith("s3:") for a in st["Action"])]
+    assert s3 and all(st["Condition"] == iam.SAME_ACCOUNT for st in s3)
