@@ -75,8 +75,9 @@ def locate(store: JobStore, job_id: str, platform: str | None = None) -> JobRef:
         return JobRef(job_id, record.platform, record.region or region, None if broken else record)
     if platform is None:
         where = f"the endpoint {store.endpoint}" if store.endpoint else "AWS"
-        raise UsageError(f"{job_id}: no job of that id in trainctl's records for {where} (region asked: {region}); "
-                         "`trainctl ls` lists the jobs trainctl launched, or name a job launched otherwise with "
+        raise UsageError(f"{job_id}: no job of that id in trainctl's records for {where}, here or in the account's "
+                         f"job bucket (region asked: {region}); "
+                         "`trainctl ls --all` lists the account's jobs, or name a job launched otherwise with "
                          "--platform sagemaker|ec2 and --region")
     if platform not in ("sagemaker", "ec2"):
         raise UsageError(f"--platform {platform!r}: use sagemaker or ec2")
