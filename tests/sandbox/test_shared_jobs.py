@@ -47,6 +47,11 @@ def test_a_second_home_lists_watches_stops_and_takes_down_the_first_homes_job(sa
     assert record["option"]["instance_type"] == "g5.xlarge" and record["platform_ids"]
     assert len(record["spec_sha256"]) == 64 and "vit" in record["spec_text"]
 
+    # the Tagging API answers for the job's resources (botocore speaks its CBOR protocol to the sandbox)
+    tagged = sandbox.client("resourcegroupstaggingapi", region).get_resources(
+        TagFilters=[{"Key": "trainctl:job", "Values": [job]}], ResourceTypeFilters=["ec2:instance"])
+    assert [r["ResourceARN"].split(":")[2] for r in tagged["ResourceTagMappingList"]] == ["ec2"]
+
     before = _calls(sandbox)
     listed = run_cli(["--output", "json", "ls", "--all"], bob, env=bob_env)
     assert listed.returncode == 0, listed.stderr
