@@ -173,3 +173,17 @@ def test_the_viewer_role_only_reads_what_the_read_commands_call(tmp_path):
     assert set(VIEWER_OPERATIONS) <= {c.operation for c in iam.CALLS}  # each one a call the table knows
     s3 = [st for st in doc["policy"]["Statement"] if any(a.startswith("s3:") for a in st["Action"])]
     assert s3 and all(st["Condition"] == iam.SAME_ACCOUNT for st in s3)
+
+
+def test_a_launch_that_fails_after_its_record_was_written_leaves_the_outcome_in_the_record(sandbox, tmp_path):
+    sandbox.admin.action("set_fleet_error", code="UnauthorizedOperation")
+    proc = run_cli(LAUNCH, tmp_path / "home", env=sandbox.env)
+    assert proc.returncode not in (0, 4) and "UnauthorizedOperation" in proc.stderr.strip().splitlines()[-1]
+    records = []
+    for region in ("us-east-1", "us-west-2"):
+        s3, bucket = sandbox.client("s3", region), f"trainctl-123456789012-{region}"
+        if bucket in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+            keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+            records += [json.loads(s3.get_object(Bucket=bucket, Key=k)["Body"].read()) for k in keys
+                        if k.endswith("/job.json")]
+    assert [r["status"] for r in records] == ["SubmitFailed"]

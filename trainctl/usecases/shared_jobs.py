@@ -72,6 +72,11 @@ def _update(job_id: str, account: str | None, region: str, change, say: Callable
         say(f"{job_id}: its record in the account's bucket was not updated ({aws.error_summary(e)})")
 
 
+def set_status(job_id: str, account: str, region: str, status: str, say: Callable[[str], None]) -> None:
+    """Best effort: the record (if the account holds one) takes `status` and the caller's ARN."""
+    _update(job_id, account, region, lambda d: {"status": status}, say)
+
+
 def stop_requested(record: JobRecord | None, say: Callable[[str], None]) -> None:
     """`stop`: the record says who asked ("Stopping", by this ARN) until the job's end replaces it."""
     if record is not None and record.region:
