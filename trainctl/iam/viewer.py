@@ -1,7 +1,7 @@
 """The `viewer` role: read-only access to the account's trainctl jobs, for a colleague who should see them but
 not launch, stop or take them down (`trainctl iam-policy --role viewer`).
 
-It is the CLI policy (calls.py) cut down to the calls that `ls --all`, `watch`, `logs` and `calibration` make,
+It is the CLI policy (calls.py) cut down to the calls that `ls --all`, `watch`, `logs`, `cost` and `calibration` make,
 and of those only the actions that read (Describe, Get, List; S3 GetObject and ListBucket on trainctl's
 buckets of the same account). A viewer's `watch` of a job that ended still shows it; writing its outcome to
 the account's records is refused (AccessDenied), and `watch` says so in one line.
@@ -19,6 +19,7 @@ VIEWER_OPERATIONS = (
     "ec2:DescribeInstances", "ec2:DescribeFleets", "ec2:DescribeLaunchTemplates",
     "ec2:DescribeLaunchTemplateVersions", "ec2:DescribeSpotPriceHistory",
     "logs:DescribeLogStreams", "logs:FilterLogEvents",
+    "ce:GetCostAndUsage",  # `cost`: the billed dollars by the trainctl:job tag
 )
 READ_VERBS = ("Describe", "Get", "List", "Filter")
 
