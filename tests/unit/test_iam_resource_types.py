@@ -29,7 +29,7 @@ DOCUMENTS = {
     "boundary": boundary_policy(),
     # with the job's own data: channels (its bucket and prefix) and the boundary naming the data bucket
     "cli-all-data": iam.cli_policy("all", data_buckets=("my-datasets",)),
-    "ec2-node-data": node_policy("job-1", BUCKET, REGION, ACCOUNT, code_key("a" * 64), SECRETS,
+    "ec2-node-data": node_policy("job-1", BUCKET, REGION, ACCOUNT, code_key("a" * 64), SECRETS, data=
                                  (("my-datasets", "imagenet/train/"), ("other-data", ""))),
     "sagemaker-execution-data": execution_policy("job-1", BUCKET, REGION, ACCOUNT, code_key("a" * 64), IMAGE, SECRETS,
                                                  in_vpc=True, data=(("my-datasets", "imagenet/train/"),)),
