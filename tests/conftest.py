@@ -13,3 +13,15 @@ settings.register_profile("ci", derandomize=True, database=None, print_blob=True
 settings.register_profile("wide", derandomize=False, database=None, print_blob=True)
 settings.load_profile("wide" if os.environ.get("TRAINCTL_FUZZ") == "wide" else "ci")
 
+
+
+import pytest  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items):
+    """`make test` runs two workers (`-n 2 --dist loadgroup`): the tests that train (tests/slow/, or marked slow)
+    run one after another on one worker, since two trainings at once on a 2-core machine only slow each other,
+    while the other worker takes the tests that mostly wait on the sandbox."""
+    for item in items:
+        if "tests/slow/" in item.nodeid or item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.xdist_group("training"))
