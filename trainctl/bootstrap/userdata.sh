@@ -4,8 +4,9 @@
 # TRAINCTL_ROOT, TRAINCTL_PYTHON and TRAINCTL_IMDS_ENDPOINT may be set in the environment (tests do).
 set -euo pipefail
 # A node that cannot do its work must not bill silently: if this script fails before the agent runs
-# (no Python, no boto3 and no network to install it, no agent from S3), or the agent dies without its own shutdown, the
-# node shuts down (the launch template makes that a termination). TRAINCTL_NO_SHUTDOWN=1 keeps it (tests).
+# (no Python, no boto3 and no network to install it, no agent from S3), or the agent dies without its own
+# shutdown, the node shuts down (the launch template makes that a termination). TRAINCTL_NO_SHUTDOWN=1 keeps
+# it (tests).
 finish() {
   rc=$?
   if [ "$rc" != 0 ] && [ -z "${TRAINCTL_NO_SHUTDOWN:-}" ]; then
