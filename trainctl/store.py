@@ -20,6 +20,7 @@ from pathlib import Path
 
 from trainctl.errors import TrainctlError
 from trainctl.plans import Option
+from trainctl.store_measurements import Measurement, MeasurementsTable  # noqa: F401 (re-exported)
 
 SCHEMA_VERSION = 2
 AWS_ITSELF = ""  # the endpoint key of AWS's own (default) endpoints
@@ -98,20 +99,7 @@ class JobRecord:
     updated_at: float
 
 
-@dataclass(frozen=True)
-class Measurement:
-    model: str
-    batch_size: int
-    instance_type: str
-    count: int
-    samples_per_s: float
-    job_id: str
-    endpoint: str | None
-    account: str
-    measured_at: float
-
-
-class JobStore:
+class JobStore(MeasurementsTable):
     """The state database of one command, for one endpoint. Use as a context manager, or call close()."""
 
     def __init__(self, path: Path | None = None, endpoint: str | None = None):
@@ -199,14 +187,15 @@ class JobStore:
     # ------------------------------------------------------------------ jobs
     def record_job(self, *, job_id: str, account: str, platform: str, region: str | None, spec_path: str,
                    spec_name: str, model: str, batch_size: int, option: Option, plan_json: str | None,
-                   status: str, failover_from: str | None = None) -> None:
+                   status: str, failover_from: str | None = None, created_at: float | None = None) -> None:
+        """`created_at`: when the job was launched, for a record read back from the account (default: now)."""
         now = time.time()
         with self._connection() as conn:
             conn.execute("INSERT OR REPLACE INTO jobs (endpoint, job_id, account, platform, region, spec_path, "
                          "spec_name, model, batch_size, option_json, failover_from, plan_json, status, created_at, "
                          "updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                          (self.endpoint, job_id, account, platform, region, spec_path, spec_name, model, batch_size,
-                          option.model_dump_json(), failover_from, plan_json, status, now, now))
+                          option.model_dump_json(), failover_from, plan_json, status, created_at or now, now))
 
     def job(self, job_id: str) -> JobRecord | None:
         """The job of this endpoint with this id (or one recorded before endpoints were kept), or None."""
@@ -246,52 +235,14 @@ class JobStore:
                             "AND (? IS NULL OR kind=?) ORDER BY id", (job_id, self.endpoint, kind, kind))
         return [(r["kind"], r["detail"]) for r in rows]
 
-    # ------------------------------------------------------------------ measured throughput
-    def record_measured(self, *, model: str, batch_size: int, instance_type: str, count: int,
-                        samples_per_s: float, job_id: str, account: str = "") -> None:
-        if not 0 < samples_per_s < float("inf"):
-            raise ValueError(f"{job_id}: {samples_per_s!r} samples/s is not a measurement")
-        with self._connection() as conn:
-            conn.execute("INSERT OR REPLACE INTO measured_throughput (endpoint, account, model, batch_size, "
-                         "instance_type, count, samples_per_s, job_id, measured_at) VALUES (?,?,?,?,?,?,?,?,?)",
-                         (self.endpoint, account, model, batch_size, instance_type, count, samples_per_s, job_id,
-                          time.time()))
-
-    def measurements(self, model: str, batch_size: int, *, include_unknown_origin: bool = False
-                     ) -> list[Measurement]:
-        """This endpoint's measurements of a model at a batch size, oldest first. Measurements recorded before
-        trainctl kept the endpoint (v1) may come from the sandbox: they are left out of plans unless asked."""
+    def jobs_with_event(self, kind: str) -> set[str]:
+        """The ids of this endpoint's jobs that have an event of `kind`."""
         conn = self._reader()
         if conn is None:
-            return []
-        rows = conn.execute("SELECT * FROM measured_throughput WHERE model=? AND batch_size=? AND "
-                            "(endpoint=? OR (? AND endpoint IS NULL)) ORDER BY measured_at",
-                            (model, batch_size, self.endpoint, include_unknown_origin))
-        # a rate that is no measurement (infinite, zero: stored by an older trainctl) is left out of plans;
-        # `trainctl calibration --forget JOB` removes it
-        return [Measurement(r["model"], r["batch_size"], r["instance_type"], r["count"], r["samples_per_s"],
-                            r["job_id"], r["endpoint"], r["account"], r["measured_at"]) for r in rows
-                if isinstance(r["samples_per_s"], (int, float)) and 0 < r["samples_per_s"] < float("inf")]
-
-    def forget_measurements(self, job_id: str, event_kind: str) -> int:
-        """Delete the throughput measured by a job (and its `event_kind` events); how many measurements went."""
-        if self._reader() is None:
-            return 0
-        with self._connection() as conn:
-            gone = conn.execute("DELETE FROM measured_throughput WHERE job_id=? AND (endpoint=? OR endpoint IS NULL)",
-                                (job_id, self.endpoint)).rowcount
-            gone += conn.execute("DELETE FROM events WHERE job_id=? AND kind=? AND (endpoint=? OR endpoint IS NULL)",
-                                 (job_id, event_kind, self.endpoint)).rowcount
-        return gone
-
-    def measured_rates(self, model: str, batch_size: int):
-        """(model, batch, instance type) -> the newest MeasuredRate per instance type, for the planner.
-        Throughput is a property of the hardware, not of the account, so any account of this endpoint counts."""
-        from trainctl.planner import MeasuredRate
-
-        return {(m.model, m.batch_size, m.instance_type): MeasuredRate(m.samples_per_s, m.count, m.job_id)
-                for m in self.measurements(model, batch_size)}
-
+            return set()
+        rows = conn.execute("SELECT DISTINCT job_id FROM events WHERE kind=? AND (endpoint=? OR endpoint IS NULL)",
+                            (kind, self.endpoint))
+        return {r[0] for r in rows}
 
 class BrokenStore(TrainctlError):
     """The state database cannot be read at all: named, with the way out."""

@@ -211,7 +211,7 @@ def test_iam_policy_warns_over_the_limit_and_split_prints_documents_that_fit(tmp
 # ---------------------------------------------------------------- the job's own data bucket
 def test_a_data_bucket_is_readable_only_when_the_boundary_names_it():
     data = (("company-data", "imagenet/train/"),)
-    node = [node_policy("job-1", BUCKET, "us-east-1", ME, code_key(SHA), (), data)]
+    node = [node_policy("job-1", BUCKET, "us-east-1", ME, code_key(SHA), (), data=data)]
     execution = [execution_policy("job-1", BUCKET, "us-east-1", ME, code_key(SHA), IMAGE, (), True, data)]
     listing = {"s3:prefix": "imagenet/train/"}
     named = boundary_policy(("company-data",))

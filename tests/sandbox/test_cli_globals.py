@@ -90,7 +90,7 @@ def test_a_job_trainctl_does_not_know_gets_one_answer_from_watch_logs_stop_and_d
     assert len(set(lines.values())) == 1, lines
     line = lines["watch"]
     assert line.startswith("trainctl: error: vit-base-g5-20261123-020000-ab12: no job of that id")
-    assert "(region asked: us-west-2)" in line and "`trainctl ls`" in line and "--platform" in line
+    assert "(region asked: us-west-2)" in line and "`trainctl ls --all`" in line and "--platform" in line
     assert not (tmp_path / "state.db").exists()  # asking created no state
 
 

@@ -81,7 +81,9 @@ def test_policy_matches_the_calls_of_every_command(sandbox, tmp_path, recorder, 
     cli("launch", SPEC, "--dry-run")
     sandbox.client("s3").delete_bucket(Bucket=ACCOUNT_BUCKET)  # the first launch of an account creates it
     topic = sandbox.client("sns").create_topic(Name="trainctl-news")["TopicArn"]
-    job = json.loads(cli("-o", "json", "launch", SPEC, "--yes", "--layout", "g5.xlarge:1:on-demand",
+    long_spec = tmp_path / "long-vit.yaml"  # still running when `stop` comes, however slow this machine is
+    long_spec.write_text(Path(SPEC).read_text().replace("samples: 192", "samples: 192000000"))
+    job = json.loads(cli("-o", "json", "launch", str(long_spec), "--yes", "--layout", "g5.xlarge:1:on-demand",
                          "--notify", topic))["job_id"]
     cli("watch", job, "--once", ok=(0, 1, 3, 4))  # publishes the job's state to the topic
     cli("cost", job)
@@ -153,7 +155,7 @@ def test_policy_documents_are_least_privilege():
         if "iam:PassRole" in acts:
             assert "iam:PassedToService" in json.dumps(st["Condition"])
             assert all(r.endswith((":role/trainctl-sagemaker-execution", ":role/trainctl/*")) for r in resources)
-        if any(a.startswith("s3:") for a in acts):
+        if any(a.startswith("s3:") and a != "s3:ListAllMyBuckets" for a in acts):  # it takes no resource
             assert all(r.startswith("arn:aws:s3:::trainctl-") for r in resources), st
         if any(a.startswith("iam:") and a != "iam:PassRole" and not a.startswith("iam:List") for a in acts):
             assert all(":role/trainctl" in r or ":instance-profile/trainctl/" in r

@@ -78,7 +78,8 @@ def _racing_launches(sb, first_home: Path, second_home: Path) -> tuple[subproces
     """The first launch is held inside CreateFleet (sandbox latency) when the second one starts: the second
     one's duplicate check runs while the first job is on its way but not yet visible on AWS."""
     before = _count(sb, "CreateFleet")
-    sb.admin.set_latency("CreateFleet", 15_000)  # the second launch runs its checks while the first waits here
+    # the first launch is held in CreateFleet until the second has run its checks (set_latency 0 releases it)
+    sb.admin.set_latency("CreateFleet", 600_000)
     first = subprocess.Popen([sys.executable, "-m", "trainctl.cli", *LAUNCH], cwd=ROOT,
                              env=clean_env(first_home, sb.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
@@ -87,6 +88,7 @@ def _racing_launches(sb, first_home: Path, second_home: Path) -> tuple[subproces
             assert first.poll() is None, first.communicate()
             time.sleep(0.02)
         second = run_cli(LAUNCH, second_home, env=sb.env)
+        sb.admin.set_latency("CreateFleet", 0)
         out = first.communicate(timeout=120)
     finally:
         if first.poll() is None:

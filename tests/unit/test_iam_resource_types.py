@@ -10,6 +10,7 @@ from trainctl import iam
 from trainctl.iam.boundary import boundary_policy
 from trainctl.iam.execution_role import execution_policy
 from trainctl.iam.node_role import node_policy
+from trainctl.iam.viewer import viewer_policy
 from trainctl.naming.bucket import agent_key, code_key
 
 ACCOUNT, REGION, BUCKET = "123456789012", "us-east-1", "trainctl-123456789012-us-east-1"
@@ -34,6 +35,7 @@ DOCUMENTS = {
     "sagemaker-execution-data": execution_policy("job-1", BUCKET, REGION, ACCOUNT, code_key("a" * 64), IMAGE, SECRETS,
                                                  in_vpc=True, data=(("my-datasets", "imagenet/train/"),)),
     "boundary-data": boundary_policy(("my-datasets",)),
+    "viewer": viewer_policy(),
 }
 
 

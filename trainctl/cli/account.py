@@ -44,8 +44,9 @@ def doctor(
 @app.command("iam-policy")
 def iam_policy(
     platform: str = typer.Option("all", "--platform", help="sagemaker, ec2 or all: the calls of which backends."),
-    role: str = typer.Option("cli", "--role", help="cli (whoever runs trainctl), sagemaker-execution (a "
-                                                   "SageMaker job's own role), ec2-node (an EC2 job's nodes' role) or "
+    role: str = typer.Option("cli", "--role", help="cli (whoever runs trainctl), viewer (read-only: the account's "
+                                                   "jobs), sagemaker-execution (a SageMaker job's own role), "
+                                                   "ec2-node (an EC2 job's nodes' role) or "
                                                    "boundary (the most any of those may do)."),
     execution_role: str = typer.Option("trainctl-sagemaker-execution", "--execution-role",
                                        help="A role of yours the cli policy may pass to SageMaker "

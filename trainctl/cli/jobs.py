@@ -106,15 +106,14 @@ def logs(
 def list_jobs(
     limit: int = typer.Option(20, "--limit", min=1, help="Newest N jobs."),
     no_status: bool = typer.Option(False, "--no-status", help="Do not ask AWS for live status."),
-    all_on_aws: bool = typer.Option(False, "--all", help="Also the running jobs AWS holds under trainctl's tag "
-                                                         "in the region that these records lack (from AWS alone)."),
+    all_on_aws: bool = typer.Option(False, "--all", help="The account's trainctl jobs in the region, whoever "
+                                                         "launched them (from AWS: tags and the job records)."),
 ) -> None:
     """List the jobs launched here, with their live status."""
     from trainctl import render
     from trainctl.render.watch import jobs_table
     from trainctl.store import BrokenStore
     from trainctl.usecases.job_list import list_jobs as list_jobs_of
-    from trainctl.usecases.job_list import on_aws
 
     notes: list[str] = []
     with _store() as store:
@@ -125,12 +124,13 @@ def list_jobs(
                 raise
             notes.append(str(e))
             out = []
-    if all_on_aws:
-        from trainctl.aws import clients as aws
+        if all_on_aws:
+            from trainctl.usecases.account_jobs import list_account_jobs
 
-        found, aws_notes = on_aws(aws.default_region(), {j["job_id"] for j in out})
-        out += found
-        notes += aws_notes
+            found, aws_notes = list_account_jobs(store, limit)
+            listed = {j["job_id"] for j in found}
+            out = found + [j for j in out if j["job_id"] not in listed]
+            notes += aws_notes
     from trainctl.render.watch import say
 
     for note in notes:  # on stderr in both modes; the JSON document carries them too
@@ -197,6 +197,9 @@ def stop(
         doc = get_backend(ref.platform).stop(job, ref.region, grace_seconds, say)
         if ref.record:
             store.add_event(job, "stop", "requested by the user")
+            from trainctl.usecases.shared_jobs import stop_requested
+
+            stop_requested(ref.record, say)  # the account's record names who asked
     if OPTS.output == "json":
         render.print_json(doc)
     say(f"stopping {job}; `trainctl watch {job}` follows it to the end")

@@ -133,6 +133,9 @@ CALLS: tuple[Call, ...] = (
                                                   resources=("arn:aws:sagemaker:*:*:training-job/*",)),)),
     Call("sagemaker:ListTrainingJobs", SM, (_g("sagemaker:ListTrainingJobs", why="`ls --all`: a list call has no "
                                                                             "resource to scope it to"),)),
+    # `ls --all`: the account's resources tagged trainctl:job (both platforms)
+    Call("resourcegroupstaggingapi:GetResources", BOTH, (_g("tag:GetResources",
+                                                            why="the Tagging API's reads have no resources"),)),
     Call("sagemaker:ListTags", SM, (_g("sagemaker:ListTags", resources=("arn:aws:sagemaker:*:*:training-job/*",)),)),
     Call("sagemaker:StopTrainingJob", SM, (_g("sagemaker:StopTrainingJob",
                                               resources=("arn:aws:sagemaker:*:*:training-job/*",),
@@ -192,6 +195,10 @@ CALLS: tuple[Call, ...] = (
                                              condition=TAGGED_RESOURCE),)),
     Call("ec2:DeletePlacementGroup", E2, (_g("ec2:DeletePlacementGroup", resources=(f"{EC2}:placement-group/*",),
                                              condition=TAGGED_RESOURCE),)),
+    # `ls --all` and a job this machine did not launch: the regions of the account's trainctl buckets
+    # (ListAllMyBuckets takes no resource: "*", limited to the caller's own account by s3:ResourceAccount)
+    Call("s3:ListBuckets", BOTH, (_g("s3:ListAllMyBuckets", condition=SAME_ACCOUNT,
+                                     why="trainctl asks for its own buckets (Prefix trainctl-ACCOUNT-) only"),)),
     Call("s3:GetObject", BOTH, (_g("s3:GetObject", **ON_OBJECTS),)),  # EC2's markers; `fetch` on both
     Call("s3:ListObjectsV2", BOTH, (_g("s3:ListBucket", **ON_BUCKET),)),
     # Creating a role or writing its policy requires trainctl's permissions boundary on it: without it,
@@ -238,15 +245,23 @@ def _fill(value, execution_role: str, data_buckets: tuple[str, ...] = ()):
 def cli_policy(platform: str = "all", execution_role: str = EXECUTION_ROLE, data_buckets: tuple[str, ...] = ()) -> dict:
     """The policy for the person or CI role that runs trainctl: statements grouped by (resources, condition).
     `data_buckets`: the buckets of the jobs' data: channels, which the launch checks before billing."""
+    grants = [grant for call in calls_for(platform) for grant in call.grants]
+    statements = allow_statements(grants, execution_role, data_buckets)
+    statements += cli_denies()  # both platforms create roles: keep their boundary in place
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def allow_statements(grants: list[Grant], execution_role: str = EXECUTION_ROLE,
+                     data_buckets: tuple[str, ...] = ()) -> list[dict]:
+    """Allow statements for `grants`, one per (resources, condition), in a stable order."""
     groups: dict[str, dict] = {}
-    for call in calls_for(platform):
-        for grant in call.grants:
-            resources = sorted(set(_fill(grant.resources, execution_role, data_buckets)))
-            if not resources:
-                continue
-            key = json.dumps([resources, grant.condition], sort_keys=True)
-            st = groups.setdefault(key, {"actions": set(), "resources": resources, "condition": grant.condition})
-            st["actions"].update(grant.actions)
+    for grant in grants:
+        resources = sorted(set(_fill(grant.resources, execution_role, data_buckets)))
+        if not resources:
+            continue
+        key = json.dumps([resources, grant.condition], sort_keys=True)
+        st = groups.setdefault(key, {"actions": set(), "resources": resources, "condition": grant.condition})
+        st["actions"].update(grant.actions)
     statements = []
     for i, (_, g) in enumerate(sorted(groups.items(), key=lambda kv: (kv[1]["resources"] != ["*"], kv[0])), 1):
         st = {"Sid": f"Trainctl{i}", "Effect": "Allow", "Action": sorted(g["actions"]),
@@ -254,8 +269,7 @@ def cli_policy(platform: str = "all", execution_role: str = EXECUTION_ROLE, data
         if g["condition"]:
             st["Condition"] = g["condition"]
         statements.append(st)
-    statements += cli_denies()  # both platforms create roles: keep their boundary in place
-    return {"Version": "2012-10-17", "Statement": statements}
+    return statements
 
 
 def granted_actions(policy: dict) -> set[str]:

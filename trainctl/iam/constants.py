@@ -7,7 +7,7 @@ BUCKET = "trainctl-*"            # the job bucket: trainctl-ACCOUNT-REGION
 EXECUTION_ROLE = "trainctl-sagemaker-execution"
 NODE_PATH = "/trainctl/"         # the EC2 backend's per-job roles and instance profiles live under this path
 PLATFORMS = ("sagemaker", "ec2")
-ROLES = ("cli", "sagemaker-execution", "ec2-node", "boundary")
+ROLES = ("cli", "viewer", "sagemaker-execution", "ec2-node", "boundary")
 
 # Conditions, by name (kept as data so statements with the same scoping merge)
 TAGGED_REQUEST = {"Null": {f"aws:RequestTag/{JOB_TAG}": "false"}}     # creating: must carry the job tag

@@ -47,6 +47,11 @@ def documents(platform: str = "all", role: str = "cli", execution_role: str = EX
         raise UsageError(f"--platform {platform!r}: use sagemaker, ec2 or all")
     if role == "cli":
         return {"role": role, "platform": platform, "policy": cli_policy(platform, execution_role, data_buckets)}
+    if role == "viewer":
+        from trainctl.iam.viewer import viewer_policy
+
+        return {"role": role, "note": "read-only: `ls --all`, `watch`, `logs` and `calibration` on any job of the "
+                                      "account; no launch, stop or down (docs/security.md)", "policy": viewer_policy()}
     if role == "sagemaker-execution":
         return {"role": role, "note": "created per job by `trainctl launch` (SageMaker) under /trainctl/ with the "
                                       "permissions boundary, removed by `trainctl down`; with --role NAME, that role "

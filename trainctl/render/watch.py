@@ -133,9 +133,11 @@ _JOB_COLUMNS = (
     Column("layout", lambda j: j["layout"]),
     Column("market", lambda j: j["market"] or "-"),
     Column("expected $", lambda j: _money(j["expected_cost_usd"]), "right"),
+    Column("$ so far", lambda j: _money(j.get("cost_usd")), "right"),
+    Column("by", lambda j: (j.get("launched_by") or "-").rsplit("/", 1)[-1]),
     Column("platform", lambda j: j["platform"]),
     Column("region", lambda j: j["region"] or "-"),
-    Column("launched", lambda j: time.strftime("%Y-%m-%d %H:%M", time.localtime(j["created_at"]))),
+    Column("launched", lambda j: time.strftime("%Y-%m-%d %H:%M", time.localtime(j["created_at"])) if j["created_at"] else "-"),
 )
 
 

@@ -68,6 +68,10 @@ def _measured(store: JobStore, record: JobRecord) -> float | None:
 def forget(store: JobStore, job_id: str) -> str:
     """`trainctl calibration --forget JOB`: the job's measured throughput leaves later plans and this report."""
     gone = store.forget_measurements(job_id, EVENT)
+    if gone:  # the account's copy stays (others may use it); this machine no longer reads it back
+        from trainctl.usecases.shared_jobs import FORGOTTEN
+
+        store.add_event(job_id, FORGOTTEN, "calibration --forget")
     if not gone:
         return f"{job_id}: no measured throughput recorded for it (`trainctl calibration` lists the jobs)"
     return f"{job_id}: its measured throughput is forgotten; later plans no longer use it"
@@ -98,11 +102,15 @@ def summarise(rows: list[dict]) -> dict:
 def report(store: JobStore, account: str | None = None) -> dict:
     """The `trainctl calibration --output json` document: every completed job and bench job of this endpoint (of one
     account when asked), oldest first, and the summary."""
+    from trainctl.usecases.shared_jobs import sync_account
+
+    warnings = sync_account(store)  # the account's completed jobs, measured from any machine
     records = [r for r in reversed(store.jobs(MAX_JOBS))
                if (r.status == COMPLETED or _benched(store, r)) and (account is None or r.account == account)]
     rows = [{**comparison(r, _measured(store, r)), "measured_by": "bench" if _benched(store, r) else "job"}
             for r in records]
-    return {"endpoint": store.endpoint or "aws", "account": account, "jobs": rows, "summary": summarise(rows)}
+    return {"endpoint": store.endpoint or "aws", "account": account, "jobs": rows, "summary": summarise(rows),
+            "warnings": warnings}
 
 
 def summary_line(doc: dict) -> str:

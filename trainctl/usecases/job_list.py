@@ -67,7 +67,7 @@ def _listed(job: JobRecord) -> dict:
             "layout": f"{o.count}x {o.instance_type}" if o else "-", "market": o.market if o else None,
             "status": job.status or "-", "secondary_status": None, "recorded_status": job.status,
             "expected_cost_usd": o.expected_cost_usd if o else None, "created_at": job.created_at,
-            "spec": job.spec_path, "failover_from": job.failover_from}
+            "spec": job.spec_path, "failover_from": job.failover_from, "cost_usd": None, "launched_by": None}
 
 
 # Recorded outcomes of launches that started nothing: AWS has nothing to say about them.
@@ -91,7 +91,18 @@ def _live_status(job: JobRecord, account: str | None) -> dict:
         from trainctl.aws.clients import error_summary
 
         return {"status": f"unknown ({error_summary(e)})"}
-    return {"status": v.status, "secondary_status": v.secondary_status, "from_aws": True}
+    return {"status": v.status, "secondary_status": v.secondary_status, "from_aws": True,
+            "cost_usd": _cost_so_far(v, job)}
+
+
+def _cost_so_far(view, job: JobRecord) -> float | None:
+    """The running figure `watch` shows (billable seconds or instance lifetimes times the price)."""
+    from trainctl.usecases.watch import Progress, summary
+
+    try:
+        return summary(view, Progress(), job)["cost_usd"]
+    except Exception:  # noqa: BLE001 - a figure that cannot be made is left out, the status still shows
+        return None
 
 
 def on_aws(region: str, known: set[str]) -> tuple[list[dict], list[str]]:
@@ -129,4 +140,4 @@ def _aws_row(job: str, platform: str, region: str, status: str, instance_type: s
     return {"job_id": job, "platform": platform, "region": region, "account": None,
             "layout": instance_type or "-", "market": None, "status": status, "secondary_status": None,
             "recorded_status": "(not in this machine's records)", "expected_cost_usd": None, "created_at": None,
-            "spec": None, "failover_from": None}
+            "spec": None, "failover_from": None, "cost_usd": None, "launched_by": None}

@@ -12,6 +12,7 @@ from typing import Any, Callable
 from pydantic import BaseModel
 
 from trainctl.backends.calls import SubmitTrace
+from trainctl.usecases import shared_jobs
 from trainctl.usecases.launch_outcomes import interrupted, record_submitted, submit_failed
 from trainctl.usecases.notify import remember as remember_notify
 from trainctl.errors import TrainctlError, UsageError
@@ -321,7 +322,10 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
     remember_notify(store, job_id, run.args.platform_options.get("notify"), run.spec.constraints.budget_usd)
     attempt = Attempt(job_id=job_id, rank=option.rank, layout=option.layout, region=request.region,
                       outcome="submitted")
-    trace = SubmitTrace(before_start=None if run.args.allow_duplicate else lambda: _claim_marker(run, request))
+    # right before the job starts: the spec's launch marker, then the job's record in the account (shared_jobs)
+    claim = (lambda: None) if run.args.allow_duplicate else (lambda: _claim_marker(run, request))
+    record = shared_jobs.at_launch(run.spec, run.args.spec_path, request, option, previous, run.account, say)
+    trace = SubmitTrace(before_start=lambda: (claim(), record()))
     try:
         outputs = backend.submit(request, progress=lambda m: say(f"  {m}"), trace=trace)
     except KeyboardInterrupt:
@@ -340,6 +344,7 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
     except Exception as e:  # noqa: BLE001 - recorded, resources removed by tag, then reported in one line
         submit_failed(store, backend, request, e, say, trace)
     record_submitted(store, request, outputs, say)
+    shared_jobs.submitted(request, outputs, run.account, say)
     say(f"submitted {job_id} ({option.describe()})")
     if not run.args.failover:
         return attempt, None

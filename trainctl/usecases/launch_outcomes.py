@@ -77,6 +77,20 @@ def submit_failed(store: JobStore, backend, request, e: Exception, say: Callable
     problem = _recorded(store, job_id, status, "submit-failed", error_summary(e))
     if problem:
         say(f"could not record the failed launch: {problem}")
+    _share_outcome(store, request, status, say)
     from trainctl.backends.ec2.spot_role import hint
 
     raise TrainctlError(f"launch of {job_id} failed: {error_summary(e)}{hint(e)}") from e
+
+
+def _share_outcome(store: JobStore, request, status: str, say: Callable[[str], None]) -> None:
+    """The job's record in the account (written right before the job-starting call, if the launch got that
+    far) takes the launch's outcome, so other machines do not read "Submitting" forever."""
+    from trainctl.usecases.shared_jobs import set_status
+
+    try:
+        record = store.job(request.job_id)
+    except Exception:  # noqa: BLE001 - no local record to say which account: the record keeps its status
+        return
+    if record is not None and record.account:
+        set_status(request.job_id, record.account, request.region, status, say)

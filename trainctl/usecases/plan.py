@@ -62,6 +62,7 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
                           spec_path=inputs.spec_path)
     quotes = gather_quotes(spec, catalog, request, inputs)
     request = with_data_facts(spec, request, quotes)
+    notes = account_measurements(store, quotes)
     measured = store.measured_rates(spec.model.name, spec.workload.batch_size_per_accelerator) if store else {}
     if measured:  # a bench's measurement says so, with its conditions (usecases/bench_record.py)
         from trainctl.usecases.bench_record import with_bench_origin
@@ -73,7 +74,18 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
 
         scored = with_fixed_scores(quotes, result.options, inputs.refresh)
         result = result if scored is quotes else plan(spec, catalog, scored, request, measured)
-    return spec, result
+    return spec, result.model_copy(update={"warnings": (*result.warnings, *notes)}) if notes else result
+
+
+def account_measurements(store, quotes: Quotes) -> list[str]:
+    """A live plan reads the account's measurements, not only this machine's, into the store (its warnings)."""
+    notes: list[str] = []
+    if store is not None and quotes.source == "live":
+        from trainctl.usecases.shared_jobs import sync_measurements
+
+        for region in quotes.regions:
+            notes += sync_measurements(store, region)
+    return notes
 
 
 def with_data_facts(spec: JobSpec, request: PlanRequest, quotes: Quotes) -> PlanRequest:

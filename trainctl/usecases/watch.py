@@ -15,6 +15,7 @@ from trainctl.usecases.calibration import record_comparison
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.plans import Option
 from trainctl.store import JobRecord, JobStore
+from trainctl.usecases.shared_jobs import finished, from_account
 from trainctl.usecases.transient import patiently
 
 METRIC = re.compile(r"trainctl step=(\d+) loss=(\S+) samples_per_s=([0-9.eE+-]+)")
@@ -59,19 +60,24 @@ def locate(store: JobStore, job_id: str, platform: str | None = None) -> JobRef:
     from trainctl.store import BrokenStore
 
     check_job_id(job_id)
+    broken = False
     try:
         record = store.job(job_id)
     except BrokenStore:
         if platform is None:
             raise
-        record = None  # the user named the platform: AWS alone answers
+        record, broken = None, True  # the user named the platform: AWS alone answers
     if record is not None:
         return JobRef(job_id, record.platform, record.region or aws.default_region(), record)
     region = aws.default_region()
+    record = from_account(store, job_id, region)  # launched elsewhere: its record in the account's bucket
+    if record is not None:  # (a broken store cannot keep it: the record then only says where the job runs)
+        return JobRef(job_id, record.platform, record.region or region, None if broken else record)
     if platform is None:
         where = f"the endpoint {store.endpoint}" if store.endpoint else "AWS"
-        raise UsageError(f"{job_id}: no job of that id in trainctl's records for {where} (region asked: {region}); "
-                         "`trainctl ls` lists the jobs trainctl launched, or name a job launched otherwise with "
+        raise UsageError(f"{job_id}: no job of that id in trainctl's records for {where}, here or in the account's "
+                         f"job bucket (region asked: {region}); "
+                         "`trainctl ls --all` lists the account's jobs, or name a job launched otherwise with "
                          "--platform sagemaker|ec2 and --region")
     if platform not in ("sagemaker", "ec2"):
         raise UsageError(f"--platform {platform!r}: use sagemaker or ec2")
@@ -219,14 +225,16 @@ def record_outcome(store: JobStore, view, progress: Progress, record: JobRecord 
     if record is None:
         return None
     store.set_status(view.job_id, view.status)
+    unshared: list[str] = []  # what could not be written to the account's records, said after the outcome
+    finished(record, view, progress.samples_per_s, say=unshared.append)
     if view.status == "Completed" and progress.samples_per_s and view.instance_type and record.model:
         store.record_measured(model=record.model, batch_size=int(record.batch_size or 0),
                               instance_type=view.instance_type, count=int(view.count or 1),
                               samples_per_s=progress.samples_per_s, job_id=view.job_id, account=record.account)
         record_comparison(store, record, progress.samples_per_s)  # `trainctl calibration` reads it back
-        return (f"measured {progress.samples_per_s:,.2f} samples/s on {view.count} x {view.instance_type}: "
-                f"later plans for {record.model} at batch {record.batch_size} use it")
-    return None
+        unshared.insert(0, f"measured {progress.samples_per_s:,.2f} samples/s on {view.count} x "
+                           f"{view.instance_type}: later plans for {record.model} at batch {record.batch_size} use it")
+    return "; ".join(unshared) or None
 
 
 def read_all(backend, job_id: str, region: str, say: Callable[[str], None] = lambda m: None,

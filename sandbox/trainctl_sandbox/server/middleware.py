@@ -130,11 +130,16 @@ class SandboxApp:
         return self.moto_app(environ, start_response)
 
     def _delay(self, call: AwsCall) -> None:
-        f = self.ctx.faults
-        with f.lock:
-            ms = sum(f.latency_ms.get(k, 0.0) for k in {call.operation, call.qualified, "*"})
-        if ms > 0:
-            time.sleep(ms / 1000.0)
+        """Hold the call for the operation's latency, as set now: lowering it (to 0) releases a call already held,
+        so a test can hold a call for as long as it needs, then let it go (no race with a fixed delay)."""
+        f, start = self.ctx.faults, time.monotonic()
+        while True:
+            with f.lock:
+                ms = sum(f.latency_ms.get(k, 0.0) for k in {call.operation, call.qualified, "*"})
+            left = start + ms / 1000.0 - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.05))
 
     def _admin(self, environ: dict, start_response: Callable, action: str) -> Iterable[bytes]:
         if environ.get("REQUEST_METHOD") != "POST":

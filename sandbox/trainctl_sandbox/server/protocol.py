@@ -17,7 +17,8 @@ from html import escape
 from urllib.parse import parse_qs
 
 # Signing name (from the credential scope) -> botocore service name, where they differ.
-_SERVICE_NAMES = {"servicequotas": "service-quotas", "monitoring": "cloudwatch", "states": "stepfunctions"}
+_SERVICE_NAMES = {"servicequotas": "service-quotas", "monitoring": "cloudwatch", "states": "stepfunctions",
+                  "tagging": "resourcegroupstaggingapi"}
 _SCOPE = re.compile(r"Credential=[^/]+/\d{8}/([^/]+)/([^/]+)/aws4_request")
 
 

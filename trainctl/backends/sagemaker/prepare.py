@@ -239,10 +239,20 @@ def _training_instance(option):
     return inst
 
 
-def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
-    from trainctl.backends.bucket_calls import job_bucket_calls
+def _image(opts, kind: str, region: str, accelerator: str, notes: list[str]) -> str:
+    """The training image: --image, SMP v2's own image, or trainctl's image table; with its support dates."""
     from trainctl.backends.sagemaker.images import smp_image, training_image
     from trainctl.catalog.images import support_today
+
+    image = opts.image or (smp_image(region) if kind == "smp" else training_image(region, accelerator))
+    notes.append(f"image {image}" + (" (--image)" if opts.image else " (SMP v2's own image)" if kind == "smp"
+                                     else f" (trainctl's {accelerator} image table)"))
+    notes.append(support_today(image))
+    return image
+
+
+def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
+    from trainctl.backends.bucket_calls import job_bucket_calls
 
     inst = _training_instance(option)
     region, job_id, opts = option.region, naming.training_job_name(settings.job_id), settings.options
@@ -264,17 +274,14 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     vpc_config = _network(client_for, job_id, option, opts, pip, calls, notes, tuple(spec.secrets.values()),
                           job_data.needs_vpc(spec.data))
     data_checks.refuse_bad_data(client_for, region, spec, opts, (vpc_config or {}).get("Subnets", ()), notes, PLATFORM)
-    image = opts.image or (smp_image(region) if kind == "smp" else training_image(region, inst.accelerator.kind))
-    notes.append(f"image {image}" + (" (--image)" if opts.image else " (SMP v2's own image)" if kind == "smp"
-                                     else f" (trainctl's {inst.accelerator.kind} image table)"))
-    notes.append(support_today(image))
+    image = _image(opts, kind, region, inst.accelerator.kind, notes)
     if not given_role:
         check_pullable(image, account)
         arn, role_calls = _job_role(client_for, job_id, region, account, bucket, source_uri, image, spec,
                                     bool(vpc_config), notes)
         calls += role_calls
-    stopping = {"MaxRuntimeInSeconds": max_runtime_s(option, opts.max_runtime_hours)}
-    stopping = budget.sagemaker_runtime(stopping, spec, option, region, notes)  # the budget bounds it too
+    stopping = budget.sagemaker_runtime({"MaxRuntimeInSeconds": max_runtime_s(option, opts.max_runtime_hours)},
+                                        spec, option, region, notes)  # the budget bounds it too
     params: dict[str, Any] = {
         "TrainingJobName": job_id, "RoleArn": arn,
         "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File",
