@@ -1,9 +1,10 @@
 """A node that cannot do its work shuts itself down (no GPU node may bill silently).
 
 The real user data runs in a subprocess with a fake `shutdown` first on PATH that records how it was
-called: once when IMDS and AWS cannot be reached at all (a multi-card node with no public IP and no NAT),
-and once when AWS answers but the job's code is missing, where the agent's last lines must also reach
-CloudWatch Logs before the node goes down.
+called: once when IMDS and AWS cannot be reached at all (a multi-card node with no public IP and no NAT:
+the user data's loader cannot download the node agent), once when the agent in S3 is missing or not the
+launch's bytes, and once when AWS answers but the job's code is missing, where the agent's last lines must
+also reach CloudWatch Logs before the node goes down.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.node_agent_helpers import FakeImds, code_tarball
+from tests.support.node_agent_helpers import FakeImds, code_tarball, upload_agent
 from trainctl.bootstrap import render_user_data
 
 JOB = "shutdown-1"
@@ -36,10 +37,15 @@ def _fake_shutdown(tmp_path: Path) -> tuple[Path, Path]:
     return bin_dir, record
 
 
+NO_AGENT = {"agent_key": "trainctl/agent/" + "0" * 64 + "/trainctl_node.tar.gz", "agent_sha256": "0" * 64}
+
+
 def _run_user_data(tmp_path: Path, env: dict, code_key: str = f"{JOB}/code/sourcedir.tar.gz",
-                   bucket: str = "trainctl-123456789012-us-east-1") -> subprocess.CompletedProcess:
+                   bucket: str = "trainctl-123456789012-us-east-1",
+                   agent: dict | None = None) -> subprocess.CompletedProcess:
     config = {"job_id": JOB, "region": "us-east-1", "bucket": bucket, "code_key": code_key,
-              "script": "train.py", "args": [], "nnodes": 1, "nproc_per_node": 1, "accelerator": "gpu"}
+              "script": "train.py", "args": [], "nnodes": 1, "nproc_per_node": 1, "accelerator": "gpu",
+              **(agent or NO_AGENT)}
     script = tmp_path / "user-data.sh"
     script.write_text(render_user_data(config))
     root = tmp_path / "root"
@@ -58,11 +64,12 @@ def test_a_node_that_cannot_reach_imds_or_aws_shuts_down(tmp_path):
         "PATH": f"{bin_dir}:{os.environ['PATH']}", "TRAINCTL_IMDS_ENDPOINT": f"http://127.0.0.1:{port}",
         "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"})
     assert proc.returncode != 0
+    assert "cannot download the node agent" in proc.stderr
     assert "shutting this node down" in proc.stdout + proc.stderr
     assert record.read_text().split("\n")[0] == "-h now"
 
 
-def _run_node_against(sb, tmp_path, bucket: str):
+def _run_node_against(sb, tmp_path, bucket: str, agent: dict | None = None):
     """The user data as a node of the sandbox's account: a fake IMDS and a recording `shutdown`."""
     imds = FakeImds(INSTANCE_ID, "10.0.0.5")
     bin_dir, record = _fake_shutdown(tmp_path)
@@ -71,7 +78,8 @@ def _run_node_against(sb, tmp_path, bucket: str):
             "PATH": f"{bin_dir}:{os.environ['PATH']}",
             "TRAINCTL_IMDS_ENDPOINT": imds.endpoint,
             "AWS_ENDPOINT_URL": sb.endpoint_url, "AWS_ACCESS_KEY_ID": sb.env["AWS_ACCESS_KEY_ID"],
-            "AWS_SECRET_ACCESS_KEY": sb.env["AWS_SECRET_ACCESS_KEY"]}, bucket=bucket)
+            "AWS_SECRET_ACCESS_KEY": sb.env["AWS_SECRET_ACCESS_KEY"]}, bucket=bucket,
+            agent=upload_agent(sb.client("s3"), bucket) if agent is None else agent)
     finally:
         imds.close()
     return proc, record
@@ -101,3 +109,27 @@ def test_a_node_of_a_stopped_job_shuts_down_at_once_not_after_the_finished_jobs_
     proc, record = _run_node_against(sb, tmp_path, bucket)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert record.read_text().split("\n")[0] == "-h now"
+
+
+def test_a_node_whose_agent_is_missing_from_the_bucket_shuts_down(sandbox_env, tmp_path):
+    sb = sandbox_env
+    bucket = "trainctl-123456789012-us-east-1"
+    sb.client("s3").create_bucket(Bucket=bucket)
+    proc, record = _run_node_against(sb, tmp_path, bucket, agent=NO_AGENT)
+    assert proc.returncode != 0
+    assert "cannot download the node agent" in proc.stderr
+    assert record.read_text().split("\n")[0] == "-h now"
+    assert not (tmp_path / "root" / "trainctl_node").exists()
+
+
+def test_a_node_refuses_an_agent_whose_bytes_are_not_the_launchs_and_shuts_down(sandbox_env, tmp_path):
+    sb = sandbox_env
+    bucket = "trainctl-123456789012-us-east-1"
+    sb.client("s3").create_bucket(Bucket=bucket)
+    agent = upload_agent(sb.client("s3"), bucket)
+    sb.client("s3").put_object(Bucket=bucket, Key=agent["agent_key"], Body=code_tarball({"x.py": "print(1)\n"}))
+    proc, record = _run_node_against(sb, tmp_path, bucket, agent=agent)
+    assert proc.returncode != 0
+    assert "not the launch's" in proc.stderr
+    assert record.read_text().split("\n")[0] == "-h now"
+    assert not (tmp_path / "root" / "trainctl_node").exists()

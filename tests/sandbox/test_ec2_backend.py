@@ -107,8 +107,36 @@ def test_the_request_set_is_secure_tagged_in_one_az_and_valid(env):
     user_data = base64.b64decode(data["UserData"]).decode()
     for secret in ("AKIA", "aws_secret_access_key", "AWS_SECRET", "testing", sb.env["AWS_SECRET_ACCESS_KEY"]):
         assert secret not in user_data
-    assert "torch.distributed.run" not in user_data  # the agent is compressed inside; the config is plain JSON
+    assert "torch.distributed.run" not in user_data  # the agent is in S3, not here; the config is plain JSON
     assert '"nnodes": 2' in user_data and '"nproc_per_node": 8' in user_data
+
+
+def test_the_launch_uploads_the_node_agent_once_and_the_node_role_reads_exactly_it(env):
+    """EC2's user data holds 16 KB: the agent goes to the job bucket under its sha256, the config names it."""
+    import hashlib
+
+    from trainctl.bootstrap import agent_archive
+
+    sb, spec, path = env
+    backend = Ec2Backend()
+    request = backend.prepare(option(), spec, settings(path))
+    sha256 = hashlib.sha256(agent_archive()).hexdigest()
+    key = f"trainctl/agent/{sha256}/trainctl_node.tar.gz"
+    put = next(c for c in request.calls if c.operation == "PutObject" and c.params["Key"] == key)
+    assert put.params["Body"] == agent_archive() and put.params["ServerSideEncryption"] == "AES256"
+    assert put.params["ChecksumSHA256"] == base64.b64encode(bytes.fromhex(sha256)).decode()
+    assert put.params["ExpectedBucketOwner"] == "123456789012" and put.params["Tagging"] == f"{JOB_TAG}=job-1"
+    data = next(c for c in request.calls if c.operation == "CreateLaunchTemplate").params["LaunchTemplateData"]
+    user_data = base64.b64decode(data["UserData"]).decode()
+    config = json.loads(user_data.split("<<'TRAINCTL_CONFIG'\n", 1)[1].split("\nTRAINCTL_CONFIG", 1)[0])
+    assert (config["agent_key"], config["agent_sha256"]) == (key, sha256)
+    policy = json.loads(next(c for c in request.calls if c.operation == "PutRolePolicy").params["PolicyDocument"])
+    reads = next(s for s in policy["Statement"] if s["Sid"] == "ReadCodeAndJob")["Resource"]
+    assert [r for r in reads if "/trainctl/" in r] == [f"arn:aws:s3:::{put.params['Bucket']}/{config['code_key']}",
+                                                        f"arn:aws:s3:::{put.params['Bucket']}/{key}"]
+    backend.submit(request)
+    again = backend.prepare(option(), spec, settings(path, job="job-2"))
+    assert not [c for c in again.calls if c.operation == "PutObject" and c.params["Key"] == key]  # already there
 
 
 def test_neuron_types_get_the_neuron_ami_eight_efa_interfaces_and_32_processes(env):

@@ -96,3 +96,15 @@ def disk_bytes(directory: Path) -> int:
 def s3_keys(sb, prefix: str) -> list[str]:
     page = sb.client("s3").list_objects_v2(Bucket=BUCKET, Prefix=prefix)
     return sorted(o["Key"] for o in page.get("Contents", []))
+
+
+def upload_agent(s3, bucket: str = BUCKET) -> dict[str, str]:
+    """The node agent in `bucket` as a launch puts it there (the user data's loader downloads it): the
+    config's {agent_key, agent_sha256}."""
+    from trainctl.bootstrap import agent_archive
+    from trainctl.naming.bucket import agent_key
+
+    data = agent_archive()
+    sha256 = hashlib.sha256(data).hexdigest()
+    s3.put_object(Bucket=bucket, Key=agent_key(sha256), Body=data)
+    return {"agent_key": agent_key(sha256), "agent_sha256": sha256}

@@ -11,7 +11,7 @@ from trainctl.iam.boundary import boundary_policy
 from trainctl.iam.execution_role import execution_policy
 from trainctl.iam.node_role import node_policy
 from trainctl.iam.viewer import viewer_policy
-from trainctl.naming.bucket import code_key
+from trainctl.naming.bucket import agent_key, code_key
 
 ACCOUNT, REGION, BUCKET = "123456789012", "us-east-1", "trainctl-123456789012-us-east-1"
 SECRETS = (f"arn:aws:ssm:{REGION}:{ACCOUNT}:parameter/trainctl/hf-token",
@@ -23,14 +23,15 @@ ACCEPTED = ("RESOURCE_STAR", "RESOURCE_MISMATCH")  # RESOURCE_MISMATCH: per stat
 
 DOCUMENTS = {
     **{f"cli-{p}": iam.cli_policy(p) for p in ("sagemaker", "ec2", "all")},
-    "ec2-node": node_policy("job-1", BUCKET, REGION, ACCOUNT, code_key("a" * 64), SECRETS),
+    "ec2-node": node_policy("job-1", BUCKET, REGION, ACCOUNT, code_key("a" * 64), SECRETS,
+                            agent_key=agent_key("b" * 64)),
     "sagemaker-execution": execution_policy("job-1", BUCKET, REGION, ACCOUNT, code_key("a" * 64), IMAGE, SECRETS,
                                             in_vpc=True),
     "boundary": boundary_policy(),
     # with the job's own data: channels (its bucket and prefix) and the boundary naming the data bucket
     "cli-all-data": iam.cli_policy("all", data_buckets=("my-datasets",)),
-    "ec2-node-data": node_policy("job-1", BUCKET, REGION, ACCOUNT, code_key("a" * 64), SECRETS, data=
-                                 (("my-datasets", "imagenet/train/"), ("other-data", ""))),
+    "ec2-node-data": node_policy("job-1", BUCKET, REGION, ACCOUNT, code_key("a" * 64), SECRETS,
+                                 data=(("my-datasets", "imagenet/train/"), ("other-data", ""))),
     "sagemaker-execution-data": execution_policy("job-1", BUCKET, REGION, ACCOUNT, code_key("a" * 64), IMAGE, SECRETS,
                                                  in_vpc=True, data=(("my-datasets", "imagenet/train/"),)),
     "boundary-data": boundary_policy(("my-datasets",)),

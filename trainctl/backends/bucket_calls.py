@@ -121,16 +121,23 @@ def checksum(sha256_hex: str) -> str:
 def code_calls(s3, bucket: str, account: str, pkg, job_id: str, region: str, why: str) -> tuple[str, list[AwsCall]]:
     """(the code's key, the upload call unless the very same bytes are already there)."""
     key = code_key(pkg.sha256)
+    return key, object_calls(s3, bucket, account, key, pkg.data, pkg.sha256, job_id, region, why)
+
+
+def object_calls(s3, bucket: str, account: str, key: str, data: bytes, sha256: str, job_id: str, region: str,
+                 why: str) -> list[AwsCall]:
+    """The upload of a content-addressed tar.gz (its key names its sha256), unless the very same bytes are
+    already at the key (S3 returns the checksum it verified on upload)."""
     try:
         head = s3.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED", **owner(account))
-        if head.get("ChecksumSHA256") == checksum(pkg.sha256):
-            return key, []
+        if head.get("ChecksumSHA256") == checksum(sha256):
+            return []
     except Exception as e:  # noqa: BLE001
         if aws.error_code(e) not in (*MISSING, "NoSuchKey"):
             raise TrainctlError(f"s3://{bucket}/{key}: {aws.error_summary(e)}") from None
-    return key, [AwsCall("s3", "PutObject", {
-        "Bucket": bucket, "Key": key, "Body": pkg.data, "ChecksumAlgorithm": "SHA256",
-        "ChecksumSHA256": checksum(pkg.sha256),
+    return [AwsCall("s3", "PutObject", {
+        "Bucket": bucket, "Key": key, "Body": data, "ChecksumAlgorithm": "SHA256",
+        "ChecksumSHA256": checksum(sha256),
         "ServerSideEncryption": "AES256", "ContentType": "application/gzip",
-        "Tagging": f"{JOB_TAG}={urllib.parse.quote(job_id)}", "Metadata": {"sha256": pkg.sha256},
+        "Tagging": f"{JOB_TAG}={urllib.parse.quote(job_id)}", "Metadata": {"sha256": sha256},
         **owner(account)}, region, why=why)]

@@ -1,13 +1,15 @@
-"""The node bootstrap of EC2 jobs: the user data (userdata.sh) and the node agent it installs (agent.py and
-node_io.py, shipped as the package `trainctl_node`).
+"""The node bootstrap of EC2 jobs: the user data (userdata.sh) and the node agent it installs (agent.py,
+node_io.py and the other AGENT_MODULES, shipped as the package `trainctl_node`).
 
-`render_user_data(config)` fills the template with the job's settings (JSON, no credentials) and the
-agent itself, so a node needs nothing but the AMI, its instance profile and the job's S3 prefix.
+`render_user_data(config)` fills the template with the job's settings (JSON, no credentials) and a small
+loader. The agent itself is not in the user data (EC2 allows 16 KB, which the agent outgrew): the launch
+uploads `agent_archive()` to the job bucket under its sha256 (backends/ec2/agent_upload.py) and the config
+names it (`agent_key`, `agent_sha256`); the loader downloads it with the instance profile, checks the hash
+and extracts it. A node needs nothing but the AMI, its instance profile and the job bucket.
 """
 from __future__ import annotations
 
 import ast
-import base64
 import io
 import json
 import re
@@ -30,7 +32,7 @@ NODE_PACKAGE = "trainctl_node"  # the agent's package name on the node
 
 def shipped_source(source: str) -> str:
     """A module as the node gets it: the same code without comments and docstrings, which are for people
-    reading this repository and would only spend EC2's 16 KB of user data."""
+    reading this repository and would only make every node's download larger."""
     tree = ast.parse(source)
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
@@ -43,7 +45,7 @@ def shipped_source(source: str) -> str:
 
 def agent_archive() -> bytes:
     """The agent's modules as a deterministic tar.gz (package `trainctl_node`), so the same agent gives the
-    same user data byte for byte."""
+    same bytes, the same sha256 and so the same S3 key (uploaded once, reused by every job)."""
     buf = io.BytesIO()
     modules = [(m, shipped_source((HERE / m).read_text()).encode()) for m in AGENT_MODULES]
     with tarfile.open(fileobj=buf, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
@@ -57,11 +59,12 @@ def agent_archive() -> bytes:
 
 
 def render_user_data(config: dict) -> str:
-    """The user data script (text); config is written verbatim to config.json on the node."""
+    """The user data script (text); config is written verbatim to config.json on the node and must name the
+    agent's S3 object (`agent_key`, `agent_sha256`)."""
     values = {"__JOB_ID__": config["job_id"],
               "__PYTHONS__": PYTHONS.get(config.get("accelerator", "gpu"), PYTHONS["gpu"]),
               "__CONFIG__": json.dumps(config, indent=1, sort_keys=True),
-              "__AGENT__": base64.encodebytes(agent_archive()).decode().strip(), "__NODE_PACKAGE__": NODE_PACKAGE}
+              "__NODE_PACKAGE__": NODE_PACKAGE}
     # one pass over the template: a value put in (the config holds the user's arguments) is never read again,
     # so no user value can meet a placeholder
     text = re.sub("|".join(map(re.escape, values)), lambda m: values[m.group(0)], (HERE / "userdata.sh").read_text())

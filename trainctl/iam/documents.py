@@ -9,7 +9,7 @@ from trainctl.iam.calls import cli_policy
 from trainctl.iam.constants import BOUNDARY_POLICY, EXECUTION_ROLE, MANAGED_POLICY_LIMIT, PLATFORMS, ROLES
 from trainctl.iam.execution_role import SAGEMAKER_TRUST, execution_policy
 from trainctl.iam.node_role import EC2_TRUST, node_policy
-from trainctl.naming.bucket import code_key
+from trainctl.naming.bucket import agent_key, code_key
 
 
 def sagemaker_execution_policy() -> dict:
@@ -24,7 +24,7 @@ def ec2_node_policy() -> dict:
     """The node role's shape: the EC2 backend writes this per job with the job id, bucket, region and account
     filled in (backends/ec2/prepare.py); here with wildcards, for review."""
     return node_policy("JOB_ID", "trainctl-ACCOUNT-REGION", "REGION", "ACCOUNT", code_key("SHA256"),
-                       ("arn:aws:ssm:REGION:ACCOUNT:parameter/trainctl/NAME",))
+                       ("arn:aws:ssm:REGION:ACCOUNT:parameter/trainctl/NAME",), agent_key=agent_key("SHA256"))
 
 
 def in_partition(document, partition: str):

@@ -14,15 +14,17 @@ EC2_TRUST = {"Version": "2012-10-17", "Statement": [
 
 def node_policy(job_id: str, bucket: str, region: str, account: str, code_key: str,
                 secrets: tuple[str, ...] = (), topic: str | None = None,
-                data: tuple[tuple[str, str], ...] = ()) -> dict:
-    """What a node may do: read its code (by content hash) and its job's objects, write only its job's
+                data: tuple[tuple[str, str], ...] = (), agent_key: str | None = None) -> dict:
+    """What a node may do: read its code and its node agent (`agent_key`; both by content hash) and its job's objects, write only its job's
     checkpoints/, logs/ and status/, in a bucket its account owns; its job's log group; see its peers; mark
     itself interrupted; read exactly the job's secrets and its input data (each (bucket, prefix) of `data`).
     Always within the boundary (iam/boundary.py)."""
     group, own = ec2_log_group(job_id), {"StringEquals": {"s3:ResourceAccount": account}}
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ReadCodeAndJob", "Effect": "Allow", "Action": "s3:GetObject", "Condition": own,
-         "Resource": [s3_arn(region, f"{bucket}/{code_key}"), s3_arn(region, f"{bucket}/{job_id}/*")]},
+         "Resource": [s3_arn(region, f"{bucket}/{code_key}"),
+                      *([s3_arn(region, f"{bucket}/{agent_key}")] if agent_key else []),
+                      s3_arn(region, f"{bucket}/{job_id}/*")]},
         # AbortMultipartUpload: a checkpoint upload cut short is aborted, not left billed in parts
         {"Sid": "WriteJobFolders", "Effect": "Allow", "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
          "Condition": own,

@@ -3,6 +3,8 @@
 - `trainctl/code/<sha256>/sourcedir.tar.gz`: the job's code, content-addressed (the key names the sha256 of
   its bytes), shared by every job with the same code, written only by the CLI; the nodes and the SageMaker
   container may only read it;
+- `trainctl/agent/<sha256>/trainctl_node.tar.gz`: the EC2 node agent, content-addressed the same way, written
+  only by the CLI; a node's user data downloads it (EC2's 16 KB user data cannot hold it);
 - `<job>/checkpoints/`: checkpoints (EC2 nodes sync them; SageMaker's CheckpointConfig syncs them);
 - `<job>/logs/`, `<job>/status/<completed|failed|stopped>`: what the nodes leave (status markers also come
   from `trainctl stop`);
@@ -17,6 +19,7 @@ created first by another account must be refused, never used.
 from __future__ import annotations
 
 CODE_PREFIX = "trainctl/code/"
+AGENT_PREFIX = "trainctl/agent/"
 JOB_WRITABLE = ("checkpoints", "logs", "status", "output", "tensorboard")
 
 
@@ -31,6 +34,10 @@ def owner(account: str | None) -> dict[str, str]:
 
 def code_key(sha256: str) -> str:
     return f"{CODE_PREFIX}{sha256}/sourcedir.tar.gz"
+
+
+def agent_key(sha256: str) -> str:
+    return f"{AGENT_PREFIX}{sha256}/trainctl_node.tar.gz"
 
 
 def code_sha256(key: str) -> str | None:

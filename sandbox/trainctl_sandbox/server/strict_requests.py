@@ -299,6 +299,8 @@ def check(service: str, operation: str, protocol: str, body: bytes, query_string
     if bad_filters:
         return "InvalidParameterValue", bad_filters[0]
     found = problems(op.input_shape, params) + documented_value_problems(service, operation, params)
+    if service == "ec2" and not found:
+        found = user_data_problems(operation, params)
     if not found:
         return None
     return error_for(protocol, found)
@@ -317,6 +319,31 @@ def documented_value_problems(service: str, operation: str, params: dict) -> lis
             out.append(f"Value '{params[member]}' at '{member}' failed to satisfy constraint: Member must satisfy "
                        f"enum value set: [{', '.join(map(str, allowed))}]")
     return out
+
+
+# EC2 User Guide, "Instance user data": "user data is limited to 16 KB, in raw form, before it is base64-encoded".
+USER_DATA_LIMIT = 16 * 1024
+
+
+def user_data_problems(operation: str, params: dict) -> list[str]:
+    """EC2 refuses user data over 16 KB (decoded) in a launch template or RunInstances."""
+    import base64
+    import binascii
+
+    if operation in ("CreateLaunchTemplate", "CreateLaunchTemplateVersion"):
+        params = params.get("LaunchTemplateData") or {}
+    elif operation != "RunInstances":
+        return []
+    text = params.get("UserData")
+    if not isinstance(text, str):
+        return []
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return []  # not base64: other checks' business
+    if len(raw) > USER_DATA_LIMIT:
+        return [f"User data is limited to {USER_DATA_LIMIT} bytes (this is {len(raw)} bytes before base64)"]
+    return []
 
 
 def error_for(protocol: str, found: list[str]) -> tuple[str, str]:

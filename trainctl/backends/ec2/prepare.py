@@ -23,6 +23,7 @@ from trainctl.naming import resources as naming
 from trainctl.aws import network, zones
 from trainctl.backends.data_checks import refuse_bad_data
 from trainctl.backends.ec2 import data as job_data, pip_reach, spot_role
+from trainctl.backends.ec2.agent_upload import agent_calls
 from trainctl.backends.base import Alternatives, AwsCall, CapacityError, LaunchRequest, LaunchSettings, tags
 from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMPTS, NODES_TAG, PLATFORM, instances, launch_template, log_group, name_for, security_group)
 from trainctl.backends.security_group import self_only_security_group
@@ -266,7 +267,8 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     refuse_bad_data(client_for, region, spec, opts, net.by_az[azs[0]], notes, PLATFORM)
     code_key, upload = code_calls(client_for("s3", region), bucket, account, pkg, job, region,
                                   why=f"the job's code ({len(pkg.files)} files, runs {script}) for the nodes")
-    config = {"job_id": job, "region": region, "bucket": bucket, "bucket_owner": account, "code_key": code_key,
+    agent, agent_upload = agent_calls(client_for("s3", region), bucket, account, job, region)
+    config = {"job_id": job, "region": region, "bucket": bucket, "bucket_owner": account, "code_key": code_key, **agent,
               "code_sha256": pkg.sha256, "secrets": secrets, "script": script,
               "args": as_command_line(entrypoint_args(spec, option, inst)), "nnodes": option.count, "nproc_per_node": nproc_per_node(inst),
               "accelerator": inst.accelerator.kind, "efa": inst.efa, "efa_rdma": efa_rdma_read(inst), "master_port": MASTER_PORT,
@@ -276,8 +278,8 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None,
               **budget.node_config(spec, option, opts.notify),  # the node agent enforces the budget, sends news
               **job_data.node_channels(spec.data)}
-    calls += upload
-    calls += _iam_calls(job, bucket, region, account, code_key, tuple(secrets.values()),
+    calls += upload + agent_upload
+    calls += _iam_calls(job, bucket, region, account, code_key, agent["agent_key"], tuple(secrets.values()),
                         boundary(client_for("iam", region), account, region, notes), config.get("notify_topic"),
                         job_data.data_reads(spec.data))
     calls += log_group_calls(job, region, opts.log_retention_days, notes)
@@ -316,10 +318,10 @@ def log_group_calls(job: str, region: str, days: int | None, notes: list[str]) -
                     why=f"kept {days} days")]
 
 
-def _iam_calls(job: str, bucket: str, region: str, account: str, code_key: str, secrets: tuple[str, ...],
+def _iam_calls(job: str, bucket: str, region: str, account: str, code_key: str, agent_key: str, secrets: tuple[str, ...],
                boundary_arn: str, topic: str | None = None, data: tuple[tuple[str, str], ...] = ()) -> list[AwsCall]:
     name, job_tags = name_for(job), tags(job)
-    policy = node_policy(job, bucket, region, account, code_key, secrets, topic, data)
+    policy = node_policy(job, bucket, region, account, code_key, secrets, topic, data, agent_key)
     return [
         AwsCall("iam", "CreateRole", {"RoleName": name, "Path": naming.IAM_PATH,
                                       "AssumeRolePolicyDocument": json.dumps(EC2_TRUST),
