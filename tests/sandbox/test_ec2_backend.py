@@ -81,7 +81,7 @@ def test_the_request_set_is_secure_tagged_in_one_az_and_valid(env):
     assert data["MetadataOptions"]["HttpTokens"] == "required"
     root = data["BlockDeviceMappings"][0]["Ebs"]
     assert root["VolumeType"] == "gp3" and root["Encrypted"] is True
-    assert data["ImageId"] == seed.ami_id("us-east-1", "gpu-pytorch-2.7")
+    assert data["ImageId"] == seed.ami_id("us-east-1", "gpu-pytorch-2.10-al2023")
     nics = data["NetworkInterfaces"]
     assert len(nics) == 4 and {n["InterfaceType"] for n in nics} == {"efa"}
     assert sorted(n["NetworkCardIndex"] for n in nics) == [0, 1, 2, 3]
@@ -143,7 +143,7 @@ def test_neuron_types_get_the_neuron_ami_eight_efa_interfaces_and_32_processes(e
     sb, spec, path = env
     request = Ec2Backend().prepare(option("trn1.32xlarge", az=None), spec, settings(path))
     data = next(c for c in request.calls if c.operation == "CreateLaunchTemplate").params["LaunchTemplateData"]
-    assert data["ImageId"] == seed.ami_id("us-east-1", "neuron")
+    assert data["ImageId"] == seed.ami_id("us-east-1", "neuron-pytorch-2.9")
     assert len(data["NetworkInterfaces"]) == 8
     user_data = base64.b64decode(data["UserData"]).decode()
     assert '"nproc_per_node": 32' in user_data and '"accelerator": "neuron"' in user_data
