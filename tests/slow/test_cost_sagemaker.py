@@ -32,3 +32,8 @@ def test_cost_of_a_completed_sagemaker_spot_job_is_its_billable_seconds_at_the_o
     assert row["running_usd"] == round(dollars, 4)            # as `watch` shows it
     assert row["billed_usd"] == round(dollars, 6)             # Cost Explorer, by the job's tag
     assert row["predicted_usd"] == launched["option"]["expected_cost_usd"]
+
+    # stopping a job that already ended is what the user asked for: said, exit 0, nothing called a failure
+    stopped = run_cli(["stop", job], tmp_path, env=sm.env)
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"{job} already ended (Completed); nothing to stop" in " ".join(stopped.stderr.split() + stopped.stdout.split())

@@ -195,6 +195,11 @@ def stop(
     with _store() as store:
         ref = w.locate(store, job, platform)
         doc = get_backend(ref.platform).stop(job, ref.region, grace_seconds, say)
+        if doc.get("ended"):  # nothing to stop: say so and exit 0
+            render.print_json(doc) if OPTS.output == "json" else say(f"{job} already ended ({doc['ended']}); "
+                                                                      f"nothing to stop; `trainctl down {job}` "
+                                                                      "removes what it leaves")
+            return
         if ref.record:
             store.add_event(job, "stop", "requested by the user")
             from trainctl.usecases.shared_jobs import stop_requested
