@@ -162,6 +162,6 @@ def test_doctor_wraps_under_each_check_and_never_splits_a_command(sandbox, tmp_p
             assert len(line) <= columns or shown in commands, line
         for command in commands:  # each command on one line, pasteable
             assert any(command in line for line in lines), command
-        checks = [line for line in lines if line[:6] in ("PASS  ", "FAIL  ", "SKIP  ")]
+        checks = [line for line in lines if line[:6] in ("PASS  ", "FAIL  ", "SKIP  ", "WARN  ")]
         assert len(checks) == len(doc["checks"])
-        assert all(line.startswith(" " * 6) for line in lines[:-1] if line[:6] not in ("PASS  ", "FAIL  ", "SKIP  "))
+        assert all(line.startswith(" " * 6) for line in lines[:-1] if line[:6] not in ("PASS  ", "FAIL  ", "SKIP  ", "WARN  "))

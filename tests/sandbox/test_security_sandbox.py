@@ -98,7 +98,7 @@ def test_the_node_role_carries_the_boundary_and_writes_only_its_job(ec2_env):
     calls = {c.operation: c for c in request.calls}
     boundary = f"arn:aws:iam::{ME}:policy/trainctl-boundary"
     assert calls["CreateRole"].params["PermissionsBoundary"] == boundary
-    upload = calls["PutObject"].params
+    upload = next(c.params for c in request.calls if c.operation == "PutObject" and "/code/" in c.params["Key"])
     sha = upload["Metadata"]["sha256"]
     assert upload["Key"] == code_key(sha) and upload["ChecksumSHA256"]
     policy = json.loads(calls["PutRolePolicy"].params["PolicyDocument"])

@@ -64,7 +64,8 @@ def test_a_second_home_lists_watches_stops_and_takes_down_the_first_homes_job(sa
     (mine,) = json.loads(cached.stdout)["jobs"]
     assert (mine["job_id"], mine["layout"], mine["spec"], mine["expected_cost_usd"]) == \
         (job, "1x g5.xlarge", SPEC, record["option"]["expected_cost_usd"])
-    assert "alice" in run_cli(["ls", "--all"], bob, env=bob_env).stdout  # the table names who launched it
+    # the table names who launched it (at 80 columns `by` is one of the columns left to -o json)
+    assert "alice" in run_cli(["ls", "--all"], bob, env={**bob_env, "COLUMNS": "200"}).stdout
 
     watched = run_cli(["--output", "json", "watch", job, "--once"], bob, env=bob_env)
     assert watched.returncode == 0, watched.stderr

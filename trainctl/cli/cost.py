@@ -19,7 +19,7 @@ def cost(
     compare: bool = typer.Option(False, "--compare", help="Also the error of the plan's dollars against the billed "
                                                           "ones, per job and in all."),
 ) -> None:
-    """Show each job's dollars: predicted by the plan, running so far, billed by AWS.
+    """Show each job's dollars: predicted, running and billed.
 
     Billed is Cost Explorer's figure for the job's trainctl:job cost allocation tag: it lags up to a day."""
     from trainctl import render

@@ -28,9 +28,9 @@ def check_cost_allocation_tag() -> tuple[str, str, str, str]:
     if not tags:
         return (NAME, "warn", f"{JOB_TAG} is not listed yet: Cost Explorer lists a tag up to 24 hours after a "
                                    "resource first carries it (after the first launch)",
-                     f"then activate it once for the account: `{ACTIVATE}`")
+                     f"then activate it once for the account: {ACTIVATE}")
     if tags[0].get("Status") != "Active":
         return (NAME, "warn", f"{JOB_TAG} is Inactive: Cost Explorer cannot say what each job was billed "
                                    "(`trainctl cost` shows predicted and running dollars only)",
-                     f"activate it once for the account (the management account in an organization): `{ACTIVATE}`")
+                     f"activate it once for the account (the management account in an organization): {ACTIVATE}")
     return (NAME, "pass", f"{JOB_TAG} is active: `trainctl cost` shows billed dollars (a day behind)", "")
