@@ -75,6 +75,10 @@ class Network:
         _ip("link", "add", self.bridge, "type", "bridge")
         try:
             _ip("addr", "add", f"{BRIDGE_IP}/16", "dev", self.bridge)
+            # A bridge takes the lowest MAC of its ports unless given one: adding the replacement's veth could
+            # change it, and the hosts' ARP entries for BRIDGE_IP then point nowhere (the IMDS and the sandbox
+            # time out). A fixed, locally administered MAC keeps it.
+            _ip("link", "set", self.bridge, "address", "02:7c:00:00:00:01")
             _ip("link", "set", self.bridge, "up")
         except BaseException:
             self.close()
