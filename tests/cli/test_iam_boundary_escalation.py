@@ -20,7 +20,7 @@ CLI = [iam.cli_policy("all")]
 ROLE = f"arn:aws:iam::{ME}:role/trainctl/trainctl-job-1"
 BUCKET = f"trainctl-{ME}-us-east-1"
 SHA, OTHER_SHA = "a" * 64, "b" * 64
-SECRET = f"arn:aws:ssm:us-east-1:{ME}:parameter/trainctl/hf-token"
+SECRET = f"arn:aws:ssm:us-east-1:{ME}:parameter/trainctl/vit/hf-token"
 NODE = [node_policy("job-1", BUCKET, "us-east-1", ME, code_key(SHA), (SECRET,))]
 IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.7.1-gpu-py312"
 EXECUTION = [execution_policy("job-1", BUCKET, "us-east-1", ME, code_key(SHA), IMAGE, (SECRET,), in_vpc=True)]
@@ -151,15 +151,33 @@ def test_a_sagemaker_jobs_role_writes_only_its_own_prefix():
 # ---------------------------------------------------------------- 5. secrets
 def test_a_node_reads_exactly_its_secrets():
     boundary = boundary_policy()
-    assert decide(req("ssm:GetParameter", SECRET), NODE, boundary) == "Allow"
-    other = f"arn:aws:ssm:us-east-1:{ME}:parameter/trainctl/other"
-    assert decide(req("ssm:GetParameter", other), NODE, boundary) == "ImplicitDeny"
+    vit = {"aws:PrincipalTag/trainctl:spec": "vit"}
+    assert decide(req("ssm:GetParameter", SECRET, **vit), NODE, boundary) == "Allow"
+    other = f"arn:aws:ssm:us-east-1:{ME}:parameter/trainctl/vit/other"
+    assert decide(req("ssm:GetParameter", other, **vit), NODE, boundary) == "ImplicitDeny"
     assert decide(req("kms:Decrypt", f"arn:aws:kms:us-east-1:{ME}:key/k", **{"kms:ViaService":
                                                                               "ssm.us-east-1.amazonaws.com"}),
                   NODE, boundary) == "Allow"
     assert decide(req("kms:Decrypt", f"arn:aws:kms:us-east-1:{ME}:key/k"), NODE, boundary) == "ImplicitDeny"
     no_secrets = [node_policy("job-1", BUCKET, "us-east-1", ME, code_key(SHA))]
     assert not any("ssm:" in json.dumps(st) for st in no_secrets[0]["Statement"])
+
+
+@pytest.mark.parametrize("action,secret", [
+    ("ssm:GetParameter", "arn:aws:ssm:us-east-1:{me}:parameter/trainctl/{spec}/hf-token"),
+    ("secretsmanager:GetSecretValue", "arn:aws:secretsmanager:us-east-1:{me}:secret:trainctl/{spec}/db-AbCdEf")])
+def test_the_boundary_lets_a_role_read_only_its_own_specs_secrets_whatever_its_policy(action, secret):
+    """A CLI user can write any inline policy into a role under /trainctl/: with `*:*` a role still reads only
+    the secrets of the spec its trainctl:spec tag names, and a role without the tag reads none."""
+    star = [{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}]
+    boundary = boundary_policy()
+    mine, theirs = secret.format(me=ME, spec="vit"), secret.format(me=ME, spec="llm")
+    tagged = {"aws:PrincipalTag/trainctl:spec": "vit"}
+    assert decide(req(action, mine, **tagged), star, boundary) == "Allow"
+    assert decide(req(action, theirs, **tagged), star, boundary) == "ImplicitDeny"
+    assert decide(req(action, mine), star, boundary) == "ImplicitDeny"  # no tag: no secret
+    top_level = secret.format(me=ME, spec="vit").replace("trainctl/vit/", "trainctl/")
+    assert decide(req(action, top_level, **tagged), star, boundary) == "ImplicitDeny"
 
 
 # ---------------------------------------------------------------- the normal calls

@@ -71,6 +71,11 @@ BAD = {
     "unknown region": (GOOD + "  regions: [us-east-1, us-east-9]\n", "field 'candidates.regions.1': 'us-east-9' is "
                        "not a region of any AWS partition", 12),
     "only a comment": ("# nothing yet\n", "the job spec is empty", None),
+    # a job's role reads only its own spec's secrets (the boundary scopes them by the role's trainctl:spec tag)
+    "another spec's secret": (GOOD + "secrets:\n  HF_TOKEN: arn:aws:ssm:us-east-1:123456789012:parameter/trainctl/"
+                              "llm/hf-token\n", "field 'secrets': HF_TOKEN: trainctl/llm/hf-token is not this spec's; "
+                              "a job reads only secrets named under trainctl/tiny/ (e.g. SSM parameter "
+                              "/trainctl/tiny/hf-token)", 12),
 }
 
 

@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 from tests.support.helpers import CONFIGS, run_cli
 
 SPEC = (CONFIGS.parent / "tests" / "support" / "launch_specs" / "tiny-vit-sagemaker.yaml").read_text()
-LONG_ARN = "arn:aws:ssm:us-east-1:123456789012:parameter/trainctl/" + "p" * 500  # 553 characters
+LONG_ARN = "arn:aws:ssm:us-east-1:123456789012:parameter/trainctl/tiny-vit/" + "p" * 491  # 553 characters
 
 
 def test_a_secret_arn_over_512_characters_is_one_line_for_sagemaker(sandbox_env, tmp_path):

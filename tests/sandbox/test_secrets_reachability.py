@@ -13,8 +13,8 @@ from tests.support.helpers import run_cli
 from trainctl_sandbox.testing import add_endpoints
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "own-script"
-SECRETS = {"HF_TOKEN": "arn:aws:ssm:us-east-1:123456789012:parameter/trainctl/hf-token",
-           "DB_PASSWORD": "arn:aws:secretsmanager:us-east-1:123456789012:secret:trainctl/db-AbCdEf"}
+SECRETS = {"HF_TOKEN": "arn:aws:ssm:us-east-1:123456789012:parameter/trainctl/own-script/hf-token",
+           "DB_PASSWORD": "arn:aws:secretsmanager:us-east-1:123456789012:secret:trainctl/own-script/db-AbCdEf"}
 
 
 def _spec(tmp_path, secrets: bool, layout: str = "g5.xlarge:1:spot") -> str:

@@ -188,8 +188,8 @@ def test_the_node_refuses_a_bucket_of_another_account(sandbox_env, imds, tmp_pat
 # ---------------------------------------------------------------- 5. secrets
 SECRET_SPEC = EC2_SPEC + """\
 secrets:
-  HF_TOKEN: arn:aws:ssm:us-east-1:123456789012:parameter/trainctl/hf-token
-  DB_PASSWORD: arn:aws:secretsmanager:us-east-1:123456789012:secret:trainctl/db-AbCdEf
+  HF_TOKEN: arn:aws:ssm:us-east-1:123456789012:parameter/trainctl/ec2-test/hf-token
+  DB_PASSWORD: arn:aws:secretsmanager:us-east-1:123456789012:secret:trainctl/ec2-test/db-AbCdEf
 """
 
 
@@ -204,12 +204,16 @@ def test_secrets_reach_the_job_by_arn_only(sandbox_env, tmp_path):
     policy = json.loads(calls["PutRolePolicy"]["params"]["PolicyDocument"])
     granted = [st["Resource"] for st in policy["Statement"] if st["Action"] in ("ssm:GetParameter",
                                                                                 "secretsmanager:GetSecretValue")]
-    assert granted == [["arn:aws:ssm:us-east-1:123456789012:parameter/trainctl/hf-token"],
-                       ["arn:aws:secretsmanager:us-east-1:123456789012:secret:trainctl/db-AbCdEf"]]
+    assert granted == [["arn:aws:ssm:us-east-1:123456789012:parameter/trainctl/ec2-test/hf-token"],
+                       ["arn:aws:secretsmanager:us-east-1:123456789012:secret:trainctl/ec2-test/db-AbCdEf"]]
+    # the role carries its spec's name: the boundary reads the spec's secrets by it (iam/boundary.py)
+    assert {"Key": "trainctl:spec", "Value": "ec2-test"} in calls["CreateRole"]["params"]["Tags"]
     sm = run_cli(["-o", "json", "launch", str(path), "--dry-run", "--platform", "sagemaker", "--layout",
                   "g5.xlarge:1:on-demand"], tmp_path / "home", env=sandbox_env.env)
     create = next(r for r in json.loads(sm.stdout)["requests"] if r["operation"] == "CreateTrainingJob")["params"]
-    assert create["Environment"]["TRAINCTL_SECRET_ARN_HF_TOKEN"].endswith(":parameter/trainctl/hf-token")
+    assert create["Environment"]["TRAINCTL_SECRET_ARN_HF_TOKEN"].endswith(":parameter/trainctl/ec2-test/hf-token")
+    role = next(r for r in json.loads(sm.stdout)["requests"] if r["operation"] == "CreateRole")["params"]
+    assert {"Key": "trainctl:spec", "Value": "ec2-test"} in role["Tags"]
     assert "hf-token" not in json.dumps(create["HyperParameters"])
 
 

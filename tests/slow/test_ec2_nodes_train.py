@@ -105,7 +105,7 @@ def test_an_instance_the_machine_has_no_room_for_ends_at_once_and_watch_says_why
 
 def test_a_node_that_cannot_start_records_why_and_recover_does_not_replace_it(ec2_nodes, tmp_path):
     sb, home = ec2_nodes, tmp_path / "home"
-    missing = f"arn:aws:ssm:{REGION}:123456789012:parameter/trainctl/not-there"
+    missing = f"arn:aws:ssm:{REGION}:123456789012:parameter/trainctl/ec2-nodes/not-there"
     out = _launch(sb, home, _spec(tmp_path, extra=f"secrets: {{API_TOKEN: '{missing}'}}\n"), "g5.xlarge:1:spot")
     job = out["job_id"]
     watched = run_cli(["--output", "json", "watch", job, "--recover", "--interval", "0.5"], home, env=sb.env,

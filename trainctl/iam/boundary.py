@@ -6,8 +6,9 @@ Why a boundary: the cli policy lets its holder create roles under /trainctl/ and
 trusting yourself, give it `*:*`, assume it. With `iam:PermissionsBoundary` required on CreateRole and
 PutRolePolicy, whatever policy such a role gets, it can do at most what `boundary_policy()` allows: read and
 write the account's trainctl job buckets in the job layout, its /trainctl/ log groups and SageMaker's
-training log group, describe instances, mark an instance interrupted, read secrets named under trainctl/,
-and what a SageMaker training job needs besides (its metrics, pulling its image, its VPC interfaces). The deny statements of
+training log group, describe instances, mark an instance interrupted, read the secrets of its own spec
+(named under trainctl/<spec>/, matched to the role's trainctl:spec tag), and what a SageMaker training job
+needs besides (its metrics, pulling its image, its VPC interfaces). The deny statements of
 `cli_denies()` keep the holder from removing or swapping the boundary, or rewriting the boundary policy.
 
 An administrator creates the boundary once (`trainctl iam-policy --role boundary`, docs/security.md); the
@@ -16,14 +17,19 @@ cli policy can neither create nor change it.
 from __future__ import annotations
 
 from trainctl.iam.constants import BOUNDARY_ARN, BOUNDARY_POLICY, BUCKET, SAME_ACCOUNT, WITH_BOUNDARY
+from trainctl.naming.tags import SPEC_TAG
 
 S3_BUCKET = f"arn:aws:s3:::{BUCKET}"
 ACCOUNT = "${aws:PrincipalAccount}"
 TRAINCTL_ROLES = "arn:aws:iam::*:role/trainctl/*"
 SAGEMAKER_LOGS = "arn:aws:logs:*:*:log-group:/aws/sagemaker/TrainingJobs:*"
-# Secrets a job may be handed (the spec's `secrets:`) live under these names, so the boundary can name them.
-SECRET_PARAMETERS = f"arn:aws:ssm:*:{ACCOUNT}:parameter/trainctl/*"
-SECRET_VALUES = f"arn:aws:secretsmanager:*:{ACCOUNT}:secret:trainctl/*"
+# Secrets a job may be handed (the spec's `secrets:`) live under trainctl/<spec name>/, and every role trainctl
+# creates carries its spec's name in the trainctl:spec tag: the boundary names the secrets through that tag, so a
+# job role reads only its own spec's secrets whatever its inline policy says (IAM User Guide, "Policy variables":
+# permissions boundaries support them; a role without the tag resolves no value and matches no secret).
+SPEC_SECRETS = "trainctl/${aws:PrincipalTag/" + SPEC_TAG + "}/*"
+SECRET_PARAMETERS = f"arn:aws:ssm:*:{ACCOUNT}:parameter/{SPEC_SECRETS}"
+SECRET_VALUES = f"arn:aws:secretsmanager:*:{ACCOUNT}:secret:{SPEC_SECRETS}"
 VIA_SECRET_SERVICES = {"StringLike": {"kms:ViaService": ["ssm.*.amazonaws.com", "secretsmanager.*.amazonaws.com"]}}
 
 

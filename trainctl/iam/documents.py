@@ -17,14 +17,14 @@ def sagemaker_execution_policy() -> dict:
     code key, image, region and account filled in (backends/sagemaker/role.py); here with placeholders, for review."""
     return execution_policy("JOB_ID", "trainctl-ACCOUNT-REGION", "REGION", "ACCOUNT", code_key("SHA256"),
                             "DLC_ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPOSITORY:TAG",
-                            ("arn:aws:ssm:REGION:ACCOUNT:parameter/trainctl/NAME",), in_vpc=True)
+                            ("arn:aws:ssm:REGION:ACCOUNT:parameter/trainctl/SPEC/NAME",), in_vpc=True)
 
 
 def ec2_node_policy() -> dict:
     """The node role's shape: the EC2 backend writes this per job with the job id, bucket, region and account
     filled in (backends/ec2/prepare.py); here with wildcards, for review."""
     return node_policy("JOB_ID", "trainctl-ACCOUNT-REGION", "REGION", "ACCOUNT", code_key("SHA256"),
-                       ("arn:aws:ssm:REGION:ACCOUNT:parameter/trainctl/NAME",), agent_key=agent_key("SHA256"))
+                       ("arn:aws:ssm:REGION:ACCOUNT:parameter/trainctl/SPEC/NAME",), agent_key=agent_key("SHA256"))
 
 
 def in_partition(document, partition: str):

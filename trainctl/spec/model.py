@@ -9,7 +9,7 @@ import math
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 Precision = Literal["bf16", "fp16", "fp32"]
 Market = Literal["spot", "on-demand"]
@@ -309,6 +309,21 @@ class JobSpec(Strict):
         if taken:
             raise ValueError(f"{taken[0]} is an environment variable trainctl or the platform sets; name the secret "
                              "otherwise")
+        return secrets
+
+    @field_validator("secrets")
+    @classmethod
+    def secrets_of_this_spec(cls, secrets: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        """A job's role reads only the secrets under trainctl/<its spec's name>/: the permissions boundary matches
+        them to the role's trainctl:spec tag (iam/boundary.py), so one spec's jobs never read another's."""
+        spec = info.data.get("name")
+        for env, arn in secrets.items():
+            name = re.split(r":parameter/|:secret:", arn, maxsplit=1)[1]
+            if spec and not name.startswith(f"trainctl/{spec}/"):
+                kind = "SSM parameter /" if ":parameter/" in arn else "Secrets Manager secret "
+                raise ValueError(f"{env}: {name} is not this spec's; a job reads only secrets named under "
+                                 f"trainctl/{spec}/ (e.g. {kind}trainctl/{spec}/{name.rsplit('/', 1)[-1]}), "
+                                 "docs/security.md")
         return secrets
     data: dict[ChannelName, Channel] | None = Field(
         None, max_length=20, description="input channels: NAME -> s3://bucket/prefix/, {uri, mode}, or {fsx, path}; "

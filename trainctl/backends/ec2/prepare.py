@@ -31,7 +31,7 @@ from trainctl.errors import TrainctlError, UsageError
 from trainctl.iam.node_role import EC2_TRUST, node_policy
 from trainctl.backends import budget
 from trainctl.backends.launch_limits import boundary, max_runtime_s
-from trainctl.naming.tags import JOB_TAG
+from trainctl.naming.tags import JOB_TAG, SPEC_TAG
 
 GPU_AMI_PARAMETER, NEURON_AMI_PARAMETER = DLAMI_PARAMETERS["gpu"], DLAMI_PARAMETERS["neuron"]  # catalog/images.py
 ROOT_VOLUME_GIB = 200
@@ -281,7 +281,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     calls += upload + agent_upload
     calls += _iam_calls(job, bucket, region, account, code_key, agent["agent_key"], tuple(secrets.values()),
                         boundary(client_for("iam", region), account, region, notes), config.get("notify_topic"),
-                        job_data.data_reads(spec.data))
+                        job_data.data_reads(spec.data), spec.name)
     calls += log_group_calls(job, region, opts.log_retention_days, notes)
     group = _security_group_calls(ec2, job, net.vpc_id, region, opts, calls, notes)
     calls.append(AwsCall("ec2", "CreatePlacementGroup", {
@@ -319,14 +319,16 @@ def log_group_calls(job: str, region: str, days: int | None, notes: list[str]) -
 
 
 def _iam_calls(job: str, bucket: str, region: str, account: str, code_key: str, agent_key: str, secrets: tuple[str, ...],
-               boundary_arn: str, topic: str | None = None, data: tuple[tuple[str, str], ...] = ()) -> list[AwsCall]:
+               boundary_arn: str, topic: str | None = None, data: tuple[tuple[str, str], ...] = (),
+               spec_name: str = "") -> list[AwsCall]:
     name, job_tags = name_for(job), tags(job)
+    role_tags = tags(job, **{SPEC_TAG: spec_name})  # the boundary lets it read trainctl/<spec>/ secrets only
     policy = node_policy(job, bucket, region, account, code_key, secrets, topic, data, agent_key)
     return [
         AwsCall("iam", "CreateRole", {"RoleName": name, "Path": naming.IAM_PATH,
                                       "AssumeRolePolicyDocument": json.dumps(EC2_TRUST),
                                       "PermissionsBoundary": boundary_arn,
-                                      "Description": f"trainctl job {job} nodes", "Tags": job_tags},
+                                      "Description": f"trainctl job {job} nodes", "Tags": role_tags},
                 region, ok_errors=("EntityAlreadyExists",), why="the nodes' role, within trainctl's boundary"),
         AwsCall("iam", "PutRolePolicy", {"RoleName": name, "PolicyName": "trainctl-node",
                                          "PolicyDocument": json.dumps(policy)},

@@ -191,7 +191,7 @@ def _job_role(client_for, job_id: str, region: str, account: str, bucket: str, s
     code_key = source_uri.removeprefix(f"s3://{bucket}/")
     policy = job_role.execution_policy(job_id, bucket, region, account, code_key, image,
                                        tuple(spec.secrets.values()), in_vpc, data_checks.data_reads(spec.data))
-    arn, calls = job_role.role_calls(job_id, region, account, bounded_by, policy)
+    arn, calls = job_role.role_calls(job_id, region, account, bounded_by, policy, spec.name)
     notes.append(f"execution role {arn}: this job's own, writes only under s3://{bucket}/{job_id}/; "
                  "`trainctl down` deletes it once the job has ended")
     return arn, calls

@@ -21,6 +21,7 @@ import json
 from trainctl.aws import clients as aws
 from trainctl.naming import resources as naming
 from trainctl.backends.base import JOB_TAG, AwsCall, tags
+from trainctl.naming.tags import SPEC_TAG
 from trainctl.backends.calls import Retry
 from trainctl.iam.execution_role import SAGEMAKER_TRUST, execution_policy  # noqa: F401 (the job's policy)
 POLICY_NAME = "trainctl-sagemaker-job"
@@ -32,8 +33,10 @@ def role_name(job_id: str) -> str:
     return naming.job_resource_name(job_id)
 
 
-def role_calls(job_id: str, region: str, account: str, boundary_arn: str, policy: dict) -> tuple[str, list[AwsCall]]:
-    """(the role's ARN, the calls that make it): CreateRole under /trainctl/ with the boundary, then its policy."""
+def role_calls(job_id: str, region: str, account: str, boundary_arn: str, policy: dict,
+               spec_name: str) -> tuple[str, list[AwsCall]]:
+    """(the role's ARN, the calls that make it): CreateRole under /trainctl/ with the boundary, then its policy.
+    The trainctl:spec tag is what the boundary reads the spec's secrets by (iam/boundary.py)."""
     name = role_name(job_id)
     arn = naming.arn(region, "iam", account, f"role{naming.IAM_PATH}{name}", regional=False)
     return arn, [
@@ -41,7 +44,7 @@ def role_calls(job_id: str, region: str, account: str, boundary_arn: str, policy
                                       "AssumeRolePolicyDocument": json.dumps(SAGEMAKER_TRUST),
                                       "PermissionsBoundary": boundary_arn,
                                       "Description": f"trainctl job {job_id} (SageMaker execution)",
-                                      "Tags": tags(job_id)},
+                                      "Tags": tags(job_id, **{SPEC_TAG: spec_name})},
                 region, ok_errors=("EntityAlreadyExists",), why="the job's own execution role, within the boundary"),
         AwsCall("iam", "PutRolePolicy", {"RoleName": name, "PolicyName": POLICY_NAME,
                                          "PolicyDocument": json.dumps(policy)},
