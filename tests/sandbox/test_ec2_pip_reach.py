@@ -48,6 +48,19 @@ def test_requirements_behind_endpoints_only_are_refused_before_anything_is_creat
     assert proc.returncode == 0, proc.stderr
 
 
+def test_doctor_runs_the_same_pip_check_as_the_launch(sandbox_env, tmp_path):
+    sb = sandbox_env
+    add_endpoints(sb, ("ec2", "logs"), region="us-east-1")
+    spec = Path(_own_script(tmp_path, "timm\n"))
+    spec.write_text(spec.read_text().replace('layouts: ["g5.xlarge:1:spot"]', 'layouts: ["p4d.24xlarge:2:on-demand"]'))
+    proc = run_cli(["--output", "json", "--region", "us-east-1", "doctor", str(spec), "--platform", "ec2"],
+                   tmp_path / "home", env=sb.env, timeout=180)
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    route = checks["EC2 nodes reach AWS"]
+    assert route["status"] == "fail" and "requirements.txt" in route["detail"] + route.get("fix", ""), route
+    assert proc.returncode != 0
+
+
 def test_requirements_that_install_offline_or_from_a_mirror_are_the_user_s_word(sandbox_env, tmp_path):
     sb = sandbox_env
     add_endpoints(sb, ("ec2", "logs"), region="us-east-1")
