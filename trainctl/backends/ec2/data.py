@@ -1,10 +1,14 @@
-"""The EC2 side of a job's `data:` channels: what the node agent is told to fetch (bootstrap/channels.py does
-it on the node) and which S3 prefixes the nodes' role must read.
+"""The EC2 side of a job's `data:` channels: what the node agent is told to fetch or mount (bootstrap/channels.py
+and bootstrap/fsx.py do it on the node) and which S3 prefixes the nodes' role must read.
 
 Each S3 channel becomes {"bucket", "prefix", "mode"} in the agent's config: `copy` and `sharded` are copied to
 /opt/ml/input/data/NAME before torchrun starts (`sharded`: the node's share of the sorted keys, by its rank, as
 SageMaker's ShardedByS3Key gives each instance 1/N of the objects); `stream` is mounted with Mountpoint for
 Amazon S3 where the node has `mount-s3`, and copied otherwise (the agent logs which).
+
+An FSx for Lustre channel becomes {"mode": "mount", "fsx", "dns_name", "mount_name", "path"}: the node mounts
+DNSNAME@tcp:/MOUNTNAME/DIR read-only at /opt/ml/input/data/NAME. The launch reads the DNS and mount names with
+DescribeFileSystems (its data checks already found the file system), so the nodes' role needs no FSx permission.
 """
 from __future__ import annotations
 
@@ -13,13 +17,34 @@ from trainctl.errors import UsageError
 from trainctl.spec.data import FsxChannel
 
 
-def node_channels(data: dict | None) -> dict:
-    """The agent config's `channels` member; an FSx channel is refused here (the agent cannot mount Lustre yet)."""
+def fsx_mount(fsx, name: str, source: FsxChannel) -> dict:
+    """The agent's settings for one FSx channel, from the file system's description."""
+    found = fsx.describe_file_systems(FileSystemIds=[source.fsx])["FileSystems"]
+    lustre = (found[0].get("LustreConfiguration") or {}) if found else {}
+    if not found or not found[0].get("DNSName") or not lustre.get("MountName"):
+        raise UsageError(f"data: channel {name} {source.fsx}: DescribeFileSystems gives no DNS name and mount name "
+                         "for it, which its nodes need to mount it; check that the file system is AVAILABLE "
+                         "(aws fsx describe-file-systems)")
+    return {"mode": "mount", "fsx": source.fsx, "dns_name": found[0]["DNSName"], "mount_name": lustre["MountName"],
+            "path": source.path}
+
+
+def node_channels(data: dict | None, fsx_client=None) -> dict:
+    """The agent config's `channels` member. fsx_client() gives the fsx client when a channel is on FSx."""
     channels = {}
     for name, source in sorted((data or {}).items()):
         if isinstance(source, FsxChannel):
-            raise UsageError(f"data: channel {name} is an FSx file system; on EC2 trainctl's node agent does not "
-                             "mount FSx for Lustre yet: launch it with --platform sagemaker, or give an S3 prefix")
-        channels[name] = {"bucket": source.bucket, "prefix": source.prefix, "mode": source.mode}
+            channels[name] = fsx_mount(fsx_client(), name, source)
+        else:
+            channels[name] = {"bucket": source.bucket, "prefix": source.prefix, "mode": source.mode}
     return {"channels": channels} if channels else {}
 
+
+def channel_notes(channels: dict) -> list[str]:
+    """What `launch --dry-run` shows of each FSx channel: the mount each node runs."""
+    from trainctl.bootstrap.fsx import mount_command
+    from trainctl.spec.data import channel_path
+
+    return [f"channel {name}: FSx for Lustre {channel['fsx']}, on each node: "
+            + " ".join(mount_command(channel, channel_path(name)))
+            for name, channel in sorted(channels.items()) if channel["mode"] == "mount"]

@@ -277,7 +277,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               "instance_types": list(option.instance_types),
               "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None,
               **budget.node_config(spec, option, opts.notify),  # the node agent enforces the budget, sends news
-              **job_data.node_channels(spec.data)}
+              **job_data.node_channels(spec.data, lambda: client_for("fsx", region))}
     calls += upload + agent_upload
     calls += _iam_calls(job, bucket, region, account, code_key, agent["agent_key"], tuple(secrets.values()),
                         boundary(client_for("iam", region), account, region, notes), config.get("notify_topic"),
@@ -290,8 +290,8 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
         region, ok_errors=("InvalidPlacementGroup.Duplicate",), why="all nodes on one low-latency network spine"))
     _template_call(ec2, job, inst, ami, group, config, option, region, calls, notes)
     _fleet_calls(ec2, job, option, azs, net, region, calls, notes)
-    notes += [f"AMI {ami}", f"code s3://{bucket}/{code_key} (sha256 {pkg.sha256[:12]})",
-              *([pkg.secrets_note()] if pkg.secrets_note() else []),
+    notes += [*job_data.channel_notes(config.get("channels", {})), f"AMI {ami}",
+              f"code s3://{bucket}/{code_key} (sha256 {pkg.sha256[:12]})", *filter(None, [pkg.secrets_note()]),
               f"subnets in {azs[0]}: {', '.join(net.by_az[azs[0]])}", f"logs: CloudWatch Logs {log_group(job)}"]
     return LaunchRequest(platform=PLATFORM, job_id=job, region=region, option=option, calls=tuple(calls),
                          notes=tuple(notes), alternatives=(FLEET_GROUP,))

@@ -1,0 +1,187 @@
+"""FSx for Lustre file systems that instances can mount, where moto stops at the record.
+
+- A Lustre file system gets what AWS gives it and moto does not: `LustreConfiguration.MountName` ("fsx" for
+  SCRATCH_1, otherwise a name of 8 lower-case letters and digits; FSx API Reference,
+  `LustreFileSystemConfiguration.MountName`), `Lifecycle` AVAILABLE and its `VpcId` (its subnet's).
+- Its content is a folder of the sandbox's (WORKDIR/fsx/ID), filled when it is created from the objects under
+  `LustreConfiguration.ImportPath` (an S3 data repository: the file system presents the objects under the prefix
+  as files, FSx for Lustre User Guide, "Linking your file system to an Amazon S3 bucket"; objects added to the
+  bucket later are not imported, as with AutoImportPolicy NONE). Without an ImportPath it is empty.
+- An instance mounts it as on AWS, `mount -t lustre -o OPTIONS DNSNAME@tcp:/MOUNTNAME[/DIR] MOUNTPOINT`: the
+  sandbox's node has `mount` and `mount.lustre` on its PATH (the Lustre client of its AMI, nodes.py), which ask
+  the sandbox (`mount_lustre`). It refuses what Lustre refuses: a DNS name that is no file system of the
+  instance's region, a file system outside the instance's VPC (unreachable), a wrong mount name (the file system
+  name), a directory that does not exist, a mount point that is not an empty directory. Otherwise the mount point
+  becomes a view of the folder (a symlink): read-only on AWS with `-o ro`; here the folder's files are made
+  read-only by permission, which a root process can still bypass.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import string
+import sys
+from pathlib import Path
+from typing import Any
+
+from trainctl_sandbox.server.context import SandboxContext
+
+MOUNT_SCRIPT = """#!{python}
+# `mount` and `mount.lustre` inside sandbox instance {instance}: a Lustre mount asks the sandbox (its FSx);
+# any other mount is the system's.
+import json, os, sys, urllib.error, urllib.request
+args = sys.argv[1:]
+kind = "lustre" if os.path.basename(sys.argv[0]) == "mount.lustre" else None
+options, rest, i = "", [], 0
+while i < len(args):
+    if args[i] in ("-t", "-o") and i + 1 < len(args):
+        kind, options = (args[i + 1], options) if args[i] == "-t" else (kind, args[i + 1])
+        i += 2
+        continue
+    rest.append(args[i])
+    i += 1
+if kind != "lustre":
+    real = next((p for p in ("/usr/bin/mount", "/bin/mount") if os.path.exists(p)), "mount")
+    os.execv(real, [real, *args])
+if len(rest) != 2:
+    print("usage: mount -t lustre [-o OPTIONS] MGSNAME:/FSNAME[/SUBDIR] MOUNTPOINT", file=sys.stderr)
+    sys.exit(1)
+body = json.dumps({{"instance_id": "{instance}", "source": rest[0], "target": os.path.abspath(rest[1]),
+                   "options": options}}).encode()
+req = urllib.request.Request("{endpoint}/_trainctl/admin/mount_lustre", data=body, method="POST",
+                             headers={{"Content-Type": "application/json"}})
+try:
+    urllib.request.urlopen(req, timeout=30).read()
+except urllib.error.HTTPError as e:
+    print(json.loads(e.read() or b"{{}}").get("error", str(e)), file=sys.stderr)
+    sys.exit(32)
+except Exception as e:
+    print(f"mount.lustre: {{e}}", file=sys.stderr)
+    sys.exit(32)
+"""
+
+
+def folder(ctx: SandboxContext, fs_id: str) -> Path:
+    return Path(ctx.workdir) / "fsx" / fs_id
+
+
+def _mount_name(fs_id: str, deployment: str | None) -> str:
+    if deployment == "SCRATCH_1":
+        return "fsx"
+    return "".join(random.Random(fs_id).choices(string.ascii_lowercase + string.digits, k=8))
+
+
+def _import(ctx: SandboxContext, account: str, region: str, fs_id: str, import_path: str | None) -> None:
+    """The objects under the ImportPath as the file system's files, read-only."""
+    from trainctl_sandbox.sagemaker.storage import MotoS3, parse_s3_uri
+
+    root = folder(ctx, fs_id)
+    root.mkdir(parents=True, exist_ok=True)
+    if import_path:
+        s3 = MotoS3(account, region)
+        bucket, prefix = parse_s3_uri(import_path)
+        for key in s3.keys(bucket, prefix):
+            rel = key[len(prefix):].lstrip("/")
+            if not rel or rel.endswith("/") or ".." in rel.split("/"):
+                continue
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(s3.get(bucket, key))
+            path.chmod(0o444)
+    for sub in [root, *(p for p in root.rglob("*") if p.is_dir())]:
+        sub.chmod(0o555)
+
+
+def install(ctx: SandboxContext) -> None:
+    from moto.ec2.models import ec2_backends
+    from moto.fsx.models import FileSystem, FSxBackend
+
+    create = getattr(FSxBackend.create_file_system, "trainctl_plain", FSxBackend.create_file_system)
+    to_dict = getattr(FileSystem.to_dict, "trainctl_plain", FileSystem.to_dict)
+
+    def create_file_system(self, *args, **kwargs):
+        fs = create(self, *args, **kwargs)
+        subnet = ec2_backends[self.account_id][self.region_name].get_subnet(fs.subnet_ids[0]) if fs.subnet_ids \
+            else None
+        fs.vpc_id = subnet.vpc_id if subnet is not None else None
+        if fs.file_system_type == "LUSTRE":
+            lustre = dict(fs.lustre_configuration or {})
+            lustre.setdefault("MountName", _mount_name(fs.file_system_id, lustre.get("DeploymentType")))
+            fs.lustre_configuration = lustre
+            _import(ctx, self.account_id, self.region_name, fs.file_system_id, lustre.get("ImportPath"))
+        return fs
+
+    def described(self) -> dict[str, Any]:
+        out = to_dict(self)
+        out.pop("SecurityGroupIds", None)  # a request member only: AWS's FileSystem has no such field
+        return {**out, "Lifecycle": "AVAILABLE", **({"VpcId": self.vpc_id} if getattr(self, "vpc_id", None) else {})}
+
+    create_file_system.trainctl_plain, described.trainctl_plain = create, to_dict
+    FSxBackend.create_file_system, FileSystem.to_dict = create_file_system, described
+
+
+def reset(ctx: SandboxContext) -> None:
+    target = Path(ctx.workdir) / "fsx"
+    for path in [target, *target.rglob("*")] if target.exists() else []:
+        if path.is_dir() and not path.is_symlink():
+            path.chmod(0o755)
+    shutil.rmtree(target, ignore_errors=True)
+
+
+def helpers(ctx: SandboxContext, bin_dir: Path, instance_id: str) -> None:
+    """The node's Lustre client: `mount` and `mount.lustre` on its PATH."""
+    script = bin_dir / "mount"
+    script.write_text(MOUNT_SCRIPT.format(python=sys.executable, instance=instance_id, endpoint=ctx.endpoint_url))
+    script.chmod(0o755)
+    (bin_dir / "mount.lustre").symlink_to(script)
+
+
+def _file_system(ctx: SandboxContext, region: str, host: str) -> Any:
+    from moto.fsx.models import fsx_backends
+
+    return next((fs for fs in fsx_backends[ctx.account_id][region].file_systems.values()
+                 if fs.dns_name == host and fs.file_system_type == "LUSTRE"), None)
+
+
+def mount_lustre(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """{instance_id, source: DNSNAME@tcp:/MOUNTNAME[/DIR], target, options}: mounted, or ValueError with
+    mount.lustre's message."""
+    from trainctl_sandbox.ec2 import imds
+
+    found = imds._find(ctx, payload["instance_id"])
+    if found is None:
+        raise ValueError(f"no instance {payload['instance_id']}")
+    backend, instance = found
+    source, target = str(payload["source"]), Path(payload["target"])
+    nid, _, path = source.partition(":/")
+    host, _, net = nid.partition("@")
+    failed = f"mount.lustre: mount {source} at {target} failed:"
+    if net != "tcp" or not path:
+        raise ValueError(f"mount.lustre: can't parse {source!r}: expected MGSNAME@tcp:/FSNAME[/SUBDIR]")
+    fs = _file_system(ctx, backend.region_name, host)
+    if fs is None:
+        raise ValueError(f"mount.lustre: Can't parse NID '{nid}': {host} does not resolve (no FSx for Lustre file "
+                         f"system has this DNS name in {backend.region_name})")
+    if getattr(fs, "vpc_id", None) and fs.vpc_id != instance.vpc_id:
+        raise ValueError(f"{failed} Input/output error (the file system is in {fs.vpc_id}, the instance in "
+                         f"{instance.vpc_id}: unreachable) Is the MGS running?")
+    fsname, _, subdir = path.partition("/")
+    if fsname != (fs.lustre_configuration or {}).get("MountName"):
+        raise ValueError(f"{failed} No such file or directory Is the MGS specification correct? "
+                         "Is the filesystem name correct?")
+    root = folder(ctx, fs.file_system_id)
+    view = (root / subdir).resolve() if subdir.strip("/") else root
+    if not view.is_dir() or os.path.commonpath([view, root.resolve()]) != str(root.resolve()):
+        raise ValueError(f"{failed} No such file or directory (no directory /{subdir.strip('/')} on the file system)")
+    node_root = Path(ctx.workdir) / "ec2" / instance.id
+    if os.path.commonpath([target.resolve(), node_root.resolve()]) != str(node_root.resolve()):
+        raise ValueError(f"mount.lustre: mount point {target} is not on this instance")
+    if not target.is_dir() or target.is_symlink() or any(target.iterdir()):
+        raise ValueError(f"mount.lustre: mount point {target} is not an empty directory")
+    target.rmdir()
+    target.symlink_to(view, target_is_directory=True)
+    return {"mounted": str(target), "file_system": fs.file_system_id, "options": payload.get("options", "")}
+
+
+ADMIN_ACTIONS = {"mount_lustre": mount_lustre}
