@@ -1,0 +1,125 @@
+"""FSx for Lustre channels on EC2: the launch gives the nodes the file system's DNS and mount names and shows the
+mount; a sandbox instance, running the node agent's own channel code, sees exactly the file system's files at
+/opt/ml/input/data/train, and a wrong mount name or an unknown file system fails it in one line, as Lustre's
+mount does on AWS."""
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+
+from tests.support.helpers import run_cli
+
+SCRIPT = Path(__file__).resolve().parents[1] / "support" / "data_script"
+FILES = 12
+NODE_WAIT_S = 20
+
+# The user data of an instance that does what the agent does with its config's channels (bootstrap/channels.py,
+# bootstrap/fsx.py) and prints what the channel's folder holds.
+USER_DATA = """#!/bin/bash
+exec "$TRAINCTL_PYTHON" - <<'EOF'
+import json, os, sys
+from trainctl.bootstrap.channels import Channels
+channels = Channels(None, {"train": json.loads(%r)}, os.path.join(os.environ["TRAINCTL_ROOT"], "ml"), print)
+channels.prepare(0, 1)
+path = channels.env()["SM_CHANNEL_TRAIN"]
+files = {os.path.relpath(os.path.join(top, n), path): open(os.path.join(top, n)).read()
+         for top, _, names in os.walk(path, followlinks=True) for n in names}
+print("CHANNEL", path, json.dumps(files, sort_keys=True), flush=True)
+EOF
+"""
+
+
+def _subnets(sb) -> dict[str, str]:
+    return {s["AvailabilityZone"]: s["SubnetId"] for s in sb.client("ec2").describe_subnets(
+        Filters=[{"Name": "default-for-az", "Values": ["true"]}])["Subnets"]}
+
+
+def _file_system(sb, subnet: str) -> dict:
+    """A Lustre file system linked to a bucket whose objects sit under shards/."""
+    s3 = sb.client("s3")
+    s3.create_bucket(Bucket="lustre-data")
+    for i in range(FILES):
+        s3.put_object(Bucket="lustre-data", Key=f"shards/part-{i:03d}.txt", Body=str(i).encode())
+    s3.put_object(Bucket="lustre-data", Key="elsewhere/not-mine.txt", Body=b"x")
+    return sb.client("fsx").create_file_system(
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet],
+        LustreConfiguration={"DeploymentType": "SCRATCH_2", "ImportPath": "s3://lustre-data"})["FileSystem"]
+
+
+def _on_a_node(sb, subnet: str, channel: dict) -> str:
+    """Runs USER_DATA with the channel on a sandbox instance in the subnet; its console output once it ends."""
+    from trainctl_sandbox.server.seed import ami_id
+
+    instance = sb.client("ec2").run_instances(
+        ImageId=ami_id("us-east-1", "gpu-pytorch-2.7"), InstanceType="g5.xlarge", MinCount=1, MaxCount=1,
+        SubnetId=subnet, UserData=USER_DATA % json.dumps(channel))["Instances"][0]["InstanceId"]
+    deadline = time.monotonic() + NODE_WAIT_S
+    while time.monotonic() < deadline:
+        node = sb.admin.action("instance_nodes")["nodes"].get(instance)
+        if node and not node["running"]:
+            sb.client("ec2").terminate_instances(InstanceIds=[instance])  # room for the next (max_nodes)
+            return Path(node["console"]).read_text()
+        time.sleep(0.2)
+    raise AssertionError(f"instance {instance} not done after {NODE_WAIT_S} s: {sb.admin.action('instance_nodes')}")
+
+
+def _config(fs: dict, path: str) -> dict:
+    return {"mode": "mount", "fsx": fs["FileSystemId"], "dns_name": fs["DNSName"],
+            "mount_name": fs["LustreConfiguration"]["MountName"], "path": path}
+
+
+def test_an_instance_sees_exactly_the_file_system_s_directory_at_its_channel_path(ec2_nodes):
+    sandbox = ec2_nodes
+    subnet = _subnets(sandbox)["us-east-1b"]
+    fs = _file_system(sandbox, subnet)
+    mount_name = fs["LustreConfiguration"]["MountName"]
+    console = _on_a_node(sandbox, subnet, _config(fs, f"/{mount_name}/shards"))
+    (line,) = [ln for ln in console.splitlines() if ln.startswith("CHANNEL ")]
+    _, path, files = line.split(" ", 2)
+    assert path.endswith("/opt/ml/input/data/train")
+    assert json.loads(files) == {f"part-{i:03d}.txt": str(i) for i in range(FILES)}
+    assert (f"channel train: FSx for Lustre {fs['FileSystemId']} /{mount_name}/shards mounted read-only at {path} "
+            "(mount -t lustre -o ro,relatime,flock)") in console
+
+
+def test_a_wrong_mount_name_or_an_unknown_file_system_fails_the_mount_in_one_line(ec2_nodes):
+    sandbox = ec2_nodes
+    subnet = _subnets(sandbox)["us-east-1b"]
+    fs = _file_system(sandbox, subnet)
+    wrong = _on_a_node(sandbox, subnet, _config(fs, "/notmine/shards"))
+    assert "CHANNEL" not in wrong  # no training on an empty folder
+    (line,) = [ln for ln in wrong.splitlines() if "trainctl-agent:" in ln]
+    assert line.startswith(f"trainctl-agent: channel train: mounting FSx for Lustre {fs['FileSystemId']} "
+                           f"({fs['DNSName']}@tcp:/notmine/shards) at ")
+    assert "Is the filesystem name correct?" in line and "TCP 988" in line
+    unknown = _on_a_node(sandbox, subnet, dict(_config(fs, "/x/shards"), dns_name="fs-0aaaaaaa.fsx.us-east-1."
+                                                                                  "amazonaws.com"))
+    assert "does not resolve" in unknown and "CHANNEL" not in unknown
+    missing = _on_a_node(sandbox, subnet, _config(fs, f"/{fs['LustreConfiguration']['MountName']}/nothing"))
+    assert "No such file or directory" in missing and "CHANNEL" not in missing
+
+
+def test_an_ec2_launch_with_an_fsx_channel_shows_the_mount_and_gives_the_nodes_its_names(sandbox_env, tmp_path):
+    subnet = _subnets(sandbox_env)["us-east-1b"]
+    fs = _file_system(sandbox_env, subnet)
+    mount_name = fs["LustreConfiguration"]["MountName"]
+    project = tmp_path / "project"
+    shutil.copytree(SCRIPT, project)
+    spec = project / "job.yaml"
+    spec.write_text(spec.read_text().replace("data: {train: s3://my-datasets/shards/}",
+                                             f"data: {{train: {{fsx: {fs['FileSystemId']}, path: /{mount_name}/shards}}}}"))
+    proc = run_cli(["-o", "json", "launch", str(spec), "--platform", "ec2", "--subnet", subnet, "--dry-run"],
+                   tmp_path / "home", env=sandbox_env.env, timeout=150)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    mount = (f"mount -t lustre -o ro,relatime,flock {fs['DNSName']}@tcp:/{mount_name}/shards "
+             "/opt/ml/input/data/train")
+    assert any(mount in note for note in out["notes"]), out["notes"]
+    (template,) = [r["params"] for r in out["requests"] if r["operation"] == "CreateLaunchTemplate"]
+    user_data = base64.b64decode(template["LaunchTemplateData"]["UserData"]).decode()
+    config = json.loads(re.search(r"(?s)<<'TRAINCTL_CONFIG'\n(.*?)\nTRAINCTL_CONFIG", user_data)[1])
+    assert config["channels"] == {"train": _config(fs, f"/{mount_name}/shards")}
