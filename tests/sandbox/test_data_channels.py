@@ -224,7 +224,7 @@ def test_an_fsx_file_system_outside_the_job_s_az_is_refused_and_one_inside_becom
         Filters=[{"Name": "default-for-az", "Values": ["true"]}])["Subnets"]}
     fs = sandbox_env.client("fsx").create_file_system(
         FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnets["us-east-1b"]],
-        LustreConfiguration={"DeploymentType": "SCRATCH_2"})["FileSystem"]["FileSystemId"]
+        LustreConfiguration={"DeploymentType": "SCRATCH_1"})["FileSystem"]["FileSystemId"]  # mount name: fsx
     spec, home = _project(tmp_path, f"{{train: {{fsx: {fs}, path: /fsx/data}}}}"), tmp_path / "home"
     far = _dry_run(sandbox_env, home, spec, "sagemaker", "--subnet", subnets["us-east-1a"])
     assert far.returncode != 0 and len(far.stderr.strip().splitlines()) == 1, far.stderr
@@ -237,4 +237,4 @@ def test_an_fsx_file_system_outside_the_job_s_az_is_refused_and_one_inside_becom
                                  "DirectoryPath": "/fsx/data"}}}]
     assert create["VpcConfig"]["Subnets"] == [subnets["us-east-1b"]]  # one node, in the file system's VPC
     ec2_job = _dry_run(sandbox_env, home, spec, "ec2", "--subnet", subnets["us-east-1b"])
-    assert ec2_job.returncode != 0 and "--platform sagemaker" in ec2_job.stderr, ec2_job.stderr
+    assert ec2_job.returncode == 0, ec2_job.stderr  # mounted by the node agent (tests/sandbox/test_fsx_ec2.py)
