@@ -103,16 +103,21 @@ def test_a_wrong_mount_name_or_an_unknown_file_system_fails_the_mount_in_one_lin
     assert "No such file or directory" in missing and "CHANNEL" not in missing
 
 
+def _project(tmp_path: Path, data: str) -> str:
+    """The user's script that counts its channel's files (tests/support/data_script), with this `data:`."""
+    project = tmp_path / "project"
+    shutil.copytree(SCRIPT, project)
+    spec = project / "job.yaml"
+    spec.write_text(spec.read_text().replace("data: {train: s3://my-datasets/shards/}", f"data: {data}"))
+    return str(spec)
+
+
 def test_an_ec2_launch_with_an_fsx_channel_shows_the_mount_and_gives_the_nodes_its_names(sandbox_env, tmp_path):
     subnet = _subnets(sandbox_env)["us-east-1b"]
     fs = _file_system(sandbox_env, subnet)
     mount_name = fs["LustreConfiguration"]["MountName"]
-    project = tmp_path / "project"
-    shutil.copytree(SCRIPT, project)
-    spec = project / "job.yaml"
-    spec.write_text(spec.read_text().replace("data: {train: s3://my-datasets/shards/}",
-                                             f"data: {{train: {{fsx: {fs['FileSystemId']}, path: /{mount_name}/shards}}}}"))
-    proc = run_cli(["-o", "json", "launch", str(spec), "--platform", "ec2", "--subnet", subnet, "--dry-run"],
+    spec = _project(tmp_path, f"{{train: {{fsx: {fs['FileSystemId']}, path: /{mount_name}/shards}}}}")
+    proc = run_cli(["-o", "json", "launch", spec, "--platform", "ec2", "--subnet", subnet, "--dry-run"],
                    tmp_path / "home", env=sandbox_env.env, timeout=150)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
@@ -123,3 +128,28 @@ def test_an_ec2_launch_with_an_fsx_channel_shows_the_mount_and_gives_the_nodes_i
     user_data = base64.b64decode(template["LaunchTemplateData"]["UserData"]).decode()
     config = json.loads(re.search(r"(?s)<<'TRAINCTL_CONFIG'\n(.*?)\nTRAINCTL_CONFIG", user_data)[1])
     assert config["channels"] == {"train": _config(fs, f"/{mount_name}/shards")}
+
+
+def test_a_node_whose_mount_fails_records_the_one_line_and_shuts_down_without_training(ec2_nodes, tmp_path):
+    """The launch cannot see inside the file system: a directory that is not there fails the node's mount, and the
+    agent's failure path records why (the job's `failed` mark, which `watch` shows) and shuts the node down."""
+    sb, home = ec2_nodes, tmp_path / "home"
+    subnet = _subnets(sb)["us-east-1b"]
+    fs = _file_system(sb, subnet)
+    spec = _project(tmp_path, f"{{train: {{fsx: {fs['FileSystemId']}, path: "
+                              f"/{fs['LustreConfiguration']['MountName']}/not-there}}}}")
+    launched = run_cli(["-o", "json", "launch", spec, "--platform", "ec2", "--subnet", subnet, "--yes"], home,
+                       env=sb.env, timeout=150)
+    assert launched.returncode == 0, launched.stderr
+    job = json.loads(launched.stdout)["job_id"]
+    watched = run_cli(["-o", "json", "watch", job, "--interval", "0.3"], home, env=sb.env, timeout=150)
+    assert watched.returncode != 0
+    doc = json.loads(watched.stdout)
+    assert doc["status"] == "Failed", doc
+    assert f"mounting FSx for Lustre {fs['FileSystemId']}" in doc["failure_reason"]
+    assert "No such file or directory" in doc["failure_reason"]
+    logs = run_cli(["logs", job], home, env=sb.env).stdout
+    assert "read_files=" not in logs  # the script never ran
+    (node,) = [i for r in sb.client("ec2").describe_instances(Filters=[
+        {"Name": "tag:trainctl:job", "Values": [job]}])["Reservations"] for i in r["Instances"]]
+    assert node["State"]["Name"] in ("shutting-down", "terminated")
