@@ -127,8 +127,8 @@ def _minimal_job(name: str, source: dict) -> dict:
             "StoppingCondition": {"MaxRuntimeInSeconds": 600}}
 
 
-def _train_and_fetch(sb, home, tmp_path, spec: str, platform: str) -> str:
-    launched = _cli(sb, home, "-o", "json", "launch", spec, "--platform", platform, "--yes")
+def _train_and_fetch(sb, home, tmp_path, spec: str, platform: str, *extra: str) -> str:
+    launched = _cli(sb, home, "-o", "json", "launch", spec, "--platform", platform, "--yes", *extra)
     assert launched.returncode == 0, launched.stderr
     job = json.loads(launched.stdout)["job_id"]
     watched = _cli(sb, home, "watch", job, "--interval", "0.3", timeout=240)
@@ -170,9 +170,19 @@ def test_each_host_of_a_sharded_sagemaker_channel_reads_its_share(sm, sandbox_en
 
 @pytest.mark.slow
 def test_an_ec2_job_reads_its_channel_and_its_model_comes_back_with_fetch(ec2_nodes, tmp_path):
+    """`train` on FSx for Lustre (the bucket imported into it, mounted by the agent), `extra` copied from S3."""
     _dataset(ec2_nodes)
-    _train_and_fetch(ec2_nodes, tmp_path / "home", tmp_path, _project(tmp_path, "{train: s3://my-datasets/shards/}"),
-                     "ec2")
+    subnet = ec2_nodes.client("ec2").describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])[
+        "Subnets"][0]["SubnetId"]
+    fs = ec2_nodes.client("fsx").create_file_system(
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet],
+        LustreConfiguration={"DeploymentType": "SCRATCH_1", "ImportPath": "s3://my-datasets"})["FileSystem"]
+    spec = _project(tmp_path, f"{{train: {{fsx: {fs['FileSystemId']}, path: /fsx/shards}}, "
+                              "extra: s3://my-datasets/shards/}")
+    job = _train_and_fetch(ec2_nodes, tmp_path / "home", tmp_path, spec, "ec2", "--subnet", subnet)
+    logs = _cli(ec2_nodes, tmp_path / "home", "logs", job).stdout
+    assert f"channel train: FSx for Lustre {fs['FileSystemId']} /fsx/shards mounted read-only" in logs
+    assert f"channel extra: {FILES} of {FILES} objects" in logs
 
 
 def test_each_node_copies_its_share_of_a_sharded_channel_and_a_stream_without_mount_s3_is_copied(sandbox_env,
