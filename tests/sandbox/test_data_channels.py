@@ -174,8 +174,10 @@ def test_an_ec2_job_reads_its_channel_and_its_model_comes_back_with_fetch(ec2_no
     _dataset(ec2_nodes)
     subnet = ec2_nodes.client("ec2").describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])[
         "Subnets"][0]["SubnetId"]
+    from tests.sandbox.test_fsx_ec2 import lustre_group
+
     fs = ec2_nodes.client("fsx").create_file_system(
-        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet],
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet], SecurityGroupIds=[lustre_group(ec2_nodes)],
         LustreConfiguration={"DeploymentType": "SCRATCH_1", "ImportPath": "s3://my-datasets"})["FileSystem"]
     spec = _project(tmp_path, f"{{train: {{fsx: {fs['FileSystemId']}, path: /fsx/shards}}, "
                               "extra: s3://my-datasets/shards/}")
@@ -246,5 +248,8 @@ def test_an_fsx_file_system_outside_the_job_s_az_is_refused_and_one_inside_becom
         "FileSystemDataSource": {"FileSystemId": fs, "FileSystemType": "FSxLustre", "FileSystemAccessMode": "ro",
                                  "DirectoryPath": "/fsx/data"}}}]
     assert create["VpcConfig"]["Subnets"] == [subnets["us-east-1b"]]  # one node, in the file system's VPC
+    # on EC2 the nodes mount it (tests/sandbox/test_fsx_ec2.py), once its groups let them in: the VPC's default
+    # group lets in only its own members
     ec2_job = _dry_run(sandbox_env, home, spec, "ec2", "--subnet", subnets["us-east-1b"])
-    assert ec2_job.returncode == 0, ec2_job.stderr  # mounted by the node agent (tests/sandbox/test_fsx_ec2.py)
+    assert ec2_job.returncode != 0 and len(ec2_job.stderr.strip().splitlines()) == 1, ec2_job.stderr
+    assert "let no TCP 988 and TCP 1018-1023 in" in ec2_job.stderr, ec2_job.stderr

@@ -38,25 +38,42 @@ def _subnets(sb) -> dict[str, str]:
         Filters=[{"Name": "default-for-az", "Values": ["true"]}])["Subnets"]}
 
 
-def _file_system(sb, subnet: str) -> dict:
-    """A Lustre file system linked to a bucket whose objects sit under shards/."""
+def lustre_group(sb) -> str:
+    """A group for a file system in the default VPC that lets Lustre in (TCP 988 and 1018-1023) from its own
+    servers and from the VPC's addresses, as the FSx for Lustre User Guide asks."""
+    ec2 = sb.client("ec2")
+    vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]
+    group = ec2.create_security_group(GroupName="lustre", Description="FSx for Lustre",
+                                      VpcId=vpc["VpcId"])["GroupId"]
+    ec2.authorize_security_group_ingress(GroupId=group, IpPermissions=[
+        {"IpProtocol": "tcp", "FromPort": lo, "ToPort": hi, "UserIdGroupPairs": [{"GroupId": group}],
+         "IpRanges": [{"CidrIp": vpc["CidrBlock"]}]} for lo, hi in ((988, 988), (1018, 1023))])
+    return group
+
+
+def _file_system(sb, subnet: str, groups: list[str] | None = None) -> dict:
+    """A Lustre file system linked to a bucket whose objects sit under shards/; in the VPC's default group unless
+    `groups` says otherwise."""
     s3 = sb.client("s3")
     s3.create_bucket(Bucket="lustre-data")
     for i in range(FILES):
         s3.put_object(Bucket="lustre-data", Key=f"shards/part-{i:03d}.txt", Body=str(i).encode())
     s3.put_object(Bucket="lustre-data", Key="elsewhere/not-mine.txt", Body=b"x")
     return sb.client("fsx").create_file_system(
-        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet],
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet], **({"SecurityGroupIds": groups} if groups
+                                                                               else {}),
         LustreConfiguration={"DeploymentType": "SCRATCH_2", "ImportPath": "s3://lustre-data"})["FileSystem"]
 
 
-def _on_a_node(sb, subnet: str, channel: dict) -> str:
-    """Runs USER_DATA with the channel on a sandbox instance in the subnet; its console output once it ends."""
+def _on_a_node(sb, subnet: str, channel: dict, groups: list[str] | None = None) -> str:
+    """Runs USER_DATA with the channel on a sandbox instance in the subnet (in the VPC's default group unless
+    `groups` says otherwise); its console output once it ends."""
     from trainctl_sandbox.server.seed import ami_id
 
     instance = sb.client("ec2").run_instances(
         ImageId=ami_id("us-east-1", "gpu-pytorch-2.7"), InstanceType="g5.xlarge", MinCount=1, MaxCount=1,
-        SubnetId=subnet, UserData=USER_DATA % json.dumps(channel))["Instances"][0]["InstanceId"]
+        SubnetId=subnet, UserData=USER_DATA % json.dumps(channel), **({"SecurityGroupIds": groups} if groups else {})
+    )["Instances"][0]["InstanceId"]
     deadline = time.monotonic() + NODE_WAIT_S
     while time.monotonic() < deadline:
         node = sb.admin.action("instance_nodes")["nodes"].get(instance)
@@ -101,6 +118,10 @@ def test_a_wrong_mount_name_or_an_unknown_file_system_fails_the_mount_in_one_lin
     assert "does not resolve" in unknown and "CHANNEL" not in unknown
     missing = _on_a_node(sandbox, subnet, _config(fs, f"/{fs['LustreConfiguration']['MountName']}/nothing"))
     assert "No such file or directory" in missing and "CHANNEL" not in missing
+    # an instance whose group lets nothing in from the file system's: Lustre cannot connect
+    closed = sandbox.client("ec2").create_security_group(GroupName="closed", Description="nothing in")["GroupId"]
+    shut = _on_a_node(sandbox, subnet, _config(fs, f"/{fs['LustreConfiguration']['MountName']}/shards"), [closed])
+    assert "Connection timed out" in shut and "CHANNEL" not in shut
 
 
 def _project(tmp_path: Path, data: str) -> str:
@@ -114,7 +135,8 @@ def _project(tmp_path: Path, data: str) -> str:
 
 def test_an_ec2_launch_with_an_fsx_channel_shows_the_mount_and_gives_the_nodes_its_names(sandbox_env, tmp_path):
     subnet = _subnets(sandbox_env)["us-east-1b"]
-    fs = _file_system(sandbox_env, subnet)
+    group = lustre_group(sandbox_env)
+    fs = _file_system(sandbox_env, subnet, [group])
     mount_name = fs["LustreConfiguration"]["MountName"]
     spec = _project(tmp_path, f"{{train: {{fsx: {fs['FileSystemId']}, path: /{mount_name}/shards}}}}")
     proc = run_cli(["-o", "json", "launch", spec, "--platform", "ec2", "--subnet", subnet, "--dry-run"],
@@ -127,7 +149,26 @@ def test_an_ec2_launch_with_an_fsx_channel_shows_the_mount_and_gives_the_nodes_i
     (template,) = [r["params"] for r in out["requests"] if r["operation"] == "CreateLaunchTemplate"]
     user_data = base64.b64decode(template["LaunchTemplateData"]["UserData"]).decode()
     config = json.loads(re.search(r"(?s)<<'TRAINCTL_CONFIG'\n(.*?)\nTRAINCTL_CONFIG", user_data)[1])
-    assert config["channels"] == {"train": _config(fs, f"/{mount_name}/shards")}
+    assert config["channels"] == {"train": dict(_config(fs, f"/{mount_name}/shards"), security_groups=[group])}
+    # the job's own group lets the file system's in on Lustre's ports, and only those
+    lustre = [r["params"]["IpPermissions"] for r in out["requests"] if r["operation"] == "AuthorizeSecurityGroupIngress"
+              and any(p.get("FromPort") == 988 for p in r["params"]["IpPermissions"])]
+    assert [[(p["IpProtocol"], p["FromPort"], p["ToPort"], [g["GroupId"] for g in p["UserIdGroupPairs"]])
+             for p in perms] for perms in lustre] == [[("tcp", 988, 988, [group]), ("tcp", 1018, 1023, [group])]]
+
+
+def test_an_ec2_launch_is_refused_in_one_line_when_the_file_system_s_groups_keep_the_nodes_out(sandbox_env,
+                                                                                                tmp_path):
+    subnet = _subnets(sandbox_env)["us-east-1b"]
+    fs = _file_system(sandbox_env, subnet)  # the VPC's default group: lets in only its own members
+    spec = _project(tmp_path, f"{{train: {{fsx: {fs['FileSystemId']}, "
+                              f"path: /{fs['LustreConfiguration']['MountName']}/shards}}}}")
+    proc = run_cli(["-o", "json", "launch", spec, "--platform", "ec2", "--subnet", subnet, "--dry-run"],
+                   tmp_path / "home", env=sandbox_env.env, timeout=150)
+    assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"data: channel train {fs['FileSystemId']}: its security groups sg-" in proc.stderr
+    assert "let no TCP 988 and TCP 1018-1023 in from the job's nodes" in proc.stderr
+    assert "--security-group" in proc.stderr
 
 
 def test_a_node_whose_mount_fails_records_the_one_line_and_shuts_down_without_training(ec2_nodes, tmp_path):
@@ -135,7 +176,7 @@ def test_a_node_whose_mount_fails_records_the_one_line_and_shuts_down_without_tr
     agent's failure path records why (the job's `failed` mark, which `watch` shows) and shuts the node down."""
     sb, home = ec2_nodes, tmp_path / "home"
     subnet = _subnets(sb)["us-east-1b"]
-    fs = _file_system(sb, subnet)
+    fs = _file_system(sb, subnet, [lustre_group(sb)])
     spec = _project(tmp_path, f"{{train: {{fsx: {fs['FileSystemId']}, path: "
                               f"/{fs['LustreConfiguration']['MountName']}/not-there}}}}")
     launched = run_cli(["-o", "json", "launch", spec, "--platform", "ec2", "--subnet", subnet, "--yes"], home,

@@ -77,8 +77,10 @@ def mount(name: str, channel: dict, dest: str, log) -> None:
     except subprocess.TimeoutExpired:
         why = f"no answer in {MOUNT_TIMEOUT_S} s"
     if why:
+        groups = " ".join(["security groups", *(channel.get("security_groups") or [])])
         raise SystemExit(f"trainctl-agent: channel {name}: mounting FSx for Lustre {channel['fsx']} "
-                         f"({lustre_source(channel)}) at {dest} failed: {why}; check the mount name, and that "
-                         "the file system's security groups allow TCP 988 and 1018-1023 from the nodes")
+                         f"({lustre_source(channel)}) at {dest} failed: {why}; check the mount name and the "
+                         f"directory, and that the file system's {groups} let TCP 988 and 1018-1023 in from this "
+                         "node")
     log(f"trainctl-agent: channel {name}: FSx for Lustre {channel['fsx']} {channel['path']} mounted read-only "
         f"at {dest} ({' '.join(cmd[:5])})")

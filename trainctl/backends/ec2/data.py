@@ -13,28 +13,37 @@ DescribeFileSystems (its data checks already found the file system), so the node
 from __future__ import annotations
 
 from trainctl.backends.data_checks import data_reads  # noqa: F401 (the nodes' role reads these)
+from trainctl.backends.ec2 import lustre_network
+from trainctl.backends.ec2.lustre_network import lustre_ingress  # noqa: F401 (prepare adds these to the group)
 from trainctl.errors import UsageError
 from trainctl.spec.data import FsxChannel
 
 
-def fsx_mount(fsx, name: str, source: FsxChannel) -> dict:
-    """The agent's settings for one FSx channel, from the file system's description."""
-    found = fsx.describe_file_systems(FileSystemIds=[source.fsx])["FileSystems"]
+def fsx_mount(client_for, region: str, name: str, source: FsxChannel, subnets, user_group: str | None) -> dict:
+    """The agent's settings for one FSx channel, from the file system's description; refused (UsageError) when
+    the security groups keep Lustre out (lustre_network.py)."""
+    found = client_for("fsx", region).describe_file_systems(FileSystemIds=[source.fsx])["FileSystems"]
     lustre = (found[0].get("LustreConfiguration") or {}) if found else {}
     if not found or not found[0].get("DNSName") or not lustre.get("MountName"):
         raise UsageError(f"data: channel {name} {source.fsx}: DescribeFileSystems gives no DNS name and mount name "
                          "for it, which its nodes need to mount it; check that the file system is AVAILABLE "
                          "(aws fsx describe-file-systems)")
+    ec2 = client_for("ec2", region)
+    groups = lustre_network.file_system_groups(ec2, found[0])
+    lustre_network.refuse_unreachable(ec2, name, source.fsx, groups, list(subnets), user_group)
+    # the groups: the job's own group lets them in (lustre_network.lustre_ingress); the agent names them if the
+    # mount fails
     return {"mode": "mount", "fsx": source.fsx, "dns_name": found[0]["DNSName"], "mount_name": lustre["MountName"],
-            "path": source.path}
+            "path": source.path, "security_groups": groups}
 
 
-def node_channels(data: dict | None, fsx_client=None) -> dict:
-    """The agent config's `channels` member. fsx_client() gives the fsx client when a channel is on FSx."""
+def node_channels(data: dict | None, client_for=None, region: str = "", subnets=(), user_group: str | None = None
+                  ) -> dict:
+    """The agent config's `channels` member. An FSx channel is described with client_for (fsx and ec2)."""
     channels = {}
     for name, source in sorted((data or {}).items()):
         if isinstance(source, FsxChannel):
-            channels[name] = fsx_mount(fsx_client(), name, source)
+            channels[name] = fsx_mount(client_for, region, name, source, subnets, user_group)
         else:
             channels[name] = {"bucket": source.bucket, "prefix": source.prefix, "mode": source.mode}
     return {"channels": channels} if channels else {}

@@ -277,13 +277,14 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               "instance_types": list(option.instance_types),
               "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None,
               **budget.node_config(spec, option, opts.notify),  # the node agent enforces the budget, sends news
-              **job_data.node_channels(spec.data, lambda: client_for("fsx", region))}
+              **job_data.node_channels(spec.data, client_for, region, net.by_az[azs[0]], opts.security_group)}
     calls += upload + agent_upload
     calls += _iam_calls(job, bucket, region, account, code_key, agent["agent_key"], tuple(secrets.values()),
                         boundary(client_for("iam", region), account, region, notes), config.get("notify_topic"),
                         job_data.data_reads(spec.data))
     calls += log_group_calls(job, region, opts.log_retention_days, notes)
     group = _security_group_calls(ec2, job, net.vpc_id, region, opts, calls, notes)
+    calls += job_data.lustre_ingress(config.get("channels", {}), group, job, region, opts.security_group)
     calls.append(AwsCall("ec2", "CreatePlacementGroup", {
         "GroupName": name_for(job), "Strategy": "cluster",
         "TagSpecifications": [{"ResourceType": "placement-group", "Tags": tags(job)}]},
