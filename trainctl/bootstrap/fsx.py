@@ -59,7 +59,7 @@ def ensure_client(log) -> None:
         raise SystemExit(f"trainctl-agent: no Lustre client (mount.lustre) on this node "
                          f"({release.get('PRETTY_NAME', 'unknown OS')}); use an AMI with it installed ({GUIDE})")
     log("trainctl-agent: installing the Lustre client (dnf install -y lustre-client)")
-    done = subprocess.run(["dnf", "install", "-y", "lustre-client"], capture_output=True, text=True,
+    done = subprocess.run(["dnf", "install", "-y", "lustre-client"], check=False, capture_output=True, text=True,
                           timeout=INSTALL_TIMEOUT_S)
     if done.returncode != 0 or not shutil.which("mount.lustre", path=_search_path()):
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit {done.returncode}"]
@@ -71,7 +71,7 @@ def mount(name: str, channel: dict, dest: str, log) -> None:
     ensure_client(log)
     cmd = mount_command(channel, dest)
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=MOUNT_TIMEOUT_S,
+        done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=MOUNT_TIMEOUT_S,
                               env=dict(os.environ, PATH=_search_path()))
         why = " ".join((done.stderr or done.stdout).split())[:300] if done.returncode else ""
     except subprocess.TimeoutExpired:

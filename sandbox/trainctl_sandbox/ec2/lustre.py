@@ -94,7 +94,7 @@ def _import(ctx: SandboxContext, account: str, region: str, fs_id: str, import_p
         bucket, prefix = parse_s3_uri(import_path)
         try:
             keys = s3.keys(bucket, prefix)
-        except Exception as e:  # noqa: BLE001 - no such bucket
+        except Exception as e:  # no such bucket
             raise JsonRESTError("InvalidImportPath", f"The import path {import_path} cannot be read: {e}") from e
         for key in keys:
             rel = key[len(prefix):].lstrip("/")
