@@ -182,7 +182,7 @@ def test_an_ec2_job_reads_its_channel_and_its_model_comes_back_with_fetch(ec2_no
     spec = _project(tmp_path, f"{{train: {{fsx: {fs['FileSystemId']}, path: /fsx/shards}}, "
                               "extra: s3://my-datasets/shards/}")
     job = _train_and_fetch(ec2_nodes, tmp_path / "home", tmp_path, spec, "ec2", "--subnet", subnet)
-    logs = _cli(ec2_nodes, tmp_path / "home", "logs", job).stdout
+    logs = (tmp_path / "logs" / f"{job}.log").read_text()  # fetched by _train_and_fetch
     assert f"channel train: FSx for Lustre {fs['FileSystemId']} /fsx/shards mounted read-only" in logs
     assert f"channel extra: {FILES} of {FILES} objects" in logs
 
