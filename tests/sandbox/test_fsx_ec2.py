@@ -139,10 +139,11 @@ def test_an_ec2_launch_with_an_fsx_channel_shows_the_mount_and_gives_the_nodes_i
     fs = _file_system(sandbox_env, subnet, [group])
     mount_name = fs["LustreConfiguration"]["MountName"]
     spec = _project(tmp_path, f"{{train: {{fsx: {fs['FileSystemId']}, path: /{mount_name}/shards}}}}")
-    proc = run_cli(["-o", "json", "launch", spec, "--platform", "ec2", "--subnet", subnet, "--dry-run"],
-                   tmp_path / "home", env=sandbox_env.env, timeout=150)
+    proc = run_cli(["-o", "json", "launch", spec, "--platform", "ec2", "--dry-run"],  # no --subnet: the file
+                   tmp_path / "home", env=sandbox_env.env, timeout=150)                # system's AZ is chosen
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
+    assert f"subnets in us-east-1b: {subnet}" in out["notes"], out["notes"]
     mount = (f"mount -t lustre -o ro,relatime,flock {fs['DNSName']}@tcp:/{mount_name}/shards "
              "/opt/ml/input/data/train")
     assert any(mount in note for note in out["notes"]), out["notes"]

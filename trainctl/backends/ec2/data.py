@@ -37,6 +37,26 @@ def fsx_mount(client_for, region: str, name: str, source: FsxChannel, subnets, u
             "path": source.path, "security_groups": groups}
 
 
+def fsx_zones(client_for, region: str, data: dict | None, notes: list[str], azs: list[str]) -> list[str]:
+    """With FSx channels, only the AZs of their file systems, when the job has subnets there: a Lustre file
+    system lives in one subnet (one AZ), and nodes elsewhere would pay cross-AZ traffic (the data checks refuse
+    them). Otherwise `azs` as they are, and the checks say what is wrong."""
+    ids = sorted({s.fsx for s in (data or {}).values() if isinstance(s, FsxChannel)})
+    if not ids or not azs:
+        return azs
+    try:
+        found = client_for("fsx", region).describe_file_systems(FileSystemIds=ids)["FileSystems"]
+    except Exception:  # noqa: BLE001 - an unknown id: the data checks refuse it in their own words
+        return azs
+    subnets = sorted({s for fs in found for s in fs.get("SubnetIds", [])})
+    zones = {s["AvailabilityZone"] for s in client_for("ec2", region).describe_subnets(SubnetIds=subnets)["Subnets"]
+             } if subnets else set()
+    kept = [az for az in azs if az in zones]
+    if kept and kept != azs:
+        notes.append(f"AZ {', '.join(kept)} only: the FSx file system {', '.join(ids)} is there")
+    return kept or azs
+
+
 def node_channels(data: dict | None, client_for=None, region: str = "", subnets=(), user_group: str | None = None
                   ) -> dict:
     """The agent config's `channels` member. An FSx channel is described with client_for (fsx and ec2)."""

@@ -260,8 +260,8 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     net = node_subnets(ec2, region, inst, net, notes, tuple(secrets.values()))
     pkg, script = job_code(spec, settings.spec_path)
     net = pip_reach.subnets_for_pip(ec2, region, inst.name, net, not no_public_ipv4(inst), pkg, notes)
-    azs = az_order(ec2, region, option.instance_type, option.count, option.market, option.availability_zone,
-                   list(net.by_az), notes, option.instance_types)
+    azs = job_data.fsx_zones(client_for, region, spec.data, notes, az_order(  # an FSx channel: its AZ only
+        ec2, region, option.instance_type, option.count, option.market, option.availability_zone, list(net.by_az), notes, option.instance_types))
     if not azs:
         raise CapacityError(f"no subnet in {region} is in an AZ that offers {option.instance_type}")
     refuse_bad_data(client_for, region, spec, opts, net.by_az[azs[0]], notes, PLATFORM)
