@@ -177,11 +177,17 @@ def install(ctx: SandboxContext) -> None:
 
 
 def reset(ctx: SandboxContext) -> None:
+    """The file systems' folders go with moto's records; their read-only folders are made writable first, or a
+    process that is not root could not remove them."""
     target = Path(ctx.workdir) / "fsx"
     for path in [target, *target.rglob("*")] if target.exists() else []:
         if path.is_dir() and not path.is_symlink():
             path.chmod(0o755)
     shutil.rmtree(target, ignore_errors=True)
+
+
+def shutdown(ctx: SandboxContext) -> None:
+    reset(ctx)  # before the server removes its folder
 
 
 def helpers(ctx: SandboxContext, bin_dir: Path, instance_id: str) -> None:
