@@ -127,8 +127,8 @@ def _minimal_job(name: str, source: dict) -> dict:
             "StoppingCondition": {"MaxRuntimeInSeconds": 600}}
 
 
-def _train_and_fetch(sb, home, tmp_path, spec: str, platform: str) -> str:
-    launched = _cli(sb, home, "-o", "json", "launch", spec, "--platform", platform, "--yes")
+def _train_and_fetch(sb, home, tmp_path, spec: str, platform: str, *extra: str) -> str:
+    launched = _cli(sb, home, "-o", "json", "launch", spec, "--platform", platform, "--yes", *extra)
     assert launched.returncode == 0, launched.stderr
     job = json.loads(launched.stdout)["job_id"]
     watched = _cli(sb, home, "watch", job, "--interval", "0.3", timeout=240)
@@ -170,9 +170,21 @@ def test_each_host_of_a_sharded_sagemaker_channel_reads_its_share(sm, sandbox_en
 
 @pytest.mark.slow
 def test_an_ec2_job_reads_its_channel_and_its_model_comes_back_with_fetch(ec2_nodes, tmp_path):
+    """`train` on FSx for Lustre (the bucket imported into it, mounted by the agent), `extra` copied from S3."""
     _dataset(ec2_nodes)
-    _train_and_fetch(ec2_nodes, tmp_path / "home", tmp_path, _project(tmp_path, "{train: s3://my-datasets/shards/}"),
-                     "ec2")
+    subnet = ec2_nodes.client("ec2").describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])[
+        "Subnets"][0]["SubnetId"]
+    from tests.sandbox.test_fsx_ec2 import lustre_group
+
+    fs = ec2_nodes.client("fsx").create_file_system(
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet], SecurityGroupIds=[lustre_group(ec2_nodes)],
+        LustreConfiguration={"DeploymentType": "SCRATCH_1", "ImportPath": "s3://my-datasets"})["FileSystem"]
+    spec = _project(tmp_path, f"{{train: {{fsx: {fs['FileSystemId']}, path: /fsx/shards}}, "
+                              "extra: s3://my-datasets/shards/}")
+    job = _train_and_fetch(ec2_nodes, tmp_path / "home", tmp_path, spec, "ec2", "--subnet", subnet)
+    logs = (tmp_path / "logs" / f"{job}.log").read_text()  # fetched by _train_and_fetch
+    assert f"channel train: FSx for Lustre {fs['FileSystemId']} /fsx/shards mounted read-only" in logs
+    assert f"channel extra: {FILES} of {FILES} objects" in logs
 
 
 def test_each_node_copies_its_share_of_a_sharded_channel_and_a_stream_without_mount_s3_is_copied(sandbox_env,
@@ -224,7 +236,7 @@ def test_an_fsx_file_system_outside_the_job_s_az_is_refused_and_one_inside_becom
         Filters=[{"Name": "default-for-az", "Values": ["true"]}])["Subnets"]}
     fs = sandbox_env.client("fsx").create_file_system(
         FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnets["us-east-1b"]],
-        LustreConfiguration={"DeploymentType": "SCRATCH_2"})["FileSystem"]["FileSystemId"]
+        LustreConfiguration={"DeploymentType": "SCRATCH_1"})["FileSystem"]["FileSystemId"]  # mount name: fsx
     spec, home = _project(tmp_path, f"{{train: {{fsx: {fs}, path: /fsx/data}}}}"), tmp_path / "home"
     far = _dry_run(sandbox_env, home, spec, "sagemaker", "--subnet", subnets["us-east-1a"])
     assert far.returncode != 0 and len(far.stderr.strip().splitlines()) == 1, far.stderr
@@ -236,5 +248,8 @@ def test_an_fsx_file_system_outside_the_job_s_az_is_refused_and_one_inside_becom
         "FileSystemDataSource": {"FileSystemId": fs, "FileSystemType": "FSxLustre", "FileSystemAccessMode": "ro",
                                  "DirectoryPath": "/fsx/data"}}}]
     assert create["VpcConfig"]["Subnets"] == [subnets["us-east-1b"]]  # one node, in the file system's VPC
+    # on EC2 the nodes mount it (tests/sandbox/test_fsx_ec2.py), once its groups let them in: the VPC's default
+    # group lets in only its own members
     ec2_job = _dry_run(sandbox_env, home, spec, "ec2", "--subnet", subnets["us-east-1b"])
-    assert ec2_job.returncode != 0 and "--platform sagemaker" in ec2_job.stderr, ec2_job.stderr
+    assert ec2_job.returncode != 0 and len(ec2_job.stderr.strip().splitlines()) == 1, ec2_job.stderr
+    assert "let no TCP 988 and TCP 1018-1023 in" in ec2_job.stderr, ec2_job.stderr

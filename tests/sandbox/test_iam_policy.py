@@ -96,6 +96,15 @@ def test_policy_matches_the_calls_of_every_command(sandbox, tmp_path, recorder, 
     sandbox.admin.action("remove_spot_service_linked_role")  # the account's first Spot launch creates it
     spec = str(CONFIGS / "vit-base-g5.yaml")
     cli("launch", spec, "--platform", "ec2", "--layout", "g5.xlarge:2:spot", "--dry-run")
+    # an FSx channel on EC2: the file system's groups are read from its network interfaces (refused here: the
+    # VPC's default group lets in only its own members)
+    subnet = sandbox.client("ec2").describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])[
+        "Subnets"][0]["SubnetId"]
+    fs = sandbox.client("fsx").create_file_system(FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet],
+                                                  LustreConfiguration={"DeploymentType": "SCRATCH_1"})["FileSystem"]
+    fsx_spec = tmp_path / "fsx.yaml"
+    fsx_spec.write_text(Path(spec).read_text() + f"data: {{train: {{fsx: {fs['FileSystemId']}, path: /fsx/t}}}}\n")
+    cli("--region", "us-east-1", "launch", str(fsx_spec), "--platform", "ec2", "--subnet", subnet, "--dry-run", ok=(2,))
     # P5 Spot's quota has no applied value in the account: the plan reads its AWS default
     cli("plan", spec, "--platform", "ec2", "--layout", "p5.48xlarge:1:spot")
     job2 = json.loads(cli("-o", "json", "launch", spec, "--platform", "ec2", "--layout", "g5.xlarge:2:spot",

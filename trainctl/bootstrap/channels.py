@@ -19,6 +19,8 @@ import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
+from . import fsx
+
 PARALLEL_OBJECTS = 16  # objects in flight at once; each large one is itself split by the transfer manager
 
 
@@ -101,6 +103,8 @@ class Channels:
             self.fetched[name] = shard
 
     def fetch(self, name: str, channel: dict, dest: str, shard: tuple[int, int]) -> None:
+        if channel["mode"] == "mount":  # an FSx for Lustre file system (fsx.py), no S3
+            return fsx.mount(name, channel, dest, self.log)
         uri = f"s3://{channel['bucket']}/{channel['prefix']}"
         if channel["mode"] == "stream":
             if mount(channel, dest, self.log):

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainctl_sandbox.ec2 import imds
+from trainctl_sandbox.ec2 import imds, lustre
 from trainctl_sandbox.server.context import SandboxContext
 from trainctl_sandbox.sagemaker.processes import MARKER_ENV, free_port, terminate
 
@@ -199,6 +199,7 @@ def _boot(ctx: SandboxContext, node: Node, script: str, port: int) -> None:
                                                endpoint=ctx.endpoint_url))
     shutdown.chmod(0o755)
     (node.root / "bin" / "poweroff").symlink_to(shutdown)
+    lustre.helpers(ctx, node.root / "bin", node.instance.id)  # the AMI's Lustre client: mount -t lustre
     user_data = node.root / "user-data"
     user_data.write_text(script)
     console = open(node.root / "console.log", "ab")  # what GetConsoleOutput would show

@@ -48,7 +48,8 @@ OPTIONAL_EXTENSIONS = ("trainctl_sandbox.sagemaker.jobs",)
 EC2_EXTENSIONS = ("trainctl_sandbox.ec2.placement_groups", "trainctl_sandbox.market.spot_scores",
                   "trainctl_sandbox.market.cost_explorer",
                   "trainctl_sandbox.market.spot_prices", "trainctl_sandbox.ec2.launch", "trainctl_sandbox.ec2.fleet",
-                  "trainctl_sandbox.ec2.interrupts", "trainctl_sandbox.ec2.nodes", "trainctl_sandbox.ec2.imds")
+                  "trainctl_sandbox.ec2.interrupts", "trainctl_sandbox.ec2.nodes", "trainctl_sandbox.ec2.imds",
+                  "trainctl_sandbox.ec2.lustre")
 # Services whose moto backends do not import moto's EC2: their calls need not wait for the warm-up.
 NO_EC2_NEEDED = frozenset({"s3", "iam", "sts", "sagemaker", "logs", "pricing", "service-quotas"})
 WARMUP_TIMEOUT_S = 120.0

@@ -260,8 +260,8 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     net = node_subnets(ec2, region, inst, net, notes, tuple(secrets.values()))
     pkg, script = job_code(spec, settings.spec_path)
     net = pip_reach.subnets_for_pip(ec2, region, inst.name, net, not no_public_ipv4(inst), pkg, notes)
-    azs = az_order(ec2, region, option.instance_type, option.count, option.market, option.availability_zone,
-                   list(net.by_az), notes, option.instance_types)
+    azs = job_data.fsx_zones(client_for, region, spec.data, notes, az_order(  # an FSx channel: its AZ only
+        ec2, region, option.instance_type, option.count, option.market, option.availability_zone, list(net.by_az), notes, option.instance_types))
     if not azs:
         raise CapacityError(f"no subnet in {region} is in an AZ that offers {option.instance_type}")
     refuse_bad_data(client_for, region, spec, opts, net.by_az[azs[0]], notes, PLATFORM)
@@ -277,21 +277,22 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               "instance_types": list(option.instance_types),
               "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None,
               **budget.node_config(spec, option, opts.notify),  # the node agent enforces the budget, sends news
-              **job_data.node_channels(spec.data)}
+              **job_data.node_channels(spec.data, client_for, region, net.by_az[azs[0]], opts.security_group)}
     calls += upload + agent_upload
     calls += _iam_calls(job, bucket, region, account, code_key, agent["agent_key"], tuple(secrets.values()),
                         boundary(client_for("iam", region), account, region, notes), config.get("notify_topic"),
                         job_data.data_reads(spec.data), spec.name)
     calls += log_group_calls(job, region, opts.log_retention_days, notes)
     group = _security_group_calls(ec2, job, net.vpc_id, region, opts, calls, notes)
+    calls += job_data.lustre_ingress(config.get("channels", {}), group, job, region, opts.security_group)
     calls.append(AwsCall("ec2", "CreatePlacementGroup", {
         "GroupName": name_for(job), "Strategy": "cluster",
         "TagSpecifications": [{"ResourceType": "placement-group", "Tags": tags(job)}]},
         region, ok_errors=("InvalidPlacementGroup.Duplicate",), why="all nodes on one low-latency network spine"))
     _template_call(ec2, job, inst, ami, group, config, option, region, calls, notes)
     _fleet_calls(ec2, job, option, azs, net, region, calls, notes)
-    notes += [f"AMI {ami}", f"code s3://{bucket}/{code_key} (sha256 {pkg.sha256[:12]})",
-              *([pkg.secrets_note()] if pkg.secrets_note() else []),
+    notes += [*job_data.channel_notes(config.get("channels", {})), f"AMI {ami}",
+              f"code s3://{bucket}/{code_key} (sha256 {pkg.sha256[:12]})", *filter(None, [pkg.secrets_note()]),
               f"subnets in {azs[0]}: {', '.join(net.by_az[azs[0]])}", f"logs: CloudWatch Logs {log_group(job)}"]
     return LaunchRequest(platform=PLATFORM, job_id=job, region=region, option=option, calls=tuple(calls),
                          notes=tuple(notes), alternatives=(FLEET_GROUP,))
