@@ -175,10 +175,12 @@ def ships_requirements(spec, spec_path: str | None) -> bool:
     return "requirements.txt" in job_code(spec, spec_path)[0].files
 
 
-def check_node_route(region: str, subnet_flag: str | None, option, secrets: tuple[str, ...] = (), pkg=None) -> Check:
+def check_node_route(region: str, subnet_flag: str | None, option, secrets: tuple[str, ...] = (),
+                     job: tuple | None = None) -> Check:
     """`launch` keeps only the subnets whose EC2 nodes reach S3, EC2 and CloudWatch Logs (a public IPv4 with an
-    internet gateway for a type with one network card, else a NAT or VPC endpoints), and, when the job's code `pkg`
-    ships a requirements.txt, those that reach PyPI too (backends/ec2/pip_reach.py): the same code, backends/ec2."""
+    internet gateway for a type with one network card, else a NAT or VPC endpoints), and, when the code of `job`
+    (spec, spec path) ships a requirements.txt, those that reach PyPI too (backends/ec2/pip_reach.py): the same
+    code, backends/ec2."""
     from trainctl.aws import network
     from trainctl.backends.ec2 import pip_reach
     from trainctl.backends.ec2.prepare import no_public_ipv4, node_subnets
@@ -193,8 +195,11 @@ def check_node_route(region: str, subnet_flag: str | None, option, secrets: tupl
     try:
         notes: list[str] = []
         kept = node_subnets(ec2, region, inst, network.job_network(ec2, region, subnet_flag), notes, secrets)
-        if pkg is not None:
-            kept = pip_reach.subnets_for_pip(ec2, region, inst.name, kept, not no_public_ipv4(inst), pkg, notes)
+        if job is not None:
+            from trainctl.backends.packaging import job_code
+
+            kept = pip_reach.subnets_for_pip(ec2, region, inst.name, kept, not no_public_ipv4(inst),
+                                             job_code(*job)[0], notes)
     except UsageError as e:
         detail, _, fix = str(e).partition(": ")
         return _fail(name, detail, fix)
@@ -334,10 +339,8 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
         add(_skip("SageMaker execution role", "the spec does not use SageMaker"))
         add(_skip("subnet reaches S3", "only SageMaker VPC jobs need it (EC2: \"EC2 nodes reach AWS\")"))
     if "ec2" in platforms and plan is not None:
-        from trainctl.backends.packaging import job_code
-
         add(check_node_route(region, subnet, next((o for o in plan.options if o.platform == "ec2"), None),
-                             secret_arns, job_code(spec, spec_path)[0]))
+                             secret_arns, (spec, spec_path)))
     add(check_bucket(region, bucket or job_bucket(account, region), account, own=bucket is None))
     for c in check_data(region, spec, subnet):
         add(c)

@@ -28,10 +28,11 @@ from trainctl.backends.base import Alternatives, AwsCall, CapacityError, LaunchR
 from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMPTS, NODES_TAG, PLATFORM, instances, launch_template, log_group, name_for, security_group)
 from trainctl.backends.security_group import self_only_security_group
 from trainctl.errors import TrainctlError, UsageError
+from trainctl.backends.ec2.log_group import DEFAULT_LOG_RETENTION_DAYS, LOG_RETENTION_DAYS, log_group_calls  # noqa: F401
 from trainctl.iam.node_role import EC2_TRUST, node_policy
 from trainctl.backends import budget
 from trainctl.backends.launch_limits import boundary, max_runtime_s
-from trainctl.naming.tags import JOB_TAG, SPEC_TAG
+from trainctl.naming.tags import SPEC_TAG
 
 GPU_AMI_PARAMETER, NEURON_AMI_PARAMETER = DLAMI_PARAMETERS["gpu"], DLAMI_PARAMETERS["neuron"]  # catalog/images.py
 ROOT_VOLUME_GIB = 200
@@ -296,27 +297,6 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               f"subnets in {azs[0]}: {', '.join(net.by_az[azs[0]])}", f"logs: CloudWatch Logs {log_group(job)}"]
     return LaunchRequest(platform=PLATFORM, job_id=job, region=region, option=option, calls=tuple(calls),
                          notes=tuple(notes), alternatives=(FLEET_GROUP,))
-
-
-# CloudWatch Logs keeps a log group's events forever unless it has a retention policy; `down` leaves the job's
-# group for reading later. The values PutRetentionPolicy accepts (CloudWatch Logs API Reference, botocore `Days`).
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
-                      3288, 3653)
-DEFAULT_LOG_RETENTION_DAYS = 90
-
-
-def log_group_calls(job: str, region: str, days: int | None, notes: list[str]) -> list[AwsCall]:
-    """The job's log group, made by the launch (the nodes' agents find it there) with its retention."""
-    days = DEFAULT_LOG_RETENTION_DAYS if days is None else days
-    if days not in LOG_RETENTION_DAYS:
-        near = min(LOG_RETENTION_DAYS, key=lambda d: (abs(d - days), d))
-        raise UsageError(f"--log-retention-days {days}: CloudWatch Logs keeps a log group 1, 3, 5, 7, 14, 30, 60, "
-                         f"90, 120, 150, 180, 365, ... or 3653 days; use {near}")
-    group = log_group(job)
-    return [AwsCall("logs", "CreateLogGroup", {"logGroupName": group, "tags": {JOB_TAG: job}}, region,
-                    ok_errors=("ResourceAlreadyExistsException",), why="the nodes' log group"),
-            AwsCall("logs", "PutRetentionPolicy", {"logGroupName": group, "retentionInDays": days}, region,
-                    why=f"kept {days} days")]
 
 
 def _iam_calls(job: str, bucket: str, region: str, account: str, code_key: str, agent_key: str, secrets: tuple[str, ...],
