@@ -190,6 +190,49 @@ def test_epoch_sampler_shards_disjointly_and_resumes_mid_epoch():
     assert other_epoch != zero
 
 
+def test_a_sharded_train_channel_is_told_by_the_platform_s_input_data_config(tmp_path):
+    import json
+
+    train = tmp_path / "data" / "train"
+    train.mkdir(parents=True)
+    sharded = {"train": {"TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key"}}
+    env = {"SM_CHANNEL_TRAIN": str(train), "SM_INPUT_DATA_CONFIG": json.dumps(sharded)}
+    assert parse([], env=env).data_sharded
+    # ...or the file in SM_INPUT_CONFIG_DIR, as SageMaker and trainctl's EC2 agent write it
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "inputdataconfig.json").write_text(json.dumps(sharded))
+    assert parse([], env={"SM_CHANNEL_TRAIN": str(train), "SM_INPUT_CONFIG_DIR": str(config)}).data_sharded
+    replicated = {"train": {"S3DistributionType": "FullyReplicated"}}
+    assert not parse([], env={**env, "SM_INPUT_DATA_CONFIG": json.dumps(replicated)}).data_sharded
+    # another folder than the channel is the user's own data, whole on every host
+    assert not parse(["--data-dir", str(tmp_path)], env=env).data_sharded
+    assert not parse([], env={}).data_sharded
+
+
+def test_an_epoch_can_be_cut_to_the_smallest_host_s_batches():
+    whole = list(common.ShardedEpochSampler(40, 1, 0, 1, 2, 4, 0))   # 5 batches of 4 for rank 1 of 2
+    capped = list(common.ShardedEpochSampler(40, 1, 0, 1, 2, 4, 0, batches=3))
+    assert len(whole) == 20 and capped == whole[:12]
+    assert list(common.ShardedEpochSampler(40, 1, 0, 1, 2, 4, 1, batches=3)) == whole[4:12]
+
+
+def test_a_host_s_share_of_an_image_folder_takes_the_job_s_labels(tmp_path):
+    from PIL import Image
+    import trainctl_data
+
+    for name in ("a", "c"):   # this host's share holds no image of class b
+        (tmp_path / name).mkdir()
+        Image.new("RGB", (4, 4)).save(tmp_path / name / "0.png")
+    assert trainctl_data.job_classes([["a", "b", "c"], ["a", "c"]]) == ["a", "b", "c"]
+    assert trainctl_data.job_classes([3, 5]) == 5
+    with pytest.raises(SystemExit, match="one kind of data"):
+        trainctl_data.job_classes([3, ["a"]])
+    data, classes, _ = trainctl_data.open_images(str(tmp_path), lambda image: image, classes=["a", "b", "c"])
+    assert classes == 3 and [label for _, label in data.samples] == [0, 2] and data[1][1] == 2
+    assert trainctl_data.open_images(str(tmp_path), lambda image: image)[1] == 2   # not sharded: the folder's own
+
+
 def test_stop_signal_is_idempotent_and_takes_over_early_signals():
     stop = common.StopSignal()
     previous = signal.getsignal(signal.SIGTERM)

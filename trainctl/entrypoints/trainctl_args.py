@@ -125,6 +125,9 @@ def finish_args(args: argparse.Namespace, env: dict[str, str] | None = None) -> 
         from trainctl_data import train_channel  # the `train` channel, on SageMaker and on EC2 alike
 
         args.data_dir = train_channel(env)
+    from trainctl_data import train_channel_sharded  # each host holds only its share of the channel's files
+
+    args.data_sharded = train_channel_sharded(env, args.data_dir)
     if args.warmup_steps is None:
         args.warmup_steps = min(1000, args.steps // 10)
     return args
