@@ -195,6 +195,10 @@ def test_each_node_copies_its_share_of_a_sharded_channel_and_a_stream_without_mo
         shares.append({p.name for p in (ml / "input" / "data" / "train").iterdir()})
     assert not shares[0] & shares[1] and len(shares[0] | shares[1]) == FILES and len(shares[0]) == FILES // 2
     assert any("shard 2 of 2" in line for line in said)
+    # the script tells a sharded channel as on SageMaker: inputdataconfig.json, and the toolkit's two variables
+    sharded = {"train": {"TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key",
+                         "RecordWrapperType": "None"}}
+    assert json.loads((ml / "input" / "config" / "inputdataconfig.json").read_text()) == sharded
     ml = tmp_path / "stream" / "ml"
     channels = Channels(s3, {"train": {"bucket": "my-datasets", "prefix": "shards/", "mode": "stream"}}, str(ml),
                         said.append)
@@ -203,6 +207,9 @@ def test_each_node_copies_its_share_of_a_sharded_channel_and_a_stream_without_mo
     assert any("no mount-s3 on this node; copying" in line for line in said)
     assert channels.env()["SM_CHANNEL_TRAIN"] == str(ml / "input" / "data" / "train")
     assert channels.env()["SM_MODEL_DIR"] == str(ml / "model")
+    assert channels.env()["SM_INPUT_CONFIG_DIR"] == str(ml / "input" / "config")
+    assert json.loads(channels.env()["SM_INPUT_DATA_CONFIG"])["train"]["S3DistributionType"] == "FullyReplicated"
+    assert json.loads(channels.env()["SM_INPUT_DATA_CONFIG"])["train"]["TrainingInputMode"] == "FastFile"
 
 
 def test_iam_policy_names_the_data_buckets_it_is_given(tmp_path):

@@ -142,11 +142,23 @@ def test_a_vit_interrupted_on_real_images_resumes_on_exactly_the_same_samples(tm
 
 def test_the_lm_interrupted_on_npy_and_bin_token_shards_resumes_exactly(tmp_path):
     data = token_shards(tmp_path / "train")
-    reference, resumed, _ = interrupted_then_resumed(
+    reference, resumed, ckpt = interrupted_then_resumed(
         lm, data, tmp_path, sharded_checkpoint_steps, lambda ckpt, step: shutil.rmtree(ckpt / f"step-{step:010d}"))
     assert _reads(reference) == {0: ("2 token shards", STEPS * 4, STEPS * 4), 1: ("2 token shards", STEPS * 4,
                                                                                 STEPS * 4)}
     assert _reads(resumed)[0] == ("2 token shards", (STEPS - RESUME_AT) * 4, STEPS * 4)
+    # The position in the data is in the checkpoint: 12 steps of 2 ranks x 4 sequences, and the files it indexes.
+    saved = torch.load(ckpt / f"step-{STEPS:010d}" / "extra.pt", weights_only=True)["data"]
+    assert [entry["read"] for entry in saved] == [STEPS * 8] * 2
+    assert saved[0]["files"] == [["part-000.npy", 97 * 30], ["part-001.bin", 97 * 40]]
+    # The same checkpoint on other token files: refused in one line, not resumed at a position they do not have.
+    other = tmp_path / "other"
+    shutil.copytree(data, other)
+    np.arange(500, dtype=np.uint16).tofile(other / "part-002.bin")
+    code, text = run_to_end(*_cmd_env(lm, ckpt, other, tmp_path / "other.txt"))
+    assert code != 0
+    assert ("trainctl: " + str(other) + " is not the data the checkpoint was reading (3 files, 7290 tokens now, "
+            "2 files, 6790 tokens then)") in text
 
 
 def _two_hosts(tmp_path, make_args, channels) -> list[tuple[int, str]]:
