@@ -44,7 +44,9 @@ def _dry_run(sb, home, spec, platform="sagemaker", *extra):
 def test_the_launch_sends_each_channel_as_sagemaker_input_data_and_tensorboard_output(sandbox_env, tmp_path):
     _dataset(sandbox_env)
     spec = _project(tmp_path, "{train: s3://my-datasets/shards/, extra: {uri: 's3://my-datasets/shards/', "
-                              "mode: stream}, parts: {uri: 's3://my-datasets/shards/', mode: sharded}}")
+                              "mode: stream, bytes_per_sample: 100000}, parts: {uri: 's3://my-datasets/shards/', "
+                              "mode: sharded}}")
+    _the_ec2_launch_caps_mount_s3_as_the_plan_says(sandbox_env, tmp_path / "home", spec)
     proc = _dry_run(sandbox_env, tmp_path / "home", spec)
     assert proc.returncode == 0, proc.stderr
     (create,) = [r["params"] for r in json.loads(proc.stdout)["requests"] if r["operation"] == "CreateTrainingJob"]
@@ -61,6 +63,25 @@ def test_the_launch_sends_each_channel_as_sagemaker_input_data_and_tensorboard_o
     reads = {(s["Action"], json.dumps(s["Resource"])) for s in policy["Statement"] if s["Sid"].startswith("ReadData")}
     assert ("s3:GetObject", '"arn:aws:s3:::my-datasets/shards/*"') in reads
     assert ("s3:ListBucket", '"arn:aws:s3:::my-datasets"') in reads
+
+
+def _the_ec2_launch_caps_mount_s3_as_the_plan_says(sb, home, spec) -> None:
+    """The stream channel's mount-s3 cap in the node agent's config is the plan's (the link's baseline less the
+    gradients' share), and the dry run says it."""
+    import base64
+
+    proc = _dry_run(sb, home, spec, "ec2")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    (template,) = [r["params"] for r in doc["requests"] if r["operation"] == "CreateLaunchTemplate"]
+    user_data = base64.b64decode(template["LaunchTemplateData"]["UserData"]).decode()
+    config = json.loads(user_data.split("<<'TRAINCTL_CONFIG'\n", 1)[1].split("\nTRAINCTL_CONFIG", 1)[0])
+    cap = doc["option"]["data"]["stream_cap_gbps"]
+    assert isinstance(cap, int) and cap >= 1
+    assert config["channels"]["extra"] == {"bucket": "my-datasets", "prefix": "shards/", "mode": "stream",
+                                           "max_gbps": cap}
+    assert "max_gbps" not in config["channels"]["train"] and "max_gbps" not in config["channels"]["parts"]
+    assert f"channel extra: mount-s3 --maximum-throughput-gbps {cap} per node" in json.dumps(doc)
 
 
 def test_a_bucket_in_another_region_is_refused_unless_allowed_on_ec2_and_always_on_sagemaker(sandbox_env, tmp_path):

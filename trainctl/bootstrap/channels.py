@@ -78,8 +78,8 @@ def mount(channel: dict, dest: str, log) -> bool:
     cmd = [tool, "--read-only", channel["bucket"], dest]
     if channel.get("prefix"):
         cmd[2:2] = ["--prefix", channel["prefix"]]
-    if channel.get("max_gbps"):  # leave the gradients their share of the link
-        cmd[2:2] = ["--maximum-throughput-gbps", str(channel["max_gbps"])]
+    if channel.get("max_gbps"):  # leave the gradients their share of the link (mount-s3 takes whole Gbps, >= 1)
+        cmd[2:2] = ["--maximum-throughput-gbps", str(max(1, int(channel["max_gbps"])))]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         log(f"trainctl-agent: mount-s3 failed ({done.stderr.strip()[:200]}); copying instead")
