@@ -148,7 +148,8 @@ class ImageFolderData:
     Transforms are deterministic (resize, centre crop, normalise), and each epoch's order is a permutation seeded by
     (seed, epoch), dealt to the ranks in whole batches: a position (epoch, batch within it) fixes every rank's next
     samples. The position is saved in each checkpoint and a resumed run continues from it, so it sees exactly the
-    samples the uninterrupted run would have.
+    samples the uninterrupted run would have. On a sharded channel (`share`) the permutation is of this host's files,
+    dealt to this host's ranks only (HostShare).
     """
 
     def __init__(self, root: str, image_size: int, seed: int, ctx: DistContext,
