@@ -218,8 +218,8 @@ def test_an_epoch_can_be_cut_to_the_smallest_host_s_batches():
 
 
 def test_a_host_s_share_of_an_image_folder_takes_the_job_s_labels(tmp_path):
-    from PIL import Image
     import trainctl_data
+    from PIL import Image
 
     for name in ("a", "c"):   # this host's share holds no image of class b
         (tmp_path / name).mkdir()

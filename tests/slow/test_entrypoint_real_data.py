@@ -164,8 +164,8 @@ def test_the_lm_interrupted_on_npy_and_bin_token_shards_resumes_exactly(tmp_path
 def _two_hosts(tmp_path, make_args, channels) -> list[tuple[int, str]]:
     """Two hosts of one rank each, as two torchrun agents (static rendezvous on loopback), each with its own `train`
     channel folder described as SageMaker describes a ShardedByS3Key channel: (exit code, log) of each host."""
-    import socket
     import json
+    import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

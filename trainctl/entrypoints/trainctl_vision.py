@@ -154,7 +154,7 @@ class ImageFolderData:
 
     def __init__(self, root: str, image_size: int, seed: int, ctx: DistContext,
                  batch_size: int, workers: int | None, pin_memory: bool,
-                 share: "HostShare | None" = None) -> None:
+                 share: HostShare | None = None) -> None:
         from torchvision import transforms
         from trainctl_data import open_images
 
