@@ -5,6 +5,7 @@ at launch in one line, before anything is created."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -231,6 +232,24 @@ def test_each_node_copies_its_share_of_a_sharded_channel_and_a_stream_without_mo
     assert channels.env()["SM_INPUT_CONFIG_DIR"] == str(ml / "input" / "config")
     assert json.loads(channels.env()["SM_INPUT_DATA_CONFIG"])["train"]["S3DistributionType"] == "FullyReplicated"
     assert json.loads(channels.env()["SM_INPUT_DATA_CONFIG"])["train"]["TrainingInputMode"] == "FastFile"
+
+
+def test_the_agent_hands_mount_s3_its_cap_as_a_whole_number_of_gbps(tmp_path, monkeypatch):
+    """mount-s3 takes --maximum-throughput-gbps as an integer >= 1: a stand-in mount-s3 on the PATH records what the
+    agent runs."""
+    from trainctl.bootstrap.channels import mount
+
+    tool = tmp_path / "bin" / "mount-s3"
+    tool.parent.mkdir()
+    tool.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path / 'argv'}\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}:{os.environ['PATH']}")
+    said: list[str] = []
+    assert mount({"bucket": "my-datasets", "prefix": "shards/", "max_gbps": 2.7}, str(tmp_path / "mnt"), said.append)
+    assert (tmp_path / "argv").read_text().split() == [
+        "--read-only", "--maximum-throughput-gbps", "2", "--prefix", "shards/", "my-datasets", str(tmp_path / "mnt")]
+    assert mount({"bucket": "my-datasets", "prefix": "", "max_gbps": 0.4}, str(tmp_path / "mnt"), said.append)
+    assert (tmp_path / "argv").read_text().split()[1:3] == ["--maximum-throughput-gbps", "1"]
 
 
 def test_iam_policy_names_the_data_buckets_it_is_given(tmp_path):

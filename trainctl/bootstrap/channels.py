@@ -30,8 +30,8 @@ def input_data_config(channels: dict) -> dict:
     """SageMaker's inputdataconfig.json for the channels: how each reaches the job, and whether each host holds only
     its share of the objects (S3DistributionType), so a script can tell a sharded channel the same way on both."""
     modes = {"copy": "File", "sharded": "File", "stream": "FastFile"}
-    return {name: {"TrainingInputMode": modes.get(channel["mode"], "File"), "RecordWrapperType": "None",
-                   "S3DistributionType": "ShardedByS3Key" if channel["mode"] == "sharded" else "FullyReplicated"}
+    return {name: {"TrainingInputMode": modes.get(channel.get("mode"), "File"), "RecordWrapperType": "None",
+                   "S3DistributionType": "ShardedByS3Key" if channel.get("mode") == "sharded" else "FullyReplicated"}
             for name, channel in sorted(channels.items())}
 
 
