@@ -55,6 +55,9 @@ class DataTerms(_Frozen):
     input_bound: bool = Field(False, description="the link (or S3's request rate) cannot carry the streamed samples "
                                                  "with the gradients: throughput capped")
     priced: bool = Field(True, description="False: a channel's size was neither given nor measured")
+    stream_cap_gbps: int | None = Field(None, ge=1, description="EC2: mount-s3's --maximum-throughput-gbps per node, the "
+                                                                "link's baseline less the gradients' share (None: "
+                                                                "nothing streamed)")
 
 
 class Option(_Frozen):

@@ -24,7 +24,7 @@ def test_plan_shows_the_copy_and_carries_the_data_terms_in_json(tmp_path):
     assert len(options) == 3
     for o in options:
         assert set(o["data"]) == {"copy_hours", "copies", "ingress_gbps", "egress_usd", "requests_usd", "input_bound",
-                                  "priced"}
+                                  "priced", "stream_cap_gbps"}
         assert o["data"]["copy_hours"] > 0 and o["data"]["copies"] >= 1 and o["data"]["priced"]
         assert any(w.startswith("data: each node copies 140.0 GB") for w in o["why"])
         assert any(w.startswith("data dollars: $") for w in o["why"])

@@ -5,6 +5,7 @@ at launch in one line, before anything is created."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -44,7 +45,9 @@ def _dry_run(sb, home, spec, platform="sagemaker", *extra):
 def test_the_launch_sends_each_channel_as_sagemaker_input_data_and_tensorboard_output(sandbox_env, tmp_path):
     _dataset(sandbox_env)
     spec = _project(tmp_path, "{train: s3://my-datasets/shards/, extra: {uri: 's3://my-datasets/shards/', "
-                              "mode: stream}, parts: {uri: 's3://my-datasets/shards/', mode: sharded}}")
+                              "mode: stream, bytes_per_sample: 100000}, parts: {uri: 's3://my-datasets/shards/', "
+                              "mode: sharded}}")
+    _the_ec2_launch_caps_mount_s3_as_the_plan_says(sandbox_env, tmp_path / "home", spec)
     proc = _dry_run(sandbox_env, tmp_path / "home", spec)
     assert proc.returncode == 0, proc.stderr
     (create,) = [r["params"] for r in json.loads(proc.stdout)["requests"] if r["operation"] == "CreateTrainingJob"]
@@ -61,6 +64,25 @@ def test_the_launch_sends_each_channel_as_sagemaker_input_data_and_tensorboard_o
     reads = {(s["Action"], json.dumps(s["Resource"])) for s in policy["Statement"] if s["Sid"].startswith("ReadData")}
     assert ("s3:GetObject", '"arn:aws:s3:::my-datasets/shards/*"') in reads
     assert ("s3:ListBucket", '"arn:aws:s3:::my-datasets"') in reads
+
+
+def _the_ec2_launch_caps_mount_s3_as_the_plan_says(sb, home, spec) -> None:
+    """The stream channel's mount-s3 cap in the node agent's config is the plan's (the link's baseline less the
+    gradients' share), and the dry run says it."""
+    import base64
+
+    proc = _dry_run(sb, home, spec, "ec2")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    (template,) = [r["params"] for r in doc["requests"] if r["operation"] == "CreateLaunchTemplate"]
+    user_data = base64.b64decode(template["LaunchTemplateData"]["UserData"]).decode()
+    config = json.loads(user_data.split("<<'TRAINCTL_CONFIG'\n", 1)[1].split("\nTRAINCTL_CONFIG", 1)[0])
+    cap = doc["option"]["data"]["stream_cap_gbps"]
+    assert isinstance(cap, int) and cap >= 1
+    assert config["channels"]["extra"] == {"bucket": "my-datasets", "prefix": "shards/", "mode": "stream",
+                                           "max_gbps": cap}
+    assert "max_gbps" not in config["channels"]["train"] and "max_gbps" not in config["channels"]["parts"]
+    assert f"channel extra: mount-s3 --maximum-throughput-gbps {cap} per node" in json.dumps(doc)
 
 
 def test_a_bucket_in_another_region_is_refused_unless_allowed_on_ec2_and_always_on_sagemaker(sandbox_env, tmp_path):
@@ -207,6 +229,10 @@ def test_each_node_copies_its_share_of_a_sharded_channel_and_a_stream_without_mo
         shares.append({p.name for p in (ml / "input" / "data" / "train").iterdir()})
     assert not shares[0] & shares[1] and len(shares[0] | shares[1]) == FILES and len(shares[0]) == FILES // 2
     assert any("shard 2 of 2" in line for line in said)
+    # the script tells a sharded channel as on SageMaker: inputdataconfig.json, and the toolkit's two variables
+    sharded = {"train": {"TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key",
+                         "RecordWrapperType": "None"}}
+    assert json.loads((ml / "input" / "config" / "inputdataconfig.json").read_text()) == sharded
     ml = tmp_path / "stream" / "ml"
     channels = Channels(s3, {"train": {"bucket": "my-datasets", "prefix": "shards/", "mode": "stream"}}, str(ml),
                         said.append)
@@ -215,6 +241,27 @@ def test_each_node_copies_its_share_of_a_sharded_channel_and_a_stream_without_mo
     assert any("no mount-s3 on this node; copying" in line for line in said)
     assert channels.env()["SM_CHANNEL_TRAIN"] == str(ml / "input" / "data" / "train")
     assert channels.env()["SM_MODEL_DIR"] == str(ml / "model")
+    assert channels.env()["SM_INPUT_CONFIG_DIR"] == str(ml / "input" / "config")
+    assert json.loads(channels.env()["SM_INPUT_DATA_CONFIG"])["train"]["S3DistributionType"] == "FullyReplicated"
+    assert json.loads(channels.env()["SM_INPUT_DATA_CONFIG"])["train"]["TrainingInputMode"] == "FastFile"
+
+
+def test_the_agent_hands_mount_s3_its_cap_as_a_whole_number_of_gbps(tmp_path, monkeypatch):
+    """mount-s3 takes --maximum-throughput-gbps as an integer >= 1: a stand-in mount-s3 on the PATH records what the
+    agent runs."""
+    from trainctl.bootstrap.channels import mount
+
+    tool = tmp_path / "bin" / "mount-s3"
+    tool.parent.mkdir()
+    tool.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path / 'argv'}\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}:{os.environ['PATH']}")
+    said: list[str] = []
+    assert mount({"bucket": "my-datasets", "prefix": "shards/", "max_gbps": 2.7}, str(tmp_path / "mnt"), said.append)
+    assert (tmp_path / "argv").read_text().split() == [
+        "--read-only", "--maximum-throughput-gbps", "2", "--prefix", "shards/", "my-datasets", str(tmp_path / "mnt")]
+    assert mount({"bucket": "my-datasets", "prefix": "", "max_gbps": 0.4}, str(tmp_path / "mnt"), said.append)
+    assert (tmp_path / "argv").read_text().split()[1:3] == ["--maximum-throughput-gbps", "1"]
 
 
 def test_iam_policy_names_the_data_buckets_it_is_given(tmp_path):

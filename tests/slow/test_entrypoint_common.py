@@ -190,6 +190,49 @@ def test_epoch_sampler_shards_disjointly_and_resumes_mid_epoch():
     assert other_epoch != zero
 
 
+def test_a_sharded_train_channel_is_told_by_the_platform_s_input_data_config(tmp_path):
+    import json
+
+    train = tmp_path / "data" / "train"
+    train.mkdir(parents=True)
+    sharded = {"train": {"TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key"}}
+    env = {"SM_CHANNEL_TRAIN": str(train), "SM_INPUT_DATA_CONFIG": json.dumps(sharded)}
+    assert parse([], env=env).data_sharded
+    # ...or the file in SM_INPUT_CONFIG_DIR, as SageMaker and trainctl's EC2 agent write it
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "inputdataconfig.json").write_text(json.dumps(sharded))
+    assert parse([], env={"SM_CHANNEL_TRAIN": str(train), "SM_INPUT_CONFIG_DIR": str(config)}).data_sharded
+    replicated = {"train": {"S3DistributionType": "FullyReplicated"}}
+    assert not parse([], env={**env, "SM_INPUT_DATA_CONFIG": json.dumps(replicated)}).data_sharded
+    # another folder than the channel is the user's own data, whole on every host
+    assert not parse(["--data-dir", str(tmp_path)], env=env).data_sharded
+    assert not parse([], env={}).data_sharded
+
+
+def test_an_epoch_can_be_cut_to_the_smallest_host_s_batches():
+    whole = list(common.ShardedEpochSampler(40, 1, 0, 1, 2, 4, 0))   # 5 batches of 4 for rank 1 of 2
+    capped = list(common.ShardedEpochSampler(40, 1, 0, 1, 2, 4, 0, batches=3))
+    assert len(whole) == 20 and capped == whole[:12]
+    assert list(common.ShardedEpochSampler(40, 1, 0, 1, 2, 4, 1, batches=3)) == whole[4:12]
+
+
+def test_a_host_s_share_of_an_image_folder_takes_the_job_s_labels(tmp_path):
+    import trainctl_data
+    from PIL import Image
+
+    for name in ("a", "c"):   # this host's share holds no image of class b
+        (tmp_path / name).mkdir()
+        Image.new("RGB", (4, 4)).save(tmp_path / name / "0.png")
+    assert trainctl_data.job_classes([["a", "b", "c"], ["a", "c"]]) == ["a", "b", "c"]
+    assert trainctl_data.job_classes([3, 5]) == 5
+    with pytest.raises(SystemExit, match="one kind of data"):
+        trainctl_data.job_classes([3, ["a"]])
+    data, classes, _ = trainctl_data.open_images(str(tmp_path), lambda image: image, classes=["a", "b", "c"])
+    assert classes == 3 and [label for _, label in data.samples] == [0, 2] and data[1][1] == 2
+    assert trainctl_data.open_images(str(tmp_path), lambda image: image)[1] == 2   # not sharded: the folder's own
+
+
 def test_stop_signal_is_idempotent_and_takes_over_early_signals():
     stop = common.StopSignal()
     previous = signal.getsignal(signal.SIGTERM)
@@ -260,3 +303,70 @@ def test_a_full_checkpoint_disk_names_the_device_and_the_last_good_checkpoint(tm
     assert str(raised.value).startswith("no space left on /")
     assert str(raised.value).endswith("; the last good checkpoint is step 2")
     assert store.steps() == [2, 1] and not temp.exists()
+
+
+# ---- the LM's token stream and its position in the data ----------------------------------------------------------
+
+def _token_files(root, sizes=(3000, 2000)):
+    import numpy as np
+
+    root.mkdir(parents=True, exist_ok=True)
+    for index, size in enumerate(sizes):
+        np.save(root / f"part-{index}.npy", (np.arange(size, dtype=np.uint32) * 7 + index) % 1000)
+    return sorted(str(path) for path in root.iterdir())
+
+
+def _tokens(paths, rank=0, world=1, per_rank_step=4, local=None, sharded=False, seq_len=16):
+    from trainctl_lm_data import TokenShards
+
+    ctx = common.DistContext(rank=rank, world_size=world, local_rank=rank % (local or world),
+                             local_world_size=local or world)
+    return TokenShards(paths, "uint16", 5, 1000, seq_len, torch.device("cpu"), ctx, per_rank_step, sharded)
+
+
+def test_a_step_takes_the_same_token_windows_however_the_ranks_and_micro_batches_split_it(tmp_path):
+    paths = _token_files(tmp_path)
+    # 8 sequences per step: 2 ranks x 1 micro-batch of 4, or 1 rank x 2 micro-batches of 4
+    two = [_tokens(paths, rank, 2, per_rank_step=4).batch(3, rank, 0, 4) for rank in (0, 1)]
+    one = _tokens(paths, 0, 1, per_rank_step=8)
+    assert torch.equal(torch.cat(two), torch.cat([one.batch(3, 0, micro, 4) for micro in (0, 1)]))
+    assert torch.equal(one.rows(24, 8), torch.cat(two))   # step 3 of 8 a step: samples 24..31 of the stream
+    assert not torch.equal(one.rows(0, 8), one.rows(8, 8))
+
+
+def test_the_lm_resumes_at_the_saved_position_even_with_another_batch_size(tmp_path):
+    paths = _token_files(tmp_path)
+    first = _tokens(paths, per_rank_step=8)
+    saved = [first.position(5)]                     # 5 steps of 8: 40 samples taken
+    assert saved[0]["read"] == 40 and saved[0]["files"] == [["part-0.npy", 3000], ["part-1.npy", 2000]]
+    resumed = _tokens(paths, per_rank_step=2)       # a quarter of the tokens per step
+    resumed.start(5, saved)
+    assert torch.equal(resumed.batch(5, 0, 0, 2), first.rows(40, 2))
+    assert torch.equal(resumed.batch(6, 0, 0, 2), first.rows(42, 2))
+    assert resumed.position(7)["read"] == 44
+    fresh = _tokens(paths, per_rank_step=2)
+    fresh.start(5, None)                             # no position saved: the step's
+    assert fresh.read_at(5) == 10
+
+
+def test_the_lm_refuses_to_resume_on_other_token_files_or_another_sequence_length(tmp_path):
+    saved = [_tokens(_token_files(tmp_path / "a")).position(5)]
+    other = _tokens(_token_files(tmp_path / "b", sizes=(3000, 2500)))
+    with pytest.raises(SystemExit, match=r"is not the data the checkpoint was reading \(2 files, 5500 tokens "
+                                         r"now, 2 files, 5000 tokens then\)") as refused:
+        other.start(5, saved)
+    assert "\n" not in str(refused.value)
+    with pytest.raises(SystemExit, match="windows are 16 tokens long, this run's 32"):
+        _tokens(_token_files(tmp_path / "a"), seq_len=32).start(5, saved)
+
+
+def test_on_a_sharded_channel_each_host_s_ranks_split_the_host_s_own_stream(tmp_path):
+    paths = _token_files(tmp_path)
+    # 2 hosts x 2 ranks: rank 3 is host 1's second rank
+    host1 = [_tokens(paths, rank, 4, per_rank_step=4, local=2, sharded=True) for rank in (2, 3)]
+    assert [t.host for t in host1] == [1, 1] and host1[0].kind == "2 token shards, host 1's shard"
+    own = _tokens(paths, 2, 4, per_rank_step=8, local=2, sharded=True)   # one rank's view of host 1's stream
+    assert torch.equal(torch.cat([t.batch(2, 0, 0, 4) for t in host1]), own.rows(16, 8))
+    host0 = _tokens(paths, 0, 4, per_rank_step=4, local=2, sharded=True)
+    assert not torch.equal(host0.batch(2, 0, 0, 4), host1[0].batch(2, 0, 0, 4))
+    assert host1[0].position(2) == {"read": 16, "host": 1, "files": host1[0].files(), "seq_len": 16}

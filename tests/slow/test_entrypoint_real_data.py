@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from tests.support.entrypoint_helpers import (RESUME_RE, TRAIN_DDP, TRAIN_LM, checkpoint_steps, clean_env, final_hash,
-                                              run_to_end, sharded_checkpoint_steps, torchrun_cmd)
+                                              run_to_end, sharded_checkpoint_steps, start, torchrun_cmd)
 
 pytestmark = pytest.mark.slow
 
@@ -142,8 +142,72 @@ def test_a_vit_interrupted_on_real_images_resumes_on_exactly_the_same_samples(tm
 
 def test_the_lm_interrupted_on_npy_and_bin_token_shards_resumes_exactly(tmp_path):
     data = token_shards(tmp_path / "train")
-    reference, resumed, _ = interrupted_then_resumed(
+    reference, resumed, ckpt = interrupted_then_resumed(
         lm, data, tmp_path, sharded_checkpoint_steps, lambda ckpt, step: shutil.rmtree(ckpt / f"step-{step:010d}"))
     assert _reads(reference) == {0: ("2 token shards", STEPS * 4, STEPS * 4), 1: ("2 token shards", STEPS * 4,
                                                                                 STEPS * 4)}
     assert _reads(resumed)[0] == ("2 token shards", (STEPS - RESUME_AT) * 4, STEPS * 4)
+    # The position in the data is in the checkpoint: 12 steps of 2 ranks x 4 sequences, and the files it indexes.
+    saved = torch.load(ckpt / f"step-{STEPS:010d}" / "extra.pt", weights_only=True)["data"]
+    assert [entry["read"] for entry in saved] == [STEPS * 8] * 2
+    assert saved[0]["files"] == [["part-000.npy", 97 * 30], ["part-001.bin", 97 * 40]]
+    # The same checkpoint on other token files: refused in one line, not resumed at a position they do not have.
+    other = tmp_path / "other"
+    shutil.copytree(data, other)
+    np.arange(500, dtype=np.uint16).tofile(other / "part-002.bin")
+    code, text = run_to_end(*_cmd_env(lm, ckpt, other, tmp_path / "other.txt"))
+    assert code != 0
+    assert ("trainctl: " + str(other) + " is not the data the checkpoint was reading (3 files, 7290 tokens now, "
+            "2 files, 6790 tokens then)") in text
+
+
+def _two_hosts(tmp_path, make_args, channels) -> list[tuple[int, str]]:
+    """Two hosts of one rank each, as two torchrun agents (static rendezvous on loopback), each with its own `train`
+    channel folder described as SageMaker describes a ShardedByS3Key channel: (exit code, log) of each host."""
+    import json
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = json.dumps({"train": {"TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key",
+                                   "RecordWrapperType": "None"}})
+    jobs = []
+    for host, data in enumerate(channels):
+        cmd = [*torchrun_cmd(TRAIN_DDP, [])[:3], "--nnodes=2", f"--node-rank={host}", "--nproc-per-node=1",
+               "--master-addr=127.0.0.1", f"--master-port={port}", str(TRAIN_DDP),
+               *make_args(tmp_path / f"ckpt{host}")]
+        jobs.append(start(cmd, tmp_path / f"host{host}.txt",
+                          clean_env(SM_CHANNEL_TRAIN=str(data), SM_INPUT_DATA_CONFIG=config)))
+    return [(job.wait(), job.text()) for job in jobs]
+
+
+def test_on_a_sharded_channel_each_host_trains_on_its_own_files_with_the_job_s_labels_and_the_same_epochs(
+        tmp_path):
+    """Host 0 holds 12 images of classes a, b, c; host 1 holds 8 of a and c only (its share has no b). Each host's
+    rank takes its batches from its own files alone, labels are the job's (3 classes on both, or DDP would refuse
+    the two models), and an epoch is the smaller host's 2 batches of 4, so both hosts are at the same place."""
+    generator = torch.Generator().manual_seed(0)
+    channels = []
+    for host, classes in enumerate((("a", "b", "c"), ("a", "c"))):
+        root = tmp_path / f"host{host}" / "train"
+        for label in classes:
+            (root / label).mkdir(parents=True)
+            for i in range(4):
+                (root / label / f"{host}-{i}.png").write_bytes(_png(30 + 90 * "abc".index(label), generator))
+        channels.append(root)
+
+    def args(ckpt):
+        return ["--model", "vit_micro", "--batch-size", "4", "--steps", "6", "--seed", "1", "--log-every", "3",
+                "--device", "cpu", "--data-workers", "0", "--checkpoint-dir", str(ckpt)]
+
+    (code0, text0), (code1, text1) = _two_hosts(tmp_path, args, channels)
+    assert code0 == 0 and code1 == 0, text0[-3000:] + text1[-3000:]
+    assert "trainctl data rank=0 source=image folder, host 0's shard samples_read=24 total_read=24 epoch=3 " \
+           "batch=0 dataset_samples=12" in text0
+    assert "trainctl data rank=1 source=image folder, host 1's shard samples_read=24 total_read=24 epoch=3 " \
+           "batch=0 dataset_samples=8" in text1
+    final_hash(text0)
+    (path,) = (tmp_path / "ckpt1").glob("ckpt-*.pt")
+    saved = torch.load(path, weights_only=False)["data"]
+    assert [(p["host"], p["samples"], p["epoch"], p["batch"]) for p in saved] == [(0, 12, 3, 0), (1, 8, 3, 0)]

@@ -178,3 +178,28 @@ def test_a_flexible_layout_carries_the_data_terms_of_the_type_it_is_priced_on():
     bare = next(o for o in planned(spec_with(None), layouts=("g5.4xlarge|g5.8xlarge:4:spot",)).options
                 if o.region == "us-east-1")
     assert o.cost_p90_usd - bare.cost_p90_usd > o.data.requests_usd
+
+
+def test_a_streamed_channel_caps_mount_s3_at_the_link_baseline_less_the_gradients_share():
+    light = spec_with(dict(COPY, mode="stream", bytes_per_sample=110_000))
+    alone = find(planned(light), "g5.12xlarge", 1, "on-demand")
+    # one node: no gradients on the link, the whole baseline (40 Gbps at the TCP share of the line rate)
+    assert alone.data.stream_cap_gbps == int(40 * dt.S3_LINK_EFFICIENCY)
+    assert any("mount-s3 capped at 28 Gbps per node (the gradients use 0% of the link)" in w for w in alone.why)
+    # four "up to 10 Gbps" nodes: the 5 Gbps baseline counts, and the gradients use most of it: the floor of 1
+    shared = find(planned(light), "g5.2xlarge", 4, "spot")
+    assert shared.data.stream_cap_gbps == dt.MOUNT_S3_MIN_GBPS
+    # never below what the plan counts on for the samples themselves
+    heavy = find(planned(spec_with(dict(COPY, mode="stream", bytes_per_sample=2_000_000))), "g5.4xlarge", 4, "spot")
+    assert heavy.data.stream_cap_gbps >= heavy.data.ingress_gbps > 2
+    # copied data has nothing to cap, and SageMaker's FastFile takes no cap
+    assert find(planned(spec_with(COPY)), "g5.12xlarge", 1, "on-demand").data.stream_cap_gbps is None
+    sagemaker = find(planned(light, platform="sagemaker"), "g5.12xlarge", 1, "on-demand")
+    assert not any("mount-s3" in w for w in sagemaker.why)
+
+
+def test_the_mount_s3_cap_is_whole_gbps_and_at_least_one():
+    assert dt.stream_cap_gbps(28.0, 0.0, 1.3) == 28
+    assert dt.stream_cap_gbps(3.5, 0.86, 0.08) == 1        # 0.49 Gbps left: mount-s3's minimum
+    assert dt.stream_cap_gbps(3.5, 0.5, 2.2) == 3          # the samples' own 2.2 Gbps, rounded up
+    assert dt.stream_cap_gbps(3.5, 1.5, 0.0) == 1

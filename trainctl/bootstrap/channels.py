@@ -28,11 +28,21 @@ def ml_root(agent_root: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(agent_root)), "ml")
 
 
+def input_data_config(channels: dict) -> dict:
+    """SageMaker's inputdataconfig.json for the channels: how each reaches the job, and whether each host holds only
+    its share of the objects (S3DistributionType), so a script can tell a sharded channel the same way on both."""
+    modes = {"copy": "File", "sharded": "File", "stream": "FastFile"}
+    return {name: {"TrainingInputMode": modes.get(channel.get("mode"), "File"), "RecordWrapperType": "None",
+                   "S3DistributionType": "ShardedByS3Key" if channel.get("mode") == "sharded" else "FullyReplicated"}
+            for name, channel in sorted(channels.items())}
+
+
 def job_env(ml: str, channels: dict) -> dict[str, str]:
     """SageMaker's SM_* variables for the channels, the model and the output data (training toolkit names)."""
     env = {f"SM_CHANNEL_{name.upper()}": os.path.join(ml, "input", "data", name) for name in channels}
     env.update(SM_MODEL_DIR=os.path.join(ml, "model"), SM_OUTPUT_DATA_DIR=os.path.join(ml, "output", "data"),
-               SM_CHANNELS=json.dumps(sorted(channels)))
+               SM_CHANNELS=json.dumps(sorted(channels)), SM_INPUT_CONFIG_DIR=os.path.join(ml, "input", "config"),
+               SM_INPUT_DATA_CONFIG=json.dumps(input_data_config(channels)))
     return env
 
 
@@ -70,8 +80,8 @@ def mount(channel: dict, dest: str, log) -> bool:
     cmd = [tool, "--read-only", channel["bucket"], dest]
     if channel.get("prefix"):
         cmd[2:2] = ["--prefix", channel["prefix"]]
-    if channel.get("max_gbps"):  # leave the gradients their share of the link
-        cmd[2:2] = ["--maximum-throughput-gbps", str(channel["max_gbps"])]
+    if channel.get("max_gbps"):  # leave the gradients their share of the link (mount-s3 takes whole Gbps, >= 1)
+        cmd[2:2] = ["--maximum-throughput-gbps", str(max(1, int(channel["max_gbps"])))]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         log(f"trainctl-agent: mount-s3 failed ({done.stderr.strip()[:200]}); copying instead")
@@ -90,8 +100,10 @@ class Channels:
         return job_env(self.ml, self.channels)
 
     def prepare(self, rank: int, nnodes: int) -> None:
-        for sub in ("model", "output/data", "output/tensorboard"):
+        for sub in ("model", "output/data", "output/tensorboard", "input/config"):
             os.makedirs(os.path.join(self.ml, sub), exist_ok=True)
+        with open(os.path.join(self.ml, "input", "config", "inputdataconfig.json"), "w") as handle:
+            json.dump(input_data_config(self.channels), handle)
         for name, channel in sorted(self.channels.items()):
             shard = (rank, nnodes) if channel["mode"] == "sharded" else (0, 1)
             if self.fetched.get(name) == shard:

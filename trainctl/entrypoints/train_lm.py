@@ -119,11 +119,12 @@ def make_optimizer(model: torch.nn.Module, args) -> torch.optim.Optimizer:
                              lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
 
 
-def make_data(args, config, ops):
+def make_data(args, config, ops, ctx: DistContext, accum: int):
     if args.data_dir:
         paths = find_token_files(args.data_dir, args.data_file)
         return TokenShards(paths, args.token_dtype, args.seed, config.vocab_size, config.seq_len,
-                           ops.device)
+                           ops.device, ctx, per_rank_step=args.batch_size * accum,
+                           sharded=getattr(args, "data_sharded", False))
     return SyntheticTokens(args.seed, config.vocab_size, config.seq_len, ops)
 
 
@@ -216,15 +217,20 @@ def run(args, config, ops: FsdpDeviceOps, stop: StopSignal) -> int:
                     peak_flops=args.peak_tflops * 1e12 * ctx.world_size)
     trainer = Trainer(args=args, ops=ops, ctx=ctx, stop=stop, checkpointer=checkpointer,
                       work=work)
+    data = make_data(args, config, ops, ctx, accum)
+    if checkpointer is not None and isinstance(data, TokenShards):
+        checkpointer.data_state = data.position   # where the data stands, in every checkpoint
     trainer.resume()
-    data = make_data(args, config, ops)
+    if isinstance(data, TokenShards):
+        data.start(trainer.step, checkpointer.resumed_data if checkpointer else None)
     model.train()
     outcome = trainer.train(lm_step(args, ops, ctx, trainer, model, optimizer, scheduler, data,
                                     accum))
     trainer.save()  # where a stop resumes from; makes a rerun of a finished job a no-op
     if isinstance(data, TokenShards):   # sequences this rank read: in this run, and in the whole job
         emit(f"data rank={ctx.rank} source={data.kind} samples_read={data.rows_read} "
-             f"total_read={trainer.step * accum * args.batch_size}")
+             f"total_read={trainer.step * accum * args.batch_size} "
+             f"position={data.read_at(trainer.step)}")
     if outcome != "done":
         emit(f"stopped rank={ctx.rank} step={trainer.step} signal={outcome} exit=0")
     else:

@@ -121,10 +121,11 @@ def finish_args(args: argparse.Namespace, env: dict[str, str] | None = None) -> 
         args.checkpoint_dir = SAGEMAKER_CHECKPOINT_DIR
     if args.model_dir is None and "model_dir" not in explicit:
         args.model_dir = env.get("SM_MODEL_DIR") or None
-    if args.data_dir is None and "data_dir" not in explicit:
-        from trainctl_data import train_channel  # the `train` channel, on SageMaker and on EC2 alike
+    from trainctl_data import train_channel, train_channel_sharded
 
-        args.data_dir = train_channel(env)
+    if args.data_dir is None and "data_dir" not in explicit:
+        args.data_dir = train_channel(env)   # the `train` channel, on SageMaker and on EC2 alike
+    args.data_sharded = train_channel_sharded(env, args.data_dir)   # each host holds only its share of its files
     if args.warmup_steps is None:
         args.warmup_steps = min(1000, args.steps // 10)
     return args

@@ -32,7 +32,7 @@ from trainctl_checkpoint import (CHECKPOINT_FORMAT, CHECKPOINT_RE, CheckpointSto
 from trainctl_loop import StepWork, Trainer, warmup_cosine  # noqa: F401
 from trainctl_runtime import (DeviceOps, DistContext, StopSignal, capture_rng,  # noqa: F401
                               emit, mix_seed, restore_rng, seed_host_rngs, warn)
-from trainctl_vision import (DEFAULT_MODEL, ImageFolderData, ShardedEpochSampler,  # noqa: F401
+from trainctl_vision import (DEFAULT_MODEL, HostShare, ImageFolderData, ShardedEpochSampler,  # noqa: F401
                              SyntheticTask, add_vision_options, create_model,
                              default_num_classes, model_image_size)
 
@@ -53,9 +53,10 @@ def _real_data(args: argparse.Namespace, ctx: DistContext, ops: DeviceOps,
                image_size: int) -> ImageFolderData | None:
     if not args.data_dir:
         return None
+    share = HostShare(ctx, args.data_classes) if getattr(args, "data_sharded", False) else None
     return ImageFolderData(args.data_dir, image_size=image_size, seed=args.seed, ctx=ctx,
                            batch_size=args.batch_size, workers=args.data_workers,
-                           pin_memory=ops.name == "cuda")
+                           pin_memory=ops.name == "cuda", share=share)
 
 
 def _synthetic(args: argparse.Namespace, ctx: DistContext, ops: DeviceOps, num_classes: int,
@@ -84,9 +85,15 @@ def _data_line(data: ImageFolderData, rank: int, step: int) -> str:
             f"dataset_samples={pos['samples']}")
 
 
-def _num_classes(args: argparse.Namespace) -> int:
-    num_classes = args.num_classes
-    if args.data_dir:
+def _num_classes(args: argparse.Namespace, ctx: DistContext) -> int:
+    """Collective with a sharded channel: every host's class folders together are the job's classes."""
+    num_classes, args.data_classes = args.num_classes, None
+    if args.data_dir and getattr(args, "data_sharded", False):
+        from trainctl_data import folder_classes, job_classes
+        found = job_classes(ctx.gather(folder_classes(args.data_dir)))
+        args.data_classes = None if isinstance(found, int) else found
+        num_classes = num_classes or (found if isinstance(found, int) else len(found))
+    elif args.data_dir:
         # The folder (or the shards' labels) decide the classes unless told otherwise.
         from trainctl_data import count_classes
         num_classes = num_classes or count_classes(args.data_dir)
@@ -123,7 +130,7 @@ def run(args: argparse.Namespace, ops: DeviceOps, stop: StopSignal) -> int:
              f"batch_size={args.batch_size} steps={args.steps} {summary}")
         if args.checkpoint_dir is None:
             warn("no --checkpoint-dir: this run cannot be resumed after an interruption")
-    args.num_classes = _num_classes(args)
+    args.num_classes = _num_classes(args, ctx)
 
     # Same initial weights on every rank and in every run: seeded before the model is built.
     seed_host_rngs(mix_seed(args.seed, "init"))

@@ -74,31 +74,80 @@ def _open_tokens(path: str, dtype: str) -> np.ndarray:
 
 
 class TokenShards:
-    """Random windows of seq_len + 1 tokens from one or more token shards, memory-mapped: the OS pages in what is
-    read. A window lies within one shard; its start is drawn uniformly over every shard's valid starts from a stream
-    seeded by (seed, step, rank, micro-batch), so any batch is the same on every run and after any resume."""
+    """Windows of seq_len + 1 tokens from one or more token shards, memory-mapped: the OS pages in what is read.
+
+    The windows form one endless stream: sample n is a window drawn uniformly over every shard's valid starts (a
+    window lies within one shard) by a generator seeded by (seed, n // BLOCK), so it is a pure function of n. Each
+    optimizer step takes the stream's next samples, global batch of them, every rank its own slice: the position in
+    the data is the number of samples taken (`read`), and every checkpoint carries it with the files it indexes. A
+    resume continues at that very sample, whatever the ranks, micro-batches or batch size of the resumed run; one on
+    other files or another sequence length is refused. On a sharded channel (each host holds only its share of the
+    files) the stream is the host's: its files, split among its ranks (LOCAL_RANK of LOCAL_WORLD_SIZE), seeded by
+    the host index too; the position is then per host, and exact when the host holds the same files again."""
+
+    BLOCK = 4096   # samples drawn per generator: one seeding per 4096 windows, not per window
 
     def __init__(self, paths: list[str], dtype: str, seed: int, vocab_size: int, seq_len: int,
-                 device: torch.device) -> None:
+                 device: torch.device, ctx, per_rank_step: int, sharded: bool = False) -> None:
         self.shards = [_open_tokens(path, dtype) for path in paths]
         self.paths, self.seed, self.vocab_size = paths, seed, vocab_size
         self.seq_len, self.device = seq_len, device
         self.starts = np.cumsum([0] + [max(0, len(t) - seq_len - 1) for t in self.shards])
-        self.rows_read = 0
         if self.starts[-1] <= 0:
             raise SystemExit(f"trainctl: {', '.join(paths[:3])}: no shard holds one sequence of {seq_len + 1} "
                              "tokens; lower --seq-len")
+        self.ctx, self.host = ctx, (ctx.rank // ctx.local_world_size if sharded else None)
+        self.slot, slots = (ctx.local_rank, ctx.local_world_size) if sharded else (ctx.rank, ctx.world_size)
+        self.per_rank_step, self.per_step = per_rank_step, per_rank_step * slots   # samples of one step
+        self.start_step = self.start_read = self.rows_read = 0
+        self._block: tuple[int, list[int]] = (-1, [])
 
     @property
     def kind(self) -> str:
-        return f"{len(self.shards)} token shard{'s' if len(self.shards) > 1 else ''}"
+        host = f", host {self.host}'s shard" if self.host is not None else ""
+        return f"{len(self.shards)} token shard{'s' if len(self.shards) > 1 else ''}{host}"
 
-    def batch(self, step: int, rank: int, micro: int, batch_size: int) -> torch.Tensor:
-        generator = torch.Generator().manual_seed(mix_seed(self.seed, "windows", step, rank,
-                                                           micro))
-        picks = torch.randint(0, int(self.starts[-1]), (batch_size,), generator=generator).tolist()
+    def files(self) -> list[list]:
+        return [[os.path.basename(path), len(tokens)] for path, tokens in zip(self.paths, self.shards)]
+
+    def read_at(self, step: int) -> int:
+        """Samples of the stream taken before optimizer step `step`."""
+        return self.start_read + (step - self.start_step) * self.per_step
+
+    def position(self, step: int) -> dict:
+        """What a checkpoint of `step` records: where the stream stands and what it is drawn from."""
+        return {"read": self.read_at(step), "host": self.host, "files": self.files(), "seq_len": self.seq_len}
+
+    def start(self, step: int, saved: list[dict] | None) -> None:
+        """Collective. Where this run starts: the checkpoint's position (`saved`: every rank's, as saved), else
+        step x samples per step (a fresh run, or a checkpoint from before positions were saved)."""
+        self.start_step, self.start_read = step, step * self.per_step
+        if not saved:
+            return
+        mine = next((entry for entry in saved if entry.get("host") == self.host), None)
+        problem = resume_problem(mine, self.position(step), self.paths)
+        if not self.ctx.all_true(problem is None):
+            raise SystemExit(problem or "trainctl: another rank's data differs from the checkpoint's (see its line)")
+        self.start_read = mine["read"]
+
+    def _picks(self, first: int, count: int) -> list[int]:
+        picks: list[int] = []
+        while count > 0:
+            block, offset = divmod(first, self.BLOCK)
+            if self._block[0] != block:
+                key = (self.seed, "windows", block) if self.host is None else (self.seed, "windows", self.host, block)
+                generator = torch.Generator().manual_seed(mix_seed(*key))
+                self._block = (block, torch.randint(0, int(self.starts[-1]), (self.BLOCK,),
+                                                    generator=generator).tolist())
+            take = min(self.BLOCK - offset, count)
+            picks += self._block[1][offset:offset + take]
+            first, count = first + take, count - take
+        return picks
+
+    def rows(self, first: int, count: int) -> torch.Tensor:
+        """Samples first .. first + count - 1 of the stream, (count, seq_len + 1) int64 on the device."""
         rows = []
-        for pick in picks:
+        for pick in self._picks(first, count):
             shard = int(np.searchsorted(self.starts, pick, side="right")) - 1
             start = pick - int(self.starts[shard])
             rows.append(self.shards[shard][start:start + self.seq_len + 1])
@@ -107,5 +156,27 @@ class TokenShards:
         if top >= self.vocab_size:
             raise SystemExit(f"trainctl: {self.paths[0]} holds token id {top}, beyond the model's "
                              f"vocabulary of {self.vocab_size}; set --vocab-size or --token-dtype")
-        self.rows_read += batch_size
+        self.rows_read += count
         return torch.from_numpy(rows).to(self.device, non_blocking=True)
+
+    def batch(self, step: int, rank: int, micro: int, batch_size: int) -> torch.Tensor:
+        """This rank's micro-batch `micro` of optimizer step `step` (its slice of the step's samples)."""
+        return self.rows(self.read_at(step) + self.slot * self.per_rank_step + micro * batch_size, batch_size)
+
+
+def resume_problem(saved: dict | None, now: dict, paths: list[str]) -> str | None:
+    """One line when the checkpoint's position does not apply to this run's data, else None."""
+    where = f"host {now['host']}'s shard of " if now["host"] is not None else ""
+    if saved is None:
+        return (f"trainctl: the checkpoint holds no data position for host {now['host']}: it was written with "
+                "another number of hosts or without a sharded channel; resume with the same layout and data")
+    if saved.get("seq_len") != now["seq_len"]:
+        return (f"trainctl: the checkpoint's windows are {saved.get('seq_len')} tokens long, this run's "
+                f"{now['seq_len']}: resume with --seq-len {saved.get('seq_len')}, or start in a new --checkpoint-dir")
+    if saved.get("files") != now["files"]:
+        def show(files):
+            return f"{len(files)} files, {sum(n for _, n in files)} tokens"
+        return (f"trainctl: {where}{os.path.dirname(paths[0])} is not the data the checkpoint was reading "
+                f"({show(now['files'])} now, {show(saved.get('files') or [])} then): its position does not apply; "
+                "resume on the same files, or start in a new --checkpoint-dir")
+    return None

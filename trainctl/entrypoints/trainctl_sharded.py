@@ -128,6 +128,10 @@ class ShardedCheckpointer:
         self.identity, self.seed = identity, seed
         # One temp-folder name for all ranks of this run (they write into the same folder).
         self.token = ctx.gather(f"{socket.gethostname()}-{os.getpid()}")[0]
+        # Each rank's position in the data (a callable of the step), saved in every checkpoint when set, and the
+        # positions of the checkpoint resumed (every rank's, as saved; None: none saved, or synthetic data).
+        self.data_state: Any = None
+        self.resumed_data: list | None = None
 
     def _barrier(self) -> None:
         self.ctx.sum([0.0])
@@ -147,7 +151,8 @@ class ShardedCheckpointer:
         del metadata
         extra = {"format": SHARDED_FORMAT, "step": step, "world_size": ctx.world_size,
                  "identity": self.identity, "scheduler": self.scheduler.state_dict(),
-                 "rng": ctx.gather(capture_rng(self.ops))}
+                 "rng": ctx.gather(capture_rng(self.ops)),
+                 "data": ctx.gather(self.data_state(step)) if self.data_state else None}
         metadata_bytes = None
         if ctx.is_main:
             with open(os.path.join(temp, ".metadata"), "rb") as handle:
@@ -237,6 +242,7 @@ class ShardedCheckpointer:
         set_state_dict(self.model, self.optimizer, model_state_dict=state["model"],
                        optim_state_dict=state["optimizer"])
         self.scheduler.load_state_dict(extra["scheduler"])
+        self.resumed_data = extra.get("data")
         resume_rng(ctx, self.ops, self.seed, step, extra["rng"], extra["world_size"])
         if ctx.is_main:
             emit(f"resume step={step} path={path}")

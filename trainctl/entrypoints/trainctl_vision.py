@@ -95,13 +95,17 @@ class ShardedEpochSampler(torch.utils.data.Sampler):
     """
 
     def __init__(self, size: int, seed: int, epoch: int, rank: int, world_size: int,
-                 batch_size: int, start_batch: int) -> None:
+                 batch_size: int, start_batch: int, batches: int | None = None) -> None:
         self.size, self.seed, self.epoch = size, seed, epoch
         self.rank, self.world_size = rank, world_size
         self.batch_size, self.start_batch = batch_size, start_batch
+        # An epoch's batches when the caller decides (a sharded channel: the smallest host's count, so that every
+        # host runs the same steps per epoch); at most what `size` allows.
+        self.batches = batches
 
     def batches_per_epoch(self) -> int:
-        return self.size // (self.batch_size * self.world_size)
+        own = self.size // (self.batch_size * self.world_size)
+        return own if self.batches is None else min(own, self.batches)
 
     def __iter__(self) -> Iterator[int]:
         generator = torch.Generator().manual_seed(mix_seed(self.seed, "epoch", self.epoch))
@@ -114,6 +118,29 @@ class ShardedEpochSampler(torch.utils.data.Sampler):
         return (self.batches_per_epoch() - self.start_batch) * self.batch_size
 
 
+class HostShare:
+    """A sharded `train` channel (SageMaker's ShardedByS3Key, or the EC2 agent's `sharded`): each host holds only
+    its share of the files. The host's ranks split the host's files among themselves (LOCAL_RANK of
+    LOCAL_WORLD_SIZE), labels are the job's (the union of every host's class folders), and an epoch is the smallest
+    host's number of batches, so that every host runs the same steps per epoch. The position in the data is then
+    per host: a resume is exact when each host holds the same files as before (the same host index)."""
+
+    def __init__(self, ctx: DistContext, classes: list[str] | None) -> None:
+        self.host = ctx.rank // ctx.local_world_size
+        self.classes = classes
+
+    def batches_per_epoch(self, ctx: DistContext, samples: int, batch_size: int) -> int:
+        """Collective: the fewest batches any host's ranks can each take from its share in one epoch."""
+        per_host = ctx.gather((self.host, samples))
+        fewest = min(count // (batch_size * ctx.local_world_size) for _, count in per_host)
+        if fewest < 1:
+            host, count = min(per_host, key=lambda item: item[1])
+            raise SystemExit(f"trainctl: host {host}'s shard of the sharded `train` channel has {count} images, "
+                             f"fewer than one batch for each of its {ctx.local_world_size} ranks ({batch_size} "
+                             f"each); lower --batch-size, or use mode copy")
+        return fewest
+
+
 class ImageFolderData:
     """The real-data path: an image folder (one sub-folder per class) or WebDataset-style .tar shards, e.g. the
     `train` channel (SM_CHANNEL_TRAIN).
@@ -121,11 +148,13 @@ class ImageFolderData:
     Transforms are deterministic (resize, centre crop, normalise), and each epoch's order is a permutation seeded by
     (seed, epoch), dealt to the ranks in whole batches: a position (epoch, batch within it) fixes every rank's next
     samples. The position is saved in each checkpoint and a resumed run continues from it, so it sees exactly the
-    samples the uninterrupted run would have.
+    samples the uninterrupted run would have. On a sharded channel (`share`) the permutation is of this host's files,
+    dealt to this host's ranks only (HostShare).
     """
 
     def __init__(self, root: str, image_size: int, seed: int, ctx: DistContext,
-                 batch_size: int, workers: int | None, pin_memory: bool) -> None:
+                 batch_size: int, workers: int | None, pin_memory: bool,
+                 share: HostShare | None = None) -> None:
         from torchvision import transforms
         from trainctl_data import open_images
 
@@ -135,13 +164,20 @@ class ImageFolderData:
             transforms.ToTensor(),
             transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
         ])
-        self.root = root
-        self.dataset, self.num_classes, self.kind = open_images(root, transform)
+        self.root, self.share = root, share
+        self.dataset, self.num_classes, self.kind = open_images(root, transform,
+                                                                share.classes if share else None)
         self.seed, self.ctx, self.batch_size = seed, ctx, batch_size
         cpus = os.cpu_count() or 1
         self.workers = workers if workers is not None else max(0, cpus // ctx.local_world_size)
         self.pin_memory = pin_memory
-        self.batches_per_epoch = len(self.dataset) // (batch_size * ctx.world_size)
+        if share:
+            self.kind += f", host {share.host}'s shard"
+            self.slot, self.slots = ctx.local_rank, ctx.local_world_size
+            self.batches_per_epoch = share.batches_per_epoch(ctx, len(self.dataset), batch_size)
+        else:
+            self.slot, self.slots = ctx.rank, ctx.world_size
+            self.batches_per_epoch = len(self.dataset) // (batch_size * ctx.world_size)
         if self.batches_per_epoch < 1:
             raise SystemExit(
                 f"trainctl: {root} has {len(self.dataset)} images, fewer than one global batch "
@@ -157,7 +193,8 @@ class ImageFolderData:
             self.start_batches = saved["epoch"] * self.batches_per_epoch + saved["batch"]
             self.read_before = saved["read"]
             if saved.get("samples") != len(self.dataset):
-                warn(f"the data at {self.root} holds {len(self.dataset)} samples, the checkpoint's "
+                where = f"host {self.share.host}'s shard of " if self.share else ""
+                warn(f"{where}the data at {self.root} holds {len(self.dataset)} samples, the checkpoint's "
                      f"{saved.get('samples')}: the resumed run does not see the samples the first one would have")
 
     def position(self, step: int) -> dict:
@@ -165,13 +202,13 @@ class ImageFolderData:
         epoch, batch = divmod(self.start_batches + step - self.start_step, self.batches_per_epoch)
         read = self.read_before + (step - self.start_step) * self.batch_size
         return {"epoch": epoch, "batch": batch, "read": read, "samples": len(self.dataset),
-                "world_size": self.ctx.world_size}
+                "world_size": self.ctx.world_size, "host": self.share.host if self.share else None}
 
     def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         epoch, start_batch = divmod(self.start_batches, self.batches_per_epoch)
         while True:
-            sampler = ShardedEpochSampler(len(self.dataset), self.seed, epoch, self.ctx.rank,
-                                          self.ctx.world_size, self.batch_size, start_batch)
+            sampler = ShardedEpochSampler(len(self.dataset), self.seed, epoch, self.slot, self.slots,
+                                          self.batch_size, start_batch, batches=self.batches_per_epoch)
             loader = torch.utils.data.DataLoader(
                 self.dataset, batch_size=self.batch_size, sampler=sampler, drop_last=True,
                 num_workers=self.workers, pin_memory=self.pin_memory,

@@ -4,6 +4,7 @@ node's link, and what crossing a region costs. The planner turns these into an o
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from trainctl.catalog import InstanceType
@@ -36,6 +37,10 @@ INTER_REGION_USD_PER_GB = {"us-east-1": 0.02, "us-east-2": 0.02, "us-west-1": 0.
 # same in other Regions; most US and EU Regions list the same rate).
 S3_GET_USD_PER_REQUEST = 0.0004 / 1000.0
 GB = 1e9
+# Mountpoint for Amazon S3 targets the instance's whole network bandwidth unless told otherwise, with
+# `--maximum-throughput-gbps`, "a value in gigabits-per-second (Gbps)" (awslabs/mountpoint-s3 doc/CONFIGURATION.md);
+# the flag takes a whole number, at least 1 (mountpoint-s3/src/cli.rs: value_parser u64, range 1..).
+MOUNT_S3_MIN_GBPS = 1
 
 
 @dataclass(frozen=True)
@@ -114,3 +119,11 @@ def inter_region_usd_per_gb(data_region: str, option_region: str) -> float | Non
     if data_region == option_region:
         return 0.0
     return INTER_REGION_USD_PER_GB.get(data_region)
+
+
+def stream_cap_gbps(link_gbps: float, gradient_share: float, ingress_gbps: float) -> int:
+    """mount-s3's throughput target on one node, whole Gbps: the link's baseline less the gradients' share of it (the
+    fraction of the time the link carries them), so that a read burst cannot starve the all-reduce; never below the
+    ingress the plan counts on for the samples (rounded up), and at least Mountpoint's minimum of 1 Gbps."""
+    left = link_gbps * max(0.0, 1.0 - gradient_share)
+    return max(MOUNT_S3_MIN_GBPS, int(left), math.ceil(ingress_gbps - 1e-9))

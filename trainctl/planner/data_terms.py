@@ -40,6 +40,7 @@ class LayoutData:
     stream_gets: float = 0.0
     copy_start_hours: float = 0.0
     ingress_gbps: float = 0.0         # per node while training
+    stream_cap_gbps: int | None = None  # mount-s3's throughput target per node (EC2), when something is streamed
     input_bound: bool = False
     usd_per_gb: float | None = 0.0    # None: the inter-Region rate is unknown
     unpriced: tuple[str, ...] = ()
@@ -59,7 +60,7 @@ class LayoutData:
         requests = gets * dt.S3_GET_USD_PER_REQUEST
         terms = DataTerms(copy_hours=self.copy_start_hours, copies=copies, ingress_gbps=self.ingress_gbps,
                           egress_usd=egress, requests_usd=requests, input_bound=self.input_bound,
-                          priced=not self.unpriced)
+                          priced=not self.unpriced, stream_cap_gbps=self.stream_cap_gbps)
         return terms, (egress or 0.0) + requests
 
     def dollar_words(self, terms: DataTerms | None) -> tuple[str, ...]:
@@ -204,12 +205,17 @@ def _stream_terms(run, data: LayoutData, inst, count: int, platform: str, fit, t
     bound = rate < feed.samples_per_s * (1 - 1e-9)
     ingress = rate / count * bps * 8 / dt.GB
     total = run.spec.workload.total_samples
+    # the gradients' share of the link's time at this rate: what mount-s3 must leave them on EC2
+    share = min(1.0, nic * rate / (per_node_step * count)) if rate > 0 else 0.0
+    cap = dt.stream_cap_gbps(link.baseline_bytes_s * 8 / dt.GB, share, ingress)
     line = (f"data: streams {bps / 1e3:,.0f} KB/sample, {ingress:,.2f} Gbps per node on the link the gradients use "
-            f"({link.words}; baseline counted, the burst lasts minutes)")
+            f"({link.words}; baseline counted, the burst lasts minutes)"
+            + (f"; mount-s3 capped at {cap} Gbps per node (the gradients use {share:.0%} of the link)"
+               if platform == "ec2" else ""))
     if bound:
         what = "S3's GET rate per prefix" if gets_cap <= link_cap else "the node's link"
         line = (f"INPUT-BOUND by {what}: " + line + f"; capped from {feed.samples_per_s:,.0f} to {rate:,.0f} "
                 "samples/s (copy the data at start, or shard it into larger objects)")
         feed = _Feed(rate, True, feed.ratio, feed.words)
     return replace(data, stream_bytes=bps * total, stream_gets=gets_per_sample * total, ingress_gbps=ingress,
-                   input_bound=bound, words=data.words + (line,)), feed
+                   input_bound=bound, stream_cap_gbps=cap, words=data.words + (line,)), feed

@@ -4,7 +4,8 @@ and bootstrap/fsx.py do it on the node) and which S3 prefixes the nodes' role mu
 Each S3 channel becomes {"bucket", "prefix", "mode"} in the agent's config: `copy` and `sharded` are copied to
 /opt/ml/input/data/NAME before torchrun starts (`sharded`: the node's share of the sorted keys, by its rank, as
 SageMaker's ShardedByS3Key gives each instance 1/N of the objects); `stream` is mounted with Mountpoint for
-Amazon S3 where the node has `mount-s3`, and copied otherwise (the agent logs which).
+Amazon S3 where the node has `mount-s3`, its throughput capped at what the plan leaves the data, and copied
+otherwise (the agent logs which).
 
 An FSx for Lustre channel becomes {"mode": "mount", "fsx", "dns_name", "mount_name", "path"}: the node mounts
 DNSNAME@tcp:/MOUNTNAME/DIR read-only at /opt/ml/input/data/NAME. The launch reads the DNS and mount names with
@@ -57,15 +58,25 @@ def fsx_zones(client_for, region: str, data: dict | None, notes: list[str], azs:
     return kept or azs
 
 
-def node_channels(data: dict | None, client_for=None, region: str = "", subnets=(), user_group: str | None = None
-                  ) -> dict:
-    """The agent config's `channels` member. An FSx channel is described with client_for (fsx and ec2)."""
+def node_channels(data: dict | None, client_for=None, region: str = "", subnets=(), user_group: str | None = None,
+                  option=None, notes: list[str] | None = None) -> dict:
+    """The agent config's `channels` member. An FSx channel is described with client_for (fsx and ec2). A `stream`
+    channel carries the plan's cap for mount-s3 (`max_gbps`): the link's baseline less the gradients' share, so
+    that streamed reads leave the all-reduce the bandwidth the plan gave it."""
     channels = {}
+    cap = getattr(getattr(option, "data", None), "stream_cap_gbps", None)
     for name, source in sorted((data or {}).items()):
         if isinstance(source, FsxChannel):
             channels[name] = fsx_mount(client_for, region, name, source, subnets, user_group)
-        else:
-            channels[name] = {"bucket": source.bucket, "prefix": source.prefix, "mode": source.mode}
+            continue
+        channels[name] = {"bucket": source.bucket, "prefix": source.prefix, "mode": source.mode}
+        if source.mode == "stream" and cap:
+            channels[name]["max_gbps"] = cap
+        if source.mode == "stream" and notes is not None:
+            notes.append(f"channel {name}: mount-s3 --maximum-throughput-gbps {cap} per node (the plan's link "
+                         "baseline less the gradients' share)" if cap else
+                         f"channel {name}: mount-s3 at its default throughput, the instance's whole bandwidth: the "
+                         f"plan could not size the stream (give data.{name}.bytes_per_sample)")
     return {"channels": channels} if channels else {}
 
 

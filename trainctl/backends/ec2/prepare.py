@@ -278,7 +278,8 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               "instance_types": list(option.instance_types),
               "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None,
               **budget.node_config(spec, option, opts.notify),  # the node agent enforces the budget, sends news
-              **job_data.node_channels(spec.data, client_for, region, net.by_az[azs[0]], opts.security_group)}
+              **job_data.node_channels(spec.data, client_for, region, net.by_az[azs[0]], opts.security_group,
+                                      option, notes)}
     calls += upload + agent_upload
     calls += _iam_calls(job, bucket, region, account, code_key, agent["agent_key"], tuple(secrets.values()),
                         boundary(client_for("iam", region), account, region, notes), config.get("notify_topic"),
