@@ -170,6 +170,20 @@ def add_nat(sb: Sandbox, region: str = process.DEFAULT_REGION) -> str:
     return nat
 
 
+def admit_data_buckets(sb: Sandbox, *buckets: str) -> None:
+    """What an administrator does for a team's data (docs/security.md): a new default version of the permissions
+    boundary that lets job roles read `buckets` (`trainctl iam-policy --role boundary --data-bucket B`)."""
+    import json
+
+    from trainctl.iam import BOUNDARY_POLICY
+    from trainctl.iam.boundary import boundary_policy
+
+    iam = sb.client("iam")
+    arn = f"arn:aws:iam::{sb.client('sts').get_caller_identity()['Account']}:policy/{BOUNDARY_POLICY}"
+    iam.create_policy_version(PolicyArn=arn, PolicyDocument=json.dumps(boundary_policy(tuple(buckets))),
+                              SetAsDefault=True)
+
+
 def add_endpoints(sb: Sandbox, services: tuple[str, ...] = ("ec2", "logs"), s3: bool = True,
                   region: str = process.DEFAULT_REGION) -> None:
     """VPC endpoints in the default VPC: an S3 gateway endpoint on the main route table, and interface

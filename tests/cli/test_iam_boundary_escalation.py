@@ -180,6 +180,18 @@ def test_the_boundary_lets_a_role_read_only_its_own_specs_secrets_whatever_its_p
     assert decide(req(action, top_level, **tagged), star, boundary) == "ImplicitDeny"
 
 
+def test_a_node_decrypts_its_data_key_through_s3_only_once_the_boundary_admits_the_bucket():
+    key = f"arn:aws:kms:us-east-1:{ME}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    node = [node_policy("job-1", BUCKET, "us-east-1", ME, code_key(SHA), data=(("my-datasets", "x/"),),
+                        data_keys=(key,))]
+    via_s3 = {"kms:ViaService": "s3.us-east-1.amazonaws.com"}
+    assert decide(req("kms:Decrypt", key, **via_s3), node, boundary_policy(("my-datasets",))) == "Allow"
+    assert decide(req("kms:Decrypt", key, **via_s3), node, boundary_policy()) == "ImplicitDeny"  # not admitted
+    assert decide(req("kms:Decrypt", key), node, boundary_policy(("my-datasets",))) == "ImplicitDeny"  # not via S3
+    other = key.replace("1234abcd", "9999abcd")
+    assert decide(req("kms:Decrypt", other, **via_s3), node, boundary_policy(("my-datasets",))) == "ImplicitDeny"
+
+
 # ---------------------------------------------------------------- the normal calls
 def test_the_calls_trainctl_makes_are_allowed():
     tag = {"aws:RequestTag/trainctl:job": "job-1"}

@@ -13,6 +13,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.support.helpers import run_cli
+from trainctl_sandbox.testing import admit_data_buckets
 
 SCRIPT = Path(__file__).resolve().parents[1] / "support" / "data_script"
 FILES = 24
@@ -32,6 +33,7 @@ def _dataset(sb, bucket: str = "my-datasets", region: str = "us-east-1", files: 
                                        {"CreateBucketConfiguration": {"LocationConstraint": region}}))
     for i in range(files):
         s3.put_object(Bucket=bucket, Key=f"shards/part-{i:03d}.txt", Body=str(i).encode())
+    admit_data_buckets(sb, bucket)  # an administrator lets job roles read it
 
 
 def _cli(sb, home, *args, timeout=150):
@@ -110,6 +112,45 @@ def test_an_empty_prefix_and_a_missing_bucket_are_refused_before_anything_is_cre
     assert sandbox_env.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
 
 
+@pytest.mark.parametrize("platform", ["sagemaker", "ec2"])
+def test_a_bucket_the_boundary_does_not_admit_is_refused_before_anything_is_created(sandbox_env, tmp_path, platform):
+    """The job's role carries trainctl's permissions boundary, which admits a data bucket only once an
+    administrator names it: without that the job would start, be billed and fail reading its data."""
+    _dataset(sandbox_env)
+    sandbox_env.client("iam").set_default_policy_version(  # the boundary as first created: no data bucket
+        PolicyArn="arn:aws:iam::123456789012:policy/trainctl-boundary", VersionId="v1")
+    home, spec = tmp_path / "home", _project(tmp_path, "{train: s3://my-datasets/shards/}")
+    refused = _cli(sandbox_env, home, "launch", spec, "--platform", platform, "--yes")
+    assert refused.returncode != 0 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "does not let the job's role read bucket my-datasets" in refused.stderr, refused.stderr
+    assert "--data-bucket my-datasets" in refused.stderr and "create-policy-version" in refused.stderr
+    assert sandbox_env.client("iam").list_roles(PathPrefix="/trainctl/")["Roles"] == []
+    assert sandbox_env.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    admit_data_buckets(sandbox_env, "my-datasets")
+    admitted = _dry_run(sandbox_env, home, spec, platform)
+    assert admitted.returncode == 0, admitted.stderr
+    assert "the boundary lets the job's role read s3://my-datasets" in json.loads(admitted.stdout)["notes"]
+
+
+@pytest.mark.parametrize("platform", ["sagemaker", "ec2"])
+def test_a_bucket_encrypted_with_the_user_s_kms_key_gives_the_role_decrypt_through_s3_only(sandbox_env, tmp_path,
+                                                                                          platform):
+    """SSE-KMS with a customer managed key: reading an object needs kms:Decrypt on the key, so the job's role gets
+    it on exactly that key and only through S3."""
+    _dataset(sandbox_env)
+    key = sandbox_env.client("kms").create_key(Description="datasets")["KeyMetadata"]
+    sandbox_env.client("s3").put_bucket_encryption(Bucket="my-datasets", ServerSideEncryptionConfiguration={
+        "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key["KeyId"]}}]})
+    proc = _dry_run(sandbox_env, tmp_path / "home", _project(tmp_path, "{train: s3://my-datasets/shards/}"), platform)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    (put,) = [r["params"] for r in doc["requests"] if r["operation"] == "PutRolePolicy"]
+    decrypt = [st for st in json.loads(put["PolicyDocument"])["Statement"] if st["Sid"] == "DecryptData"]
+    assert decrypt == [{"Sid": "DecryptData", "Effect": "Allow", "Action": "kms:Decrypt", "Resource": [key["Arn"]],
+                        "Condition": {"StringEquals": {"kms:ViaService": "s3.us-east-1.amazonaws.com"}}}]
+    assert any(n.startswith(f"s3://my-datasets: SSE-KMS with {key['Arn']}") for n in doc["notes"]), doc["notes"]
+
+
 def test_an_fsx_file_system_that_does_not_exist_is_refused_at_launch_and_by_the_sandbox(sm, sandbox_env, tmp_path):
     # one node reaching FSx runs in the VPC, where the code download needs S3 (`sm` adds a NAT)
     spec = _project(tmp_path, "{train: {fsx: fs-0123456789abcdef0, path: /fsx/data}}")
@@ -171,9 +212,19 @@ def _train_and_fetch(sb, home, tmp_path, spec: str, platform: str, *extra: str) 
 
 @pytest.mark.slow
 def test_a_sagemaker_job_reads_its_channel_and_its_model_comes_back_with_fetch(sm, sandbox_env, tmp_path):
+    """`train` copied from S3, `extra` from FSx for Lustre (a FileSystemDataSource: SageMaker mounts it, the sandbox
+    copies the file system's directory and says so)."""
     _dataset(sm)
-    _train_and_fetch(sm, tmp_path / "home", tmp_path, _project(tmp_path, "{train: s3://my-datasets/shards/}"),
-                     "sagemaker")
+    subnet = sm.client("ec2").describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])[
+        "Subnets"][0]["SubnetId"]
+    fs = sm.client("fsx").create_file_system(
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet],
+        LustreConfiguration={"DeploymentType": "SCRATCH_1", "ImportPath": "s3://my-datasets"})["FileSystem"]
+    spec = _project(tmp_path, f"{{train: s3://my-datasets/shards/, extra: {{fsx: {fs['FileSystemId']}, "
+                              "path: /fsx/shards}}")
+    job = _train_and_fetch(sm, tmp_path / "home", tmp_path, spec, "sagemaker", "--subnet", subnet)
+    logs = (tmp_path / "logs" / f"{job}.log").read_text()  # fetched by _train_and_fetch
+    assert "sandbox: channel extra is FSx for Lustre on SageMaker (mounted); the sandbox copied its files" in logs
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ import pytest
 
 from tests.support.helpers import CONFIGS, run_cli
 from trainctl import iam
-from trainctl_sandbox.testing import add_nat
+from trainctl_sandbox.testing import add_nat, admit_data_buckets
 
 SPEC = str(Path(__file__).parents[1] / "support" / "launch_specs" / "tiny-vit-sagemaker.yaml")
 ACCOUNT_BUCKET = "trainctl-123456789012-us-east-1"
@@ -105,6 +105,12 @@ def test_policy_matches_the_calls_of_every_command(sandbox, tmp_path, recorder, 
     fsx_spec = tmp_path / "fsx.yaml"
     fsx_spec.write_text(Path(spec).read_text() + f"data: {{train: {{fsx: {fs['FileSystemId']}, path: /fsx/t}}}}\n")
     cli("--region", "us-east-1", "launch", str(fsx_spec), "--platform", "ec2", "--subnet", subnet, "--dry-run", ok=(2,))
+    # an S3 channel: the launch reads the boundary's document (does it admit the data bucket?)
+    sandbox.client("s3").put_object(Bucket="my-datasets", Key="x/part-0", Body=b"0")
+    admit_data_buckets(sandbox, "my-datasets")
+    s3_spec = tmp_path / "s3-data.yaml"
+    s3_spec.write_text(Path(spec).read_text() + "data: {train: s3://my-datasets/x/}\n")
+    cli("launch", str(s3_spec), "--platform", "ec2", "--layout", "g5.xlarge:2:spot", "--dry-run")
     # P5 Spot's quota has no applied value in the account: the plan reads its AWS default
     cli("plan", spec, "--platform", "ec2", "--layout", "p5.48xlarge:1:spot")
     job2 = json.loads(cli("-o", "json", "launch", spec, "--platform", "ec2", "--layout", "g5.xlarge:2:spot",

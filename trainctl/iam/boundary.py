@@ -79,6 +79,21 @@ def data_read_statements(reads, region: str = "", sid: str = "ReadData", account
     return out
 
 
+def data_decrypt_statements(keys, region: str, sid: str = "DecryptData") -> list[dict]:
+    """kms:Decrypt of the data's SSE-KMS keys, through S3 only (kms:ViaService): what reading an object encrypted
+    with a customer managed key needs besides s3:GetObject (S3 User Guide, "Using server-side encryption with AWS
+    KMS keys": "you must have permission to use the key"). `keys`: key ARNs, or `alias/NAME` for a key given to
+    the bucket by alias, matched with kms:ResourceAliases."""
+    via = {"kms:ViaService": f"s3.{region}.amazonaws.com"}
+    arns, aliases = sorted(k for k in keys if not k.startswith("alias/")), sorted(k for k in keys if k.startswith("alias/"))
+    out = [{"Sid": sid, "Effect": "Allow", "Action": "kms:Decrypt", "Resource": arns,
+            "Condition": {"StringEquals": via}}] if arns else []
+    if aliases:
+        out.append({"Sid": f"{sid}ByAlias", "Effect": "Allow", "Action": "kms:Decrypt", "Resource": "*",
+                    "Condition": {"StringEquals": via, "ForAnyValue:StringEquals": {"kms:ResourceAliases": aliases}}})
+    return out
+
+
 def boundary_policy(data_buckets: tuple[str, ...] = ()) -> dict:
     """The most any role trainctl creates may do, whatever its own policy says. `data_buckets`: the buckets
     an administrator lets jobs read their input from (`trainctl iam-policy --role boundary --data-bucket B`),
@@ -112,6 +127,10 @@ def boundary_policy(data_buckets: tuple[str, ...] = ()) -> dict:
          "Condition": {"ForAllValues:StringEquals": {"aws:TagKeys": ["trainctl:state"]}}},
         *secret_statements([SECRET_PARAMETERS], [SECRET_VALUES], sid="Secrets"),
         *data_read_statements([(bucket, "") for bucket in data_buckets], sid="ReadDataBucket"),
+        # objects of a data bucket encrypted with the user's own KMS key: decrypted through S3 only, so a role can
+        # decrypt no more than the objects it may already read
+        *([{"Sid": "ReadDataBucketDecrypt", "Effect": "Allow", "Action": "kms:Decrypt", "Resource": "*",
+            "Condition": {"StringLike": {"kms:ViaService": "s3.*.amazonaws.com"}}}] if data_buckets else []),
     ]}
 
 

@@ -119,7 +119,9 @@ CALLS: tuple[Call, ...] = (
     # ---- launch and doctor (reads only): the subnet's routes and endpoints
     Call("ec2:DescribeRouteTables", BOTH, (_g("ec2:DescribeRouteTables", why=DESCRIBE),)),
     Call("ec2:DescribeVpcEndpoints", BOTH, (_g("ec2:DescribeVpcEndpoints", why=DESCRIBE),)),
-    Call("s3:GetBucketEncryption", BOTH, (_g("s3:GetEncryptionConfiguration", **ON_BUCKET),)),
+    # the job bucket's (doctor), and a data bucket's: SSE-KMS with the user's key needs kms:Decrypt in the job role
+    Call("s3:GetBucketEncryption", BOTH, (_g("s3:GetEncryptionConfiguration", **ON_BUCKET),
+                                          _g("s3:GetEncryptionConfiguration", resources=(DATA_BUCKET,)))),
     Call("s3:GetPublicAccessBlock", BOTH, (_g("s3:GetBucketPublicAccessBlock", **ON_BUCKET),)),
     Call("s3:GetBucketPolicyStatus", BOTH, (_g("s3:GetBucketPolicyStatus", **ON_BUCKET),)),
     # ---- SageMaker
@@ -207,6 +209,9 @@ CALLS: tuple[Call, ...] = (
     # iam:CreateRole + iam:PutRolePolicy would let the holder of this policy make itself an admin.
     # Both platforms make one role per job: EC2 for its nodes, SageMaker as the job's execution role.
     Call("iam:GetPolicy", BOTH, (_g("iam:GetPolicy", resources=(f"arn:aws:iam::*:policy/{BOUNDARY_POLICY}",)),)),
+    # reading the boundary's document: does it admit the job's data bucket (backends/launch_limits.py)
+    Call("iam:GetPolicyVersion", BOTH, (_g("iam:GetPolicyVersion",
+                                           resources=(f"arn:aws:iam::*:policy/{BOUNDARY_POLICY}",)),)),
     Call("iam:CreateRole", BOTH, (
         _g("iam:CreateRole", resources=("arn:aws:iam::*:role/trainctl/*",), condition=WITH_BOUNDARY),
         _g("iam:TagRole", resources=("arn:aws:iam::*:role/trainctl/*",), condition=TAGGED_REQUEST))),

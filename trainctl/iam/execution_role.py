@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from trainctl.iam.boundary import data_read_statements, secret_statements
+from trainctl.iam.boundary import data_decrypt_statements, data_read_statements, secret_statements
 from trainctl.naming.resources import SAGEMAKER_LOG_GROUP, arn, s3_arn
 
 _ECR_IMAGE = re.compile(r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([^:@]+)")
@@ -20,7 +20,7 @@ def image_repository(image: str, region: str) -> str:
 
 def execution_policy(job_id: str, bucket: str, region: str, account: str, code_key: str, image: str,
                      secrets: tuple[str, ...] = (), in_vpc: bool = False,
-                     data: tuple[tuple[str, str], ...] = ()) -> dict:
+                     data: tuple[tuple[str, str], ...] = (), data_keys: tuple[str, ...] = ()) -> dict:
     """What one job's container may do: read its code (by content hash) and its own prefix, write only its
     own checkpoints/ and output/, SageMaker's log group and metrics, pull its image, its network
     interfaces when in a VPC, exactly its secrets, and read its input data: each (bucket, prefix) of `data`.
@@ -52,6 +52,6 @@ def execution_policy(job_id: str, bucket: str, region: str, account: str, code_k
             "ec2:CreateNetworkInterface", "ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
             "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
             "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"]})
-    statements += data_read_statements(data, region)
+    statements += data_read_statements(data, region) + data_decrypt_statements(data_keys, region)
     statements += secret_statements([a for a in secrets if ":ssm:" in a], [a for a in secrets if ":secretsmanager:" in a])
     return {"Version": "2012-10-17", "Statement": statements}

@@ -2,7 +2,7 @@
 launch under /trainctl/ with the permissions boundary)."""
 from __future__ import annotations
 
-from trainctl.iam.boundary import data_read_statements, secret_statements
+from trainctl.iam.boundary import data_decrypt_statements, data_read_statements, secret_statements
 from trainctl.naming.bucket import JOB_WRITABLE
 from trainctl.naming.resources import arn, ec2_log_group, s3_arn
 from trainctl.naming.tags import JOB_TAG, STATE_TAG
@@ -14,7 +14,8 @@ EC2_TRUST = {"Version": "2012-10-17", "Statement": [
 
 def node_policy(job_id: str, bucket: str, region: str, account: str, code_key: str,
                 secrets: tuple[str, ...] = (), topic: str | None = None,
-                data: tuple[tuple[str, str], ...] = (), agent_key: str | None = None) -> dict:
+                data: tuple[tuple[str, str], ...] = (), agent_key: str | None = None,
+                data_keys: tuple[str, ...] = ()) -> dict:
     """What a node may do: read its code and its node agent (`agent_key`; both by content hash) and its job's objects, write only its job's
     checkpoints/, logs/ and status/, in a bucket its account owns; its job's log group; see its peers; mark
     itself interrupted; read exactly the job's secrets and its input data (each (bucket, prefix) of `data`).
@@ -49,4 +50,5 @@ def node_policy(job_id: str, bucket: str, region: str, account: str, code_key: s
         # `launch --notify TOPIC`: the agent publishes the budget's marks and its stop to that one topic
         *([{"Sid": "JobNews", "Effect": "Allow", "Action": "sns:Publish", "Resource": topic}] if topic else []),
         *data_read_statements(data, region),
+        *data_decrypt_statements(data_keys, region),  # the data's SSE-KMS keys (backends/data_keys.py)
     ]}

@@ -5,8 +5,10 @@
 - a channel whose bucket is in another region than the job fails the job in Downloading, as SageMaker's data
   download does (the bucket must be in the job's region);
 - an FSx `FileSystemDataSource` whose file system does not exist is refused at CreateTrainingJob
-  (ValidationException); an existing one is not mounted here (the sandbox has no Lustre): the job fails in
-  Downloading saying so;
+  (ValidationException); an existing one's directory (the sandbox's stand-in for the file system's contents,
+  ec2/lustre.py) is copied into every host's channel folder, and the job's log says SageMaker mounts it instead; a
+  `DirectoryPath` that does not start with the file system's mount name, or names no directory on it, fails the
+  job in Downloading;
 - fsx DescribeFileSystems naming an id that does not exist answers FileSystemNotFound, as AWS does (fsx
   service-2 `DescribeFileSystems` errors); moto answers an empty list (`install`);
 - TensorBoard events under TensorBoardOutputConfig.LocalPath (default /opt/ml/output/tensorboard) synced to its
@@ -56,15 +58,40 @@ def fsx_refusal(request: dict[str, Any], account_id: str, region: str) -> str | 
     return None
 
 
-def input_channels(s3: MotoS3, request: dict[str, Any], region: str,
-                   hosts: int) -> list[dict[str, list[tuple[str, bytes]]]] | str:
-    """Per host (index 0..N-1): every channel's files as (relative path, bytes); or the job's failure reason."""
+def fsx_files(ctx: Any, account: str, region: str, name: str,
+              source: dict[str, Any]) -> list[tuple[str, bytes]] | str:
+    """The files of an FSx channel's DirectoryPath (/MOUNTNAME/dir), or the job's failure reason."""
+    from moto.fsx.models import fsx_backends
+
+    from trainctl_sandbox.ec2.lustre import folder
+
+    fs = fsx_backends[account][region].file_systems.get(source.get("FileSystemId"))
+    mount = ((getattr(fs, "lustre_configuration", None) or {}).get("MountName")) if fs else None
+    first, _, rest = str(source.get("DirectoryPath", "")).strip("/").partition("/")
+    if fs is None or first != mount:
+        return (f"ClientError: Data download failed: channel {name}: DirectoryPath {source.get('DirectoryPath')} "
+                f"does not start with the mount name /{mount} of {source.get('FileSystemId')}")
+    root = (folder(ctx, fs.file_system_id) / rest).resolve()
+    if not root.is_dir():
+        return f"ClientError: Data download failed: channel {name}: no directory {source.get('DirectoryPath')}"
+    return [(p.relative_to(root).as_posix(), p.read_bytes()) for p in sorted(root.rglob("*")) if p.is_file()]
+
+
+def input_channels(s3: MotoS3, request: dict[str, Any], region: str, hosts: int,
+                   fsx: Any = None) -> list[dict[str, list[tuple[str, bytes]]]] | str:
+    """Per host (index 0..N-1): every channel's files as (relative path, bytes); or the job's failure reason.
+    `fsx(name, FileSystemDataSource)`: an FSx channel's files (fsx_files), the same on every host."""
     out: list[dict[str, list[tuple[str, bytes]]]] = [{} for _ in range(hosts)]
     for channel in request.get("InputDataConfig") or []:
         name = channel["ChannelName"]
-        if (channel.get("DataSource") or {}).get("FileSystemDataSource"):
-            return (f"ClientError: channel {name}: the sandbox cannot mount FSx for Lustre file systems "
-                    "(use an S3 channel here)")
+        source = (channel.get("DataSource") or {}).get("FileSystemDataSource")
+        if source:
+            files = fsx(name, source) if fsx else f"ClientError: channel {name}: no FSx here"
+            if isinstance(files, str):
+                return files
+            for per_host in out:
+                per_host[name] = list(files)
+            continue
         uri = _s3_source(channel).get("S3Uri")
         for per_host in out:
             per_host[name] = []
@@ -93,9 +120,13 @@ def log_notes(logs, stream: str, request: dict[str, Any]) -> None:
     import time
 
     default = (request.get("AlgorithmSpecification") or {}).get("TrainingInputMode", "File")
+    channels = request.get("InputDataConfig") or []
     for note in [f"sandbox: channel {c['ChannelName']} is FastFile on SageMaker (streamed on demand); the sandbox "
-            f"copied its objects to /opt/ml/input/data/{c['ChannelName']} instead"
-                 for c in request.get("InputDataConfig") or [] if (c.get("InputMode") or default) == "FastFile"]:
+                 f"copied its objects to /opt/ml/input/data/{c['ChannelName']} instead"
+                 for c in channels if (c.get("InputMode") or default) == "FastFile"] + [
+                 f"sandbox: channel {c['ChannelName']} is FSx for Lustre on SageMaker (mounted); the sandbox copied "
+                 f"its files to /opt/ml/input/data/{c['ChannelName']} instead"
+                 for c in channels if (c.get("DataSource") or {}).get("FileSystemDataSource")]:
         logs.put(stream, note, time.time())
 
 

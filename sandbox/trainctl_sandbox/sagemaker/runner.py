@@ -6,14 +6,13 @@ A job here is what SageMaker does with a script-mode PyTorch job, on this machin
 - Downloading: fetch `sagemaker_submit_directory`, extract it per host ("algo-1".."algo-N", each an /opt/ml
   tree under the job's folder), restore CheckpointConfig.S3Uri into every host, copy input channels.
 - Training: one process per host (torchrun when `sagemaker_torch_distributed_enabled`, else python, like the
-  PyTorch container), its stdout and stderr line by line to CloudWatch Logs; checkpoints synced to S3.
-- Interrupted/Restarting (managed Spot, on request): SIGTERM, wait for the checkpoint, sync, a
-  simulated wait for capacity, then a fresh attempt (fresh host folders, new log streams).
-- Uploading/Completed, Failed, Stopping/Stopped, MaxRuntimeExceeded, MaxWaitTimeExceeded.
-Its parts: state, container, storage, channels, output, processes, validation; this drives the lifecycle.
+  PyTorch container), its output line by line to CloudWatch Logs; checkpoints synced to S3. Interrupted and
+  Restarting (managed Spot, on request): SIGTERM, the checkpoint synced, a simulated wait, a fresh attempt. Then
+  Uploading/Completed, Failed, Stopped, MaxRuntime/MaxWaitTimeExceeded. This drives the lifecycle.
 """
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 import tarfile
@@ -27,7 +26,7 @@ from trainctl_sandbox.sagemaker.container import DEFAULT_CHECKPOINT_PATH, Contai
 from trainctl_sandbox.sagemaker.output import algorithm_error, pump
 from trainctl_sandbox.sagemaker.processes import free_port, kill_marked, marked_pids, terminate
 from trainctl_sandbox.sagemaker.state import Aborted, JobState, Settings
-from trainctl_sandbox.sagemaker.channels import input_channels, log_notes, sync_tensorboard
+from trainctl_sandbox.sagemaker.channels import fsx_files, input_channels, log_notes, sync_tensorboard
 from trainctl_sandbox.sagemaker.storage import CheckpointSync, MotoLogs, MotoS3, parse_s3_uri, s3_error, upload_artifacts
 from trainctl_sandbox.sagemaker.validation import script_mode_refusal
 
@@ -231,7 +230,8 @@ class JobRunner(threading.Thread):
             self._failure = f"AlgorithmError: could not download sagemaker_submit_directory {submit}: {s3_error(exc)}"
             return "failed"
         restored = self.checkpoints.objects()
-        channels = input_channels(self.s3, self.request, self.region, len(hosts))  # one dict per host
+        fsx = functools.partial(fsx_files, self.ctx, self.s3_account, self.region)
+        channels = input_channels(self.s3, self.request, self.region, len(hosts), fsx)  # one dict per host
         if isinstance(channels, str):
             self._failure = channels
             return "failed"

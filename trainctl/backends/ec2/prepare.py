@@ -22,6 +22,7 @@ from trainctl.backends.job_args import as_command_line, entrypoint_args, layout_
 from trainctl.naming import resources as naming
 from trainctl.aws import network, zones
 from trainctl.backends.data_checks import refuse_bad_data
+from trainctl.backends.data_keys import data_keys
 from trainctl.backends.ec2 import data as job_data, pip_reach, spot_role
 from trainctl.backends.ec2.agent_upload import agent_calls
 from trainctl.backends.base import Alternatives, AwsCall, CapacityError, LaunchRequest, LaunchSettings, tags
@@ -281,9 +282,10 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               **job_data.node_channels(spec.data, client_for, region, net.by_az[azs[0]], opts.security_group,
                                       option, notes)}
     calls += upload + agent_upload
+    reads = job_data.data_reads(spec.data)  # the boundary must admit them (launch_limits.boundary)
     calls += _iam_calls(job, bucket, region, account, code_key, agent["agent_key"], tuple(secrets.values()),
-                        boundary(client_for("iam", region), account, region, notes), config.get("notify_topic"),
-                        job_data.data_reads(spec.data), spec.name)
+                        boundary(client_for("iam", region), account, region, notes, reads=reads),
+                        config.get("notify_topic"), reads, spec.name, data_keys(client_for, region, account, reads, notes))
     calls += log_group_calls(job, region, opts.log_retention_days, notes)
     group = _security_group_calls(ec2, job, net.vpc_id, region, opts, calls, notes)
     calls += job_data.lustre_ingress(config.get("channels", {}), group, job, region, opts.security_group)
@@ -302,10 +304,10 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
 
 def _iam_calls(job: str, bucket: str, region: str, account: str, code_key: str, agent_key: str, secrets: tuple[str, ...],
                boundary_arn: str, topic: str | None = None, data: tuple[tuple[str, str], ...] = (),
-               spec_name: str = "") -> list[AwsCall]:
+               spec_name: str = "", keys: tuple[str, ...] = ()) -> list[AwsCall]:
     name, job_tags = name_for(job), tags(job)
     role_tags = tags(job, **{SPEC_TAG: spec_name})  # the boundary lets it read trainctl/<spec>/ secrets only
-    policy = node_policy(job, bucket, region, account, code_key, secrets, topic, data, agent_key)
+    policy = node_policy(job, bucket, region, account, code_key, secrets, topic, data, agent_key, keys)
     return [
         AwsCall("iam", "CreateRole", {"RoleName": name, "Path": naming.IAM_PATH,
                                       "AssumeRolePolicyDocument": json.dumps(EC2_TRUST),

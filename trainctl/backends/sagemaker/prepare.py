@@ -14,6 +14,7 @@ from trainctl.naming import bucket as layout
 from trainctl.naming import resources as naming
 from trainctl.aws import network
 from trainctl.backends import data_checks
+from trainctl.backends.data_keys import data_keys
 from trainctl.backends.sagemaker import data as job_data
 from trainctl.backends.sagemaker import distribution
 from trainctl.backends.sagemaker import role as job_role
@@ -187,10 +188,12 @@ def _job_role(client_for, job_id: str, region: str, account: str, bucket: str, s
               in_vpc: bool, notes: list[str]) -> tuple[str, list[AwsCall]]:
     """The job's own execution role (backends/sagemaker_role.py): its ARN and the calls that make it."""
 
-    bounded_by = boundary(client_for("iam", region), account, region, notes, role="the job's execution role")
+    bounded_by = boundary(client_for("iam", region), account, region, notes, role="the job's execution role",
+                          reads=data_checks.data_reads(spec.data))
     code_key = source_uri.removeprefix(f"s3://{bucket}/")
-    policy = job_role.execution_policy(job_id, bucket, region, account, code_key, image,
-                                       tuple(spec.secrets.values()), in_vpc, data_checks.data_reads(spec.data))
+    reads = data_checks.data_reads(spec.data)
+    policy = job_role.execution_policy(job_id, bucket, region, account, code_key, image, tuple(spec.secrets.values()),
+                                       in_vpc, reads, data_keys(client_for, region, account, reads, notes))
     arn, calls = job_role.role_calls(job_id, region, account, bounded_by, policy, spec.name)
     notes.append(f"execution role {arn}: this job's own, writes only under s3://{bucket}/{job_id}/; "
                  "`trainctl down` deletes it once the job has ended")
