@@ -110,7 +110,8 @@ def test_policy_matches_the_calls_of_every_command(sandbox, tmp_path, recorder, 
     admit_data_buckets(sandbox, "my-datasets")
     s3_spec = tmp_path / "s3-data.yaml"
     s3_spec.write_text(Path(spec).read_text() + "data: {train: s3://my-datasets/x/}\n")
-    cli("launch", str(s3_spec), "--platform", "ec2", "--layout", "g5.xlarge:2:spot", "--dry-run")
+    cli("--region", "us-east-1", "launch", str(s3_spec), "--platform", "ec2", "--layout", "g5.xlarge:2:spot",
+        "--dry-run")
     # P5 Spot's quota has no applied value in the account: the plan reads its AWS default
     cli("plan", spec, "--platform", "ec2", "--layout", "p5.48xlarge:1:spot")
     job2 = json.loads(cli("-o", "json", "launch", spec, "--platform", "ec2", "--layout", "g5.xlarge:2:spot",
