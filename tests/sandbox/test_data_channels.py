@@ -126,6 +126,10 @@ def test_a_bucket_the_boundary_does_not_admit_is_refused_before_anything_is_crea
     assert "--data-bucket my-datasets" in refused.stderr and "create-policy-version" in refused.stderr
     assert sandbox_env.client("iam").list_roles(PathPrefix="/trainctl/")["Roles"] == []
     assert sandbox_env.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    if platform == "ec2":  # doctor SPEC says the same before any launch
+        doctor = _cli(sandbox_env, home, "-o", "json", "doctor", spec)
+        check = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}["data boundary"]
+        assert check["status"] == "fail" and "--data-bucket my-datasets" in json.dumps(check), check
     admit_data_buckets(sandbox_env, "my-datasets")
     admitted = _dry_run(sandbox_env, home, spec, platform)
     assert admitted.returncode == 0, admitted.stderr

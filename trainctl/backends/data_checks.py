@@ -123,6 +123,24 @@ def checks(client_for, region: str, data: dict | None, job_subnets: list[str] | 
     return out
 
 
+def boundary_checks(client_for, region: str, data: dict | None) -> list[DataCheck]:
+    """`doctor SPEC`: whether trainctl's permissions boundary admits the data buckets (launch_limits.boundary), as
+    the launch checks before it makes a role."""
+    from trainctl.backends.launch_limits import boundary
+    from trainctl.errors import TrainctlError
+
+    reads = data_reads(data)
+    if not reads:
+        return []
+    notes: list[str] = []
+    try:
+        account = client_for("sts", region).get_caller_identity()["Account"]
+        boundary(client_for("iam", region), account, region, notes, reads=reads)
+    except TrainctlError as e:
+        return [DataCheck("boundary", False, str(e))]
+    return [DataCheck("boundary", True, notes[-1])]
+
+
 def refuse_bad_data(client_for, region: str, spec, opts, job_subnets, notes: list[str], platform: str) -> None:
     """The launch's hook: the first failing channel is refused in one line; the others' lines become notes."""
     allow = bool(getattr(opts, "allow_cross_region_data", False))  # an EC2 option only

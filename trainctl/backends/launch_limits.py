@@ -67,7 +67,7 @@ def _admits_data(iam, arn: str, version: str | None, reads, region: str, notes: 
                    for a in arns):
             raise UsageError(
                 f"data: s3://{bucket}/{prefix}: the permissions boundary {arn} does not let the job's role read "
-                f"bucket {bucket}, so the job would start, be billed and fail reading it: an administrator admits it "
+                f"bucket {bucket}, so the job would start, be billed and fail reading it; an administrator admits it "
                 f"(trainctl iam-policy --role boundary {' '.join('--data-bucket ' + b for b in buckets)} > b.json "
                 f"&& aws iam create-policy-version --policy-arn {arn} --policy-document file://b.json "
                 "--set-as-default)")

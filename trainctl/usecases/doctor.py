@@ -355,7 +355,9 @@ def check_data(region: str, spec, subnet: str | None) -> list[Check]:
     under the prefix, the FSx file system in the VPC and AZ of the --subnet given."""
     from trainctl.backends import data_checks
 
-    found = data_checks.checks(aws.client, region, spec.data if spec else None, subnet.split(",") if subnet else ())
+    data = spec.data if spec else None
+    found = data_checks.checks(aws.client, region, data, subnet.split(",") if subnet else ())
+    found += data_checks.boundary_checks(aws.client, region, data)  # the job roles' boundary admits the buckets
     return [_ok(f"data {c.channel}", c.line) if c.ok else _fail(f"data {c.channel}", *c.line.split("; ", 1))
             for c in found]
 
