@@ -15,13 +15,35 @@ settings.load_profile("wide" if os.environ.get("TRAINCTL_FUZZ") == "wide" else "
 
 
 
+import signal  # noqa: E402
+
+# The tests press Ctrl-C the way a user does: SIGINT to a trainctl process. A run started as a background job of a
+# non-interactive shell (`cmd &` in a script) inherits SIGINT ignored, and an ignored signal stays ignored across
+# exec, so every process the tests start would shrug the keypress off. A handler (not SIG_IGN) here means each
+# child starts with the default again, as under a terminal or CI.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 import pytest  # noqa: E402
 
 
+def _training_group(item) -> str | None:
+    """Which of three queues a test that trains joins (`make test` runs `-n 3 --dist loadgroup`): the bundled
+    entrypoints under real torchrun (CPU-bound, two processes each), the bench jobs, and the sandbox's training jobs
+    (mostly waiting on the sandbox). One of each runs at a time, beside the tests that train nothing: a whole run
+    used 55% of two cores with two workers, and one queue for all training was the run's critical path."""
+    path = item.nodeid.split("::")[0]
+    if "tests/slow/test_entrypoint_" in path:
+        return "torchrun"
+    if path.endswith("tests/slow/test_bench_runs.py"):
+        return "bench"
+    if "tests/slow/" in path or item.get_closest_marker("slow"):
+        return "sandbox-training"
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
-    """`make test` runs two workers (`-n 2 --dist loadgroup`): the tests that train (tests/slow/, or marked slow)
-    run one after another on one worker, since two trainings at once on a 2-core machine only slow each other,
-    while the other worker takes the tests that mostly wait on the sandbox."""
     for item in items:
-        if "tests/slow/" in item.nodeid or item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.xdist_group("training"))
+        group = _training_group(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
