@@ -27,7 +27,7 @@ demo: install
 	$(BIN)/python scripts/demo.py
 
 test: install
-	$(BIN)/python -m pytest -q -n 3 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 4 --dist loadgroup
 
 # Opt-in: the hostile-input tests with a random, 20 times wider search (`make test` runs them derandomized,
 # the same examples every time, so it is green or red for the code and not for the draw).

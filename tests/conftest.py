@@ -28,7 +28,7 @@ import pytest  # noqa: E402
 
 
 def _training_group(item) -> str | None:
-    """Which of three queues a test that trains joins (`make test` runs `-n 3 --dist loadgroup`): the bundled
+    """Which of three queues a test that trains joins (`make test` runs `-n 4 --dist loadgroup`): the bundled
     entrypoints under real torchrun (CPU-bound, two processes each), the bench jobs, and the sandbox's training jobs
     (mostly waiting on the sandbox). One of each runs at a time, beside the tests that train nothing: a whole run
     used 55% of two cores with two workers, and one queue for all training was the run's critical path."""

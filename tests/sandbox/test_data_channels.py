@@ -322,8 +322,11 @@ def test_the_agent_hands_mount_s3_its_cap_as_a_whole_number_of_gbps(tmp_path, mo
 def test_iam_policy_names_the_data_buckets_it_is_given(tmp_path):
     boundary = json.loads(run_cli(["iam-policy", "--role", "boundary", "--data-bucket", "my-datasets"], tmp_path).stdout)
     reads = [s for s in boundary["Statement"] if s["Sid"].startswith("ReadDataBucket")]
-    assert {s["Action"] for s in reads} == {"s3:GetObject", "s3:ListBucket"}
-    assert {s["Resource"] for s in reads} == {"arn:aws:s3:::my-datasets/*", "arn:aws:s3:::my-datasets"}
+    assert {s["Action"] for s in reads} == {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"}
+    assert {s["Resource"] for s in reads if s["Action"] != "kms:Decrypt"} == {"arn:aws:s3:::my-datasets/*",
+                                                                            "arn:aws:s3:::my-datasets"}
+    (decrypt,) = [s for s in reads if s["Action"] == "kms:Decrypt"]  # SSE-KMS data, through S3 only
+    assert decrypt["Condition"] == {"StringLike": {"kms:ViaService": "s3.*.amazonaws.com"}}
     plain = json.loads(run_cli(["iam-policy", "--role", "boundary"], tmp_path).stdout)
     assert not [s for s in plain["Statement"] if s["Sid"].startswith("ReadData")]
     cli = json.loads(run_cli(["iam-policy", "--data-bucket", "my-datasets"], tmp_path).stdout)

@@ -34,7 +34,9 @@ def lm(checkpoint_dir, *extra: str) -> list[str]:
     return torchrun_cmd(TRAIN_LM, [*ARGS, "--checkpoint-dir", str(checkpoint_dir), *extra])
 
 
-@pytest.fixture(scope="module")
+# session, not module: a worker may interleave this file with others, and a module fixture is then made
+# again each time the file comes back (three reference runs instead of one)
+@pytest.fixture(scope="session")
 def reference(tmp_path_factory):
     """The uninterrupted run: its output, checkpoint folder and final hash."""
     root = tmp_path_factory.mktemp("lm-reference")

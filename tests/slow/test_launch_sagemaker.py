@@ -197,7 +197,9 @@ def test_spot_job_interrupted_once_is_watched_to_completion_and_measured(sm, tmp
 @pytest.mark.timeout(240)
 def test_failover_moves_to_the_next_option_when_capacity_is_refused(sm, tmp_path):
     sm.admin.set_capacity("g5.xlarge", available=False)  # every AZ
-    out = cli_json(sm, tmp_path, "launch", SPEC, "--yes", "--failover", "--poll-seconds", "0.2",
+    long_spec = tmp_path / "long-vit.yaml"  # still running when `stop` comes below, however fast this machine is
+    long_spec.write_text(Path(SPEC).read_text().replace("samples: 192", "samples: 192000000"))
+    out = cli_json(sm, tmp_path, "launch", str(long_spec), "--yes", "--failover", "--poll-seconds", "0.2",
                    "--layout", "g5.xlarge:1:on-demand", "--layout", "g5.2xlarge:1:on-demand")
     first, second = out["attempts"]
     assert first["layout"] == "g5.xlarge:1:on-demand" and first["outcome"].startswith("no capacity")
