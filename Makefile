@@ -29,7 +29,7 @@ demo: install
 test: install
 	$(BIN)/python -m pytest -q -n 3 --dist loadgroup
 
-# Everything, with the heavy variants `make test` skips (tests marked `extended`): about 10 minutes more.
+# Everything, with the heavy variants `make test` skips (tests marked `extended`): about 500 s of test time more.
 test-extended: install
 	TRAINCTL_TEST_EXTENDED=1 $(BIN)/python -m pytest -q -n 3 --dist loadgroup
 
