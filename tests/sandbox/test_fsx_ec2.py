@@ -7,13 +7,12 @@ from __future__ import annotations
 import base64
 import json
 import re
-import shutil
 import time
 from pathlib import Path
 
+from tests.sandbox.test_data_channels import _project
 from tests.support.helpers import run_cli
 
-SCRIPT = Path(__file__).resolve().parents[1] / "support" / "data_script"
 FILES = 12
 NODE_WAIT_S = 20
 
@@ -122,15 +121,6 @@ def test_a_wrong_mount_name_or_an_unknown_file_system_fails_the_mount_in_one_lin
     closed = sandbox.client("ec2").create_security_group(GroupName="closed", Description="nothing in")["GroupId"]
     shut = _on_a_node(sandbox, subnet, _config(fs, f"/{fs['LustreConfiguration']['MountName']}/shards"), [closed])
     assert "Connection timed out" in shut and "CHANNEL" not in shut
-
-
-def _project(tmp_path: Path, data: str) -> str:
-    """The user's script that counts its channel's files (tests/support/data_script), with this `data:`."""
-    project = tmp_path / "project"
-    shutil.copytree(SCRIPT, project)
-    spec = project / "job.yaml"
-    spec.write_text(spec.read_text().replace("data: {train: s3://my-datasets/shards/}", f"data: {data}"))
-    return str(spec)
 
 
 def test_an_ec2_launch_with_an_fsx_channel_shows_the_mount_and_gives_the_nodes_its_names(sandbox_env, tmp_path):
