@@ -1,7 +1,7 @@
 """How politely `trainctl watch` polls, and how late it shows a log line.
 
 Starts a private sandbox, launches a 4-host SageMaker job of the bundled DDP entrypoint (vit_micro)
-through trainctl's own launch path, and follows it with `trainctl.usecases.watch.follow` exactly as the CLI
+through trainctl's own launch path, and follows it with `trainctl.usecases.jobs.watch.follow` exactly as the CLI
 does. A botocore `before-call` hook on the clients watch uses counts every AWS call by operation;
 the delay of a line is (the moment watch hands it to the screen) - (the CloudWatch event timestamp,
 which the sandbox stamps when the host process wrote the line).
@@ -63,9 +63,9 @@ def main() -> int:
         os.environ.update(process.sandbox_env(st["endpoint_url"]))
         SandboxAdmin(st["endpoint_url"]).action("configure_training_jobs", time_scale=a.time_scale)
         from trainctl.aws import clients as aws
-        from trainctl.usecases import watch
+        from trainctl.usecases.jobs import watch
         from trainctl.backends import get_backend
-        from trainctl.usecases.launch import LaunchArgs, launch
+        from trainctl.usecases.launch.launch_job import LaunchArgs, launch
 
         aws.reset_session()
         spec = tmp / "bench-watch.yaml"

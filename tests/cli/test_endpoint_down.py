@@ -8,7 +8,7 @@ import socket
 
 from tests.support.helpers import run_cli
 from trainctl.plans import Option
-from trainctl.store import JobStore
+from trainctl.state.job_store import JobStore
 
 
 def _dead_endpoint() -> str:

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from tests.support.helpers import CONFIGS, fuzz_examples, run_cli
 from trainctl.catalog import load_catalog
 from trainctl.errors import UsageError
-from trainctl.usecases.launch import LaunchArgs, choose_options
+from trainctl.usecases.launch.launch_job import LaunchArgs, choose_options
 from trainctl.usecases.plan import parse_layouts
-from trainctl.usecases.watch import check_job_id
+from trainctl.usecases.jobs.watch import check_job_id
 
 CATALOG = load_catalog()
 KNOWN = set(CATALOG.instances)

@@ -213,7 +213,7 @@ def test_paths_that_are_not_spec_files(tmp_path):
 def test_a_batch_beyond_sqlite_integers_is_one_line_with_a_state_database(tmp_path):
     """The fuzz test's OverflowError: 2**63 reached the store's query (SQLite INTEGER is 64-bit signed)."""
     from tests.support.helpers import run_cli
-    from trainctl.store import JobStore
+    from trainctl.state.job_store import JobStore
 
     home = tmp_path / "home"
     store = JobStore(home / "state.db")

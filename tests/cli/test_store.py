@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.helpers import CONFIGS, run_cli, run_json
 from trainctl.plans import Option
-from trainctl.store import SCHEMA_VERSION, JobStore
+from trainctl.state.job_store import SCHEMA_VERSION, JobStore
 
 # trainctl's first schema, exactly as trainctl/state.py created it (it set no user_version).
 V1_SCHEMA = """
@@ -151,11 +151,11 @@ def test_a_sandbox_measurement_never_enters_a_plan_for_aws(tmp_path):
     assert proc.returncode == 0 and "no jobs yet" in proc.stdout
 
 
-STORE_MODULES = ("store.py", "store_measurements.py")
+STORE_MODULES = ("state/job_store.py", "state/measurements.py")
 
 
 def test_only_the_store_speaks_sql():
-    """All SQL lives in the store (trainctl/store.py and its measured-throughput half, store_measurements.py): no
+    """All SQL lives in the store (trainctl/state/job_store.py and its measured-throughput half, state/measurements.py): no
     other module opens the database or writes a query."""
     from pathlib import Path
 

@@ -26,7 +26,7 @@ def test_a_corrupt_database_is_named_and_down_with_a_platform_works_without_it(s
 
 def test_one_damaged_row_does_not_hide_the_other_jobs(sandbox_env):
     home = Path(os.environ["TRAINCTL_HOME"])
-    from trainctl.store import JobStore
+    from trainctl.state.job_store import JobStore
 
     with JobStore(home / "state.db", endpoint=sandbox_env.env["AWS_ENDPOINT_URL"].rstrip("/").lower()) as store:
         store.add_event("probe", "probe", "creates the database")

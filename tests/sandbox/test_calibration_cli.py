@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.helpers import CONFIGS, run_cli
 from trainctl.plans import Option
-from trainctl.store import JobStore
+from trainctl.state.job_store import JobStore
 
 SPEC = str(CONFIGS / "vit-base-g5.yaml")
 SANDBOX_URL = "http://127.0.0.1:4599"

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support.helpers import CONFIGS, run_cli
 from trainctl.plans import Option
-from trainctl.store import JobStore
+from trainctl.state.job_store import JobStore
 
 SPEC = str(CONFIGS / "vit-base-g5.yaml")
 PLAN = ["plan", SPEC, "--offline", "--layout", "g5.2xlarge:1:on-demand"]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from trainctl.records import JobDocument
+from trainctl.state.documents import JobDocument
 from trainctl.plans import Option
 
 BUCKET = "trainctl-123456789012-us-east-1"
@@ -34,7 +34,7 @@ def _doc(job_id: str) -> JobDocument:
 @pytest.fixture
 def records(sandbox_env):
     from trainctl.aws import clients as aws
-    from trainctl.backends import job_records
+    from trainctl.state import account as job_records
 
     aws.reset_session()
     sandbox_env.client("s3").create_bucket(Bucket=BUCKET)

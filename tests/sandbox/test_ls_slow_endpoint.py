@@ -20,7 +20,7 @@ JOBS = ("slow-job-1", "slow-job-2", "slow-job-3")
 def test_ls_asks_about_every_job_at_once_with_a_short_timeout(sandbox_env):
     home = Path(os.environ["TRAINCTL_HOME"])
     endpoint = sandbox_env.env["AWS_ENDPOINT_URL"].rstrip("/").lower()
-    from trainctl.store import JobStore
+    from trainctl.state.job_store import JobStore
 
     with JobStore(home / "state.db", endpoint=endpoint) as store:
         store.add_event("probe", "probe", "creates the database")

@@ -47,7 +47,7 @@ def test_a_stored_infinite_measurement_is_left_out_of_plans_and_can_be_forgotten
     home, spec = tmp_path / "home", str(CONFIGS / "vit-base-g5.yaml")
     assert run_cli(["plan", spec, "--offline"], home).returncode == 0
     # the database as an older trainctl left it: a completed job whose measured rate was infinite
-    from trainctl.store import JobStore
+    from trainctl.state.job_store import JobStore
 
     with JobStore(home / "state.db", endpoint="") as store:
         store.add_event("old-job-1", "probe", "creates the database")

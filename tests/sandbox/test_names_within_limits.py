@@ -8,7 +8,7 @@ import json
 from tests.support.helpers import run_cli
 
 from trainctl.naming import resources as naming
-from trainctl.usecases.launch import new_job_id
+from trainctl.usecases.launch.launch_job import new_job_id
 
 LONGEST = "n" + "-x" * 19 + "z"   # 40 characters: the spec's maximum
 

@@ -7,7 +7,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 from tests.support.helpers import CONFIGS, run_cli
-from trainctl.usecases.notify import messages
+from trainctl.usecases.jobs.notify import messages
 
 REGION = "us-east-1"
 

@@ -7,7 +7,7 @@ import pytest
 
 from tests.support.helpers import CONFIGS, run_cli
 from trainctl.plans import Option
-from trainctl.store import JobStore
+from trainctl.state.job_store import JobStore
 
 WIDTHS = [80, 100, 200]
 COMMANDS = ("plan", "catalog", "schema", "launch", "watch", "logs", "ls", "stop", "down", "doctor", "iam-policy", "bench")

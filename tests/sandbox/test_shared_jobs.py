@@ -115,8 +115,8 @@ def test_a_plan_and_calibration_on_a_second_home_use_the_accounts_measurements(s
     import time
 
     from trainctl.aws import clients as aws
-    from trainctl.backends import job_records
-    from trainctl.records import JobDocument, MeasurementDocument, spec_sha256
+    from trainctl.state import account as job_records
+    from trainctl.state.documents import JobDocument, MeasurementDocument, spec_sha256
     from trainctl.spec import load_spec
 
     aws.reset_session()

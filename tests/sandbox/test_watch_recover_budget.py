@@ -9,9 +9,9 @@ from tests.sandbox.test_ec2_stop_races import JOB, REGION, _capacity
 from tests.sandbox.test_ec2_watch import launched  # noqa: F401 - the fixture
 from trainctl.aws import clients as aws
 from trainctl.errors import TrainctlError
-from trainctl.store import JobStore
-from trainctl.usecases.recovery import RETRY_FIRST_S, Recovery
-from trainctl.usecases.watch import JobRef
+from trainctl.state.job_store import JobStore
+from trainctl.usecases.jobs.recovery import RETRY_FIRST_S, Recovery
+from trainctl.usecases.jobs.watch import JobRef
 
 
 class Clock:

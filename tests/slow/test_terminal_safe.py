@@ -8,7 +8,7 @@ from tests.support.helpers import run_cli
 from tests.sandbox.test_ec2_watch import launched  # noqa: F401 - the fixture: an EC2 job of 2 nodes in the sandbox
 from trainctl.naming.bucket import status_key
 from trainctl.backends.ec2 import log_group
-from trainctl.render.safe import clean
+from trainctl.text.safe import clean
 
 HOSTILE = ("step 1 \x1b[2J\x1b[H cleared \x1b]52;c;ZWNobyBwd25lZA==\x07 clipboard \x1b]0;title\x1b\\ title "
            "\x9b31m c1-csi \x1bP dcs \x1b\\ \r overwrite \u202e reversed [/] [bold]not markup[/bold] \x00\x07\x08end")

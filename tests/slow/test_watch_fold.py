@@ -8,7 +8,7 @@ import time
 
 from tests.support.helpers import CONFIGS, run_cli
 from trainctl.backends.base import LogLine
-from trainctl.render.logfold import TracebackFolder
+from trainctl.text.logfold import TracebackFolder
 
 TRACEBACK = """\
 Traceback (most recent call last):

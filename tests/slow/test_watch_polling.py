@@ -31,7 +31,7 @@ def test_following_a_four_host_job_costs_a_bounded_number_of_calls_per_cycle(san
         job = json.loads(proc.stdout)["job_id"]
 
         from trainctl.aws import clients as aws
-        from trainctl.usecases import watch
+        from trainctl.usecases.jobs import watch
         from trainctl.backends import get_backend
 
         aws.reset_session()  # this process's clients must point at the sandbox of this test

@@ -9,7 +9,7 @@ from trainctl.catalog import load_catalog
 from trainctl.planner import MeasuredRate, PlanRequest, plan
 from trainctl.planner.quotes import Quotes
 from trainctl.spec import JobSpec, Layout, load_spec
-from trainctl.usecases.bench_record import regime
+from trainctl.usecases.bench.record import regime
 
 CAT = load_catalog()
 KEY = ("vit_base_patch16_224", 128, "g5.2xlarge")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from trainctl.backends.base import JobView, Transition
-from trainctl.usecases.launch import capacity_problem
+from trainctl.usecases.launch.launch_job import capacity_problem
 
 
 def view(status, secondary, statuses, reason=None):

@@ -51,14 +51,14 @@ class Package:
 
     def listing(self) -> str:
         """The files for people: the first LISTED_FILES names, cleaned of control characters, then a count."""
-        from trainctl.render.safe import clean
+        from trainctl.text.safe import clean
 
         shown = ", ".join(clean(f, one_line=True) for f in self.files[:LISTED_FILES])
         more = len(self.files) - LISTED_FILES
         return shown + (f" and {more} more" if more > 0 else "")
 
     def secrets_note(self) -> str | None:
-        from trainctl.render.safe import clean
+        from trainctl.text.safe import clean
 
         if not self.secrets_left_out:
             return None

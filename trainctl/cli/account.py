@@ -24,7 +24,7 @@ def doctor(
     """Check that this account and region can launch the spec.
 
     One pass/fail line per check (credentials, quotas, role, route to S3, bucket, scores), with the fix."""
-    from trainctl.usecases import doctor as d
+    from trainctl.usecases.doctor import checks as d
     from trainctl.render import table_console
 
     width = table_console(100).width  # each check wrapped under its text; a `command` is never split

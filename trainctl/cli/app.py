@@ -83,6 +83,6 @@ def _use_sandbox() -> None:
 
 def store():
     """The command's one connection to the job store (closed when the command ends)."""
-    from trainctl.store import JobStore
+    from trainctl.state.job_store import JobStore
 
     return JobStore()

@@ -1,5 +1,5 @@
 """`trainctl bench`: measure the user's own model on the layouts where it could change the choice. Parse, call
-the use case (usecases/bench.py), render."""
+the use case (usecases/bench/measure.py), render."""
 from __future__ import annotations
 
 from typing import Optional
@@ -36,7 +36,7 @@ def bench(
     from trainctl import render
     from trainctl.render.bench import bench_table
     from trainctl.render.watch import say
-    from trainctl.usecases.bench import BenchInputs, bench as run_bench
+    from trainctl.usecases.bench.measure import BenchInputs, bench as run_bench
 
     inputs = BenchInputs(spec_path=spec, objective=objective, platform=platform, offline=offline, top=top,
                          layouts=tuple(layout), max_usd=max_usd, max_minutes=max_minutes, steps=steps,

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import typer
 
 from trainctl.errors import TrainctlError
-from trainctl.render.safe import clean
+from trainctl.text.safe import clean
 
 
 def attach_global_options(group, names: tuple[str, ...], apply: Callable[[str, Any], None]) -> None:

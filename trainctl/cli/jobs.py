@@ -31,11 +31,11 @@ def watch(
     Exits with the job's outcome: 0 Completed, 1 Failed, 3 Stopped; 5 when trainctl could not follow it (AWS
     kept refusing its reads: the job itself is not affected)."""
     from trainctl import render
-    from trainctl.usecases import watch as w
+    from trainctl.usecases.jobs import watch as w
     from trainctl.backends import get_backend
     from trainctl.render import watch as shown
-    from trainctl.usecases.notify import Notifier, name_the_budget
-    from trainctl.usecases.fetch import where_line
+    from trainctl.usecases.jobs.notify import Notifier, name_the_budget
+    from trainctl.usecases.jobs.fetch import where_line
 
     with _store() as store:
         ref = w.locate(store, job, platform)
@@ -81,10 +81,10 @@ def logs(
     platform: Optional[str] = PLATFORM_OF_UNKNOWN_JOB,
 ) -> None:
     """Print a job's log lines, all hosts in time order, in full."""
-    from trainctl.usecases import watch as w
+    from trainctl.usecases.jobs import watch as w
     from trainctl.backends import get_backend
     from trainctl.render.watch import log_line, say
-    from trainctl.usecases.transient import patiently
+    from trainctl.usecases.jobs.transient import patiently
 
     with _store() as store:
         ref = w.locate(store, job, platform)
@@ -112,8 +112,8 @@ def list_jobs(
     """List the jobs launched here, with their live status."""
     from trainctl import render
     from trainctl.render.watch import jobs_table
-    from trainctl.store import BrokenStore
-    from trainctl.usecases.job_list import list_jobs as list_jobs_of
+    from trainctl.state.job_store import BrokenStore
+    from trainctl.usecases.jobs.listing import list_jobs as list_jobs_of
 
     notes: list[str] = []
     with _store() as store:
@@ -125,7 +125,7 @@ def list_jobs(
             notes.append(str(e))
             out = []
         if all_on_aws:
-            from trainctl.usecases.account_jobs import list_account_jobs
+            from trainctl.usecases.jobs.account_listing import list_account_jobs
 
             found, aws_notes = list_account_jobs(store, limit)
             listed = {j["job_id"] for j in found}
@@ -157,7 +157,7 @@ def calibration(
     if forget is not None:
         from trainctl.render.watch import say
         from trainctl.usecases.calibration import forget as forget_job
-        from trainctl.usecases.watch import check_job_id
+        from trainctl.usecases.jobs.watch import check_job_id
 
         with _store() as store:
             said = forget_job(store, check_job_id(forget))
@@ -188,7 +188,7 @@ def stop(
     EC2: the stop mark, then the nodes checkpoint, upload and shut down; the ones left are terminated after
     the grace. SageMaker: StopTrainingJob (SIGTERM; the entrypoint checkpoints, the model is still uploaded)."""
     from trainctl import render
-    from trainctl.usecases import watch as w
+    from trainctl.usecases.jobs import watch as w
     from trainctl.backends import get_backend
     from trainctl.render.watch import say
 
@@ -202,7 +202,7 @@ def stop(
             return
         if ref.record:
             store.add_event(job, "stop", "requested by the user")
-            from trainctl.usecases.shared_jobs import stop_requested
+            from trainctl.state.sync import stop_requested
 
             stop_requested(ref.record, say)  # the account's record names who asked
     if OPTS.output == "json":
@@ -216,7 +216,7 @@ def down(job: str = typer.Argument(..., help="Job id."), platform: Optional[str]
 
     Instances, fleet, launch template, placement group, security groups, role; S3 output stays."""
     from trainctl import render
-    from trainctl.usecases import watch as w
+    from trainctl.usecases.jobs import watch as w
     from trainctl.backends import get_backend
     from trainctl.render.watch import removed_lines
 

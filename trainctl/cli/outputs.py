@@ -23,8 +23,8 @@ def fetch(
 
     --what model (the files the job wrote to $SM_MODEL_DIR), tensorboard, logs or checkpoints."""
     from trainctl import render
-    from trainctl.usecases import fetch as f
-    from trainctl.usecases.watch import locate
+    from trainctl.usecases.jobs import fetch as f
+    from trainctl.usecases.jobs.watch import locate
 
     with _store() as store:
         ref = locate(store, job, platform)

@@ -120,8 +120,8 @@ def launch(
     """Launch the best option of the plan (or the one you choose).
 
     Shows the option, the settings the job gets and every AWS call, asks, then makes exactly those calls."""
-    from trainctl.usecases.launch import LaunchArgs
-    from trainctl.usecases.launch import launch as do_launch
+    from trainctl.usecases.launch.launch_job import LaunchArgs
+    from trainctl.usecases.launch.launch_job import launch as do_launch
     from trainctl.render import launch as shown
 
     args = LaunchArgs(spec_path=spec, option_rank=option, plan_path=plan_file, layouts=tuple(layout),

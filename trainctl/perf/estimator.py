@@ -24,7 +24,7 @@ class MeasuredRate:
     job_id: str
     platform: str | None = None   # None: not recorded; taken as the platform being planned
     origin: str | None = None     # where it came from in words ("bench job X (date, ...)"); None: a completed job
-    network: str | None = None    # the regime it ran in (usecases/bench_record.py); "burst": not the long run's
+    network: str | None = None    # the regime it ran in (usecases/bench/record.py); "burst": not the long run's
 
 
 @dataclass(frozen=True)

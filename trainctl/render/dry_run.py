@@ -141,7 +141,7 @@ def wrap(lines: list[str], width: int) -> str:
     """Each line wrapped at `width` between words, its continuation indented under its text; a word wider than the
     line (a long path or image name) gets a line of its own, whole: the terminal wraps it, a copy pastes it whole.
     Each line is cleaned of control characters first (notes and calls carry names from the user's files)."""
-    from trainctl.render.safe import clean
+    from trainctl.text.safe import clean
 
     out = []
     for line in (clean(raw, one_line=True) for raw in lines):

@@ -26,7 +26,7 @@ def say(message: str) -> None:
     between words, never inside an id, a key or a path; cleaned first (it may carry text from the user's files,
     file and script names, or from AWS)."""
     from trainctl.render.dry_run import abbreviate_lists, wrap
-    from trainctl.render.safe import clean
+    from trainctl.text.safe import clean
 
     err = stderr_console()
     err.print(wrap([abbreviate_lists(clean(message))], err.width), markup=False, highlight=False, soft_wrap=True)

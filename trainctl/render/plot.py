@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from trainctl.render.text import count
+from trainctl.text.wrap import count
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 DOT = "."

@@ -6,7 +6,7 @@ from trainctl.render.columns import Column, fitted_table
 
 
 def _count(n: int, noun: str) -> str:
-    from trainctl.render.text import count
+    from trainctl.text.wrap import count
 
     return count(n, noun)
 

@@ -7,9 +7,9 @@ from typing import Any, Callable
 
 from trainctl.render import table_console
 from trainctl.render.columns import Column, fitted_table
-from trainctl.render.logfold import TracebackFolder
-from trainctl.render.safe import clean, plain
-from trainctl.usecases.watch import JobRef, Progress, follow, summary
+from trainctl.text.logfold import TracebackFolder
+from trainctl.text.safe import clean, plain
+from trainctl.usecases.jobs.watch import JobRef, Progress, follow, summary
 
 
 def follow_live(backend, job: JobRef, *, interval: float, logs: bool, recover: Callable[[Any], bool] | None,
@@ -38,7 +38,7 @@ def follow_live(backend, job: JobRef, *, interval: float, logs: bool, recover: C
     hinted = []
 
     def on_update(view, progress) -> None:
-        if on_look is not None:  # `launch --notify`: each look's news (usecases/notify.py)
+        if on_look is not None:  # `launch --notify`: each look's news (usecases/jobs/notify.py)
             on_look(summary(view, progress, job.record))
         if recover is None and view.secondary_status == "Interrupted" and not hinted and backend.capabilities.recover:
             hinted.append(True)  # once: a job left Interrupted waits for nobody
@@ -165,7 +165,7 @@ def removed_lines(job_id: str, region: str, removed: list[str]) -> None:
     """`down` for people: each removed resource on stdout, the tally on stderr."""
     for line in removed:
         print(f"removed {line}")
-    from trainctl.render.text import count
+    from trainctl.text.wrap import count
 
     say(f"{job_id}: {count(len(removed), 'resource')} removed" if removed
         else f"{job_id}: nothing tagged trainctl:job={job_id} is left in {region}")

@@ -16,14 +16,14 @@ from __future__ import annotations
 import json
 import statistics
 
-from trainctl.store import JobRecord, JobStore
+from trainctl.state.job_store import JobRow, JobStore
 
 EVENT = "calibration"
 COMPLETED = "Completed"
 MAX_JOBS = 100_000  # every job of the endpoint: the store has no other listing
 
 
-def comparison(record: JobRecord, measured: float | None) -> dict:
+def comparison(record: JobRow, measured: float | None) -> dict:
     """One job's row: what the plan predicted for its layout, what it measured, and the error."""
     opt = record.option
     predicted = opt.throughput_samples_per_s if opt is not None else None
@@ -39,7 +39,7 @@ def comparison(record: JobRecord, measured: float | None) -> dict:
             "measured_samples_per_s": measured, "error": error}
 
 
-def record_comparison(store: JobStore, record: JobRecord, measured: float) -> dict:
+def record_comparison(store: JobStore, record: JobRow, measured: float) -> dict:
     """Store the comparison with the job (called by `watch` when the job completes)."""
     row = comparison(record, measured)
     detail = json.dumps({k: row[k] for k in ("predicted_samples_per_s", "throughput_source",
@@ -49,7 +49,7 @@ def record_comparison(store: JobStore, record: JobRecord, measured: float) -> di
     return row
 
 
-def _measured(store: JobStore, record: JobRecord) -> float | None:
+def _measured(store: JobStore, record: JobRow) -> float | None:
     for kind, detail in reversed(store.events(record.job_id, EVENT)):
         try:
             value = json.loads(detail).get("measured_samples_per_s")
@@ -69,7 +69,7 @@ def forget(store: JobStore, job_id: str) -> str:
     """`trainctl calibration --forget JOB`: the job's measured throughput leaves later plans and this report."""
     gone = store.forget_measurements(job_id, EVENT)
     if gone:  # the account's copy stays (others may use it); this machine no longer reads it back
-        from trainctl.usecases.shared_jobs import FORGOTTEN
+        from trainctl.state.sync import FORGOTTEN
 
         store.add_event(job_id, FORGOTTEN, "calibration --forget")
     if not gone:
@@ -77,8 +77,8 @@ def forget(store: JobStore, job_id: str) -> str:
     return f"{job_id}: its measured throughput is forgotten; later plans no longer use it"
 
 
-def _benched(store: JobStore, record: JobRecord) -> bool:
-    """A `trainctl bench` job (usecases/bench_record.py): listed beside the prediction whatever its end status
+def _benched(store: JobStore, record: JobRow) -> bool:
+    """A `trainctl bench` job (usecases/bench/record.py): listed beside the prediction whatever its end status
     (a bench of a user's script is stopped once measured)."""
     return bool(store.events(record.job_id, "bench"))
 
@@ -102,7 +102,7 @@ def summarise(rows: list[dict]) -> dict:
 def report(store: JobStore, account: str | None = None) -> dict:
     """The `trainctl calibration --output json` document: every completed job and bench job of this endpoint (of one
     account when asked), oldest first, and the summary."""
-    from trainctl.usecases.shared_jobs import sync_account
+    from trainctl.state.sync import sync_account
 
     warnings = sync_account(store)  # the account's completed jobs, measured from any machine
     records = [r for r in reversed(store.jobs(MAX_JOBS))

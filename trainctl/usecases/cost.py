@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 
 from trainctl.errors import UsageError
 from trainctl.naming.tags import JOB_TAG
-from trainctl.store import JobRecord, JobStore
+from trainctl.state.job_store import JobRow, JobStore
 
 GROUPS = ("job", "spec", "user", "day")
 # Cost Explorer has one endpoint, in us-east-1 (AWS General Reference, "AWS Cost Explorer endpoints").
@@ -46,10 +46,10 @@ def parse_since(text: str | None) -> float | None:
     return day.timestamp()
 
 
-def select(store: JobStore, job: str | None, spec: str | None, since: float | None) -> list[JobRecord]:
+def select(store: JobStore, job: str | None, spec: str | None, since: float | None) -> list[JobRow]:
     """The jobs asked for, oldest first: one job, a spec's jobs, or the jobs launched since a day."""
     if job is not None:
-        from trainctl.usecases.watch import check_job_id
+        from trainctl.usecases.jobs.watch import check_job_id
 
         record = store.job(check_job_id(job))
         if record is None:
@@ -59,10 +59,10 @@ def select(store: JobStore, job: str | None, spec: str | None, since: float | No
     return [r for r in records if (spec is None or r.spec_name == spec) and (since is None or r.created_at >= since)]
 
 
-def running_usd(record: JobRecord, client_for=None) -> tuple[float | None, str | None, str | None]:
+def running_usd(record: JobRow, client_for=None) -> tuple[float | None, str | None, str | None]:
     """(dollars so far as the platform's figures give them, the job's status, why there is no figure)."""
     from trainctl.backends import get_backend
-    from trainctl.usecases.watch import Progress, summary
+    from trainctl.usecases.jobs.watch import Progress, summary
     from trainctl.aws import clients as aws
 
     try:
@@ -77,7 +77,7 @@ def _day(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
 
 
-def billed_usd(ce, records: list[JobRecord], now: float) -> tuple[dict[str, float], bool]:
+def billed_usd(ce, records: list[JobRow], now: float) -> tuple[dict[str, float], bool]:
     """Job id -> dollars Cost Explorer has billed to it so far, and whether any figure is still estimated.
     One GetCostAndUsage per TAGS_PER_CALL jobs (paged), DAILY from the first job's launch day to tomorrow."""
     out: dict[str, float] = {}
@@ -103,7 +103,7 @@ def billed_usd(ce, records: list[JobRecord], now: float) -> tuple[dict[str, floa
     return {k: round(v, 6) for k, v in out.items()}, estimated
 
 
-def _billed_or_warning(records: list[JobRecord], client_for, now: float) -> tuple[dict, bool, str | None]:
+def _billed_or_warning(records: list[JobRow], client_for, now: float) -> tuple[dict, bool, str | None]:
     from trainctl.aws import clients as aws
 
     if not records:
@@ -117,7 +117,7 @@ def _billed_or_warning(records: list[JobRecord], client_for, now: float) -> tupl
     return billed, estimated, None
 
 
-def job_row(record: JobRecord, running: float | None, status: str | None, billed: float | None) -> dict:
+def job_row(record: JobRow, running: float | None, status: str | None, billed: float | None) -> dict:
     opt = record.option
     return {"job_id": record.job_id, "platform": record.platform, "region": record.region,
             "spec": record.spec_name, "user": getattr(record, "launched_by", None) or record.account or None,

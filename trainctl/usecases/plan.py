@@ -10,7 +10,7 @@ from trainctl.planner import OBJECTIVES, Plan, PlanRequest, candidates, plan
 from trainctl.planner.quotes import Quotes
 from trainctl.spec import JobSpec, Layout, load_spec
 from trainctl.spec.flexible import is_flexible, members
-from trainctl.store import JobStore
+from trainctl.state.job_store import JobStore
 
 
 @dataclass
@@ -64,8 +64,8 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
     request = with_data_facts(spec, request, quotes)
     notes = account_measurements(store, quotes)
     measured = store.measured_rates(spec.model.name, spec.workload.batch_size_per_accelerator) if store else {}
-    if measured:  # a bench's measurement says so, with its conditions (usecases/bench_record.py)
-        from trainctl.usecases.bench_record import with_bench_origin
+    if measured:  # a bench's measurement says so, with its conditions (usecases/bench/record.py)
+        from trainctl.usecases.bench.record import with_bench_origin
 
         measured = with_bench_origin(store, measured)
     result = plan(spec, catalog, quotes, request, measured)
@@ -81,7 +81,7 @@ def account_measurements(store, quotes: Quotes) -> list[str]:
     """A live plan reads the account's measurements, not only this machine's, into the store (its warnings)."""
     notes: list[str] = []
     if store is not None and quotes.source == "live":
-        from trainctl.usecases.shared_jobs import sync_measurements
+        from trainctl.state.sync import sync_measurements
 
         for region in quotes.regions:
             notes += sync_measurements(store, region)

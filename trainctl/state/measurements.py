@@ -1,6 +1,6 @@
-"""The measured-throughput half of `JobStore` (store.py): the table `measured_throughput`, which plans read.
+"""The measured-throughput half of `JobStore` (state/job_store.py): the table `measured_throughput`, which plans read.
 
-A mixin of JobStore, whose connection, schema and endpoint it uses: store.py keeps the schema, its versions and
+A mixin of JobStore, whose connection, schema and endpoint it uses: state/job_store.py keeps the schema, its versions and
 the jobs; this module keeps what a job measured. Every measurement is keyed by endpoint and account, as the jobs
 are, so the sandbox's CPU figures never enter a plan for AWS.
 """

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from trainctl.errors import TrainctlError
 from trainctl.plans import Option
-from trainctl.store_measurements import Measurement, MeasurementsTable  # noqa: F401 (re-exported)
+from trainctl.state.measurements import Measurement, MeasurementsTable  # noqa: F401 (re-exported)
 
 SCHEMA_VERSION = 2
 AWS_ITSELF = ""  # the endpoint key of AWS's own (default) endpoints
@@ -80,7 +80,7 @@ def current_endpoint() -> str:
 
 
 @dataclass(frozen=True)
-class JobRecord:
+class JobRow:
     """A job as trainctl recorded it at launch (and updated since)."""
 
     job_id: str
@@ -197,7 +197,7 @@ class JobStore(MeasurementsTable):
                          (self.endpoint, job_id, account, platform, region, spec_path, spec_name, model, batch_size,
                           option.model_dump_json(), failover_from, plan_json, status, created_at or now, now))
 
-    def job(self, job_id: str) -> JobRecord | None:
+    def job(self, job_id: str) -> JobRow | None:
         """The job of this endpoint with this id (or one recorded before endpoints were kept), or None."""
         conn = self._reader()
         if conn is None:
@@ -206,7 +206,7 @@ class JobStore(MeasurementsTable):
                            "ORDER BY endpoint IS NULL LIMIT 1", (job_id, self.endpoint)).fetchone()
         return _job(row) if row else None
 
-    def jobs(self, limit: int) -> list[JobRecord]:
+    def jobs(self, limit: int) -> list[JobRow]:
         """The newest jobs of this endpoint (and those recorded before endpoints were kept)."""
         conn = self._reader()
         if conn is None:
@@ -253,12 +253,12 @@ class BrokenStore(TrainctlError):
                          "sagemaker|ec2` works without it")
 
 
-def _job(row: sqlite3.Row) -> JobRecord:
+def _job(row: sqlite3.Row) -> JobRow:
     try:
         option = Option.model_validate_json(row["option_json"]) if row["option_json"] else None
     except ValueError:  # one damaged row (a hand edit, a crash mid-write) must not hide the others
         option = None
-    return JobRecord(row["job_id"], row["endpoint"], row["account"], row["platform"], row["region"],
+    return JobRow(row["job_id"], row["endpoint"], row["account"], row["platform"], row["region"],
                      row["spec_path"], row["spec_name"], row["model"], row["batch_size"], option,
                      row["failover_from"], row["status"], row["created_at"], row["updated_at"])
 

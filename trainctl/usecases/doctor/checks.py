@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from trainctl.aws import clients as aws
-from trainctl.usecases.doctor_costs import check_cost_allocation_tag
+from trainctl.usecases.doctor.costs import check_cost_allocation_tag
 from trainctl.naming.bucket import job_bucket
 
 
@@ -382,8 +382,8 @@ def _scores_check(region: str, spec, plan) -> Check:
 
 def render(checks: list[Check], width: int = 100) -> str:
     """One line per check (wrapped at `width` under its text), the fix under a failure, then the tally."""
-    from trainctl.render.safe import clean
-    from trainctl.render.text import wrap_keeping_commands
+    from trainctl.text.safe import clean
+    from trainctl.text.wrap import wrap_keeping_commands
 
     lines = []
     for c in checks:  # details quote AWS's messages: no control sequences reach the terminal

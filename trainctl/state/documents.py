@@ -3,7 +3,7 @@
 - `JOB/job.json` (`JobDocument`): written by `trainctl launch` before the job starts, then updated (status,
   the platform's ids, the measured throughput) by whoever follows the job. Any machine with read access to the
   account's trainctl bucket can watch, list, stop or take down the job from it: the account is the shared
-  state, the local database (store.py) is a cache of it.
+  state, the local database (state/job_store.py) is a cache of it.
 - `trainctl/measurements/JOB.json` (`MeasurementDocument`): the throughput a completed job measured, one object
   per job under one prefix, so a plan finds the account's measurements with one listing.
 

@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from trainctl.aws import clients as aws
 from trainctl.naming.tags import JOB_TAG
-from trainctl.records import RECORD_NAME, JobDocument
-from trainctl.store import JobRecord, JobStore
+from trainctl.state.documents import RECORD_NAME, JobDocument
+from trainctl.state.job_store import JobRow, JobStore
 
 # GetResources' ResourceTypeFilters for what a trainctl job runs on (service:resourceType, as the Tagging API's
 # reference writes them)
@@ -21,7 +21,7 @@ WORKERS = 8
 
 def tagged_jobs(region: str) -> dict[str, str]:
     """job id -> platform, for every resource tagged trainctl:job in `region` (Tagging API GetResources)."""
-    from trainctl.usecases.job_list import _quick_client
+    from trainctl.usecases.jobs.listing import _quick_client
 
     found: dict[str, str] = {}
     pages = _quick_client("resourcegroupstaggingapi", region).get_paginator("get_resources").paginate(
@@ -46,8 +46,8 @@ def recorded_jobs(account: str, region: str) -> list[str]:
 def list_account_jobs(store: JobStore, limit: int) -> tuple[list[dict], list[str]]:
     """(rows, newest first, at most `limit`; notes on what could not be asked or read), over the regions
     shared_jobs.regions names (--region, else every region with the account's trainctl bucket)."""
-    from trainctl.backends import job_records
-    from trainctl.usecases.shared_jobs import regions
+    from trainctl.state import account as job_records
+    from trainctl.state.sync import regions
 
     account, _ = job_records.caller(aws.default_region())
     if not account:
@@ -76,8 +76,8 @@ def list_account_jobs(store: JobStore, limit: int) -> tuple[list[dict], list[str
 def _found_in(region: str, account: str, notes: list[str]) -> dict[str, str | None]:
     """job id -> platform (None: only its record says it exists) of the jobs of `region`: tagged resources (the
     Tagging API; EC2's tag filter and ListTrainingJobs, as before) and records in the account's bucket."""
-    from trainctl.backends import job_records
-    from trainctl.usecases.job_list import on_aws
+    from trainctl.state import account as job_records
+    from trainctl.usecases.jobs.listing import on_aws
 
     platforms: dict[str, str | None] = {}
     try:
@@ -98,14 +98,14 @@ def _found_in(region: str, account: str, notes: list[str]) -> dict[str, str | No
 
 
 def _cache_unless_known(store: JobStore, doc: JobDocument) -> None:
-    from trainctl.usecases.shared_jobs import cache
+    from trainctl.state.sync import cache
 
     if store.job(doc.job_id) is None:
         cache(store, doc)
 
 
 def _record(job_id: str, account: str, region: str) -> tuple[JobDocument | None, str | None]:
-    from trainctl.backends import job_records
+    from trainctl.state import account as job_records
 
     try:
         found = job_records.read(job_id, account, region)
@@ -115,9 +115,9 @@ def _record(job_id: str, account: str, region: str) -> tuple[JobDocument | None,
 
 
 def _row(doc: JobDocument | None, job_id: str, platform: str | None, region: str, account: str) -> dict:
-    from trainctl.usecases.job_list import _listed, _live_status
+    from trainctl.usecases.jobs.listing import _listed, _live_status
 
-    record = JobRecord(job_id, None, account, doc.platform if doc else platform or "sagemaker",
+    record = JobRow(job_id, None, account, doc.platform if doc else platform or "sagemaker",
                        doc.region if doc else region, doc.spec_path if doc else None,
                        doc.spec_name if doc else None, doc.model if doc else None,
                        doc.batch_size if doc else None, doc.option if doc else None,

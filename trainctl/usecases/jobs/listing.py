@@ -3,7 +3,7 @@ about all at once with a short timeout per call (a slow endpoint costs the listi
 job). A record whose submit may have reached AWS ("Submitting", "Unknown") takes AWS's word once it comes."""
 from __future__ import annotations
 
-from trainctl.store import JobRecord, JobStore
+from trainctl.state.job_store import JobRow, JobStore
 
 
 def list_jobs(store: JobStore, limit: int, live: bool = True, notes: list[str] | None = None) -> list[dict]:
@@ -61,7 +61,7 @@ def caller_account() -> str | None:
         return None
 
 
-def _listed(job: JobRecord) -> dict:
+def _listed(job: JobRow) -> dict:
     o = job.option
     return {"job_id": job.job_id, "platform": job.platform, "region": job.region, "account": job.account or None,
             "layout": f"{o.count}x {o.instance_type}" if o else "-", "market": o.market if o else None,
@@ -76,7 +76,7 @@ NOTHING_STARTED = ("SubmitFailed", "Interrupted", "NoCapacity")
 AWAITING_AWS = ("Submitting", "Unknown")
 
 
-def _live_status(job: JobRecord, account: str | None) -> dict:
+def _live_status(job: JobRow, account: str | None) -> dict:
     from trainctl.backends import get_backend
 
     if job.status in NOTHING_STARTED:
@@ -95,9 +95,9 @@ def _live_status(job: JobRecord, account: str | None) -> dict:
             "cost_usd": _cost_so_far(v, job)}
 
 
-def _cost_so_far(view, job: JobRecord) -> float | None:
+def _cost_so_far(view, job: JobRow) -> float | None:
     """The running figure `watch` shows (billable seconds or instance lifetimes times the price)."""
-    from trainctl.usecases.watch import Progress, summary
+    from trainctl.usecases.jobs.watch import Progress, summary
 
     try:
         return summary(view, Progress(), job)["cost_usd"]

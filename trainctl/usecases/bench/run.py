@@ -1,5 +1,5 @@
 """One bench job after the other: launch through the normal launch path, follow its metric lines, take it
-down, record what it measured (see usecases/bench.py)."""
+down, record what it measured (see usecases/bench/measure.py)."""
 from __future__ import annotations
 
 import hashlib
@@ -9,8 +9,8 @@ from typing import Callable
 
 from trainctl.errors import TrainctlError
 from trainctl.planner.bench_choice import Candidate
-from trainctl.store import JobStore
-from trainctl.usecases.watch import Progress
+from trainctl.state.job_store import JobStore
+from trainctl.usecases.jobs.watch import Progress
 
 
 class CountedRates:
@@ -44,7 +44,7 @@ class BenchRun:
 
     def measure(self, c: Candidate) -> dict:
         """Launch, follow, take down and record one layout: its row's measured part."""
-        from trainctl.usecases.bench_spec import write_bench_spec
+        from trainctl.usecases.bench.spec import write_bench_spec
 
         path = write_bench_spec(self.inputs.spec_path, c.option, self.inputs.steps, self.inputs.warmup_steps,
                                 self.stamp)
@@ -60,7 +60,7 @@ class BenchRun:
         return self._record(c, job_id, view, counted)
 
     def _launch(self, c: Candidate, path: str) -> tuple[str, str]:
-        from trainctl.usecases.launch import LaunchArgs, LaunchResult, launch
+        from trainctl.usecases.launch.launch_job import LaunchArgs, LaunchResult, launch
 
         o = c.option
         self.say(f"bench {c.layout} on {o.platform} in {o.region}: {self.inputs.warmup_steps} warm-up + "
@@ -86,7 +86,7 @@ class BenchRun:
         """Follow the job to its end, or (a script that ignores the shortened workload: the bundled entrypoints
         end by themselves) until its metric lines passed the measured steps; `_down` then stops it."""
         from trainctl.backends import get_backend
-        from trainctl.usecases.watch import follow
+        from trainctl.usecases.jobs.watch import follow
 
         backend = get_backend(self.running[job_id][0])
         counted = CountedRates(self.inputs.warmup_steps, self.inputs.steps)
@@ -128,8 +128,8 @@ class BenchRun:
             self._down(job_id)
 
     def _record(self, c: Candidate, job_id: str, view, counted: CountedRates) -> dict:
-        from trainctl.usecases import bench_record
-        from trainctl.usecases.watch import summary
+        from trainctl.usecases.bench import record as bench_record
+        from trainctl.usecases.jobs.watch import summary
 
         rate = median_rate(counted.rates)
         record = self.store.job(job_id)

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from trainctl.plans import Option
-from trainctl.store import home
+from trainctl.state.job_store import home
 
 
 def bench_samples(steps: int, warmup_steps: int, batch: int, ranks: int) -> int:

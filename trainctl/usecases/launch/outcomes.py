@@ -9,7 +9,7 @@ from typing import Callable, NoReturn
 
 from trainctl.backends.calls import JOB_STARTING, SubmitTrace
 from trainctl.errors import TrainctlError
-from trainctl.store import JobStore
+from trainctl.state.job_store import JobStore
 
 
 def _recorded(store: JobStore, job_id: str, status: str, kind: str, detail: str) -> str | None:
@@ -86,7 +86,7 @@ def submit_failed(store: JobStore, backend, request, e: Exception, say: Callable
 def _share_outcome(store: JobStore, request, status: str, say: Callable[[str], None]) -> None:
     """The job's record in the account (written right before the job-starting call, if the launch got that
     far) takes the launch's outcome, so other machines do not read "Submitting" forever."""
-    from trainctl.usecases.shared_jobs import set_status
+    from trainctl.state.sync import set_status
 
     try:
         record = store.job(request.job_id)

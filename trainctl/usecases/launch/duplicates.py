@@ -2,7 +2,7 @@
 this endpoint's store records and that AWS still says are running."""
 from __future__ import annotations
 
-from trainctl.store import JobStore
+from trainctl.state.job_store import JobStore
 
 # Recorded outcomes after which a job holds no instances: AWS need not be asked about it again. A launch whose
 # job-starting call went out records "Unknown" instead (launch.py), which is asked about like a running job.

@@ -21,7 +21,7 @@ import dataclasses
 import json
 import time
 
-from trainctl.store import JobRecord, JobStore
+from trainctl.state.job_store import JobRow, JobStore
 
 EVENT = "bench"
 
@@ -40,7 +40,7 @@ def regime(instance_up_to: bool, count: int, training_seconds: float | None) -> 
 
 def conditions(spec, option, view, inputs, *, spec_hash: str, code_hash: str) -> dict:
     from trainctl.catalog import load_catalog
-    from trainctl.store import current_endpoint
+    from trainctl.state.job_store import current_endpoint
 
     inst = load_catalog().instances.get(option.instance_type)
     up_to = bool(getattr(inst, "network_up_to", False))
@@ -61,7 +61,7 @@ def conditions(spec, option, view, inputs, *, spec_hash: str, code_hash: str) ->
             "band": list(option.throughput_band) if option.throughput_band else None}
 
 
-def record(store: JobStore, job: JobRecord, view, rate: float | None, conds: dict) -> None:
+def record(store: JobStore, job: JobRow, view, rate: float | None, conds: dict) -> None:
     """The conditions as the job's `bench` event; the rate (when one was measured) as its measured throughput,
     and as its calibration comparison (`trainctl calibration` lists it beside the prediction)."""
     from trainctl.usecases.calibration import record_comparison

@@ -22,7 +22,7 @@ from typing import Callable
 
 from trainctl.errors import TrainctlError
 from trainctl.planner.bench_choice import DEFAULT_MAX_MINUTES, BenchChoice, Candidate, choose
-from trainctl.store import JobStore
+from trainctl.state.job_store import JobStore
 
 DEFAULT_STEPS = 40          # measured steps per layout
 DEFAULT_WARMUP_STEPS = 20   # not counted: start-up, first compilation, data loader warm-up
@@ -103,7 +103,7 @@ def bench(inputs: BenchInputs, store: JobStore, say: Callable[[str], None]) -> d
     if inputs.dry_run:
         doc["dry_run"] = True
         return doc
-    from trainctl.usecases.bench_run import BenchRun
+    from trainctl.usecases.bench.run import BenchRun
 
     runner = BenchRun(inputs, spec, store, say)
     try:

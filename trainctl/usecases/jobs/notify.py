@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from trainctl.store import JobRecord, JobStore
+from trainctl.state.job_store import JobRow, JobStore
 
 TARGET_EVENT = "notify"      # recorded at launch: {"target": ..., "budget_usd": ...}
 SENT_EVENT = "notified"      # one per message sent: its key
@@ -90,13 +90,13 @@ def send(target: str, subject: str, body: dict) -> None:
 class Notifier:
     """Sends a job's new messages once each; built from what launch recorded (None when nothing was asked)."""
 
-    def __init__(self, store: JobStore, record: JobRecord, target: str, budget: float | None,
+    def __init__(self, store: JobStore, record: JobRow, target: str, budget: float | None,
                  say: Callable[[str], None]):
         self.store, self.record, self.target, self.budget, self.say = store, record, target, budget, say
         self.sent = {detail for _, detail in store.events(record.job_id, SENT_EVENT)}
 
     @classmethod
-    def for_job(cls, store: JobStore, record: JobRecord | None, say: Callable[[str], None]) -> "Notifier | None":
+    def for_job(cls, store: JobStore, record: JobRow | None, say: Callable[[str], None]) -> "Notifier | None":
         if record is None:
             return None
         asked = store.events(record.job_id, TARGET_EVENT)

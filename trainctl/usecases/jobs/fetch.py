@@ -100,7 +100,7 @@ def fetch(ref, what: str, dest: str | None, bucket: str | None = None) -> Fetche
 
 def _fetch_logs(ref, dest: str) -> Fetched:
     from trainctl.backends import get_backend
-    from trainctl.usecases.watch import read_all
+    from trainctl.usecases.jobs.watch import read_all
 
     lines = read_all(get_backend(ref.platform), ref.job_id, ref.region)[2]
     path = os.path.join(dest, f"{ref.job_id}.log")

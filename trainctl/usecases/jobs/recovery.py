@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from trainctl.errors import TrainctlError
-from trainctl.store import JobStore
+from trainctl.state.job_store import JobStore
 
 # `watch --recover`: how many relaunches one watch makes before it stops (a job reclaimed this often is better
 # moved by hand: another type, AZ or On-Demand), and the back-off between attempts that found no capacity.

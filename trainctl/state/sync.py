@@ -16,8 +16,8 @@ from typing import Callable
 
 from trainctl.aws import clients as aws
 from trainctl.errors import TrainctlError
-from trainctl.records import JobDocument, MeasurementDocument, UnknownFormat, spec_sha256
-from trainctl.store import JobRecord, JobStore
+from trainctl.state.documents import JobDocument, MeasurementDocument, UnknownFormat, spec_sha256
+from trainctl.state.job_store import JobRow, JobStore
 
 # The store's event of a job whose measurement `calibration --forget` removed here: the account's copy stays
 # (other machines may use it), and is not read back into this machine's plans.
@@ -29,7 +29,7 @@ def at_launch(spec, spec_path: str, request, option, previous: str | None, accou
     """What runs right before the job-starting call (the job bucket exists by then): create the record. A
     record that cannot be written stops the launch before anything runs, except where the account's own bucket
     is not the job's (--bucket given, none of trainctl's in that region): then the launch goes on, said."""
-    from trainctl.backends import job_records
+    from trainctl.state import account as job_records
 
     def write() -> None:
         owner_account, arn = job_records.caller(request.region)
@@ -61,7 +61,7 @@ def submitted(request, outputs: dict, account: str | None, say: Callable[[str], 
 
 
 def _update(job_id: str, account: str | None, region: str, change, say: Callable[[str], None]) -> None:
-    from trainctl.backends import job_records
+    from trainctl.state import account as job_records
 
     if not account:
         return
@@ -77,17 +77,17 @@ def set_status(job_id: str, account: str, region: str, status: str, say: Callabl
     _update(job_id, account, region, lambda d: {"status": status}, say)
 
 
-def stop_requested(record: JobRecord | None, say: Callable[[str], None]) -> None:
+def stop_requested(record: JobRow | None, say: Callable[[str], None]) -> None:
     """`stop`: the record says who asked ("Stopping", by this ARN) until the job's end replaces it."""
     if record is not None and record.region:
         _update(record.job_id, record.account, record.region, lambda d: {"status": "Stopping"}, say)
 
 
-def from_account(store: JobStore, job_id: str, region: str) -> JobRecord | None:
+def from_account(store: JobStore, job_id: str, region: str) -> JobRow | None:
     """The job's record from the account's bucket in `region`, else in the account's other trainctl buckets
     (unless --region named the one to look in), cached in the store; None when the account holds none (or no
     account answers). A record of an unknown format raises UnknownFormat."""
-    from trainctl.backends import job_records
+    from trainctl.state import account as job_records
 
     account, _ = job_records.caller(region)
     if not account:
@@ -100,13 +100,13 @@ def from_account(store: JobStore, job_id: str, region: str) -> JobRecord | None:
         return None
     doc = found[0]
     store.try_write(lambda db: cache(db, doc))  # a cache: a store that cannot take it costs a re-read later
-    return JobRecord(doc.job_id, store.endpoint, doc.account, doc.platform, doc.region, doc.spec_path,
+    return JobRow(doc.job_id, store.endpoint, doc.account, doc.platform, doc.region, doc.spec_path,
                      doc.spec_name, doc.model, doc.batch_size, doc.option, doc.failover_from, doc.status,
                      doc.launched_at, doc.updated_at)
 
 
 def _regions_or_none(account: str) -> list[str]:
-    from trainctl.backends import job_records
+    from trainctl.state import account as job_records
 
     try:
         return job_records.account_regions(account)
@@ -129,9 +129,9 @@ def cache(store: JobStore, doc: JobDocument) -> None:
                      created_at=doc.launched_at)
 
 
-def finished(record: JobRecord | None, view, samples_per_s: float | None, say: Callable[[str], None]) -> None:
+def finished(record: JobRow | None, view, samples_per_s: float | None, say: Callable[[str], None]) -> None:
     """A job followed to its end: its status (and measured throughput) into the account's records."""
-    from trainctl.backends import job_records
+    from trainctl.state import account as job_records
 
     if record is None or not record.account or record.status == view.status:  # (already in the record)
         return
@@ -155,7 +155,7 @@ def finished(record: JobRecord | None, view, samples_per_s: float | None, say: C
 def sync_measurements(store: JobStore, region: str) -> list[str]:
     """Read the account's measurements (in `region`'s bucket) that the store lacks into it; notes on what could
     not be read. Keyed by endpoint (the store's) and account (the bucket's): the sandbox's never mix in."""
-    from trainctl.backends import job_records
+    from trainctl.state import account as job_records
 
     account, _ = job_records.caller(region)
     if not account:
@@ -188,7 +188,7 @@ def sync_measurements(store: JobStore, region: str) -> list[str]:
 
 def _cache_record(store: JobStore, job_id: str, account: str, region: str) -> list[str]:
     """A measured job's record into the store, unless it is there (`calibration` compares it with its plan)."""
-    from trainctl.backends import job_records
+    from trainctl.state import account as job_records
 
     try:
         if store.job(job_id) is not None:
@@ -203,7 +203,7 @@ def _cache_record(store: JobStore, job_id: str, account: str, region: str) -> li
 
 def sync_account(store: JobStore) -> list[str]:
     """The account's measurements and measured jobs, in every region of its trainctl buckets, into the store."""
-    from trainctl.backends import job_records
+    from trainctl.state import account as job_records
 
     try:
         account, _ = job_records.caller(aws.default_region())

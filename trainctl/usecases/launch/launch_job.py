@@ -12,12 +12,12 @@ from typing import Any, Callable
 from pydantic import BaseModel
 
 from trainctl.backends.calls import SubmitTrace
-from trainctl.usecases import shared_jobs
-from trainctl.usecases.launch_outcomes import interrupted, record_submitted, submit_failed
-from trainctl.usecases.notify import remember as remember_notify
+from trainctl.state import sync as shared_jobs
+from trainctl.usecases.launch.outcomes import interrupted, record_submitted, submit_failed
+from trainctl.usecases.jobs.notify import remember as remember_notify
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.plans import Option, Plan, load_saved_plan
-from trainctl.store import JobStore
+from trainctl.state.job_store import JobStore
 
 CAPACITY_WORDS = ("CapacityError", "InsufficientInstanceCapacity", "Insufficient capacity", "InsufficientCapacity")
 STARTED_STATUSES = ("Downloading", "Training", "Uploading", "Completed")
@@ -249,7 +249,7 @@ def _dry_run_document(request, spec, option: Option, options: Any) -> dict:
 
 def _release(run: _Run) -> None:
     """The launch ended: free the spec's lock, and its marker when the launch started nothing."""
-    from trainctl.usecases.duplicates import ENDED
+    from trainctl.usecases.launch.duplicates import ENDED
 
     if run.lock is not None:
         run.lock.close()
@@ -265,7 +265,7 @@ def _release(run: _Run) -> None:
 def _claims(run: _Run) -> list[tuple[str, str]]:
     """What holds the spec besides this launch: another launch of it from this job store (the store's lock,
     kept until this launch ends, makes check-then-launch atomic here) and its jobs that AWS says run."""
-    from trainctl.usecases.duplicates import running_jobs_of
+    from trainctl.usecases.launch.duplicates import running_jobs_of
 
     run.lock, holder = run.store.try_lock_launch(run.spec.name)
     held = [] if run.lock is not None else [(f"another launch (pid {holder or '?'})", "launching it now, here")]
@@ -275,7 +275,7 @@ def _claims(run: _Run) -> list[tuple[str, str]]:
 def _claim_marker(run: _Run, request) -> None:
     """Right before the job-starting call (the job bucket exists by then): take the spec's launch marker on
     AWS, which launches from other machines race for atomically; lost, the launch stops before starting."""
-    from trainctl.usecases.duplicates import LaunchMarker, duplicate_question
+    from trainctl.usecases.launch.duplicates import LaunchMarker, duplicate_question
 
     if run.marker is not None and run.marker.etag is not None:  # a failover attempt: this launch holds it
         holders = run.marker.hand_over(request.job_id)
@@ -291,7 +291,7 @@ def _claim_marker(run: _Run, request) -> None:
 def _confirm(run: _Run, confirm: Callable[[str], bool], question: str) -> None:
     """Ask before launching (unless --yes); first, whether to run a second job of a spec whose job still runs
     or is being launched (under --yes that is refused unless --allow-duplicate)."""
-    from trainctl.usecases.duplicates import duplicate_question
+    from trainctl.usecases.launch.duplicates import duplicate_question
 
     args = run.args
     running = [] if args.allow_duplicate else _claims(run)

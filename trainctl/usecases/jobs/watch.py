@@ -14,9 +14,9 @@ from typing import Any, Callable
 from trainctl.usecases.calibration import record_comparison
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.plans import Option
-from trainctl.store import JobRecord, JobStore
-from trainctl.usecases.shared_jobs import finished, from_account
-from trainctl.usecases.transient import patiently
+from trainctl.state.job_store import JobRow, JobStore
+from trainctl.state.sync import finished, from_account
+from trainctl.usecases.jobs.transient import patiently
 
 METRIC = re.compile(r"trainctl step=(\d+) loss=(\S+) samples_per_s=([0-9.eE+-]+)")
 # Optional on the metric line: the run's total optimizer steps, for a script whose arguments do not say it.
@@ -49,7 +49,7 @@ class JobRef:
     job_id: str
     platform: str
     region: str
-    record: JobRecord | None
+    record: JobRow | None
 
 
 def locate(store: JobStore, job_id: str, platform: str | None = None) -> JobRef:
@@ -57,7 +57,7 @@ def locate(store: JobStore, job_id: str, platform: str | None = None) -> JobRef:
     platform (and region): `watch`, `logs`, `stop` and `down` all give the same one-line answer otherwise."""
     from trainctl.aws import clients as aws
 
-    from trainctl.store import BrokenStore
+    from trainctl.state.job_store import BrokenStore
 
     check_job_id(job_id)
     broken = False
@@ -180,7 +180,7 @@ def never_checked_in(view) -> str | None:
             f"the subnet needs a NAT or VPC endpoints); `trainctl doctor` checks, `trainctl down {view.job_id}` ends them")
 
 
-def summary(view, progress: Progress, record: JobRecord | None, now: float | None = None) -> dict:
+def summary(view, progress: Progress, record: JobRow | None, now: float | None = None) -> dict:
     """The `watch --once --output json` document (ARCHITECTURE.md contract, plus extras)."""
     now = time.time() if now is None else now
     option = record.option if record is not None else None
@@ -220,7 +220,7 @@ def summary(view, progress: Progress, record: JobRecord | None, now: float | Non
                             for t in view.transitions]}
 
 
-def record_outcome(store: JobStore, view, progress: Progress, record: JobRecord | None) -> str | None:
+def record_outcome(store: JobStore, view, progress: Progress, record: JobRow | None) -> str | None:
     """Store the final status and, for a completed job trainctl launched, its measured throughput."""
     if record is None:
         return None
@@ -307,12 +307,12 @@ def recoverer(backend, job: JobRef, store: JobStore, say: Callable[[str], None],
     if not backend.capabilities.recover:
         raise TrainctlError(f"--recover: {backend.platform} restarts interrupted jobs by itself (managed Spot); "
                             "drop --recover", exit_code=2)
-    from trainctl.usecases.recovery import Recovery
+    from trainctl.usecases.jobs.recovery import Recovery
 
     return Recovery(backend, job, store, say, clock)
 
 
-def left_behind(view, record: JobRecord | None) -> str | None:
+def left_behind(view, record: JobRow | None) -> str | None:
     """The last line of `watch` for an ended SageMaker job trainctl launched with its own execution role: the
     role (and the job's security group) stay until `down`, which deletes them once the job has ended."""
     role = str((view.raw or {}).get("RoleArn") or "")

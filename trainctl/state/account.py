@@ -21,7 +21,7 @@ from trainctl.aws import clients as aws
 from trainctl.errors import TrainctlError
 from trainctl.naming.bucket import job_bucket, owner
 from trainctl.naming.tags import JOB_TAG
-from trainctl.records import (JobDocument, MeasurementDocument, MEASUREMENTS_PREFIX, dump, measurement_key, parse,
+from trainctl.state.documents import (JobDocument, MeasurementDocument, MEASUREMENTS_PREFIX, dump, measurement_key, parse,
                               record_key)
 
 ABSENT = ("NoSuchKey", "NoSuchBucket", "404", "NotFound")
