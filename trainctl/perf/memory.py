@@ -40,7 +40,8 @@ class ModelShape:
     heads: int | None = None
     family: str | None = None    # vision | language | cnn
     vocab: int | None = None     # output classes per token (language models): the logits buffer
-    stack: str = "amp"           # software stack the throughput model assumes: tuned | amp | compile
+    stack: str = "amp"           # software stack the throughput model assumes: tuned | amp | compile | auto
+    stack_basis: str = "model.stack"   # where the stack came from, in the plan's words
 
 
 @dataclass(frozen=True)
