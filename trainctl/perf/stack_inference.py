@@ -34,7 +34,7 @@ RULES: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple((stack, words, re.co
 # Evidence that does not change the stack, but the plan says it found it.
 NOTES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((words, re.compile(pattern)) for words, pattern in (
     ("FSDP", r"\bFullyShardedDataParallel\b|\bfully_shard\s*\("),
-    ("DDP", r"\bDistributedDataParallel\s*\("),
+    ("DDP", r"\bDistributedDataParallel\b"),
     ("activation checkpointing", r"\bcheckpoint(_sequential)?\s*\(|gradient_checkpointing(_enable\s*\(|\s*=\s*True)"),
     ("PyTorch's fused attention (scaled_dot_product_attention)", r"\bscaled_dot_product_attention\s*\("),
 ))
@@ -87,6 +87,8 @@ def infer_stack(files: dict[str, str]) -> StackInference:
                 if words not in seen_rules and pattern.search(code):
                     seen_rules.add(words)
                     notes.append(f"{path}:{number} {words}")
+    if sum(map(len, found.values())) > 1:   # `import torch` says little once anything else is found
+        found["amp"] = [e for e in found["amp"] if not e.endswith(" plain PyTorch")]
     stack = next((s for s in ORDER if found[s]), "auto")
     evidence = tuple(e for s in ORDER for e in found[s])[:MAX_EVIDENCE]
     return StackInference(stack, evidence, tuple(notes)[:MAX_EVIDENCE], len(files))
