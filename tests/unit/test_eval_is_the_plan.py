@@ -82,3 +82,28 @@ def test_the_stored_summary_is_the_user_predictor_and_the_bands_are_per_kind():
         for seen in ("seen", "unseen"):
             band = RES[f"band_{seen}_{kind}"]
             assert band["ratio_low"] < 1 < band["ratio_high"]
+
+
+def test_a_plan_says_when_its_band_could_change_the_top_choice_and_the_price_of_settling_it():
+    """H100s against A100s for the 7B LM: their bands overlap, one line with what `trainctl bench` would measure
+    and its dollar bound. One and two p5s share the device, hence the model's error: no line. With the throughput
+    given in the spec there is no band and no line."""
+    from trainctl.planner import bench_choice
+    from trainctl.spec import load_spec
+
+    def made(layouts, throughput=None):
+        spec = load_spec(ROOT / "configs" / "llm-7b.yaml")
+        spec = spec.model_copy(update={"throughput": throughput or {}, "candidates": Candidates.model_validate(
+            {"layouts": layouts, "platforms": ["ec2"], "regions": ["us-east-1"], "markets": ["on-demand"]})})
+        return plan(spec, CAT, Quotes.offline(["us-east-1"]), PlanRequest(platforms=("ec2",), spec_path="job.yaml"))
+
+    def unsure(p):
+        return [w for w in p.warnings if w.startswith("throughput uncertain enough to change the top choice")]
+
+    mixed = made(["p5.48xlarge:1:on-demand", "p4d.24xlarge:2:on-demand"])
+    named = ("p4d.24xlarge:2:on-demand", "p5.48xlarge:1:on-demand")   # the top, then its rival
+    price = bench_choice.choose(mixed, layouts=named).bound_usd
+    assert len(unsure(mixed)) == 1 and (f"`trainctl bench job.yaml --layout {named[0]} --layout {named[1]}` settles "
+                                        f"it for at most ${price:,.2f}") in unsure(mixed)[0]
+    assert not unsure(made(["p5.48xlarge:1:on-demand", "p5.48xlarge:2:on-demand"]))
+    assert not unsure(made(["p5.48xlarge:1:on-demand", "p4d.24xlarge:2:on-demand"], {"H100": 5.0, "A100": 2.5}))

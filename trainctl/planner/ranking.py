@@ -17,7 +17,7 @@ from trainctl.planner.flexible import flexible_options
 from trainctl.planner.data_terms import ChannelFacts, layout_data
 from trainctl.planner.pricing import input_limit, objective_value, over_quota_warning, price_option
 from trainctl.plans import Excluded, Option, Plan
-from trainctl.planner import reasons
+from trainctl.planner import bench_choice, reasons
 from trainctl.planner.quotes import Quotes
 from trainctl.spec import JobSpec, Layout
 from trainctl.spec.flexible import family_groups, is_flexible, label
@@ -182,9 +182,17 @@ def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest |
             warnings.append(reasons.closest_words(run.closest_miss, spec.constraints.deadline_hours))
     elif (line := risk.sensitivity(kept, run.request.objective)) is not None:
         warnings.append(line)
-    return Plan(spec=run.request.spec_path or spec.name, spec_name=spec.name, source=quotes.source,
+    made = Plan(spec=run.request.spec_path or spec.name, spec_name=spec.name, source=quotes.source,
                 catalog_date=catalog.date, objective=run.request.objective, options=tuple(ranked),
                 excluded=tuple(run.excluded), warnings=tuple(warnings))
+    # the plan says when its throughput cannot tell the choice, and what settling it costs
+    unsure = bench_choice.unsure_line(made, lambda o: _device_key(catalog, o.instance_type))
+    return made if unsure is None else made.model_copy(update={"warnings": (*made.warnings, unsure)})
+
+
+def _device_key(catalog: Catalog, instance_type: str) -> str:
+    inst = catalog.instance(instance_type)
+    return inst.accelerator.key if inst is not None else instance_type
 
 
 class _Planning:
