@@ -59,6 +59,23 @@ class Device:
     memory_gbytes_s: float      # per rank
     ranks_per_accelerator: int
 
+    def peak(self, precision: str, tf32: bool | None = False) -> float:
+        """TFLOPS per rank a precision is measured against. fp32 on a die with TF32 tensor cores: the TF32 peak where
+        TF32 is allowed (NGC containers, the bundled entrypoints, code that sets it), the fp32 peak where it is not
+        (upstream PyTorch's default for matmuls), their geometric mean where it is not known (tf32_span: the band)."""
+        if precision != "fp32" or "tf32" not in self.peak_tflops or tf32 is False:
+            return self.peak_tflops[precision]
+        if tf32:
+            return self.peak_tflops["tf32"]
+        return math.sqrt(self.peak_tflops["tf32"] * self.peak_tflops["fp32"])
+
+    def tf32_span(self, precision: str, tf32: bool | None) -> tuple[float, float]:
+        """(low, high) factor of the rate between the fp32 and the TF32 peak, where TF32 is not known."""
+        if precision != "fp32" or "tf32" not in self.peak_tflops or tf32 is not None:
+            return 1.0, 1.0
+        ratio = math.sqrt(self.peak_tflops["tf32"] / self.peak_tflops["fp32"])
+        return 1.0 / ratio, ratio
+
 
 @dataclass(frozen=True)
 class Fit:
@@ -145,8 +162,18 @@ def knee(shape: perf.ModelShape, size_knee: float) -> float:
     return h / (h + size_knee)
 
 
+def layers(shape: perf.ModelShape) -> int:
+    """The layer count, or for a transformer given by size alone the likely one: params / (12 x width^2), the
+    width estimated from the parameter count as above (a CNN without a shape: 1)."""
+    if shape.layers:
+        return shape.layers
+    if shape.family == "cnn":
+        return 1
+    return max(1, round(shape.params / (12.0 * width(shape) ** 2)))
+
+
 def step_overhead_seconds(shape: perf.ModelShape) -> float:
-    return STEP_OVERHEAD_S + LAYER_OVERHEAD_S * max(1, shape.layers or 1)
+    return STEP_OVERHEAD_S + LAYER_OVERHEAD_S * layers(shape)
 
 
 def device_for(catalog: Catalog, calibration: Calibration, key: str) -> Device:
@@ -159,6 +186,7 @@ def device_for(catalog: Catalog, calibration: Calibration, key: str) -> Device:
     per_acc = spec.ranks_per_accelerator if spec else 1
     group = spec.group if spec else key
     bandwidth = (spec.memory_gbytes_s if spec else 0.0) / per_acc
+    peak = dict(peak) | ({"tf32": spec.tf32_tflops} if spec and spec.tf32_tflops else {})
     return Device(key, group, {p: v / per_acc for p, v in peak.items()}, bandwidth, per_acc)
 
 
@@ -173,7 +201,7 @@ def seconds_per_sample(shape: perf.ModelShape, device: Device, efficiency: float
                        multi_rank: bool) -> float:
     """One rank's seconds per sample: compute and memory traffic, slowed by the synchronous step's loss on more
     than one rank, plus the fixed per-step overhead spread over the micro-batch."""
-    compute = shape.training_flops_per_sample / (device.peak_tflops[shape.precision] * 1e12 * efficiency
+    compute = shape.training_flops_per_sample / (device.peak(shape.precision, shape.tf32) * 1e12 * efficiency
                                                  * knee(shape, fit.size_knee))
     compute += fit.cnn_traffic * traffic_seconds(shape, device)
     return compute * (1.0 + (fit.sync_loss if multi_rank else 0.0)) + step_overhead_seconds(shape) / max(1, micro_batch)
@@ -185,7 +213,7 @@ def row_shape(dims: ModelDims, row: CalibrationRow) -> perf.ModelShape:
     return perf.ModelShape(params=dims.params, training_flops_per_sample=factor * dims.forward_flops,
                            precision=row.precision, optimizer="adam", activation_bytes_per_sample=None,
                            hidden=dims.hidden, tokens=dims.tokens, layers=dims.layers, heads=dims.heads,
-                           family=dims.family)
+                           family=dims.family, tf32=row.tf32)
 
 
 def row_fabric(row: CalibrationRow) -> Fabric:
@@ -220,7 +248,7 @@ def fit(pts: tuple[Point, ...] | list[Point]) -> Fit:
     for p in pts:
         # what does not depend on the fitted numbers: ideal compute at e = 1 without the knee, the traffic terms,
         # the compute seconds the row leaves once its sync loss and step overhead are taken out
-        ideal = p.shape.training_flops_per_sample / (p.device.peak_tflops[p.shape.precision] * 1e12)
+        ideal = p.shape.training_flops_per_sample / (p.device.peak(p.shape.precision, p.shape.tf32) * 1e12)
         cnn_s = traffic_seconds(p.shape, p.device)
         left = (p.seconds_per_sample - step_overhead_seconds(p.shape) / p.row.micro_batch) / \
             (1.0 + (sync if p.multi_rank else 0.0))

@@ -105,7 +105,7 @@ def _compute_rate(job: Job, inst: InstanceType, count: int, platform: str, measu
         seen = "burst" if measured.network == "burst" else "baseline"
         fab = fabric(inst, rk.per_node, measured.count, measured.platform or platform, seen)
         device = perf_fit.device_for(catalog, calibration, inst.accelerator.key)
-        peak_rate = device.peak_tflops[job.shape.precision] * 1e12 / job.shape.training_flops_per_sample
+        peak_rate = device.peak(job.shape.precision, job.shape.tf32) * 1e12 / job.shape.training_flops_per_sample
         rate = perf.invert_compute_rate(job.shape, fab, measured.count, job.batch, measured.samples_per_s,
                                         job.strategy, job.accum, max_rate=peak_rate)
         where = "this layout" if measured.count == count else \
@@ -170,10 +170,12 @@ def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_bat
     if res:
         low, high = residuals.get("band_percentiles", (1.0, 99.0))
         origin = f"percentiles {low:g}-{high:g} of the model's errors on published sources left out of its fit"
-        span = fit.stack_span(shape.stack)
+        stack_span, tf32_span = fit.stack_span(shape.stack), device.tf32_span(shape.precision, shape.tf32)
+        span = (stack_span[0] * tf32_span[0], stack_span[1] * tf32_span[1])
         lo, hi = min(res["ratio_low"], span[0]), max(res["ratio_high"], span[1])
         if (lo, hi) != (res["ratio_low"], res["ratio_high"]):
-            origin += f", widened to hold every fitted stack (x{span[0]:.2f} to x{span[1]:.2f})"
+            origin += (f", widened to hold every fitted stack{' and fp32 with or without TF32' if tf32_span[0] < 1 else ''}"
+                       f" (x{span[0]:.2f} to x{span[1]:.2f})")
         band = (lo, hi, origin if seen else f"{origin}; no published {device_key} {family}-model row: the "
                                            "cross-device spread")
     width_words = "" if shape.family == "cnn" else \
@@ -181,11 +183,19 @@ def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_bat
          f"/(+{fit.size_knee:g})")
     overhead = perf_fit.step_overhead_seconds(shape)
     words = (f"throughput modelled on {fit.rows} published measurements, assuming {STACK_WORDS[shape.stack]} "
-             f"({shape.stack_basis}): {device_key} {device.peak_tflops[shape.precision]:g} TFLOPS {shape.precision} per "
+             f"({shape.stack_basis}): {device_key} {device.peak(shape.precision, shape.tf32):g} TFLOPS {shape.precision}"
+             f"{_tf32_words(shape, device)} per "
              f"{unit} x {eff:.0%} ({basis}){width_words}"
              + (f", {fit.sync_loss:.0%} synchronous-step loss over {ranks} ranks" if multi else "")
              + f", {overhead * 1e3:.1f} ms fixed per step = {rate:,.1f} samples/s per {unit}")
     return ModelledRate(rate, words, band)
+
+
+def _tf32_words(shape: perf.ModelShape, device: perf_fit.Device) -> str:
+    if shape.precision != "fp32" or "tf32" not in device.peak_tflops:
+        return ""
+    return {True: " (TF32 allowed)", False: " (TF32 off)"}.get(
+        shape.tf32, " (TF32 not known: between the fp32 and TF32 peaks)")
 
 
 def _modelled_rate(job: Job, inst: InstanceType, count: int, catalog: Catalog, calibration: Calibration,

@@ -31,12 +31,15 @@ RULES: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple((stack, words, re.co
     ("amp", "GradScaler", r"\bGradScaler\s*\("),
     ("amp", "plain PyTorch", r"^\s*(import\s+torch\b|from\s+torch\b)"),
 ))
+TF32_WORDS = "TF32 allowed"
 # Evidence that does not change the stack, but the plan says it found it.
 NOTES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((words, re.compile(pattern)) for words, pattern in (
     ("FSDP", r"\bFullyShardedDataParallel\b|\bfully_shard\s*\("),
     ("DDP", r"\bDistributedDataParallel\b"),
     ("activation checkpointing", r"\bcheckpoint(_sequential)?\s*\(|gradient_checkpointing(_enable\s*\(|\s*=\s*True)"),
     ("PyTorch's fused attention (scaled_dot_product_attention)", r"\bscaled_dot_product_attention\s*\("),
+    (TF32_WORDS, r"allow_tf32\s*=\s*True|set_float32_matmul_precision\s*\(\s*['\"](high|medium)"
+                                   r"|\btf32\s*=\s*True"),
 ))
 ORDER = ("tuned", "compile", "amp")   # the strongest finding decides: a fused kernel or compile beats plain PyTorch
 MAX_EVIDENCE = 4
@@ -48,6 +51,8 @@ class StackInference:
     evidence: tuple[str, ...]        # "train.py:3 flash-attn", the strongest first
     notes: tuple[str, ...] = ()      # findings that leave the stack as it is
     files: int = 0                   # Python files read
+    tf32: bool | None = None         # True where the code allows TF32; None where it does not say (upstream PyTorch
+                                     # leaves matmuls in fp32 unless told)
 
     @property
     def checkpointing(self) -> bool:
@@ -91,4 +96,5 @@ def infer_stack(files: dict[str, str]) -> StackInference:
         found["amp"] = [e for e in found["amp"] if not e.endswith(" plain PyTorch")]
     stack = next((s for s in ORDER if found[s]), "auto")
     evidence = tuple(e for s in ORDER for e in found[s])[:MAX_EVIDENCE]
-    return StackInference(stack, evidence, tuple(notes)[:MAX_EVIDENCE], len(files))
+    tf32 = True if any(n.endswith(TF32_WORDS) for n in notes) else None
+    return StackInference(stack, evidence, tuple(notes)[:MAX_EVIDENCE], len(files), tf32)

@@ -76,7 +76,8 @@ def model_shape(spec: JobSpec, code: StackInference | None = None) -> perf.Model
                            hidden=a.hidden if a else None, tokens=a.tokens_per_sample if a else None,
                            layers=a.layers if a else None, heads=a.heads if a else None,
                            family=a.family if a else m.family, vocab=a.vocab if a else None,
-                           stack=stack_of(spec, code)[0], stack_basis=stack_of(spec, code)[1])
+                           stack=stack_of(spec, code)[0], stack_basis=stack_of(spec, code)[1],
+                           tf32=True if spec.entrypoint.bundled else (code.tf32 if code else None))
 
 
 def candidates(spec: JobSpec, catalog: Catalog, request: PlanRequest) -> list[_Candidate]:
