@@ -16,9 +16,8 @@ on hardware without published rows. Three ways a spec can describe a row are sco
 shape, stack not known), `stack` (the same spec carrying model.stack, the row's label: the former per-source-label
 figure, for comparison) and `size` (a transformer given by params and flops_per_sample alone).
 
-The plan's bands come from the same out-of-source predictions, one per (way, device seen or not), 1st-99th
-percentile of published/predicted (trainctl/catalog/calibration_fit.json). Coverage is measured the way the plan
-would state it: each row's band is the one modelled_rate returns from bands built without its own source group.
+Bands: from the same out-of-source predictions, one per (way, device seen or not); coverage is measured as the
+plan states it, each row's band built without its own source group (trainctl/catalog/calibration_fit.json).
 """
 from __future__ import annotations
 
@@ -67,8 +66,8 @@ def row_spec(row, dims, way: str = "auto") -> JobSpec:
         "workload": {"samples": 10_000_000, "batch_size_per_accelerator": row.micro_batch}})
 
 
-def predict(spec: JobSpec, row, fab, catalog, calibration, fit, residuals) -> tuple[float, estimator.ModelledRate,
-                                                                                    perf.ModelShape]:
+def predict(spec: JobSpec, row, fab, catalog, calibration, fit,
+            residuals) -> tuple[float, estimator.ModelledRate, perf.ModelShape]:
     """Whole-layout samples/s of the row's cluster for this spec: the plan's shape, the plan's rate of one rank."""
     shape = model_shape(spec)
     unit = "NeuronCore" if row.device == "Trainium1" else "GPU"
@@ -107,7 +106,7 @@ def ways_of(p: compute_rate.Point) -> tuple[str, ...]:
     return WAYS if p.shape.family != "cnn" else ("auto", "stack")
 
 
-def _predict_fold(pts, train, test, catalog, cal, held: str, by_device: bool) -> list[Result]:
+def _predict_fold(train, test, catalog, cal, held: str, by_device: bool) -> list[Result]:
     f = compute_rate.fit(train)
     fold = dataclasses.replace(cal, rows=tuple(p.row for p in train))
     out = []
@@ -127,7 +126,7 @@ def leave_source_out(pts, catalog, cal) -> list[Result]:
     for group in sorted({cal.source_group(p.row.source) for p in pts}):
         train = tuple(p for p in pts if cal.source_group(p.row.source) != group)
         test = [p for p in pts if cal.source_group(p.row.source) == group]
-        out += _predict_fold(pts, train, test, catalog, cal, group, False)
+        out += _predict_fold(train, test, catalog, cal, group, False)
     return out
 
 
@@ -135,7 +134,7 @@ def leave_device_group_out(pts, catalog, cal) -> list[Result]:
     out = []
     for group in sorted({p.device.group for p in pts}):
         train = tuple(p for p in pts if p.device.group != group)
-        out += _predict_fold(pts, train, [p for p in pts if p.device.group == group], catalog, cal, group, True)
+        out += _predict_fold(train, [p for p in pts if p.device.group == group], catalog, cal, group, True)
     return out
 
 
@@ -187,19 +186,15 @@ CLASSES = (
     ("8-GPU DDP", lambda r: r.nodes == 1 and r.ranks_per_node == 8 and r.strategy == "ddp"),
     ("multi-node FSDP LLMs", lambda r: r.nodes > 1 and r.strategy != "ddp"),
     ("multi-node DDP", lambda r: r.nodes > 1 and r.strategy == "ddp"),
-    ("CNNs", lambda r, s=None: False),      # by family, below
-    ("ViTs", lambda r, s=None: False),
+    ("CNNs", None),                          # by family: in_class
+    ("ViTs", None),
     ("encoders (BERT)", lambda r: "bert" in r.model),
     ("fp32", lambda r: r.precision == "fp32"),
 )
 
 
 def in_class(name: str, test, r: Result) -> bool:
-    if name == "CNNs":
-        return r.point.shape.family == "cnn"
-    if name == "ViTs":
-        return r.point.shape.family == "vision"
-    return test(r.point.row)
+    return test(r.point.row) if test else r.point.shape.family == {"CNNs": "cnn", "ViTs": "vision"}[name]
 
 
 def summary(results: list[Result]) -> dict:
