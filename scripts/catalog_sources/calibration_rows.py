@@ -186,6 +186,8 @@ for n, sps in [(1, 1428), (2, 2846), (4, 5737), (8, 11222), (16, 21561)]:
     nemo("H100", n, float(sps), 3200.0, 200.0, "DGX H100 SuperPOD: 8 x 400 Gbps NDR InfiniBand per node ASSUMED")
 sources.update(more.SOURCES)
 devices.update(more.DEVICES)
+for key, tflops in more.TF32.items():
+    devices[key]["tf32_tflops"] = tflops
 shapes.update(more.SHAPES)
 rows += more.more_rows("timm train benchmark, AMP fp16, channels-first, synthetic input, PyTorch 1.12")
 doc = {"scaling_rule": "A row's scaling_base is the smallest layout of the same series (model, device, source) with "
@@ -196,7 +198,7 @@ doc = {"scaling_rule": "A row's scaling_base is the smallest layout of the same 
                 "Each row: the model, the device, precision, batch per rank (micro_batch x accumulation per optimizer step), "
                 "nodes and ranks per node, the links, and samples/s of the whole layout as published. Nothing here is "
                 "measured by trainctl; scripts/eval_model.py checks the model against every row, leaving it out in turn.",
-       "date": "2026-11-25", "sources": sources, "source_groups": more.SOURCE_GROUPS, "devices": devices, "model_shapes": shapes, "rows": rows}
+       "date": "2026-11-28", "sources": sources, "source_groups": more.SOURCE_GROUPS, "devices": devices, "model_shapes": shapes, "rows": rows}
 path = Path(sys.argv[1]) if len(sys.argv) > 1 else OUT
 path.write_text(json.dumps(doc, indent=1))
 print(f"{len(rows)} rows -> {path}")

@@ -10,8 +10,8 @@ DLE = "dle_readme"
 TITAN = "torchtitan_bench"
 NEU_DEC = "neuron_trn1_decoder"
 SOURCES = {
-  LAMBDA: "lambdal/deeplearning-benchmark pytorch/pytorch-train-throughput-fp16.csv (samples/s) and "
-          "pytorch/pytorch-train-bs-fp16.csv (global batch), commit aa5addb6a53675a649a80036dad548f1c27cbcc4: NVIDIA "
+  LAMBDA: "lambdal/deeplearning-benchmark pytorch/pytorch-train-throughput-fp16.csv and -fp32.csv (samples/s) and "
+          "pytorch/pytorch-train-bs-fp16.csv and -fp32.csv (global batch), commit aa5addb6a53675a649a80036dad548f1c27cbcc4: NVIDIA "
           "DeepLearningExamples scripts (LambdaLabsML fork, branch lambda/benchmark) in the nvcr.io/nvidia/pytorch:22.09-py3 "
           "container (pytorch/scripts/compile_results_pytorch.py: version 1 = 22.09), fp16 AMP; ResNet-50 v1.5 with "
           "synthetic data, BERT SQuAD v1.1 fine-tuning at sequence 384 (pytorch/scripts/patch/run_squad.sh): "
@@ -29,6 +29,10 @@ SOURCES = {
            "(Llama-3.1-8B pre-training, 32 nodes, TP=32 DP=32 ZeRO-1, microbatch 1, global batch 1024, sequence 8192, "
            "Neuron 2.24.0), aws-neuron/aws-neuron-sdk commit 81ce03ae261e12925e53437a0f690478e6366155: "
            "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/general/benchmarks/trn1/trn1-training-performance.html",
+  "NV_SPEC_TF32": "NVIDIA data sheets, TF32 tensor-core peak without sparsity (the sheets print it with sparsity, "
+                  "twice these): A100 156 TFLOPS (A100 datasheet), H100 SXM 494.7 (H100 datasheet: 989 with sparsity), "
+                  "A10 62.5 (A10 datasheet: 125 with sparsity), L4 60 (L4 datasheet: 120 with sparsity), RTX 3090 35.6 "
+                  "(GA102 whitepaper appendix); V100 has no TF32",
   "NV_SPEC_MORE": "NVIDIA data sheets: A10 FP16/BF16 tensor 125 TFLOPS dense, FP32 31.2, 600 GB/s GDDR6 (NVIDIA A10 "
                   "datasheet); V100 SXM2 125 TFLOPS FP16 tensor (V100 datasheet)",
 }
@@ -42,6 +46,8 @@ SOURCE_GROUPS = {
   "aws-neuron": {"sources": ["neuron_trn1_vision", "neuron_trn1_encoder", NEU_DEC],
                  "why": "one AWS Neuron performance page, one compiler"},
 }
+# Dense TF32 peaks (NV_SPEC_TF32): a spec's fp32 is measured against them where the die has TF32 (compute_rate.py).
+TF32 = {"A100": 156.0, "A100-80GB": 156.0, "H100": 494.7, "A10": 62.5, "A10G": 62.5, "L4": 60.0, "RTX3090": 35.6}
 DEVICES = {
   # Lambda's A10 (PCIe, 150 W). AWS's A10G has no published training row: the A10's rows stand in for it.
   "A10": {"group": "GA102-A10", "peak_tflops": {"fp16": 125.0, "bf16": 125.0, "fp32": 31.2}, "memory_gbytes_s": 600.0,
@@ -77,7 +83,7 @@ INTRA = {"V100": 100.0, "A100": 200.0, "A100-80GB": 200.0, "H100": 350.0, "RTX30
 
 
 def row(rid, model, device, batch, sps, source, stack, conditions, gpus=1, nodes=1, accumulation=1, attention="eager",
-        strategy="ddp", inter_gbps=0.0, scaling_base=None, precision="fp16", checkpointing=False):
+        strategy="ddp", inter_gbps=0.0, scaling_base=None, precision="fp16", checkpointing=False, tf32=False):
     r = {"id": rid, "model": model, "device": device, "precision": precision, "micro_batch": batch,
          "accumulation": accumulation, "nodes": nodes, "ranks_per_node": gpus, "strategy": strategy,
          "checkpointing": checkpointing, "attention": attention, "samples_per_s": float(sps), "source": source,
@@ -85,6 +91,8 @@ def row(rid, model, device, batch, sps, source, stack, conditions, gpus=1, nodes
          "conditions": conditions}
     if scaling_base:
         r["scaling_base"] = scaling_base
+    if tf32:
+        r["tf32"] = True
     return r
 
 
@@ -111,6 +119,35 @@ def lambda_rows():
                                scaling_base=base))
     # Left out, said here: BERT-Base on 8 GPUs (published per-GPU throughput 1.2-1.4x the 1-GPU figure: no model of
     # synchronous data parallelism produces that), and GPUs AWS does not rent.
+    return out
+
+
+def lambda_fp32_rows():
+    """The same scripts, tables and containers in fp32 (pytorch-train-throughput-fp32.csv, pytorch-train-bs-fp32.csv at
+    the same commit). NGC containers allow TF32 by default, so on Ampere and Hopper these ran on TF32 tensor cores
+    (ASSUMED from the container's default; the scripts do not turn it off); the V100 has no TF32."""
+    out = []
+    # (device key, Lambda's name, per-GPU batch rn50 / bert-large / bert-base, samples/s 1 GPU, samples/s 8 GPUs)
+    table = [("V100", "LambdaCloud V100 16GB (SXM2 ASSUMED)", (128, 8, 24), (369, 12, 42), (2817, 70)),
+             ("RTX3090", "RTX 3090", (224, 16, 48), (513, 24, 85), None),
+             ("A10", "LambdaCloud A10", (224, 12, 48), (349, 19, 70), None),
+             ("A100", "LambdaCloud A100 40GB PCIe (taken as the p4d's A100 40GB: same die and peak, ASSUMED)",
+              (360, 28, 80), (882, 53, 179), None),
+             ("A100-80GB", "A100 80GB SXM4", (640, 64, 172), (1066, 75, 239), (7397, 251)),
+             ("H100", "H100 80GB SXM5", (640, 64, 172), (1753, 141, 408), (13856, 1042))]
+    models = [("resnet50", "resnet50", "attention none"), ("bert-large-seq384", "bertl", "eager attention"),
+              ("bert-base-seq384", "bertb", "eager attention")]
+    tf32 = "fp32 with TF32 allowed (NGC default, ASSUMED)"
+    for dev, name, batches, one, eight in table:
+        for i, (model, short, att) in enumerate(models):
+            base = f"lambda-{short}-{dev.lower()}-1gpu-fp32"
+            out.append(row(base, model, dev, batches[i], one[i], LAMBDA, "amp",
+                           f"{name}, 1 GPU, {tf32 if dev != 'V100' else 'fp32'}, NGC 22.09, DeepLearningExamples script, "
+                           f"{att}", precision="fp32", tf32=dev in TF32))
+            if eight and i < 2:
+                out.append(row(f"lambda-{short}-{dev.lower()}-8gpu-fp32", model, dev, batches[i], eight[i], LAMBDA,
+                               "amp", f"8 x {name}, DDP, {tf32 if dev != 'V100' else 'fp32'}, NGC 22.09, per-GPU batch "
+                               f"as 1 GPU, {att}", gpus=8, scaling_base=base, precision="fp32", tf32=dev in TF32))
     return out
 
 
@@ -175,4 +212,4 @@ def timm_cnn_rows(conditions):
 
 
 def more_rows(timm_conditions):
-    return lambda_rows() + dle_rows() + titan_rows() + neuron_rows() + timm_cnn_rows(timm_conditions)
+    return lambda_rows() + lambda_fp32_rows() + dle_rows() + titan_rows() + neuron_rows() + timm_cnn_rows(timm_conditions)

@@ -26,7 +26,9 @@ def test_plan_from_a_config_json_plans_8b_on_p4d_and_p5_and_names_its_assumption
     doc = run_json(["plan", str(write_spec(tmp_path)), "--offline"], tmp_path)
     assert {o["instance_type"] for o in doc["options"]} == {"p4d.24xlarge", "p5.48xlarge"}
     why = doc["options"][0]["why"]
-    assert any("assuming plain PyTorch with autocast (AMP) (model.stack)" in w for w in why)
+    # no train.py to read: the stack is not known, the estimate centred between the stacks
+    assert any("assuming a stack it could not tell (model.stack auto: no Python file of the script could be read"
+               in w for w in why)
     assert any("errors on published sources left out of its fit" in w for w in why)
     assert not any("layer count unknown" in w for w in doc["warnings"])   # the config gives the layers
 
@@ -36,3 +38,20 @@ def test_a_missing_config_json_is_one_line_with_the_field_and_the_fix(tmp_path: 
     assert proc.returncode == 2
     line = proc.stderr.strip()
     assert "\n" not in line and "field 'model.config': no such file" in line and "relative to the spec file" in line
+
+
+def test_stack_auto_reads_the_script_and_the_why_names_what_it_found(tmp_path: Path):
+    """`model.stack: auto` on a script of the user's own: the plan reads source_dir's Python files, takes the stack
+    from what they import, and says so; the same spec with nothing to read is centred between the stacks, slower
+    than the tuned reading, with a band that holds the tuned reading's estimate."""
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_8B))
+    spec = write_spec(tmp_path)
+    blind = run_json(["plan", str(spec), "--offline", "--layout", "p5.48xlarge:1:on-demand"], tmp_path)["options"][0]
+    (tmp_path / "train.py").write_text("import torch\nfrom flash_attn import flash_attn_func\n"
+                                       "model = torch.compile(model)\n")
+    read = run_json(["plan", str(spec), "--offline", "--layout", "p5.48xlarge:1:on-demand"], tmp_path)["options"][0]
+    assert any("assuming a vendor-tuned stack (model.stack auto, taken as tuned from your code (1 Python file "
+               "read): train.py:2 flash-attn; train.py:3 torch.compile)" in w for w in read["why"])
+    assert read["throughput_samples_per_s"] > blind["throughput_samples_per_s"]
+    assert blind["throughput_band"][0] < blind["throughput_samples_per_s"] < read["throughput_samples_per_s"] \
+        <= blind["throughput_band"][1]

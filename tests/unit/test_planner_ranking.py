@@ -285,10 +285,10 @@ def test_band_widens_where_no_row_of_the_device_and_family_was_fitted():
     res = load_calibration_residuals()
     llm = find(_opts(load_spec(CONFIGS / "llm-7b.yaml"), ["p4d.24xlarge:1:on-demand"]), "p4d.24xlarge", 1,
                "on-demand")
-    assert llm.throughput_band[1] / llm.throughput_samples_per_s == pytest.approx(res["band_seen"]["ratio_high"],
-                                                                                 rel=1e-3)
+    assert llm.throughput_band[1] / llm.throughput_samples_per_s == pytest.approx(
+        res["band_seen_stack"]["ratio_high"], rel=1e-3)     # the bundled lm entrypoint's stack is known
     p = _opts(vit(candidates__families=["g5", "p5"]), ["p5.48xlarge:1:on-demand", "g5.12xlarge:1:on-demand"])
-    for itype, kind in (("p5.48xlarge", "band_seen"), ("g5.12xlarge", "band_unseen")):
+    for itype, kind in (("p5.48xlarge", "band_seen_stack"), ("g5.12xlarge", "band_unseen_stack")):
         o = find(p, itype, 1, "on-demand")
         assert o.throughput_band[1] / o.throughput_samples_per_s == pytest.approx(res[kind]["ratio_high"], rel=1e-3)
-        assert any("the cross-device spread" in w for w in o.why) == (kind == "band_unseen")
+        assert any("the cross-device spread" in w for w in o.why) == (kind == "band_unseen_stack")

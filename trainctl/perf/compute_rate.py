@@ -3,17 +3,19 @@
 Pure: the table is trainctl/catalog/calibration.json (every row names its source and its software stack); this
 module fits a handful of numbers to it and predicts any (model, device, precision, stack):
 
-    seconds per sample = [F / (P x e x knee(h))  +  eager k x A / B] x (1 + sync)  +  overhead(layers) / micro-batch
+    seconds per sample = [F / (P x e x knee(h))  +  c x F / B (CNNs)] x (1 + sync)  +  overhead(layers) / micro-batch
 
 - F: training FLOPs per sample (3 x forward, 4 x with activation checkpointing); P: the device's dense peak.
 - e = exp(G[die group] + M[model family] + S[software stack] + I[group/family]): main effects of the die, the
   family (vision transformer, language transformer, convolutional network) and the stack (`tuned`: vendor-tuned
   recipes; `amp`: plain PyTorch with autocast; `compile`: torch.compile), plus the group/family interaction where
   rows of that pair exist (shrunk towards 0 by SHRINK rows). A die without rows takes the least efficient die's
-  effect (conservative: L4 is not promised more than the dies that have rows), a family or stack without rows
-  the mean of the families / the `amp` stack; the plan says which.
+  effect (conservative: L4 is not promised more than the dies that have rows), a family without rows the mean of
+  the families. The stack is the one thing a user's spec rarely says: `auto` with nothing read from the code is
+  centred between the fitted stacks (the midpoint of the least and most efficient), and the plan's band holds both.
 - knee(h) = h / (h + h0) for transformers of width h (small GEMMs keep tensor cores idle); 1 for CNNs.
-- k x A / B: attention scores over memory bandwidth, only where attention materialises them (eager PyTorch).
+- c x F / B: a convolutional network's memory traffic over the device's bandwidth. (No eager-attention term: no
+  spec field says whether attention is fused, so the plan could never apply it; the stack's effect carries it.)
 - sync: the synchronous data-parallel step's loss (every rank waits for the slowest; stragglers, the data loader
   sharing the host), fitted as the median over published 1-GPU vs n-GPU pairs of the same script and batch after
   the network model has taken its share; applied to every layout of more than one rank.
@@ -38,14 +40,13 @@ from trainctl.perf.memory import PARAMS_PER_WIDTH_CUBED  # width of a model give
 from trainctl.perf.network import Fabric, cluster_fabric
 
 SIZE_KNEE_GRID = tuple(range(0, 1201, 100))
-ATTENTION_FACTOR_GRID = tuple(float(k) for k in range(0, 17, 2))
 # Bytes of memory traffic per training FLOP of a convolutional network (activations, batch norm, elementwise):
 # ResNet-50's published rate follows memory bandwidth more than peak across six GPUs (Lambda's table).
 CNN_TRAFFIC_GRID = tuple(b / 100 for b in range(0, 9))
 ALS_ROUNDS = 8
 SHRINK = 2.0             # rows of prior weight pulling a group/family interaction towards 0
 STACKS = ("tuned", "amp", "compile")
-DEFAULT_STACK = "amp"    # a user's own script: plain PyTorch with autocast
+UNKNOWN_STACK = "auto"   # nothing read from the user's code: centred between the fitted stacks
 STEP_OVERHEAD_S = 1.0e-3
 LAYER_OVERHEAD_S = 0.1e-3
 
@@ -58,11 +59,27 @@ class Device:
     memory_gbytes_s: float      # per rank
     ranks_per_accelerator: int
 
+    def peak(self, precision: str, tf32: bool | None = False) -> float:
+        """TFLOPS per rank a precision is measured against. fp32 on a die with TF32 tensor cores: the TF32 peak where
+        TF32 is allowed (NGC containers, the bundled entrypoints, code that sets it), the fp32 peak where it is not
+        (upstream PyTorch's default for matmuls), their geometric mean where it is not known (tf32_span: the band)."""
+        if precision != "fp32" or "tf32" not in self.peak_tflops or tf32 is False:
+            return self.peak_tflops[precision]
+        if tf32:
+            return self.peak_tflops["tf32"]
+        return math.sqrt(self.peak_tflops["tf32"] * self.peak_tflops["fp32"])
+
+    def tf32_span(self, precision: str, tf32: bool | None) -> tuple[float, float]:
+        """(low, high) factor of the rate between the fp32 and the TF32 peak, where TF32 is not known."""
+        if precision != "fp32" or "tf32" not in self.peak_tflops or tf32 is not None:
+            return 1.0, 1.0
+        ratio = math.sqrt(self.peak_tflops["tf32"] / self.peak_tflops["fp32"])
+        return 1.0 / ratio, ratio
+
 
 @dataclass(frozen=True)
 class Fit:
     size_knee: float                      # h0
-    attention_factor: float               # k
     cnn_traffic: float                    # bytes per training FLOP of a convolutional network
     sync_loss: float                      # step loss of a layout of more than one rank
     groups: dict[str, float]              # log effects
@@ -76,7 +93,7 @@ class Fit:
         family = family or "language"
         g = self.groups.get(group, min(self.groups.values()))
         m = self.families.get(family, statistics.fmean(self.families.values()))
-        s = self.stacks.get(stack, self.stacks.get(DEFAULT_STACK, 0.0))
+        s = self.stacks[stack] if stack in self.stacks else self.stack_centre()
         pair = self.pairs.get(f"{group}/{family}", 0.0)
         if group not in self.groups:
             basis = f"no {group} rows: the least efficient die's effect"
@@ -85,11 +102,28 @@ class Fit:
         else:
             basis = f"{group} rows with the {family} family's effect"
         if stack not in self.stacks:
-            basis += f"; no {stack} rows: taken as {DEFAULT_STACK}"
+            low, high = self.stack_extremes()
+            basis += (f"; stack unknown: centred between {low} and {high}" if stack == UNKNOWN_STACK else
+                      f"; no {stack} rows: centred between {low} and {high}")
         return math.exp(g + m + s + pair), basis
 
+    def stack_extremes(self) -> tuple[str, str]:
+        return min(self.stacks, key=self.stacks.__getitem__), max(self.stacks, key=self.stacks.__getitem__)
+
+    def stack_centre(self) -> float:
+        low, high = self.stack_extremes()
+        return (self.stacks[low] + self.stacks[high]) / 2.0
+
+    def stack_span(self, stack: str) -> tuple[float, float]:
+        """(least, most) efficiency of the fitted stacks relative to the one this stack is predicted with: (1, 1)
+        for a known stack; for an unknown one the factors that reach the least and the most efficient stack."""
+        if stack in self.stacks:
+            return 1.0, 1.0
+        centre = self.stack_centre()
+        return math.exp(min(self.stacks.values()) - centre), math.exp(max(self.stacks.values()) - centre)
+
     def to_json(self) -> dict:
-        return {"size_knee": self.size_knee, "attention_factor": self.attention_factor,
+        return {"size_knee": self.size_knee,
                 "cnn_traffic": self.cnn_traffic, "sync_loss": self.sync_loss,
                 "groups": self.groups, "families": self.families, "stacks": self.stacks, "pairs": self.pairs,
                 "rows": self.rows}
@@ -128,15 +162,18 @@ def knee(shape: perf.ModelShape, size_knee: float) -> float:
     return h / (h + size_knee)
 
 
-def attention_score_bytes(shape: perf.ModelShape) -> float:
-    if not (shape.heads and shape.tokens and shape.layers):
-        return 0.0
-    scale = 2.0 if shape.precision == "fp32" else 1.0
-    return scale * 5.0 * shape.heads * shape.tokens ** 2 * shape.layers
+def layers(shape: perf.ModelShape) -> int:
+    """The layer count, or for a transformer given by size alone the likely one: params / (12 x width^2), the
+    width estimated from the parameter count as above (a CNN without a shape: 1)."""
+    if shape.layers:
+        return shape.layers
+    if shape.family == "cnn":
+        return 1
+    return max(1, round(shape.params / (12.0 * width(shape) ** 2)))
 
 
 def step_overhead_seconds(shape: perf.ModelShape) -> float:
-    return STEP_OVERHEAD_S + LAYER_OVERHEAD_S * max(1, shape.layers or 1)
+    return STEP_OVERHEAD_S + LAYER_OVERHEAD_S * layers(shape)
 
 
 def device_for(catalog: Catalog, calibration: Calibration, key: str) -> Device:
@@ -149,27 +186,24 @@ def device_for(catalog: Catalog, calibration: Calibration, key: str) -> Device:
     per_acc = spec.ranks_per_accelerator if spec else 1
     group = spec.group if spec else key
     bandwidth = (spec.memory_gbytes_s if spec else 0.0) / per_acc
+    peak = dict(peak) | ({"tf32": spec.tf32_tflops} if spec and spec.tf32_tflops else {})
     return Device(key, group, {p: v / per_acc for p, v in peak.items()}, bandwidth, per_acc)
 
 
-def traffic_seconds(shape: perf.ModelShape, device: Device, eager: bool) -> tuple[float, float]:
-    """(eager attention-score seconds at k = 1, CNN traffic seconds at 1 byte per FLOP) at the memory bandwidth."""
-    if device.memory_gbytes_s <= 0:
-        return 0.0, 0.0
-    bandwidth = device.memory_gbytes_s * 1e9
-    eager_s = attention_score_bytes(shape) / bandwidth if eager else 0.0
-    cnn_s = shape.training_flops_per_sample / bandwidth if shape.family == "cnn" else 0.0
-    return eager_s, cnn_s
+def traffic_seconds(shape: perf.ModelShape, device: Device) -> float:
+    """A CNN's traffic seconds at 1 byte per FLOP at the memory bandwidth (0 for a transformer)."""
+    if device.memory_gbytes_s <= 0 or shape.family != "cnn":
+        return 0.0
+    return shape.training_flops_per_sample / (device.memory_gbytes_s * 1e9)
 
 
-def seconds_per_sample(shape: perf.ModelShape, device: Device, efficiency: float, fit: Fit, eager: bool,
-                       micro_batch: int, multi_rank: bool) -> float:
+def seconds_per_sample(shape: perf.ModelShape, device: Device, efficiency: float, fit: Fit, micro_batch: int,
+                       multi_rank: bool) -> float:
     """One rank's seconds per sample: compute and memory traffic, slowed by the synchronous step's loss on more
     than one rank, plus the fixed per-step overhead spread over the micro-batch."""
-    compute = shape.training_flops_per_sample / (device.peak_tflops[shape.precision] * 1e12 * efficiency
+    compute = shape.training_flops_per_sample / (device.peak(shape.precision, shape.tf32) * 1e12 * efficiency
                                                  * knee(shape, fit.size_knee))
-    eager_s, cnn_s = traffic_seconds(shape, device, eager)
-    compute += fit.attention_factor * eager_s + fit.cnn_traffic * cnn_s
+    compute += fit.cnn_traffic * traffic_seconds(shape, device)
     return compute * (1.0 + (fit.sync_loss if multi_rank else 0.0)) + step_overhead_seconds(shape) / max(1, micro_batch)
 
 
@@ -179,7 +213,7 @@ def row_shape(dims: ModelDims, row: CalibrationRow) -> perf.ModelShape:
     return perf.ModelShape(params=dims.params, training_flops_per_sample=factor * dims.forward_flops,
                            precision=row.precision, optimizer="adam", activation_bytes_per_sample=None,
                            hidden=dims.hidden, tokens=dims.tokens, layers=dims.layers, heads=dims.heads,
-                           family=dims.family)
+                           family=dims.family, tf32=row.tf32)
 
 
 def row_fabric(row: CalibrationRow) -> Fabric:
@@ -206,7 +240,7 @@ def sync_loss(pts: tuple[Point, ...] | list[Point]) -> float:
 
 
 def fit(pts: tuple[Point, ...] | list[Point]) -> Fit:
-    """Coordinate search: (h0, k) on a grid at a CNN traffic guess, then the traffic, then (h0, k) again."""
+    """Coordinate search: h0 on a grid with no CNN traffic, then the traffic, then h0 again."""
     if not pts:
         raise ValueError("no calibration rows to fit")
     sync = sync_loss(pts)
@@ -214,33 +248,32 @@ def fit(pts: tuple[Point, ...] | list[Point]) -> Fit:
     for p in pts:
         # what does not depend on the fitted numbers: ideal compute at e = 1 without the knee, the traffic terms,
         # the compute seconds the row leaves once its sync loss and step overhead are taken out
-        ideal = p.shape.training_flops_per_sample / (p.device.peak_tflops[p.shape.precision] * 1e12)
-        eager_s, cnn_s = traffic_seconds(p.shape, p.device, p.row.attention == "eager")
+        ideal = p.shape.training_flops_per_sample / (p.device.peak(p.shape.precision, p.shape.tf32) * 1e12)
+        cnn_s = traffic_seconds(p.shape, p.device)
         left = (p.seconds_per_sample - step_overhead_seconds(p.shape) / p.row.micro_batch) / \
             (1.0 + (sync if p.multi_rank else 0.0))
-        terms.append((ideal, 1.0 if p.shape.family == "cnn" else width(p.shape), p.shape.family == "cnn", eager_s,
+        terms.append((ideal, 1.0 if p.shape.family == "cnn" else width(p.shape), p.shape.family == "cnn",
                       cnn_s, left, (p.device.group, p.shape.family or "language", p.row.stack)))
-    best = _best(terms, SIZE_KNEE_GRID, ATTENTION_FACTOR_GRID, (0.0,), sync)
-    best = _best(terms, (best[1].size_knee,), (best[1].attention_factor,), CNN_TRAFFIC_GRID, sync)
-    return _best(terms, SIZE_KNEE_GRID, ATTENTION_FACTOR_GRID, (best[1].cnn_traffic,), sync)[1]
+    best = _best(terms, SIZE_KNEE_GRID, (0.0,), sync)
+    best = _best(terms, (best[1].size_knee,), CNN_TRAFFIC_GRID, sync)
+    return _best(terms, SIZE_KNEE_GRID, (best[1].cnn_traffic,), sync)[1]
 
 
-def _best(terms, knees, factors, traffics, sync: float) -> tuple[float, Fit]:
+def _best(terms, knees, traffics, sync: float) -> tuple[float, Fit]:
     best: tuple[float, Fit] | None = None
     for h0 in knees:
-        for k in factors:
-            for beta in traffics:
-                found = _fit_effects(terms, float(h0), k, beta, sync)
-                if found is not None and (best is None or found[0] < best[0] - 1e-12):
-                    best = found
-    assert best is not None, "k = 0 and no traffic is always a candidate"
+        for beta in traffics:
+            found = _fit_effects(terms, float(h0), beta, sync)
+            if found is not None and (best is None or found[0] < best[0] - 1e-12):
+                best = found
+    assert best is not None, "no traffic is always a candidate"
     return best
 
 
-def _fit_effects(terms, h0: float, k: float, beta: float, sync: float) -> tuple[float, Fit] | None:
+def _fit_effects(terms, h0: float, beta: float, sync: float) -> tuple[float, Fit] | None:
     ys, keys = [], []
-    for ideal, h, cnn, eager_s, cnn_s, left, key in terms:
-        compute = left - k * eager_s - beta * cnn_s
+    for ideal, h, cnn, cnn_s, left, key in terms:
+        compute = left - beta * cnn_s
         if compute <= 0:
             return None          # these factors claim more time than the row took: not a candidate
         ys.append(math.log(ideal * (1.0 if cnn else (h + h0) / h) / compute))
@@ -252,10 +285,10 @@ def _fit_effects(terms, h0: float, k: float, beta: float, sync: float) -> tuple[
         resid.setdefault(f"{g}/{f}", []).append(y - groups[g] - families[f] - stacks[s])
     pairs = {pair: sum(v) / (len(v) + SHRINK) for pair, v in resid.items()}
     err = 0.0
-    for (ideal, h, cnn, eager_s, cnn_s, left, (g, f, s)) in terms:
+    for (ideal, h, cnn, cnn_s, left, (g, f, s)) in terms:
         e = math.exp(groups[g] + families[f] + stacks[s] + pairs[f"{g}/{f}"])
-        err += math.log((ideal * (1.0 if cnn else (h + h0) / h) / e + k * eager_s + beta * cnn_s) / left) ** 2
-    return err, Fit(h0, k, beta, sync, groups, families, stacks, pairs, len(terms))
+        err += math.log((ideal * (1.0 if cnn else (h + h0) / h) / e + beta * cnn_s) / left) ** 2
+    return err, Fit(h0, beta, sync, groups, families, stacks, pairs, len(terms))
 
 
 def _alternating_least_squares(ys: list[float], keys: list[tuple[str, str, str]]):
@@ -275,8 +308,10 @@ def _alternating_least_squares(ys: list[float], keys: list[tuple[str, str, str]]
 
 
 def predict_seconds(p: Point, f: Fit) -> float:
+    """In-sample, with the row's own stack label (the fit's side: a plan never has the label; scripts/eval_model.py
+    scores the plan's own predictor, perf/estimator.py modelled_rate)."""
     eff, _ = f.efficiency(p.device.group, p.shape.family, p.row.stack)
-    return seconds_per_sample(p.shape, p.device, eff, f, p.row.attention == "eager", p.row.micro_batch, p.multi_rank)
+    return seconds_per_sample(p.shape, p.device, eff, f, p.row.micro_batch, p.multi_rank)
 
 
 def predict_layout(p: Point, f: Fit) -> float:

@@ -105,7 +105,7 @@ def _compute_rate(job: Job, inst: InstanceType, count: int, platform: str, measu
         seen = "burst" if measured.network == "burst" else "baseline"
         fab = fabric(inst, rk.per_node, measured.count, measured.platform or platform, seen)
         device = perf_fit.device_for(catalog, calibration, inst.accelerator.key)
-        peak_rate = device.peak_tflops[job.shape.precision] * 1e12 / job.shape.training_flops_per_sample
+        peak_rate = device.peak(job.shape.precision, job.shape.tf32) * 1e12 / job.shape.training_flops_per_sample
         rate = perf.invert_compute_rate(job.shape, fab, measured.count, job.batch, measured.samples_per_s,
                                         job.strategy, job.accum, max_rate=peak_rate)
         where = "this layout" if measured.count == count else \
@@ -132,37 +132,76 @@ def _sync_rescaled(rate: float, measured_ranks: int, ranks: int, catalog: Catalo
     return rate * (1.0 + loss), f", plus the {loss:.0%} synchronous-step loss a single rank does not pay"
 
 
-STACK_WORDS = {"tuned": "a vendor-tuned stack", "amp": "plain PyTorch with autocast (AMP)", "compile": "torch.compile"}
+STACK_WORDS = {"tuned": "a vendor-tuned stack", "amp": "plain PyTorch with autocast (AMP)", "compile": "torch.compile",
+               perf_fit.UNKNOWN_STACK: "a stack it could not tell"}
+
+
+@dataclass(frozen=True)
+class ModelledRate:
+    rate: float                                  # samples/s of one rank
+    words: str
+    band: tuple[float, float, str] | None        # (low, high) published/predicted ratios, and their origin
+
+
+def band_kind(shape: perf.ModelShape, fit: perf_fit.Fit) -> str:
+    """Which out-of-source band a prediction takes (scripts/eval_model.py builds each from predictions made the same
+    way): `size` for a transformer given by params and FLOPs alone, `auto` when the stack is not known, `stack`
+    when the spec, the bundled entrypoint or the user's code says it."""
+    if shape.family != "cnn" and not shape.hidden:
+        return "size"
+    return "stack" if shape.stack in fit.stacks else "auto"
+
+
+def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_batch: int, unit: str,
+                  catalog: Catalog, calibration: Calibration, fit: perf_fit.Fit, residuals: dict) -> ModelledRate:
+    """The calibrated compute rate of one rank for a spec's model shape: the one predictor, called by the plan
+    (below) and by scripts/eval_model.py for every published row, each with its fit and its bands."""
+    device = perf_fit.device_for(catalog, calibration, device_key)
+    family = shape.family or "language"      # a model given by params and FLOPs: taken as a transformer LM
+    eff, basis = fit.efficiency(device.group, family, shape.stack)
+    multi = ranks > 1
+    rate = 1.0 / perf_fit.seconds_per_sample(shape, device, eff, fit, micro_batch, multi)
+    # The band of out-of-source errors where published rows of this device and family were in the fit; anywhere
+    # else (the A10G: only the A10's rows; L4: no rows of its die) the cross-device band, and the plan says so.
+    seen = any(r.device == device_key and calibration.shapes[r.model].family == family for r in calibration.rows)
+    kind = band_kind(shape, fit)
+    res = residuals.get(f"band_{'seen' if seen else 'unseen'}_{kind}")
+    band = None
+    if res:
+        low, high = residuals.get("band_percentiles", (1.0, 99.0))
+        origin = f"percentiles {low:g}-{high:g} of the model's errors on published sources left out of its fit"
+        stack_span, tf32_span = fit.stack_span(shape.stack), device.tf32_span(shape.precision, shape.tf32)
+        span = (stack_span[0] * tf32_span[0], stack_span[1] * tf32_span[1])
+        lo, hi = min(res["ratio_low"], span[0]), max(res["ratio_high"], span[1])
+        if (lo, hi) != (res["ratio_low"], res["ratio_high"]):
+            origin += (f", widened to hold every fitted stack{' and fp32 with or without TF32' if tf32_span[0] < 1 else ''}"
+                       f" (x{span[0]:.2f} to x{span[1]:.2f})")
+        band = (lo, hi, origin if seen else f"{origin}; no published {device_key} {family}-model row: the "
+                                           "cross-device spread")
+    width_words = "" if shape.family == "cnn" else \
+        (f" x width {perf_fit.width(shape):,.0f}{'' if shape.hidden else ' (estimated from the parameter count)'}"
+         f"/(+{fit.size_knee:g})")
+    overhead = perf_fit.step_overhead_seconds(shape)
+    words = (f"throughput modelled on {fit.rows} published measurements, assuming {STACK_WORDS[shape.stack]} "
+             f"({shape.stack_basis}): {device_key} {device.peak(shape.precision, shape.tf32):g} TFLOPS {shape.precision}"
+             f"{_tf32_words(shape, device)} per "
+             f"{unit} x {eff:.0%} ({basis}){width_words}"
+             + (f", {fit.sync_loss:.0%} synchronous-step loss over {ranks} ranks" if multi else "")
+             + f", {overhead * 1e3:.1f} ms fixed per step = {rate:,.1f} samples/s per {unit}")
+    return ModelledRate(rate, words, band)
+
+
+def _tf32_words(shape: perf.ModelShape, device: perf_fit.Device) -> str:
+    if shape.precision != "fp32" or "tf32" not in device.peak_tflops:
+        return ""
+    return {True: " (TF32 allowed)", False: " (TF32 off)"}.get(
+        shape.tf32, " (TF32 not known: between the fp32 and TF32 peaks)")
 
 
 def _modelled_rate(job: Job, inst: InstanceType, count: int, catalog: Catalog, calibration: Calibration,
                    rk: perf.Ranks):
     residuals = load_calibration_residuals()
     fit = perf_fit.calibrated(catalog, calibration, residuals)
-    device = perf_fit.device_for(catalog, calibration, inst.accelerator.key)
-    shape, unit, key = job.shape, rk.unit, inst.accelerator.key
-    family = shape.family or "language"      # a model given by params and FLOPs: taken as a transformer LM
-    eff, basis = fit.efficiency(device.group, family, shape.stack)
-    multi = count * rk.per_node > 1
-    seconds = perf_fit.seconds_per_sample(shape, device, eff, fit, False, job.batch, multi)
-    rate = 1.0 / seconds
-    # The band of out-of-source errors where published rows of this device and family were in the fit; anywhere
-    # else (the A10G: only the A10's rows; L4: no rows of its die) the cross-device band, and the plan says so.
-    seen = any(r.device == key and calibration.shapes[r.model].family == family for r in calibration.rows)
-    res = residuals.get("band_seen" if seen else "band_unseen")
-    band = None
-    if res:
-        low, high = residuals.get("band_percentiles", (2.5, 97.5))
-        origin = (f"{low:g}th-{high:g}th percentile of the model's errors on published sources left out of its fit")
-        band = (res["ratio_low"], res["ratio_high"], origin if seen else
-                f"{origin}; no published {key} {family}-model row: the cross-device spread")
-    width_words = "" if shape.family == "cnn" else \
-        (f" x width {perf_fit.width(shape):,.0f}{'' if shape.hidden else ' (estimated from the parameter count)'}"
-         f"/(+{fit.size_knee:g})")
-    overhead = perf_fit.step_overhead_seconds(shape)
-    words = (f"throughput modelled on {fit.rows} published measurements, assuming {STACK_WORDS[shape.stack]} "
-             f"(model.stack): {key} {device.peak_tflops[shape.precision]:g} TFLOPS {shape.precision} per {unit} x "
-             f"{eff:.0%} ({basis}){width_words}"
-             + (f", {fit.sync_loss:.0%} synchronous-step loss over {count * rk.per_node} ranks" if multi else "")
-             + f", {overhead * 1e3:.1f} ms fixed per step = {rate:,.1f} samples/s per {unit}")
-    return rate, "model", words, band
+    m = modelled_rate(job.shape, inst.accelerator.key, count * rk.per_node, job.batch, rk.unit, catalog,
+                      calibration, fit, residuals)
+    return m.rate, "model", m.words, m.band

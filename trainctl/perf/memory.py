@@ -40,7 +40,9 @@ class ModelShape:
     heads: int | None = None
     family: str | None = None    # vision | language | cnn
     vocab: int | None = None     # output classes per token (language models): the logits buffer
-    stack: str = "amp"           # software stack the throughput model assumes: tuned | amp | compile
+    stack: str = "amp"           # software stack the throughput model assumes: tuned | amp | compile | auto
+    stack_basis: str = "model.stack"   # where the stack came from, in the plan's words
+    tf32: bool | None = None     # fp32 with TF32 allowed (True), not (False), not known (None): read from the code
 
 
 @dataclass(frozen=True)

@@ -218,3 +218,22 @@ def _named(option: Option, layouts: tuple[str, ...]) -> bool:
             continue
         return True
     return False
+
+
+def unsure_line(plan: Plan, device_of: Callable[[Option], str]) -> str | None:
+    """One line when the throughput bands are wide enough to change the top choice (a rival's best case beats the
+    top's worst case, as `judge` reads them), with the price of settling it: `trainctl bench` of the top layout and
+    the first such rival, at their dollar bounds. Only rivals on another device count: on the same device the model's error is
+    shared (one fit, one efficiency), so the band moves both estimates together and cannot reorder them. None when
+    the bands cannot change the choice."""
+    judged = judge(plan, DEFAULT_MAX_MINUTES)
+    top_device = device_of(judged[0].option) if judged else ""
+    rivals = [c for c in judged[1:] if c.worth and device_of(c.option) != top_device]
+    if not judged or not rivals:
+        return None
+    top, rival = judged[0], rivals[0]
+    more = f" (and {len(rivals) - 1} more)" if len(rivals) > 1 else ""
+    return (f"throughput uncertain enough to change the top choice: {rival.layout}{more} at the top of its band "
+            f"beats {top.layout} at the bottom of its own; `trainctl bench {plan.spec} --layout {top.layout} "
+            f"--layout {rival.layout}` settles it for at most ${top.bound_usd + rival.bound_usd:,.2f} "
+            f"({DEFAULT_MAX_MINUTES:g} min each)")

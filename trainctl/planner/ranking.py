@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 from trainctl import perf
 from trainctl.perf import estimator as perf_layout
 from trainctl.perf.estimator import MeasuredRate
+from trainctl.perf.stack_inference import StackInference
 from trainctl.planner.spot import risk
 from trainctl.catalog import Catalog, InstanceType, load_calibration
 from trainctl.planner.flexible import flexible_options
 from trainctl.planner.data_terms import ChannelFacts, layout_data
 from trainctl.planner.pricing import input_limit, objective_value, over_quota_warning, price_option
 from trainctl.plans import Excluded, Option, Plan
-from trainctl.planner import reasons
+from trainctl.planner import bench_choice, reasons
 from trainctl.planner.quotes import Quotes
 from trainctl.spec import JobSpec, Layout
 from trainctl.spec.flexible import family_groups, is_flexible, label
@@ -45,10 +46,22 @@ class PlanRequest:
     extra_warnings: tuple[str, ...] = field(default_factory=tuple)
     spec_path: str = ""                           # as the user gave it; the plan document names it
     data_facts: dict[str, ChannelFacts] = field(default_factory=dict)   # channel -> measured size, objects, Region
+    code: StackInference | None = None            # the stack read from the user's script (usecases/plan.py)
 
 
 # ----------------------------------------------------------------------------- helpers
-def model_shape(spec: JobSpec) -> perf.ModelShape:
+def stack_of(spec: JobSpec, code: StackInference | None) -> tuple[str, str]:
+    """(stack, where it came from): the spec's model.stack, the bundled entrypoint's, or the user's code's."""
+    if spec.model.stack != "auto":
+        return spec.model.stack, "model.stack"
+    if spec.entrypoint.bundled:
+        return spec.stack, f"the bundled {spec.entrypoint.bundled} entrypoint's"
+    if code is None:
+        return "auto", "model.stack auto, the script's code not read"
+    return code.stack, code.words()
+
+
+def model_shape(spec: JobSpec, code: StackInference | None = None) -> perf.ModelShape:
     m = spec.model
     act = None
     if m.activation_gib_per_sample is not None:
@@ -62,7 +75,9 @@ def model_shape(spec: JobSpec) -> perf.ModelShape:
                            precision=m.precision, optimizer=m.optimizer, activation_bytes_per_sample=act,
                            hidden=a.hidden if a else None, tokens=a.tokens_per_sample if a else None,
                            layers=a.layers if a else None, heads=a.heads if a else None,
-                           family=a.family if a else m.family, vocab=a.vocab if a else None, stack=spec.stack)
+                           family=a.family if a else m.family, vocab=a.vocab if a else None,
+                           stack=stack_of(spec, code)[0], stack_basis=stack_of(spec, code)[1],
+                           tf32=True if spec.entrypoint.bundled else (code.tf32 if code else None))
 
 
 def candidates(spec: JobSpec, catalog: Catalog, request: PlanRequest) -> list[_Candidate]:
@@ -168,9 +183,17 @@ def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest |
             warnings.append(reasons.closest_words(run.closest_miss, spec.constraints.deadline_hours))
     elif (line := risk.sensitivity(kept, run.request.objective)) is not None:
         warnings.append(line)
-    return Plan(spec=run.request.spec_path or spec.name, spec_name=spec.name, source=quotes.source,
+    made = Plan(spec=run.request.spec_path or spec.name, spec_name=spec.name, source=quotes.source,
                 catalog_date=catalog.date, objective=run.request.objective, options=tuple(ranked),
                 excluded=tuple(run.excluded), warnings=tuple(warnings))
+    # the plan says when its throughput cannot tell the choice, and what settling it costs
+    unsure = bench_choice.unsure_line(made, lambda o: _device_key(catalog, o.instance_type))
+    return made if unsure is None else made.model_copy(update={"warnings": (*made.warnings, unsure)})
+
+
+def _device_key(catalog: Catalog, instance_type: str) -> str:
+    inst = catalog.instance(instance_type)
+    return inst.accelerator.key if inst is not None else instance_type
 
 
 class _Planning:
@@ -179,7 +202,7 @@ class _Planning:
     def __init__(self, spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest,
                  measured: dict[tuple[str, int, str], MeasuredRate]):
         self.spec, self.catalog, self.quotes, self.request, self.measured = spec, catalog, quotes, request, measured
-        self.shape = model_shape(spec)
+        self.shape = model_shape(spec, request.code)
         self.platforms = request.platforms or tuple(spec.candidates.platforms)
         self.regions = [r for r in spec.candidates.regions if r in quotes.regions]
         self.excluded: list[Excluded] = []

@@ -100,7 +100,8 @@ class Model(Strict):
     stack: Literal["auto", "tuned", "amp", "compile"] = Field(
         "auto", description="the software stack the throughput model assumes: tuned (vendor-tuned recipes), amp "
                             "(plain PyTorch with autocast), compile (torch.compile); auto: the bundled entrypoint's "
-                            "own, amp for your script")
+                            "own, for your script read from its code (imports of fused kernels, torch.compile, "
+                            "the Hugging Face Trainer...), else not known: the plan's band holds every stack")
     precision: Precision = "bf16"
     optimizer: Literal["adam", "adamw", "sgd", "sgd-momentum"] = "adam"
     activation_checkpointing: bool = False
@@ -364,8 +365,8 @@ class JobSpec(Strict):
 
     @property
     def stack(self) -> str:
-        """The software stack the throughput model assumes: the spec's, else the bundled entrypoint's own, else plain
-        PyTorch AMP for a user's script. train_ddp.py (timm 1.0, fused attention, bf16) measured at the tuned level
+        """The software stack the throughput model assumes: the spec's, else the bundled entrypoint's own, else `auto`
+        for a user's script (the plan reads it from the code where it can: perf/stack_inference.py). train_ddp.py (timm 1.0, fused attention, bf16) measured at the tuned level
         on an H100 (docs/cost-model.md); train_neuron.py is compiled whole by Neuron; train_lm.py is plain PyTorch
         FSDP, torch.compile with --compile."""
         if self.model.stack != "auto":
@@ -373,7 +374,9 @@ class JobSpec(Strict):
         args = {k.replace("_", "-"): str(v).strip().lower() for k, v in self.entrypoint.args.items()}
         if self.entrypoint.bundled == "lm":
             return "compile" if args.get("compile") in ("true", "1", "yes") else "amp"
-        return "tuned" if self.entrypoint.bundled in ("ddp", "neuron") else "amp"
+        if self.entrypoint.bundled in ("ddp", "neuron"):
+            return "tuned"
+        return "amp" if self.entrypoint.bundled else "auto"
 
     @property
     def input_source(self) -> str | None:

@@ -3,11 +3,13 @@ throughput from the job store, and return the plan. The CLI calls this and rende
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from trainctl.catalog import load_catalog
 from trainctl.errors import UsageError
 from trainctl.planner import OBJECTIVES, Plan, PlanRequest, candidates, plan
 from trainctl.planner.quotes import Quotes
+from trainctl.perf.stack_inference import StackInference, infer_stack
 from trainctl.spec import JobSpec, Layout, load_spec
 from trainctl.spec.flexible import is_flexible, members
 from trainctl.state.job_store import JobStore
@@ -59,7 +61,7 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
     request = PlanRequest(objective=inputs.objective,
                           platforms=(inputs.platform,) if inputs.platform else None,
                           layouts=parse_layouts(inputs.layouts, set(catalog.instances)),
-                          spec_path=inputs.spec_path)
+                          spec_path=inputs.spec_path, code=read_code(spec, inputs.spec_path))
     quotes = gather_quotes(spec, catalog, request, inputs)
     request = with_data_facts(spec, request, quotes)
     notes = account_measurements(store, quotes)
@@ -75,6 +77,34 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
         scored = with_fixed_scores(quotes, result.options, inputs.refresh)
         result = result if scored is quotes else plan(spec, catalog, scored, request, measured)
     return spec, result.model_copy(update={"warnings": (*result.warnings, *notes)}) if notes else result
+
+
+MAX_CODE_FILES = 200             # Python files read for `stack: auto`; a vendored library is not the script
+MAX_CODE_BYTES = 1024 * 1024     # per file
+SKIP_DIRS = {"site-packages", "node_modules", "__pycache__", "venv", ".venv", "build", "dist"}
+
+
+def read_code(spec: JobSpec, spec_path: str) -> StackInference | None:
+    """The stack a user's script shows (`model.stack: auto`), read from the Python files under source_dir (relative
+    to the spec), the script first; None where the spec or a bundled entrypoint already says it."""
+    ep = spec.entrypoint
+    if spec.model.stack != "auto" or ep.bundled or ep.source_dir is None:
+        return None
+    root = (Path(spec_path).expanduser().parent / Path(ep.source_dir).expanduser())
+    paths = [root / ep.script] if ep.script else []
+    if root.is_dir():
+        paths += sorted(p for p in root.rglob("*.py")
+                        if not any(d in SKIP_DIRS or d.startswith(".") for d in p.relative_to(root).parts[:-1]))
+    texts: dict[str, str] = {}
+    for path in paths:
+        if len(texts) >= MAX_CODE_FILES:
+            break
+        try:
+            if path.is_file() and path.stat().st_size <= MAX_CODE_BYTES:
+                texts.setdefault(str(path.relative_to(root)), path.read_text(errors="replace"))
+        except (OSError, ValueError):
+            continue   # unreadable: the stack is judged from what could be read
+    return infer_stack(texts)
 
 
 def account_measurements(store, quotes: Quotes) -> list[str]:

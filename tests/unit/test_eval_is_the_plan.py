@@ -1,0 +1,109 @@
+"""One predictor: scripts/eval_model.py scores the plan's own throughput for the spec a user writes, not a kinder
+one. A published row's spec planned on the matching AWS layout gives the number eval_model predicts for it, band
+included; a spec says nothing eval could not say (no stack label unless model.stack carries it)."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainctl.catalog import load_calibration, load_calibration_residuals, load_catalog
+from trainctl.perf import compute_rate, estimator
+from trainctl.perf.network import fabric
+from trainctl.planner import PlanRequest, plan, ranking
+from trainctl.planner.quotes import Quotes
+from trainctl.spec import Candidates
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("eval_model", ROOT / "scripts" / "eval_model.py")
+eval_model = sys.modules.setdefault("eval_model", importlib.util.module_from_spec(_spec))
+_spec.loader.exec_module(eval_model)
+
+CAT, CAL = load_catalog(), load_calibration()
+RES = load_calibration_residuals()
+FIT = compute_rate.calibrated(CAT, CAL, RES)
+ROWS = {r.id: r for r in CAL.rows}
+
+
+def planned(spec, layout: str):
+    spec = spec.model_copy(update={"candidates": Candidates.model_validate(
+        {"layouts": [layout], "platforms": ["ec2"], "regions": ["us-east-1"], "markets": ["on-demand"]})})
+    return plan(spec, CAT, Quotes.offline(["us-east-1"]), PlanRequest(platforms=("ec2",))).options[0]
+
+
+@pytest.mark.parametrize("row_id, layout", [("lambda-bertl-h100-8gpu", "p5.48xlarge:1:on-demand"),
+                                            ("lambda-resnet50-v100-8gpu", "p3.16xlarge:1:on-demand")])
+def test_eval_predicts_what_the_plan_states_for_the_same_spec(row_id, layout):
+    row = ROWS[row_id]
+    spec = eval_model.row_spec(row, CAL.shapes[row.model])
+    option = planned(spec, layout)
+    inst = CAT.instance(layout.split(":")[0])
+    fab = fabric(inst, 8, 1, "ec2", "baseline")
+    predicted, modelled, shape = eval_model.predict(spec, row, fab, CAT, CAL, FIT, RES)
+    assert shape.stack == "auto"          # a user's script, its code not read: no label reaches the prediction
+    assert option.throughput_samples_per_s == pytest.approx(predicted, rel=1e-12)
+    low, high = modelled.band[0] * predicted, modelled.band[1] * predicted
+    assert option.throughput_band == pytest.approx((low, high), rel=1e-9)
+
+
+def test_eval_calls_the_plans_functions_and_no_row_label():
+    assert eval_model.model_shape is ranking.model_shape
+    assert eval_model.estimator.modelled_rate is estimator.modelled_rate
+    row = ROWS["mosaic-mpt-7b-2k-h100-8gpu"]       # a tuned source: the user's spec does not say so
+    dims = CAL.shapes[row.model]
+    assert ranking.model_shape(eval_model.row_spec(row, dims)).stack == "auto"
+    assert ranking.model_shape(eval_model.row_spec(row, dims, "stack")).stack == row.stack == "tuned"
+    size_only = ranking.model_shape(eval_model.row_spec(row, dims, "size"))
+    assert size_only.hidden is None and estimator.band_kind(size_only, FIT) == "size"
+
+
+def test_a_stack_not_known_is_centred_between_the_stacks_and_the_band_holds_both():
+    """Centre: the midpoint of the least and most efficient fitted stacks (log), and the band reaches both."""
+    low, high = FIT.stack_extremes()
+    auto, _ = FIT.efficiency("GH100", "language", "auto")
+    ends = [FIT.efficiency("GH100", "language", s)[0] for s in (low, high)]
+    assert auto == pytest.approx(math.sqrt(ends[0] * ends[1]))
+    row = ROWS["mosaic-mpt-7b-2k-h100-8gpu"]
+    option = planned(eval_model.row_spec(row, CAL.shapes[row.model]), "p5.48xlarge:1:on-demand")
+    band = (option.throughput_band[0] / option.throughput_samples_per_s,
+            option.throughput_band[1] / option.throughput_samples_per_s)
+    span = FIT.stack_span("auto")
+    assert band[0] <= span[0] < 1 < span[1] <= band[1]
+    assert any("stack it could not tell (model.stack auto, the script's code not read)" in w for w in option.why)
+
+
+def test_the_stored_summary_is_the_user_predictor_and_the_bands_are_per_kind():
+    summary = RES["leave_source_out"]
+    assert summary["rows"] == len(CAL.rows)
+    for kind in ("auto", "stack", "size"):
+        for seen in ("seen", "unseen"):
+            band = RES[f"band_{seen}_{kind}"]
+            assert band["ratio_low"] < 1 < band["ratio_high"]
+
+
+def test_a_plan_says_when_its_band_could_change_the_top_choice_and_the_price_of_settling_it():
+    """H100s against A100s for the 7B LM: their bands overlap, one line with what `trainctl bench` would measure
+    and its dollar bound. One and two p5s share the device, hence the model's error: no line. With the throughput
+    given in the spec there is no band and no line."""
+    from trainctl.planner import bench_choice
+    from trainctl.spec import load_spec
+
+    def made(layouts, throughput=None):
+        spec = load_spec(ROOT / "configs" / "llm-7b.yaml")
+        spec = spec.model_copy(update={"throughput": throughput or {}, "candidates": Candidates.model_validate(
+            {"layouts": layouts, "platforms": ["ec2"], "regions": ["us-east-1"], "markets": ["on-demand"]})})
+        return plan(spec, CAT, Quotes.offline(["us-east-1"]), PlanRequest(platforms=("ec2",), spec_path="job.yaml"))
+
+    def unsure(p):
+        return [w for w in p.warnings if w.startswith("throughput uncertain enough to change the top choice")]
+
+    mixed = made(["p5.48xlarge:1:on-demand", "p4d.24xlarge:2:on-demand"])
+    named = ("p4d.24xlarge:2:on-demand", "p5.48xlarge:1:on-demand")   # the top, then its rival
+    price = bench_choice.choose(mixed, layouts=named).bound_usd
+    assert len(unsure(mixed)) == 1 and (f"`trainctl bench job.yaml --layout {named[0]} --layout {named[1]}` settles "
+                                        f"it for at most ${price:,.2f}") in unsure(mixed)[0]
+    assert not unsure(made(["p5.48xlarge:1:on-demand", "p5.48xlarge:2:on-demand"]))
+    assert not unsure(made(["p5.48xlarge:1:on-demand", "p4d.24xlarge:2:on-demand"], {"H100": 5.0, "A100": 2.5}))
