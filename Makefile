@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # import together (see docs/development.md); timm imports torchvision.
 TORCH := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: demo test test-extended fuzz-wide test-xla bench install clean catalog
+ .PHONY: demo check test test-extended fuzz-wide test-xla bench install clean catalog
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ install: $(VENV)/.installed
 
 demo: install
 	$(BIN)/python scripts/demo.py
+
+# The inner loop: the pure and CLI tiers and the project's shape, no training (about 2 minutes on 2 CPUs).
+check: install
+	$(BIN)/python -m pytest -q -n 2 tests/unit tests/cli tests/project
 
 test: install
 	$(BIN)/python -m pytest -q -n 3 --dist loadgroup
