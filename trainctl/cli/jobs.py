@@ -188,23 +188,16 @@ def stop(
     EC2: the stop mark, then the nodes checkpoint, upload and shut down; the ones left are terminated after
     the grace. SageMaker: StopTrainingJob (SIGTERM; the entrypoint checkpoints, the model is still uploaded)."""
     from trainctl import render
-    from trainctl.usecases.jobs import watch as w
-    from trainctl.backends import get_backend
     from trainctl.render.watch import say
+    from trainctl.usecases.jobs.stop import stop as stop_job
 
     with _store() as store:
-        ref = w.locate(store, job, platform)
-        doc = get_backend(ref.platform).stop(job, ref.region, grace_seconds, say)
-        if doc.get("ended"):  # nothing to stop: say so and exit 0
-            render.print_json(doc) if OPTS.output == "json" else say(f"{job} already ended ({doc['ended']}); "
-                                                                      f"nothing to stop; `trainctl down {job}` "
-                                                                      "removes what it leaves")
-            return
-        if ref.record:
-            store.add_event(job, "stop", "requested by the user")
-            from trainctl.state.sync import stop_requested
-
-            stop_requested(ref.record, say)  # the account's record names who asked
+        doc = stop_job(store, job, platform, grace_seconds, say)
+    if doc.get("ended"):  # nothing to stop: say so and exit 0
+        render.print_json(doc) if OPTS.output == "json" else say(f"{job} already ended ({doc['ended']}); "
+                                                                  f"nothing to stop; `trainctl down {job}` "
+                                                                  "removes what it leaves")
+        return
     if OPTS.output == "json":
         render.print_json(doc)
     say(f"stopping {job}; `trainctl watch {job}` follows it to the end")
@@ -216,20 +209,16 @@ def down(job: str = typer.Argument(..., help="Job id."), platform: Optional[str]
 
     Instances, fleet, launch template, placement group, security groups, role; S3 output stays."""
     from trainctl import render
-    from trainctl.usecases.jobs import watch as w
-    from trainctl.backends import get_backend
-    from trainctl.render.watch import removed_lines
-
     from trainctl.errors import TrainctlError
+    from trainctl.render.watch import removed_lines
+    from trainctl.usecases.jobs.down import down as down_job
 
     with _store() as store:
-        ref = w.locate(store, job, platform)
-        removed = get_backend(ref.platform).cleanup(job, ref.region)
-        problem = store.try_write(lambda db: db.add_event(job, "down", ", ".join(removed) or "nothing left")) \
-            if ref.record else None
+        done = down_job(store, job, platform)
     if OPTS.output == "json":
-        render.print_json({"job_id": job, "platform": ref.platform, "region": ref.region, "removed": removed})
+        render.print_json(done.to_json())
     else:
-        removed_lines(job, ref.region, removed)
-    if problem:  # what AWS did is said first: the record is what failed
-        raise TrainctlError(f"{job}: removed {len(removed)} resources, but could not record it: {problem}")
+        removed_lines(job, done.region, done.removed)
+    if done.problem:  # what AWS did is said first: the record is what failed
+        raise TrainctlError(f"{job}: removed {len(done.removed)} resources, but could not record it: "
+                            f"{done.problem}")

@@ -54,8 +54,9 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
     spec = only_region(load_spec(inputs.spec_path, catalog=catalog))
     if inputs.objective not in OBJECTIVES:
         raise UsageError(f"--objective {inputs.objective!r}: use {', '.join(OBJECTIVES[:-1])} or {OBJECTIVES[-1]}")
-    if inputs.platform not in (None, "sagemaker", "ec2"):
-        raise UsageError(f"--platform {inputs.platform!r}: use sagemaker or ec2")
+    from trainctl.backends import check_platform
+
+    check_platform(inputs.platform)
     request = PlanRequest(objective=inputs.objective,
                           platforms=(inputs.platform,) if inputs.platform else None,
                           layouts=parse_layouts(inputs.layouts, set(catalog.instances)),
@@ -119,10 +120,7 @@ def only_region(spec: JobSpec) -> JobSpec:
 
 def gather_quotes(spec: JobSpec, catalog, request: PlanRequest, inputs: PlanInputs) -> Quotes:
     regions = tuple(spec.candidates.regions)
-    dates = catalog.data_dates
-    dated = (f"planned from the bundled catalog dated {catalog.date} (EC2 prices {dates['ec2_prices_us_east_1']} in "
-             f"us-east-1, {dates['ec2_prices_other_regions']} elsewhere; SageMaker prices outside us-east-1 derived, "
-             f"not verified; Spot advisor {dates['spot_advisor']}); no placement scores or quotas checked")
+    dated = catalog.provenance()
     if inputs.offline:
         return Quotes.offline(regions, (f"--offline: {dated}",))
     from trainctl.aws import clients as aws
