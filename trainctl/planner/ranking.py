@@ -155,10 +155,40 @@ def _throughput(spec: JobSpec, shape: perf.ModelShape, inst: InstanceType, count
 # ----------------------------------------------------------------------------- the plan
 def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest | None = None,
          measured: dict[tuple[str, int, str], MeasuredRate] | None = None) -> Plan:
-    run = _Planning(spec, catalog, quotes, request or PlanRequest(), measured or {})
-    options = [o for cand in candidates(spec, catalog, run.request) for o in run.layout_options(cand)]
-    warnings = run.warnings()
-    ranked, kept = run.rank(run.within_constraints(options))
+    return Planner(spec, catalog, request, measured).plan(quotes)
+
+
+class Planner:
+    """One spec's planning, for quotes that may grow: a live plan ranks the layouts (`ranking`), asks the
+    placement scores of the best-ranked ones, and plans with them (`plan`). The ranking of the quotes planned is
+    not worked out again, and what the scores do not change (each layout's throughput) is worked out once."""
+
+    def __init__(self, spec: JobSpec, catalog: Catalog, request: PlanRequest | None = None,
+                 measured: dict[tuple[str, int, str], MeasuredRate] | None = None):
+        self.spec, self.catalog, self.request, self.measured = spec, catalog, request or PlanRequest(), measured or {}
+        self._throughputs: dict = {}      # (type, count, platform, fit) -> Estimate, for every pass
+        self._ranked: tuple | None = None  # (quotes, run, ranked, kept, warnings) of the quotes last ranked
+
+    def _rank(self, quotes: Quotes) -> tuple:
+        if self._ranked is None or self._ranked[0] is not quotes:
+            run = _Planning(self.spec, self.catalog, quotes, self.request, self.measured, self._throughputs)
+            options = [o for cand in candidates(self.spec, self.catalog, run.request) for o in run.layout_options(cand)]
+            warnings = run.warnings()
+            ranked, kept = run.rank(run.within_constraints(options))
+            self._ranked = (quotes, run, ranked, kept, warnings)
+        return self._ranked
+
+    def ranking(self, quotes: Quotes) -> list[Option]:
+        """The options in the plan's order (what to ask placement scores for), without the plan's last words."""
+        return self._rank(quotes)[2]
+
+    def plan(self, quotes: Quotes) -> Plan:
+        _, run, ranked, kept, warnings = self._rank(quotes)
+        return _finished(self.spec, self.catalog, quotes, run, ranked, kept, list(warnings))
+
+
+def _finished(spec: JobSpec, catalog: Catalog, quotes: Quotes, run: "_Planning", ranked: list[Option],
+              kept: list[risk.Priced], warnings: list[str]) -> Plan:
     warnings += reasons.low_score_warnings(ranked, quotes)
     if (held := over_quota_warning(ranked, catalog, quotes, run.request.objective)) is not None:
         warnings.append(held)
@@ -177,8 +207,9 @@ class _Planning:
     """One plan in the making: what it was asked, what it left out and why."""
 
     def __init__(self, spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest,
-                 measured: dict[tuple[str, int, str], MeasuredRate]):
+                 measured: dict[tuple[str, int, str], MeasuredRate], throughputs: dict | None = None):
         self.spec, self.catalog, self.quotes, self.request, self.measured = spec, catalog, quotes, request, measured
+        self.throughputs = {} if throughputs is None else throughputs
         self.shape = model_shape(spec)
         self.platforms = request.platforms or tuple(spec.candidates.platforms)
         self.regions = [r for r in spec.candidates.regions if r in quotes.regions]
@@ -276,8 +307,7 @@ class _Planning:
                 self.exclude(inst.name, count, "SageMaker training does not offer this type", platform=platform)
                 continue
             # Full or hybrid sharding: the faster on this platform's network (full on a tie: less memory).
-            fit, tp = max(((f, _throughput(self.spec, self.shape, inst, count, platform, self.measured, f,
-                                           self.catalog)) for f in fits),
+            fit, tp = max(((f, self.throughput(inst, count, platform, f)) for f in fits),
                           key=lambda pair: (pair[1].samples_per_s, pair[0].strategy != "hsdp"))
             cpu_feed = input_limit(self.spec, inst, count, tp.samples_per_s)
             for region in self.regions:
@@ -290,6 +320,14 @@ class _Planning:
                     if opt is not None:
                         out.append(opt)
         return out
+
+    def throughput(self, inst: InstanceType, count: int, platform: str, fit: perf.MemoryFit) -> perf_layout.Estimate:
+        """_throughput, worked out once per planner (it depends on no quote)."""
+        key = (inst.name, count, platform, fit)
+        if key not in self.throughputs:
+            self.throughputs[key] = _throughput(self.spec, self.shape, inst, count, platform, self.measured, fit,
+                                                self.catalog)
+        return self.throughputs[key]
 
     def on_demand(self, platform: str, region: str, inst: InstanceType) -> tuple[float, str] | None:
         """(On-Demand $/h per node, where it came from), or None (noted as unpriced)."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from trainctl.catalog import load_catalog
 from trainctl.errors import UsageError
-from trainctl.planner import OBJECTIVES, Plan, PlanRequest, candidates, plan
+from trainctl.planner import OBJECTIVES, Plan, PlanRequest, Planner, candidates
 from trainctl.planner.quotes import Quotes
 from trainctl.spec import JobSpec, Layout, load_spec
 from trainctl.spec.flexible import is_flexible, members
@@ -69,12 +69,14 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
         from trainctl.usecases.bench.record import with_bench_origin
 
         measured = with_bench_origin(store, measured)
-    result = plan(spec, catalog, quotes, request, measured)
-    if quotes.source == "live":  # the best fixed Spot layouts' scores, each for its exact configuration
+    planner = Planner(spec, catalog, request, measured)
+    if quotes.source == "live":  # the best fixed Spot layouts' scores, each for its exact configuration; the
+        # ranking that names them is the plan's own when no score is asked, and the layouts' throughputs are
+        # worked out once either way
         from trainctl.aws.placement import with_fixed_scores
 
-        scored = with_fixed_scores(quotes, result.options, inputs.refresh)
-        result = result if scored is quotes else plan(spec, catalog, scored, request, measured)
+        quotes = with_fixed_scores(quotes, planner.ranking(quotes), inputs.refresh)
+    result = planner.plan(quotes)
     return spec, result.model_copy(update={"warnings": (*result.warnings, *notes)}) if notes else result
 
 
