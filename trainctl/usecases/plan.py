@@ -48,8 +48,25 @@ def parse_layouts(texts: tuple[str, ...] | list[str], known: set[str]) -> tuple[
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class Planned:
+    """A plan with what it was planned from: the quotes and the request, for a plan of one of its layouts
+    (`replan`) that asks AWS nothing again."""
+
+    spec: JobSpec
+    plan: Plan
+    quotes: Quotes
+    request: PlanRequest
+
+
 def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpec, Plan]:
     """The spec and its plan; `store` (if any) gives the throughput measured by earlier jobs of this endpoint."""
+    planned = plan_from_aws(inputs, store)
+    return planned.spec, planned.plan
+
+
+def plan_from_aws(inputs: PlanInputs, store: JobStore | None = None) -> Planned:
+    """make_plan, keeping the quotes and the request it planned from."""
     catalog = load_catalog()
     spec = only_region(load_spec(inputs.spec_path, catalog=catalog))
     if inputs.objective not in OBJECTIVES:
@@ -64,20 +81,48 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
     quotes = gather_quotes(spec, catalog, request, inputs)
     request = with_data_facts(spec, request, quotes)
     notes = account_measurements(store, quotes)
+    result, quotes = _plan_scored(spec, request, measured_rates(store, spec), quotes, inputs.refresh)
+    return Planned(spec, result.model_copy(update={"warnings": (*result.warnings, *notes)}) if notes else result,
+                   quotes, request)
+
+
+def _plan_scored(spec: JobSpec, request: PlanRequest, measured: dict, quotes: Quotes,
+                 refresh: bool = False) -> tuple[Plan, Quotes]:
+    """The plan, and its quotes with the best fixed Spot layouts' placement scores (live), each asked for its
+    exact configuration: the ranking that names them is the plan's own when no score is asked, and the layouts'
+    throughputs are worked out once either way (planner.Planner)."""
+    planner = Planner(spec, load_catalog(), request, measured)
+    if quotes.source == "live":
+        from trainctl.aws.placement import with_fixed_scores
+
+        quotes = with_fixed_scores(quotes, planner.ranking(quotes), refresh)
+    return planner.plan(quotes), quotes
+
+
+def replan(planned: Planned, spec_path: str, platform: str, store: JobStore | None = None) -> tuple[JobSpec, Plan]:
+    """The plan of a spec made of one of `planned`'s layouts (a bench job's spec: usecases/bench/spec.py), on
+    `platform`, from the quotes and the data facts `planned` was made from: only the layout's own placement
+    score is asked, if the first plan did not ask it. The measured throughput is the store's now."""
+    spec = only_region(load_spec(spec_path, catalog=load_catalog()))
+    request = PlanRequest(platforms=(platform,), spec_path=spec_path, data_facts=planned.request.data_facts,
+                          extra_warnings=planned.request.extra_warnings)
+    return spec, _plan_scored(spec, request, measured_rates(store, spec), planned.quotes)[0]
+
+
+def plan_again(planned: Planned, store: JobStore | None) -> Plan:
+    """`planned`'s spec planned again from its quotes with the throughput the store holds now (after a bench
+    measured some): AWS is asked only the placement scores of layouts that became the best."""
+    return _plan_scored(planned.spec, planned.request, measured_rates(store, planned.spec), planned.quotes)[0]
+
+
+def measured_rates(store: JobStore | None, spec: JobSpec) -> dict:
+    """The throughput earlier jobs of this endpoint measured for the spec's model and batch."""
     measured = store.measured_rates(spec.model.name, spec.workload.batch_size_per_accelerator) if store else {}
     if measured:  # a bench's measurement says so, with its conditions (usecases/bench/record.py)
         from trainctl.usecases.bench.record import with_bench_origin
 
         measured = with_bench_origin(store, measured)
-    planner = Planner(spec, catalog, request, measured)
-    if quotes.source == "live":  # the best fixed Spot layouts' scores, each for its exact configuration; the
-        # ranking that names them is the plan's own when no score is asked, and the layouts' throughputs are
-        # worked out once either way
-        from trainctl.aws.placement import with_fixed_scores
-
-        quotes = with_fixed_scores(quotes, planner.ranking(quotes), inputs.refresh)
-    result = planner.plan(quotes)
-    return spec, result.model_copy(update={"warnings": (*result.warnings, *notes)}) if notes else result
+    return measured
 
 
 def account_measurements(store, quotes: Quotes) -> list[str]:

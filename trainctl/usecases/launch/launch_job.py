@@ -40,6 +40,7 @@ class LaunchArgs:
     poll_seconds: float = 10.0        # how often a --failover launch checks that the job got capacity
     # the platform flags given (backends/options.py declares them); each backend resolves its own, typed
     platform_options: dict = field(default_factory=dict)
+    planned: Any = None               # (spec, plan) already planned for spec_path (bench: usecases/plan.replan)
 
 
 def new_job_id(spec_name: str) -> str:
@@ -56,7 +57,9 @@ def choose_options(args: LaunchArgs, store: JobStore | None) -> tuple[Any, Plan,
 
     if args.plan_path and args.layouts:
         raise UsageError("give --plan or --layout, not both")
-    if args.plan_path:
+    if args.planned is not None:
+        spec, plan = args.planned
+    elif args.plan_path:
         plan = load_saved_plan(args.plan_path)
         _check_known_types(plan, args.plan_path)
         spec = load_spec(args.spec_path)
