@@ -152,41 +152,7 @@ def _throughput(spec: JobSpec, shape: perf.ModelShape, inst: InstanceType, count
                                 catalog, load_calibration())
 
 
-# ----------------------------------------------------------------------------- the plan
-def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest | None = None,
-         measured: dict[tuple[str, int, str], MeasuredRate] | None = None) -> Plan:
-    return Planner(spec, catalog, request, measured).plan(quotes)
-
-
-class Planner:
-    """One spec's planning, for quotes that may grow: a live plan ranks the layouts (`ranking`), asks the
-    placement scores of the best-ranked ones, and plans with them (`plan`). The ranking of the quotes planned is
-    not worked out again, and what the scores do not change (each layout's throughput) is worked out once."""
-
-    def __init__(self, spec: JobSpec, catalog: Catalog, request: PlanRequest | None = None,
-                 measured: dict[tuple[str, int, str], MeasuredRate] | None = None):
-        self.spec, self.catalog, self.request, self.measured = spec, catalog, request or PlanRequest(), measured or {}
-        self._throughputs: dict = {}      # (type, count, platform, fit) -> Estimate, for every pass
-        self._ranked: tuple | None = None  # (quotes, run, ranked, kept, warnings) of the quotes last ranked
-
-    def _rank(self, quotes: Quotes) -> tuple:
-        if self._ranked is None or self._ranked[0] is not quotes:
-            run = _Planning(self.spec, self.catalog, quotes, self.request, self.measured, self._throughputs)
-            options = [o for cand in candidates(self.spec, self.catalog, run.request) for o in run.layout_options(cand)]
-            warnings = run.warnings()
-            ranked, kept = run.rank(run.within_constraints(options))
-            self._ranked = (quotes, run, ranked, kept, warnings)
-        return self._ranked
-
-    def ranking(self, quotes: Quotes) -> list[Option]:
-        """The options in the plan's order (what to ask placement scores for), without the plan's last words."""
-        return self._rank(quotes)[2]
-
-    def plan(self, quotes: Quotes) -> Plan:
-        _, run, ranked, kept, warnings = self._rank(quotes)
-        return _finished(self.spec, self.catalog, quotes, run, ranked, kept, list(warnings))
-
-
+# ----------------------------------------------------------------------------- the plan (planner/planning.py)
 def _finished(spec: JobSpec, catalog: Catalog, quotes: Quotes, run: "_Planning", ranked: list[Option],
               kept: list[risk.Priced], warnings: list[str]) -> Plan:
     warnings += reasons.low_score_warnings(ranked, quotes)
@@ -207,9 +173,12 @@ class _Planning:
     """One plan in the making: what it was asked, what it left out and why."""
 
     def __init__(self, spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest,
-                 measured: dict[tuple[str, int, str], MeasuredRate], throughputs: dict | None = None):
+                 measured: dict[tuple[str, int, str], MeasuredRate], throughputs: dict | None = None,
+                 layouts: dict | None = None):
         self.spec, self.catalog, self.quotes, self.request, self.measured = spec, catalog, quotes, request, measured
         self.throughputs = {} if throughputs is None else throughputs
+        self.layouts = {} if layouts is None else layouts
+        self._effects: list | None = None   # what the layout being priced leaves out, to replay on reuse
         self.shape = model_shape(spec)
         self.platforms = request.platforms or tuple(spec.candidates.platforms)
         self.regions = [r for r in spec.candidates.regions if r in quotes.regions]
@@ -219,6 +188,8 @@ class _Planning:
         self.closest_miss: Option | None = None  # the option nearest the deadline among those that miss it
 
     def exclude(self, inst_name: str, count: int, reason: str, **where) -> None:
+        if self._effects is not None:
+            self._effects.append(("exclude", (inst_name, count, reason), where))
         key = (inst_name, count, reason)
         if key not in self._seen:  # one line per layout and reason, not per platform x region x market
             self._seen.add(key)
@@ -294,6 +265,32 @@ class _Planning:
         return None
 
     def layout_options(self, cand: _Candidate) -> list[risk.Priced]:
+        """The candidate's priced options; those of the planner's last pass when the quotes differ only in
+        placement scores that are not this layout's (a live plan's scores re-price only the layouts scored)."""
+        key = (cand.instance.name, cand.count, cand.markets, tuple(m.name for m in cand.members))
+        scores = self._scores_of(cand)
+        last = self.layouts.get(key)
+        if last is not None and last[0] == scores:
+            for what, args, where in last[2]:  # what it left out, said again in this pass's order
+                self.exclude(*args, **where) if what == "exclude" else self.on_demand(*args)
+            return list(last[1])
+        self._effects = []
+        try:
+            out = self._layout_options(cand)
+            self.layouts[key] = (scores, tuple(out), tuple(self._effects))
+        finally:
+            self._effects = None
+        return out
+
+    def _scores_of(self, cand: _Candidate) -> tuple:
+        """The placement scores (and the types each was asked for) that price the candidate: its type's, or
+        those of a set of its flexible types, for its node count."""
+        names = {m.name for m in cand.members} or {cand.instance.name}
+        keys = sorted(k for k in {*self.quotes.placement_scores, *self.quotes.score_configs}
+                      if k[2] == cand.count and set(k[1].split("|")) <= names)
+        return tuple((k, self.quotes.placement_scores.get(k), self.quotes.score_configs.get(k)) for k in keys)
+
+    def _layout_options(self, cand: _Candidate) -> list[risk.Priced]:
         if cand.members:
             return flexible_options(self, cand, _throughput)
         inst, count = cand.instance, cand.count
@@ -337,6 +334,8 @@ class _Planning:
         cat = self.catalog.on_demand_price(platform, region, inst.name)
         if cat is not None:
             return cat.usd_per_hour, f"catalog {self.catalog.date}: {self.catalog.price_source_words(cat.source)}"
+        if self._effects is not None:
+            self._effects.append(("unpriced", (platform, region, inst), {}))
         self.unpriced.setdefault((platform, region), set()).add(inst.name)
         return None
 
