@@ -5,7 +5,7 @@ choice, for a bounded number of dollars, before the big run.
    choice (or `--top N`, `--layout`), refuse in one line when their dollar bound is over the cap.
 2. Run, one layout after the other: a bench spec (bench_spec.py: the user's spec, its workload cut to
    warm-up + measured steps on this layout, pinned to the option's platform, market and region) goes through
-   the normal launch path (planned from the first plan's quotes: usecases/plan.replan; AWS is not asked for
+   the normal launch path (planned from the first plan's quotes: usecases/plan.py: replan; AWS is not asked for
    them again) with the hard maximum runtime (`max_runtime_hours`: SageMaker's
    StoppingCondition.MaxRuntimeInSeconds, the EC2 node agent's deadline); the job's metric lines are read
    the way `watch` reads them, the steps up to the warm-up are not counted; a job still running once it
@@ -48,7 +48,7 @@ class BenchInputs:
 
 
 def plan_choice(inputs: BenchInputs, store: JobStore):
-    """(the plan as it stands, the plan the choice was made from (usecases/plan.Planned), the bench's choice)."""
+    """(the plan as it stands, the plan the choice was made from (usecases/plan.py: Planned), the bench's choice)."""
     from trainctl.usecases.plan import PlanInputs, plan_from_aws
 
     planned = plan_from_aws(PlanInputs(spec_path=inputs.spec_path, objective=inputs.objective,

@@ -38,8 +38,8 @@ class BenchRun:
     """The bench jobs of one `trainctl bench`: each is taken down when measured, all of them on Ctrl-C."""
 
     def __init__(self, inputs, spec, store: JobStore, say: Callable[[str], None], planned=None):
-        """`planned`: the plan the layouts were chosen from (usecases/plan.Planned); each bench job's spec is
-        planned from its quotes (usecases/plan.replan), not from AWS again."""
+        """`planned`: the plan the layouts were chosen from (usecases/plan.py: Planned); each bench job's spec is
+        planned from its quotes (usecases/plan.py: replan), not from AWS again."""
         self.inputs, self.spec, self.store, self.say, self.planned = inputs, spec, store, say, planned
         self.stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         self.running: dict[str, tuple[str, str]] = {}   # job id -> (platform, region), until taken down

@@ -40,7 +40,7 @@ class LaunchArgs:
     poll_seconds: float = 10.0        # how often a --failover launch checks that the job got capacity
     # the platform flags given (backends/options.py declares them); each backend resolves its own, typed
     platform_options: dict = field(default_factory=dict)
-    planned: Any = None               # (spec, plan) already planned for spec_path (bench: usecases/plan.replan)
+    planned: Any = None               # (spec, plan) already planned for spec_path (bench: usecases/plan.py: replan)
 
 
 def new_job_id(spec_name: str) -> str:
