@@ -1,20 +1,30 @@
 """The backend contract, against the sandbox over HTTP: submit makes exactly the calls that prepare returned
 (what --dry-run shows), counted with botocore event hooks on trainctl's own clients; a flag of the other
 platform is refused in one line; both platforms ship the same code archive for the same spec; the EC2 log
-tailer keeps the look-back that catches lines CloudWatch ingests late."""
+tailer keeps the look-back that catches lines CloudWatch ingests late. The checks of the whole contract (listing,
+outputs, doctor's checks, capability types) run against every registered backend, and the template
+(backends/template/) has every method, each saying what to write."""
 from __future__ import annotations
 
 import copy
 import hashlib
 import json
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.support.helpers import run_cli
 from tests.sandbox.test_ec2_backend import SPEC, option, settings
 from trainctl.aws import clients as aws
+from trainctl.backends import BACKENDS, backend_class, get_backend, platforms
 from trainctl.backends.base import Backend, LaunchSettings
+from trainctl.backends.features import RecoversLostNodes
+from trainctl.backends.options import OPTIONS
+from trainctl.backends.preflight import Preflight
+from trainctl.backends.template import TemplateBackend
+from trainctl.backends.template.missing import Unwritten
 from trainctl.backends.ec2 import Ec2Backend, log_group
 from trainctl.backends.options import SageMakerOptions
 from trainctl.backends.sagemaker import SageMakerBackend
@@ -69,6 +79,7 @@ def test_ec2_submit_makes_the_shown_calls_and_only_the_declared_compensation(env
     code = next(c for c in request.calls if c.operation == "PutObject")
     sent = next(p for _, o, p in made if o == "PutObject")
     assert hashlib.sha256(sent["Body"]).digest() == hashlib.sha256(code.params["Body"]).digest()
+    after_submit(backend, "job-1", code.params["Bucket"])
     backend.cleanup("job-1", "us-east-1")
 
 
@@ -84,8 +95,64 @@ def test_sagemaker_submit_makes_exactly_the_shown_calls(env):
         job = next(c for c in request.calls if c.operation == "CreateTrainingJob").params
         sent = next(p for _, o, p in made if o == "CreateTrainingJob")
         assert sent["HyperParameters"] == job["HyperParameters"] and sent["RoleArn"] == job["RoleArn"]
+        after_submit(backend, "job-sm", next(c for c in request.calls if c.operation == "PutObject").params["Bucket"])
     finally:
         backend.stop("job-sm", "us-east-1")
+
+
+def after_submit(backend: Backend, job_id: str, bucket: str) -> None:
+    """What every backend says of a job it launched: `ls --all` finds it from AWS alone, and where the platform
+    records its outputs lies in the job bucket's layout."""
+    assert job_id in [j.job_id for j in backend.running_jobs("us-east-1")]
+    model = backend.output_places(job_id, "us-east-1").get("model")
+    assert model is None or model.startswith(type(backend).model_output(bucket, job_id))
+
+
+@pytest.mark.parametrize("platform", platforms())
+def test_each_backend_declares_the_whole_contract(platform):
+    cls = backend_class(platform)
+    assert cls.platform == platform and cls.title and cls.options_type is OPTIONS[platform]
+    service, _, kind = cls.tagged_resource_type.partition(":")
+    assert service and kind, cls.tagged_resource_type
+    assert cls.model_output("bkt", "job-x").startswith("s3://bkt/job-x/")
+    assert cls.capabilities.recover == issubclass(cls, RecoversLostNodes)
+    # the folder has a module for each of the template's (what docs/adding-a-backend.md lists)
+    template = {p.name for p in TEMPLATE.glob("*.py")} - {"missing.py"}
+    assert template <= {p.name for p in Path(sys.modules[cls.__module__].__file__).parent.glob("*.py")}
+
+
+@pytest.mark.parametrize("platform", platforms())
+def test_a_platform_the_spec_does_not_use_is_skipped_by_doctor_without_asking_aws(platform):
+    def no_aws(service, region):
+        raise AssertionError(f"{platform} asked {service} for a platform the spec does not use")
+
+    backend = get_backend(platform, no_aws)
+    ctx = Preflight("us-east-1", platforms=tuple(p for p in platforms() if p != platform))
+    checks = backend.preflight_checks(ctx) + backend.late_preflight_checks(ctx)
+    assert all(c.status == "skip" and c.detail for c in checks), checks
+    assert [c.name for c in checks] == list(backend.preflight_names)   # what doctor skips without credentials
+
+
+TEMPLATE = Path(sys.modules[TemplateBackend.__module__].__file__).parent
+
+
+def test_the_template_has_every_method_and_each_says_what_to_write():
+    assert "template" not in BACKENDS
+    backend = TemplateBackend(lambda service, region: None)   # nothing abstract is left: it instantiates
+    own = set(vars(TemplateBackend))
+    assert Backend.__abstractmethods__ <= own, Backend.__abstractmethods__ - own
+    calls = {"prepare": lambda: backend.prepare(None, None, None), "describe": lambda: backend.describe("j", "r"),
+             "logs": lambda: backend.logs("j", "r", None), "stop": lambda: backend.stop("j", "r"),
+             "cleanup": lambda: backend.cleanup("j", "r"), "running_jobs": lambda: backend.running_jobs("r"),
+             "model_output": lambda: backend.model_output("b", "j"),
+             "preflight_checks": lambda: backend.preflight_checks(Preflight("r", ()))}
+    assert set(calls) >= Backend.__abstractmethods__
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "adding-a-backend.md").read_text()
+    unnamed = [p.name for p in TEMPLATE.glob("*.py") if f"`{p.name}`" not in guide]
+    assert not unnamed, f"docs/adding-a-backend.md does not list {unnamed}"
+    for name, call in calls.items():
+        with pytest.raises(Unwritten, match=f"backend template: implement [a-z_]+\\.{name}: "):
+            call()
 
 
 def test_submit_is_the_base_class_s_alone():

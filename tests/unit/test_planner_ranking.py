@@ -7,7 +7,7 @@ import pytest
 
 from tests.support.helpers import CONFIGS
 from trainctl.catalog import load_catalog
-from trainctl.planner import MeasuredRate, PlanRequest, plan
+from trainctl.planner import MeasuredRate, PlanRequest, Planner, plan
 from trainctl.planner.quotes import Quotes, SpotPrice
 from trainctl.spec import JobSpec, Layout, load_spec
 
@@ -161,6 +161,29 @@ def test_live_quotes_choose_best_az_and_price():
                     placement_scores={("us-east-1", "g5.2xlarge", 4): {"us-east-1a": 1}})
     p = plan(spec, CAT, scarce, req)
     assert not p.options and "Spot capacity unlikely" in p.excluded[0].reason
+
+
+def test_a_live_plan_ranks_once_and_scores_change_only_what_they_price():
+    """make_plan ranks the layouts, asks the best ones' placement scores, and plans: the plan of the quotes it
+    ranked is that ranking (not a second one), and the plan with the scores added is the plan a fresh planner
+    makes of them, the throughputs and the layouts not scored reused."""
+    spec = vit()
+    req = PlanRequest(platforms=("ec2",))
+    quotes = Quotes(source="live", regions=("us-east-1",),
+                    spot_prices={("us-east-1", "g5.2xlarge"): {"us-east-1a": SpotPrice(0.50, 0.52, 168),
+                                                               "us-east-1b": SpotPrice(0.40, 0.41, 168)}})
+    planner = Planner(spec, CAT, req)
+    ranked = planner.ranking(quotes)
+    unscored = planner.plan(quotes)
+    assert all(a is b for a, b in zip(unscored.options, ranked)) and len(unscored.options) == len(ranked)
+    worked_out, priced = dict(planner._throughputs), dict(planner._layouts)
+    scored = Quotes(**{**vars(quotes), "placement_scores": {("us-east-1", "g5.2xlarge", 4): {"us-east-1a": 1}}})
+    again = planner.plan(scored)
+    # only the layout scored is priced again
+    assert [k[:2] for k in priced if planner._layouts[k] is not priced[k]] == [("g5.2xlarge", 4)]
+    assert planner._throughputs.keys() == worked_out.keys()   # no layout's throughput worked out twice
+    assert all(planner._throughputs[k] is v for k, v in worked_out.items())
+    assert again == plan(spec, CAT, scored, req) != unscored
 
 
 def test_quota_marks_and_demotes():

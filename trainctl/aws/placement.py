@@ -17,6 +17,14 @@ MIN_TYPES_PER_SCORE = 3  # AWS: fewer types always score low, so such a configur
 FIXED_SCORES_PER_PLAN = 10
 
 
+def placement_scores_in(region: str, instance_type: str, count: int) -> tuple[dict[str, int], tuple[str, ...]]:
+    """placement_scores_for with the region's EC2 client (GetSpotPlacementScores is an EC2 API, whichever
+    platform runs the job)."""
+    from trainctl.aws import clients as aws
+
+    return placement_scores_for(aws.client("ec2", region), region, instance_type, count)
+
+
 def placement_scores_for(ec2, region: str, instance_type: str, count: int, types=None,
                          cache: DiskCache | None = None) -> tuple[dict[str, int], tuple[str, ...]]:
     """(AZ name -> score, the configuration's types) for exactly the request a launch makes: `count` x

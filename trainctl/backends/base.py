@@ -1,4 +1,5 @@
-"""The one interface every launch backend implements (backends/sagemaker.py, backends/ec2/).
+"""The one interface every launch backend implements (backends/sagemaker/, backends/ec2/; a new one starts
+from backends/template/, docs/adding-a-backend.md). No use case names a platform: what differs is asked here.
 
 A launch is two steps so that what is shown is what runs:
 - `prepare(option, spec, settings)` reads whatever it needs (account id, role, subnets, existing tagged
@@ -6,7 +7,8 @@ A launch is two steps so that what is shown is what runs:
   calls with their exact boto3 parameters. It writes nothing. `trainctl launch --dry-run` prints it.
 - `submit(request)`, implemented here once and final, executes exactly those calls.
 
-What a backend can do is declared in its `capabilities`, never probed. Its launch options are a typed
+What a backend can do is declared in its `capabilities`, never probed; what only some backends have is a
+type (backends/features.py), so a backend that lacks it says so by not deriving from it. Its launch options are a typed
 dataclass declared in backends/options.py (`options_type`), from which the CLI's flags are built.
 
 Everything a backend creates carries the tag `trainctl:job=<job id>`; `cleanup(job_id)` finds resources by
@@ -27,8 +29,8 @@ if TYPE_CHECKING:
     from trainctl.plans import Option
 
 __all__ = ["JOB_TAG", "AwsCall", "Alternatives", "Backend", "Capabilities", "CapacityError", "JobView",
-           "LaunchRequest", "LaunchSettings", "LogLine", "SubmitTrace", "Transition", "Verdict", "fill_placeholders", "tags"]
-
+           "LaunchRequest", "LaunchSettings", "LogLine", "RunningJob", "SubmitTrace", "Transition", "Verdict",
+           "fill_placeholders", "tags"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,15 @@ class JobView:
 
 
 @dataclass(frozen=True)
+class RunningJob:
+    """A job AWS holds under trainctl's tag, found from AWS alone (`ls --all`)."""
+
+    job_id: str
+    status: str                   # SageMaker's words, as JobView.status
+    instance_type: str | None
+
+
+@dataclass(frozen=True)
 class Capabilities:
     # True when a successful submit already holds the capacity (EC2 instant fleet); False when the platform
     # may still be waiting for instances after submit (SageMaker), so a --failover launch has to watch.
@@ -100,14 +111,24 @@ def tags(job_id: str, **more: str) -> list[dict[str, str]]:
 
 
 class Backend(abc.ABC):
-    platform: ClassVar[str]
+    platform: ClassVar[str]               # the name flags, records and plan options use ("sagemaker")
+    title: ClassVar[str]                  # the name messages use ("SageMaker")
     capabilities: ClassVar[Capabilities]
     options_type: ClassVar[type]
+    # what its jobs run on, as the Resource Groups Tagging API's ResourceTypeFilters write it (`ls --all`)
+    tagged_resource_type: ClassVar[str]
+    # doctor's checks of this platform that need credentials: listed as skipped when they do not work
+    preflight_names: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "submit" in cls.__dict__:  # what runs must be what prepare returned: one executor for all
             raise TypeError(f"{cls.__name__} must not override submit(); express the launch as calls")
+        from trainctl.backends.features import RecoversLostNodes
+
+        caps = cls.__dict__.get("capabilities")
+        if caps is not None and caps.recover != issubclass(cls, RecoversLostNodes):  # one truth, two spellings
+            raise TypeError(f"{cls.__name__}: capabilities.recover must say whether it is a RecoversLostNodes")
 
     def __init__(self, client_for: Callable[[str, str], Any] | None = None):
         from trainctl.aws import clients as aws
@@ -157,7 +178,20 @@ class Backend(abc.ABC):
     def compensate(self, group: Alternatives, call: AwsCall, verdict: Verdict, say: Callable[[str], None]) -> None:
         """Give back what a rejected alternative got."""
 
+    @classmethod
+    def launch_units(cls, option: "Option", failover: bool, say: Callable[[str], None]) -> list["Option"]:
+        """What one plan option launches as, in order: itself, unless the platform takes less per job
+        (features.OneTypePerJob)."""
+        return [option]
+
+    def submit_error_hint(self, error: BaseException) -> str:
+        """The fix to add to a failed launch's one line ("; do X"), or ''."""
+        return ""
+
     # ------------------------------------------------------------------ after the launch
+    @abc.abstractmethod
+    def running_jobs(self, region: str) -> list[RunningJob]:
+        """The jobs running in `region` under trainctl's tag, from AWS alone (`ls --all`)."""
     @abc.abstractmethod
     def describe(self, job_id: str, region: str) -> JobView: ...
 
@@ -178,3 +212,28 @@ class Backend(abc.ABC):
     def recover(self, job_id: str, region: str, progress: Callable[[str], None] | None = None) -> dict:
         """Relaunch lost capacity; only backends whose capabilities say `recover` implement it."""
         raise UsageError(f"{self.platform} has no recovery by trainctl")
+
+    @classmethod
+    def left_after_end(cls, view: JobView) -> str | None:
+        """One line naming what of an ended job trainctl launched stays until `trainctl down`, or None."""
+        return None
+
+    # ------------------------------------------------------------------ outputs
+    @classmethod
+    @abc.abstractmethod
+    def model_output(cls, bucket: str, job_id: str) -> str:
+        """The S3 URI under which the job's model lands in its job bucket (naming/bucket.py's layout)."""
+
+    def output_places(self, job_id: str, region: str) -> dict[str, str]:
+        """Outputs whose place the platform itself records for the job (what = S3 URI), over the layout's."""
+        return {}
+
+    # ------------------------------------------------------------------ doctor
+    def preflight_checks(self, ctx) -> list:
+        """This platform's read-only checks (backends/preflight.py: Check) before the job bucket's; each one
+        skipped, with the reason, when the spec does not use the platform."""
+        return []
+
+    def late_preflight_checks(self, ctx) -> list:
+        """This platform's checks after the bucket's and the data's (account-wide prerequisites)."""
+        return []

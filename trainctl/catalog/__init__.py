@@ -104,6 +104,14 @@ class Catalog:
             return None
         return Price(entry[platform], entry[f"{platform}_source"])
 
+    def provenance(self) -> str:
+        """Where an offline plan's figures come from: the catalog's dates, said once per plan."""
+        dates = self.data_dates
+        return (f"planned from the bundled catalog dated {self.date} (EC2 prices {dates['ec2_prices_us_east_1']} in "
+                f"us-east-1, {dates['ec2_prices_other_regions']} elsewhere; SageMaker prices outside us-east-1 "
+                f"derived, not verified; Spot advisor {dates['spot_advisor']}); no placement scores or quotas "
+                "checked")
+
     def price_source_words(self, source: str) -> str:
         """A price source for people: its name, and whether it was read from AWS's own price data, with the
         catalog's key (`trainctl catalog` explains each key in full)."""

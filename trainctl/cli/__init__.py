@@ -3,17 +3,19 @@ logic lives here.
 
 Start-up must stay light: `trainctl --help` imports neither boto3, pydantic nor torch, so every heavy import
 happens inside the command that needs it. `app` (the typer app and the global options every command shares),
-`global_options` (attached to every command so they work before and after it; every error as one line),
-`planning` (plan, catalog, schema, launch), `jobs` (watch, logs, ls, calibration, stop, down), `outputs`
-(fetch), `account`
-(doctor, iam-policy), `plugins` (the sandbox's commands, found through an entry point only when used).
+`global_options` (attached to every command so they work before and after it; every error as one line), one
+module per command, named after it (`plan`, `catalog`, `schema`, `launch`, `watch`, `logs`, `ls`, `calibration`,
+`stop`, `down`, `fetch`, `doctor`, `iam_policy`, `cost`, `bench`), `plugins` (the sandbox's commands, found
+through an entry point only when used).
 """
 from __future__ import annotations
 
 import typer
 
 # the commands register on `app` when imported, in the order --help lists them
-from trainctl.cli import planning, jobs, outputs, account, cost, bench  # noqa: F401,I001
+from trainctl.cli import plan, catalog, schema, launch  # noqa: F401,I001
+from trainctl.cli import watch, logs, ls, calibration, stop, down, fetch  # noqa: F401,I001
+from trainctl.cli import doctor, iam_policy, cost, bench  # noqa: F401,I001
 from trainctl.cli.app import GLOBAL_OPTIONS, apply_global_option, app, OPTS
 from trainctl.cli.global_options import attach_global_options, run
 from trainctl.cli.plugins import SANDBOX, SandboxGroup

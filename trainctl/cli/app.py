@@ -1,5 +1,5 @@
 """The trainctl app and its global options (`-o/--output`, `--profile`, `--region`, `--debug`, `--sandbox`),
-shared by the command modules (cli.py, cli_jobs.py, cli_account.py). Start-up stays light: nothing heavy is
+shared by the command modules (one per command: plan.py, launch.py, watch.py, ...). Start-up stays light: nothing heavy is
 imported here."""
 from __future__ import annotations
 
@@ -25,6 +25,10 @@ class GlobalOptions:
 
 
 OPTS = GlobalOptions()
+# `--platform` of the commands about one job (watch, logs, stop, down)
+PLATFORM_OF_UNKNOWN_JOB = typer.Option(None, "--platform", help="sagemaker or ec2: for a job trainctl did not "
+                                                                 "launch (it is not in `trainctl ls`); --region "
+                                                                 "names its region.")
 # Options that work before AND after the subcommand, as in the AWS CLI and kubectl: declared once (on the
 # group below) and attached to every command by `attach_global_options`; the later value wins.
 GLOBAL_OPTIONS = ("profile", "region", "output", "debug", "sandbox")

@@ -5,7 +5,8 @@
 Spot interruption model). No I/O: `trainctl/usecases/plan.py` gathers the quotes and measurements.
 """
 from trainctl.perf.estimator import MeasuredRate
-from trainctl.planner.ranking import OBJECTIVES, PlanRequest, candidates, model_shape, plan
+from trainctl.planner.planning import Planner, plan
+from trainctl.planner.ranking import OBJECTIVES, PlanRequest, candidates, model_shape
 from trainctl.plans import Plan
 
-__all__ = ["OBJECTIVES", "MeasuredRate", "Plan", "PlanRequest", "candidates", "model_shape", "plan"]
+__all__ = ["OBJECTIVES", "MeasuredRate", "Plan", "PlanRequest", "Planner", "candidates", "model_shape", "plan"]

@@ -167,13 +167,9 @@ def _throughput(spec: JobSpec, shape: perf.ModelShape, inst: InstanceType, count
                                 catalog, load_calibration())
 
 
-# ----------------------------------------------------------------------------- the plan
-def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest | None = None,
-         measured: dict[tuple[str, int, str], MeasuredRate] | None = None) -> Plan:
-    run = _Planning(spec, catalog, quotes, request or PlanRequest(), measured or {})
-    options = [o for cand in candidates(spec, catalog, run.request) for o in run.layout_options(cand)]
-    warnings = run.warnings()
-    ranked, kept = run.rank(run.within_constraints(options))
+# ----------------------------------------------------------------------------- the plan (planner/planning.py)
+def _finished(spec: JobSpec, catalog: Catalog, quotes: Quotes, run: "_Planning", ranked: list[Option],
+              kept: list[risk.Priced], warnings: list[str]) -> Plan:
     warnings += reasons.low_score_warnings(ranked, quotes)
     if (held := over_quota_warning(ranked, catalog, quotes, run.request.objective)) is not None:
         warnings.append(held)
@@ -200,8 +196,12 @@ class _Planning:
     """One plan in the making: what it was asked, what it left out and why."""
 
     def __init__(self, spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest,
-                 measured: dict[tuple[str, int, str], MeasuredRate]):
+                 measured: dict[tuple[str, int, str], MeasuredRate], throughputs: dict | None = None,
+                 layouts: dict | None = None):
         self.spec, self.catalog, self.quotes, self.request, self.measured = spec, catalog, quotes, request, measured
+        self.throughputs = {} if throughputs is None else throughputs
+        self.layouts = {} if layouts is None else layouts
+        self._effects: list | None = None   # what the layout being priced leaves out, to replay on reuse
         self.shape = model_shape(spec, request.code)
         self.platforms = request.platforms or tuple(spec.candidates.platforms)
         self.regions = [r for r in spec.candidates.regions if r in quotes.regions]
@@ -211,6 +211,8 @@ class _Planning:
         self.closest_miss: Option | None = None  # the option nearest the deadline among those that miss it
 
     def exclude(self, inst_name: str, count: int, reason: str, **where) -> None:
+        if self._effects is not None:
+            self._effects.append(("exclude", (inst_name, count, reason), where))
         key = (inst_name, count, reason)
         if key not in self._seen:  # one line per layout and reason, not per platform x region x market
             self._seen.add(key)
@@ -286,6 +288,32 @@ class _Planning:
         return None
 
     def layout_options(self, cand: _Candidate) -> list[risk.Priced]:
+        """The candidate's priced options; those of the planner's last pass when the quotes differ only in
+        placement scores that are not this layout's (a live plan's scores re-price only the layouts scored)."""
+        key = (cand.instance.name, cand.count, cand.markets, tuple(m.name for m in cand.members))
+        scores = self._scores_of(cand)
+        last = self.layouts.get(key)
+        if last is not None and last[0] == scores:
+            for what, args, where in last[2]:  # what it left out, said again in this pass's order
+                self.exclude(*args, **where) if what == "exclude" else self.on_demand(*args)
+            return list(last[1])
+        self._effects = []
+        try:
+            out = self._layout_options(cand)
+            self.layouts[key] = (scores, tuple(out), tuple(self._effects))
+        finally:
+            self._effects = None
+        return out
+
+    def _scores_of(self, cand: _Candidate) -> tuple:
+        """The placement scores (and the types each was asked for) that price the candidate: its type's, or
+        those of a set of its flexible types, for its node count."""
+        names = {m.name for m in cand.members} or {cand.instance.name}
+        keys = sorted(k for k in {*self.quotes.placement_scores, *self.quotes.score_configs}
+                      if k[2] == cand.count and set(k[1].split("|")) <= names)
+        return tuple((k, self.quotes.placement_scores.get(k), self.quotes.score_configs.get(k)) for k in keys)
+
+    def _layout_options(self, cand: _Candidate) -> list[risk.Priced]:
         if cand.members:
             return flexible_options(self, cand, _throughput)
         inst, count = cand.instance, cand.count
@@ -299,8 +327,7 @@ class _Planning:
                 self.exclude(inst.name, count, "SageMaker training does not offer this type", platform=platform)
                 continue
             # Full or hybrid sharding: the faster on this platform's network (full on a tie: less memory).
-            fit, tp = max(((f, _throughput(self.spec, self.shape, inst, count, platform, self.measured, f,
-                                           self.catalog)) for f in fits),
+            fit, tp = max(((f, self.throughput(inst, count, platform, f)) for f in fits),
                           key=lambda pair: (pair[1].samples_per_s, pair[0].strategy != "hsdp"))
             cpu_feed = input_limit(self.spec, inst, count, tp.samples_per_s)
             for region in self.regions:
@@ -314,6 +341,14 @@ class _Planning:
                         out.append(opt)
         return out
 
+    def throughput(self, inst: InstanceType, count: int, platform: str, fit: perf.MemoryFit) -> perf_layout.Estimate:
+        """_throughput, worked out once per planner (it depends on no quote)."""
+        key = (inst.name, count, platform, fit)
+        if key not in self.throughputs:
+            self.throughputs[key] = _throughput(self.spec, self.shape, inst, count, platform, self.measured, fit,
+                                                self.catalog)
+        return self.throughputs[key]
+
     def on_demand(self, platform: str, region: str, inst: InstanceType) -> tuple[float, str] | None:
         """(On-Demand $/h per node, where it came from), or None (noted as unpriced)."""
         live = self.quotes.on_demand.get((platform, region, inst.name))
@@ -322,6 +357,8 @@ class _Planning:
         cat = self.catalog.on_demand_price(platform, region, inst.name)
         if cat is not None:
             return cat.usd_per_hour, f"catalog {self.catalog.date}: {self.catalog.price_source_words(cat.source)}"
+        if self._effects is not None:
+            self._effects.append(("unpriced", (platform, region, inst), {}))
         self.unpriced.setdefault((platform, region), set()).add(inst.name)
         return None
 

@@ -29,11 +29,26 @@ _ACCOUNT = Column("account", lambda j: j["account"] or "-")
 
 def calibration_table(doc: dict) -> None:
     from trainctl.render.columns import fitted_table
-    from trainctl.usecases.calibration import summary_line
-
     con = table_console(100)
     if doc["jobs"]:
         several = len({j["account"] for j in doc["jobs"]}) > 1
         con.print(fitted_table(_COLUMNS + ((_ACCOUNT,) if several else ()), doc["jobs"], con.width))
         con.print("samples/s of the whole layout; error = predicted / measured - 1", style="dim")
     con.print(summary_line(doc), markup=False, soft_wrap=False)
+
+
+def summary_line(doc: dict) -> str:
+    s = doc["summary"]
+    where = "AWS" if doc["endpoint"] == "aws" else doc["endpoint"]
+    head = f"{s['completed_jobs']} completed job{'s' if s['completed_jobs'] != 1 else ''} on {where}"
+    if doc["account"]:
+        head += f", account {doc['account']}"
+    if not s["compared"]:
+        return head + ": none with a measured throughput yet (`trainctl watch JOB` records it when a job completes)"
+    band = ""
+    if s["within_band"] is not None:
+        banded = sum(1 for j in doc["jobs"] if j["error"] is not None and j["band"])
+        band = f"; {s['within_band']} of {banded} inside the plan's throughput band"
+    return (f"{head}, {s['compared']} compared: median |error| {s['median_abs_error']:.0%}, median error "
+            f"{s['median_error']:+.0%} (+ = the plan expected more than was measured), worst "
+            f"{s['worst_abs_error']:.0%} ({s['worst_job']}){band}")

@@ -3,58 +3,65 @@ table, and the job list of `ls`."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
 
 from trainctl.render import table_console
 from trainctl.render.columns import Column, fitted_table
 from trainctl.text.logfold import TracebackFolder
 from trainctl.text.safe import clean, plain
-from trainctl.usecases.jobs.watch import JobRef, Progress, follow, summary
 
 
-def follow_live(backend, job: JobRef, *, interval: float, logs: bool, recover: Callable[[Any], bool] | None,
-                to_stderr: bool, on_look: Callable[[dict], None] | None = None) -> tuple[Any, Progress]:
-    """`follow` for people: transitions and every host's lines as they come, a status line on a terminal.
-    With JSON output the live view goes to stderr so stdout stays one document."""
-    from rich.console import Console
-    from rich.text import Text
+class LiveView:
+    """The live view of `watch` for people: transitions and every host's lines as they come, a status line on a
+    terminal. With JSON output it goes to stderr so stdout stays one document. It only renders: the CLI
+    (cli/watch.py) follows the job and feeds it. Used as a context manager: the status line starts and stops."""
 
-    con = Console(highlight=False, stderr=to_stderr)
+    def __init__(self, job_id: str, to_stderr: bool):
+        from rich.console import Console
 
-    def on_transition(t) -> None:
+        self.con = Console(highlight=False, stderr=to_stderr)
+        self.folder = TracebackFolder(job_id, self._show_line)  # a traceback is one line here; `logs` has it whole
+        self.status = self.con.status("waiting for the job", spinner="dots") if self.con.is_terminal else None
+
+    def transition(self, t) -> None:
+        from rich.text import Text
+
         style = "bold red" if t.status in ("Interrupted", "Failed", "MaxWaitTimeExceeded") else "bold"
-        con.print(Text.assemble(f"{fmt_time(t.start)} ", plain(t.status, True, style), " ", plain(t.message)),
-                  soft_wrap=True)
+        self.con.print(Text.assemble(f"{fmt_time(t.start)} ", plain(t.status, True, style), " ",
+                                     plain(t.message)), soft_wrap=True)
 
-    def show_line(ln) -> None:
+    def line(self, ln) -> None:
+        self.folder.feed(ln)
+
+    def _show_line(self, ln) -> None:
+        from rich.text import Text
+
         # log text is the job's: no control sequences, never markup, never re-wrapped (copy-paste must work)
-        con.print(Text.assemble(f"{fmt_time(ln.timestamp_ms / 1000)} ", plain(ln.host, True, "cyan"), " ",
-                                plain(ln.message)), soft_wrap=True)
+        self.con.print(Text.assemble(f"{fmt_time(ln.timestamp_ms / 1000)} ", plain(ln.host, True, "cyan"), " ",
+                                     plain(ln.message)), soft_wrap=True)
 
-    folder = TracebackFolder(job.job_id, show_line)  # a traceback is one line here; `logs` has it whole
+    def note(self, message: str) -> None:
+        from rich.text import Text
 
-    status = con.status("waiting for the job", spinner="dots") if con.is_terminal else None
+        self.con.print(Text(message), soft_wrap=True)
 
-    hinted = []
+    @property
+    def shows_status(self) -> bool:
+        return self.status is not None
 
-    def on_update(view, progress) -> None:
-        if on_look is not None:  # `launch --notify`: each look's news (usecases/jobs/notify.py)
-            on_look(summary(view, progress, job.record))
-        if recover is None and view.secondary_status == "Interrupted" and not hinted and backend.capabilities.recover:
-            hinted.append(True)  # once: a job left Interrupted waits for nobody
-            con.print(Text(interrupted_hint(view)), soft_wrap=True)
-        if status:
-            status.update(status_line(summary(view, progress, job.record), con.width - 4))  # 4: the spinner
+    def update(self, doc: dict) -> None:
+        """The status line from watch's summary document of the job now."""
+        if self.status:
+            self.status.update(status_line(doc, self.con.width - 4))  # 4: the spinner
 
-    if status:
-        status.start()
-    try:
-        return follow(backend, job.job_id, job.region, interval=interval, on_transition=on_transition,
-                      on_line=folder.feed, on_update=on_update, logs=logs, recover=recover, say=say)
-    finally:
-        folder.flush()
-        if status:
-            status.stop()
+    def __enter__(self) -> "LiveView":
+        if self.status:
+            self.status.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.folder.flush()
+        if self.status:
+            self.status.stop()
 
 
 def interrupted_hint(view) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from trainctl.catalog import load_catalog
 from trainctl.errors import UsageError
-from trainctl.planner import OBJECTIVES, Plan, PlanRequest, candidates, plan
+from trainctl.planner import OBJECTIVES, Plan, PlanRequest, Planner, candidates
 from trainctl.planner.quotes import Quotes
 from trainctl.perf.stack_inference import StackInference, infer_stack
 from trainctl.spec import JobSpec, Layout, load_spec
@@ -50,14 +50,32 @@ def parse_layouts(texts: tuple[str, ...] | list[str], known: set[str]) -> tuple[
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class Planned:
+    """A plan with what it was planned from: the quotes and the request, for a plan of one of its layouts
+    (`replan`) that asks AWS nothing again."""
+
+    spec: JobSpec
+    plan: Plan
+    quotes: Quotes
+    request: PlanRequest
+
+
 def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpec, Plan]:
     """The spec and its plan; `store` (if any) gives the throughput measured by earlier jobs of this endpoint."""
+    planned = plan_from_aws(inputs, store)
+    return planned.spec, planned.plan
+
+
+def plan_from_aws(inputs: PlanInputs, store: JobStore | None = None) -> Planned:
+    """make_plan, keeping the quotes and the request it planned from."""
     catalog = load_catalog()
     spec = only_region(load_spec(inputs.spec_path, catalog=catalog))
     if inputs.objective not in OBJECTIVES:
         raise UsageError(f"--objective {inputs.objective!r}: use {', '.join(OBJECTIVES[:-1])} or {OBJECTIVES[-1]}")
-    if inputs.platform not in (None, "sagemaker", "ec2"):
-        raise UsageError(f"--platform {inputs.platform!r}: use sagemaker or ec2")
+    from trainctl.backends import check_platform
+
+    check_platform(inputs.platform)
     request = PlanRequest(objective=inputs.objective,
                           platforms=(inputs.platform,) if inputs.platform else None,
                           layouts=parse_layouts(inputs.layouts, set(catalog.instances)),
@@ -65,18 +83,48 @@ def make_plan(inputs: PlanInputs, store: JobStore | None = None) -> tuple[JobSpe
     quotes = gather_quotes(spec, catalog, request, inputs)
     request = with_data_facts(spec, request, quotes)
     notes = account_measurements(store, quotes)
+    result, quotes = _plan_scored(spec, request, measured_rates(store, spec), quotes, inputs.refresh)
+    return Planned(spec, result.model_copy(update={"warnings": (*result.warnings, *notes)}) if notes else result,
+                   quotes, request)
+
+
+def _plan_scored(spec: JobSpec, request: PlanRequest, measured: dict, quotes: Quotes,
+                 refresh: bool = False) -> tuple[Plan, Quotes]:
+    """The plan, and its quotes with the best fixed Spot layouts' placement scores (live), each asked for its
+    exact configuration: the ranking that names them is the plan's own when no score is asked, and the layouts'
+    throughputs are worked out once either way (planner.Planner)."""
+    planner = Planner(spec, load_catalog(), request, measured)
+    if quotes.source == "live":
+        from trainctl.aws.placement import with_fixed_scores
+
+        quotes = with_fixed_scores(quotes, planner.ranking(quotes), refresh)
+    return planner.plan(quotes), quotes
+
+
+def replan(planned: Planned, spec_path: str, platform: str, store: JobStore | None = None) -> tuple[JobSpec, Plan]:
+    """The plan of a spec made of one of `planned`'s layouts (a bench job's spec: usecases/bench/spec.py), on
+    `platform`, from the quotes and the data facts `planned` was made from: only the layout's own placement
+    score is asked, if the first plan did not ask it. The measured throughput is the store's now."""
+    spec = only_region(load_spec(spec_path, catalog=load_catalog()))
+    request = PlanRequest(platforms=(platform,), spec_path=spec_path, data_facts=planned.request.data_facts,
+                          extra_warnings=planned.request.extra_warnings)
+    return spec, _plan_scored(spec, request, measured_rates(store, spec), planned.quotes)[0]
+
+
+def plan_again(planned: Planned, store: JobStore | None) -> Plan:
+    """`planned`'s spec planned again from its quotes with the throughput the store holds now (after a bench
+    measured some): AWS is asked only the placement scores of layouts that became the best."""
+    return _plan_scored(planned.spec, planned.request, measured_rates(store, planned.spec), planned.quotes)[0]
+
+
+def measured_rates(store: JobStore | None, spec: JobSpec) -> dict:
+    """The throughput earlier jobs of this endpoint measured for the spec's model and batch."""
     measured = store.measured_rates(spec.model.name, spec.workload.batch_size_per_accelerator) if store else {}
     if measured:  # a bench's measurement says so, with its conditions (usecases/bench/record.py)
         from trainctl.usecases.bench.record import with_bench_origin
 
         measured = with_bench_origin(store, measured)
-    result = plan(spec, catalog, quotes, request, measured)
-    if quotes.source == "live":  # the best fixed Spot layouts' scores, each for its exact configuration
-        from trainctl.aws.placement import with_fixed_scores
-
-        scored = with_fixed_scores(quotes, result.options, inputs.refresh)
-        result = result if scored is quotes else plan(spec, catalog, scored, request, measured)
-    return spec, result.model_copy(update={"warnings": (*result.warnings, *notes)}) if notes else result
+    return measured
 
 
 MAX_CODE_FILES = 200             # Python files read for `stack: auto`; a vendored library is not the script
@@ -149,10 +197,7 @@ def only_region(spec: JobSpec) -> JobSpec:
 
 def gather_quotes(spec: JobSpec, catalog, request: PlanRequest, inputs: PlanInputs) -> Quotes:
     regions = tuple(spec.candidates.regions)
-    dates = catalog.data_dates
-    dated = (f"planned from the bundled catalog dated {catalog.date} (EC2 prices {dates['ec2_prices_us_east_1']} in "
-             f"us-east-1, {dates['ec2_prices_other_regions']} elsewhere; SageMaker prices outside us-east-1 derived, "
-             f"not verified; Spot advisor {dates['spot_advisor']}); no placement scores or quotas checked")
+    dated = catalog.provenance()
     if inputs.offline:
         return Quotes.offline(regions, (f"--offline: {dated}",))
     from trainctl.aws import clients as aws

@@ -11,17 +11,21 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from trainctl.backends.base import Alternatives, AwsCall, Backend, Capabilities, LaunchRequest, LaunchSettings, Verdict
+from trainctl.backends.base import (Alternatives, AwsCall, Backend, Capabilities, LaunchRequest, LaunchSettings,
+                                    RunningJob, Verdict)
 from trainctl.backends.ec2 import cleanup as _cleanup
-from trainctl.backends.ec2 import fleet, status, stopping
+from trainctl.backends.ec2 import fleet, listing, preflight, status, stopping
 from trainctl.backends.ec2.common import LIVE_STATES, PLATFORM, instances
 from trainctl.backends.ec2.prepare import prepare
+from trainctl.backends.features import NodesPublishBudget, RecoversLostNodes
 from trainctl.backends.options import Ec2Options
 
 
 
-class Ec2Backend(Backend):
+class Ec2Backend(RecoversLostNodes, NodesPublishBudget, Backend):
     platform = PLATFORM
+    title = "EC2"
+    tagged_resource_type = "ec2:instance"
     # An instant fleet gives all N instances or submit raises CapacityError: nothing to wait for afterwards.
     capabilities = Capabilities(capacity_at_submit=True, recover=True)
     options_type = Ec2Options
@@ -63,3 +67,21 @@ class Ec2Backend(Backend):
 
     def cleanup(self, job_id: str, region: str, say: Callable[[str], None] | None = None) -> list[str]:
         return _cleanup.cleanup(self.client_for, job_id, region, say)
+
+    def running_jobs(self, region: str) -> list[RunningJob]:
+        return listing.running_jobs(self.client_for, region)
+
+    @classmethod
+    def model_output(cls, bucket: str, job_id: str) -> str:
+        return f"s3://{bucket}/{job_id}/output/model/"  # the agent uploads /opt/ml/model's files there
+
+    def submit_error_hint(self, error: BaseException) -> str:
+        from trainctl.backends.ec2.spot_role import hint
+
+        return hint(error)
+
+    def preflight_checks(self, ctx) -> list:
+        return preflight.preflight_checks(self.client_for, ctx)
+
+    def late_preflight_checks(self, ctx) -> list:
+        return preflight.late_preflight_checks(self.client_for, ctx)

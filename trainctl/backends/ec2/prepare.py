@@ -29,7 +29,7 @@ from trainctl.backends.base import Alternatives, AwsCall, CapacityError, LaunchR
 from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMPTS, NODES_TAG, PLATFORM, instances, launch_template, log_group, name_for, security_group)
 from trainctl.backends.security_group import self_only_security_group
 from trainctl.errors import TrainctlError, UsageError
-from trainctl.backends.ec2.log_group import DEFAULT_LOG_RETENTION_DAYS, LOG_RETENTION_DAYS, log_group_calls  # noqa: F401
+from trainctl.backends.ec2.log_retention import DEFAULT_LOG_RETENTION_DAYS, LOG_RETENTION_DAYS, log_group_calls  # noqa: F401
 from trainctl.iam.node_role import EC2_TRUST, node_policy
 from trainctl.backends import budget
 from trainctl.backends.launch_limits import boundary, max_runtime_s

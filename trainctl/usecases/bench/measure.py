@@ -5,13 +5,15 @@ choice, for a bounded number of dollars, before the big run.
    choice (or `--top N`, `--layout`), refuse in one line when their dollar bound is over the cap.
 2. Run, one layout after the other: a bench spec (bench_spec.py: the user's spec, its workload cut to
    warm-up + measured steps on this layout, pinned to the option's platform, market and region) goes through
-   the normal launch path with the hard maximum runtime (`max_runtime_hours`: SageMaker's
+   the normal launch path (planned from the first plan's quotes: usecases/plan.py: replan; AWS is not asked for
+   them again) with the hard maximum runtime (`max_runtime_hours`: SageMaker's
    StoppingCondition.MaxRuntimeInSeconds, the EC2 node agent's deadline); the job's metric lines are read
    the way `watch` reads them, the steps up to the warm-up are not counted; a job still running once it
    logged the measured steps (a script that ignores the shortened workload) is stopped; then `down`.
    A Spot interruption is data (the row says so), not an error.
 3. Record (bench_record.py): the median measured rate in the store's measured throughput (per endpoint, as
    every measurement) and the conditions as the job's `bench` event; the next plan uses it.
+   The plan after the bench is the first plan's quotes priced again with the measured throughput (plan_again).
 Ctrl-C: every bench job launched so far is taken down (stopped, its resources removed) before the
 KeyboardInterrupt goes on.
 """
@@ -46,19 +48,19 @@ class BenchInputs:
 
 
 def plan_choice(inputs: BenchInputs, store: JobStore):
-    """(spec, the plan as it stands, the bench's choice)."""
-    from trainctl.usecases.plan import PlanInputs, make_plan
+    """(the plan as it stands, the plan the choice was made from (usecases/plan.py: Planned), the bench's choice)."""
+    from trainctl.usecases.plan import PlanInputs, plan_from_aws
 
-    spec, plan = make_plan(PlanInputs(spec_path=inputs.spec_path, objective=inputs.objective,
-                                      platform=inputs.platform, offline=inputs.offline), store)
-    source = plan
+    planned = plan_from_aws(PlanInputs(spec_path=inputs.spec_path, objective=inputs.objective,
+                                       platform=inputs.platform, offline=inputs.offline), store)
+    source = planned
     if inputs.layouts:  # the named layouts may be outside the spec's candidates: plan them as named
-        _, source = make_plan(PlanInputs(spec_path=inputs.spec_path, objective=inputs.objective,
-                                         layouts=inputs.layouts, platform=inputs.platform, offline=inputs.offline),
-                              store)
-    choice = choose(source, max_minutes=inputs.max_minutes, top=inputs.top, layouts=inputs.layouts,
+        source = plan_from_aws(PlanInputs(spec_path=inputs.spec_path, objective=inputs.objective,
+                                          layouts=inputs.layouts, platform=inputs.platform, offline=inputs.offline),
+                               store)
+    choice = choose(source.plan, max_minutes=inputs.max_minutes, top=inputs.top, layouts=inputs.layouts,
                     max_usd=inputs.max_usd, transport_of=transport)
-    return spec, plan, choice
+    return planned, source, choice
 
 
 def transport(option) -> str:
@@ -91,7 +93,8 @@ def choice_document(plan, choice: BenchChoice, inputs: BenchInputs) -> dict:
 
 def bench(inputs: BenchInputs, store: JobStore, say: Callable[[str], None]) -> dict:
     """The bench document: the --dry-run preview, or every layout's measurement and the plan after it."""
-    spec, plan, choice = plan_choice(inputs, store)
+    planned, source, choice = plan_choice(inputs, store)
+    plan = planned.plan
     doc = choice_document(plan, choice, inputs)
     if choice.refusal:
         raise TrainctlError(choice.refusal, exit_code=EXIT_REFUSED)
@@ -105,7 +108,7 @@ def bench(inputs: BenchInputs, store: JobStore, say: Callable[[str], None]) -> d
         return doc
     from trainctl.usecases.bench.run import BenchRun
 
-    runner = BenchRun(inputs, spec, store, say)
+    runner = BenchRun(inputs, planned.spec, store, say, source)
     try:
         for row, c in zip(doc["layouts"], choice.chosen):
             try:
@@ -116,18 +119,19 @@ def bench(inputs: BenchInputs, store: JobStore, say: Callable[[str], None]) -> d
     except KeyboardInterrupt:
         runner.take_down_all()
         raise
-    _, after = _plan_after(inputs, store)
+    after = _plan_after(planned, store)
     doc.update(dry_run=False, spent_usd=round(sum(r.get("spent_usd") or 0.0 for r in doc["layouts"]), 4),
                top_after=after.options[0].describe() if after.options else None)
     doc["changed"] = _key(plan) != _key(after)
     return doc
 
 
-def _plan_after(inputs: BenchInputs, store: JobStore):
-    from trainctl.usecases.plan import PlanInputs, make_plan
+def _plan_after(planned, store: JobStore):
+    """The plan with what the bench measured: the first plan's quotes, priced again with the store's
+    throughput now (the measurements are what changed)."""
+    from trainctl.usecases.plan import plan_again
 
-    return make_plan(PlanInputs(spec_path=inputs.spec_path, objective=inputs.objective, platform=inputs.platform,
-                                offline=inputs.offline), store)
+    return plan_again(planned, store)
 
 
 def _key(plan) -> tuple | None:

@@ -37,8 +37,10 @@ class _Measured(Exception):
 class BenchRun:
     """The bench jobs of one `trainctl bench`: each is taken down when measured, all of them on Ctrl-C."""
 
-    def __init__(self, inputs, spec, store: JobStore, say: Callable[[str], None]):
-        self.inputs, self.spec, self.store, self.say = inputs, spec, store, say
+    def __init__(self, inputs, spec, store: JobStore, say: Callable[[str], None], planned=None):
+        """`planned`: the plan the layouts were chosen from (usecases/plan.py: Planned); each bench job's spec is
+        planned from its quotes (usecases/plan.py: replan), not from AWS again."""
+        self.inputs, self.spec, self.store, self.say, self.planned = inputs, spec, store, say, planned
         self.stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         self.running: dict[str, tuple[str, str]] = {}   # job id -> (platform, region), until taken down
 
@@ -66,8 +68,13 @@ class BenchRun:
         self.say(f"bench {c.layout} on {o.platform} in {o.region}: {self.inputs.warmup_steps} warm-up + "
                  f"{self.inputs.steps} measured steps, at most {self.inputs.max_minutes:g} min, bound "
                  f"${c.bound_usd:,.2f}")
+        planned = None
+        if self.planned is not None:
+            from trainctl.usecases.plan import replan
+
+            planned = replan(self.planned, path, o.platform, self.store)
         args = LaunchArgs(spec_path=path, platform=o.platform, offline=self.inputs.offline, yes=True,
-                          allow_duplicate=True,
+                          allow_duplicate=True, planned=planned,
                           platform_options={"max_runtime_hours": self.inputs.max_minutes / 60.0})
         try:
             result = launch(args, self.store, say=lambda m: self.say(f"  {m}"), show=lambda opt, req: None,

@@ -1,6 +1,6 @@
 """`trainctl ls --all`: the account's trainctl jobs in a region, from AWS itself, whoever launched them and from
-wherever. Found by the `trainctl:job` tag (Resource Groups Tagging API GetResources over EC2 instances and
-SageMaker training jobs; EC2's own tag filter and ListTrainingJobs, as before) and by the records in the
+wherever. Found by the `trainctl:job` tag (Resource Groups Tagging API GetResources over what each backend's
+jobs run on; each backend's own listing, `running_jobs`, as before) and by the records in the
 account's trainctl bucket (`JOB/job.json`); each joined with its record (who launched it, the option and its
 prediction), its live status and the dollars so far. Every record read is cached in the local store, so a
 machine's store rebuilt from the account loses nothing."""
@@ -13,23 +13,25 @@ from trainctl.naming.tags import JOB_TAG
 from trainctl.state.documents import RECORD_NAME, JobDocument
 from trainctl.state.job_store import JobRow, JobStore
 
-# GetResources' ResourceTypeFilters for what a trainctl job runs on (service:resourceType, as the Tagging API's
-# reference writes them)
-TAGGED_TYPES = ("ec2:instance", "sagemaker:training-job")
 WORKERS = 8
 
 
 def tagged_jobs(region: str) -> dict[str, str]:
-    """job id -> platform, for every resource tagged trainctl:job in `region` (Tagging API GetResources)."""
-    from trainctl.usecases.jobs.listing import _quick_client
+    """job id -> platform, for every resource tagged trainctl:job in `region` (Tagging API GetResources over
+    what each backend's jobs run on: its `tagged_resource_type`, service:resourceType as the Tagging API's
+    reference writes them; an ARN's service says whose it is)."""
+    from trainctl.usecases.jobs.listing import _quick_client, listing_backends
 
+    backends = listing_backends()
+    by_service = {b.tagged_resource_type.split(":")[0]: b.platform for b in backends}
     found: dict[str, str] = {}
     pages = _quick_client("resourcegroupstaggingapi", region).get_paginator("get_resources").paginate(
-        TagFilters=[{"Key": JOB_TAG}], ResourceTypeFilters=list(TAGGED_TYPES))
+        TagFilters=[{"Key": JOB_TAG}], ResourceTypeFilters=[b.tagged_resource_type for b in backends])
     for resource in (r for page in pages for r in page["ResourceTagMappingList"]):
         job = next((t["Value"] for t in resource.get("Tags", []) if t["Key"] == JOB_TAG), None)
-        if job:
-            found.setdefault(job, "sagemaker" if ":sagemaker:" in resource["ResourceARN"] else "ec2")
+        platform = by_service.get(resource["ResourceARN"].split(":")[2])  # arn:PARTITION:SERVICE:...
+        if job and platform:
+            found.setdefault(job, platform)
     return found
 
 
@@ -117,7 +119,8 @@ def _record(job_id: str, account: str, region: str) -> tuple[JobDocument | None,
 def _row(doc: JobDocument | None, job_id: str, platform: str | None, region: str, account: str) -> dict:
     from trainctl.usecases.jobs.listing import _listed, _live_status
 
-    record = JobRow(job_id, None, account, doc.platform if doc else platform or "sagemaker",
+    # a job without a record was found by a tagged resource, which says its platform
+    record = JobRow(job_id, None, account, doc.platform if doc else str(platform),
                        doc.region if doc else region, doc.spec_path if doc else None,
                        doc.spec_name if doc else None, doc.model if doc else None,
                        doc.batch_size if doc else None, doc.option if doc else None,

@@ -1,12 +1,10 @@
 """`trainctl fetch JOB [--what model|tensorboard|logs|checkpoints] [DEST]`: what a job produced, downloaded.
 
-Where each output is, the same on both platforms (naming/bucket.py):
-- the model: SageMaker's OutputDataConfig gives S3OutputPath/JOB/output/model.tar.gz (extracted into DEST); the
-  EC2 agent uploads /opt/ml/model's files under JOB/output/model/;
-- TensorBoard events: TensorBoardOutputConfig's S3OutputPath, JOB/tensorboard/ (both platforms);
-- checkpoints: JOB/checkpoints/ (CheckpointConfig on SageMaker);
+Where each output is, in the job bucket's layout (naming/bucket.py):
+- the model: where the backend puts it (`Backend.model_output`); an archive (model.tar.gz) is extracted into DEST;
+- TensorBoard events: JOB/tensorboard/; checkpoints: JOB/checkpoints/;
 - logs: the job's log lines from CloudWatch Logs, every host in time order, into DEST/JOB.log.
-A SageMaker job's own DescribeTrainingJob names its S3 paths; an EC2 job's are in its job bucket.
+A platform that records a job's S3 paths itself says them (`Backend.output_places`), over the layout's.
 """
 from __future__ import annotations
 
@@ -36,9 +34,10 @@ def _split(uri: str) -> tuple[str, str]:
 
 def where(job_id: str, platform: str, account: str, region: str, bucket: str | None = None) -> dict[str, str]:
     """S3 URI of each output in the job bucket layout (what `watch` names at the end)."""
+    from trainctl.backends import backend_class
+
     b = bucket or layout.job_bucket(account, region)
-    model = f"s3://{b}/{job_id}/output/{job_id}/output/" if platform == "sagemaker" else f"s3://{b}/{job_id}/output/model/"
-    return {"model": model, "tensorboard": f"s3://{b}/{layout.tensorboard_prefix(job_id)}",
+    return {"model": backend_class(platform).model_output(b, job_id), "tensorboard": f"s3://{b}/{layout.tensorboard_prefix(job_id)}",
             "checkpoints": f"s3://{b}/{layout.checkpoints_prefix(job_id)}"}
 
 
@@ -46,17 +45,6 @@ def where_line(job_id: str, platform: str, account: str, region: str) -> str:
     places = where(job_id, platform, account, region)
     return (f"outputs: model {places['model']}, TensorBoard {places['tensorboard']}, checkpoints "
             f"{places['checkpoints']} (trainctl fetch {job_id} --what model|tensorboard|logs|checkpoints)")
-
-
-def _sagemaker_places(sm, job_id: str) -> dict[str, str]:
-    job = sm.describe_training_job(TrainingJobName=job_id)
-    out = {"model": (job.get("ModelArtifacts") or {}).get("S3ModelArtifacts") or
-           f"{job['OutputDataConfig']['S3OutputPath'].rstrip('/')}/{job_id}/output/model.tar.gz"}
-    if job.get("TensorBoardOutputConfig"):
-        out["tensorboard"] = job["TensorBoardOutputConfig"]["S3OutputPath"]
-    if job.get("CheckpointConfig"):
-        out["checkpoints"] = job["CheckpointConfig"]["S3Uri"]
-    return out
 
 
 def _download(s3, uri: str, dest: str, owner: dict) -> tuple[int, int]:
@@ -71,7 +59,7 @@ def _download(s3, uri: str, dest: str, owner: dict) -> tuple[int, int]:
             raise UsageError(f"{uri}: the object key {key!r} leads outside {dest}; not downloaded")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         s3.download_file(bucket, key, path, ExtraArgs=owner)
-        if path.endswith("model.tar.gz"):  # SageMaker's archive: what the job wrote to /opt/ml/model
+        if path.endswith("model.tar.gz"):  # a platform's archive (SageMaker's): what the job wrote to /opt/ml/model
             with tarfile.open(path) as tar:
                 tar.extractall(dest, filter="data")
     return len(keys), sum(size for _, size in keys)
@@ -86,10 +74,11 @@ def fetch(ref, what: str, dest: str | None, bucket: str | None = None) -> Fetche
     os.makedirs(dest, exist_ok=True)
     if what == "logs":
         return _fetch_logs(ref, dest)
+    from trainctl.backends import get_backend
+
     account = ref.record.account if ref.record else aws.client("sts", ref.region).get_caller_identity()["Account"]
     places = where(ref.job_id, ref.platform, account, ref.region, bucket)
-    if ref.platform == "sagemaker":
-        places.update(_sagemaker_places(aws.client("sagemaker", ref.region), ref.job_id))
+    places.update(get_backend(ref.platform).output_places(ref.job_id, ref.region))
     mine = places[what].startswith(f"s3://{bucket or layout.job_bucket(account, ref.region)}/")
     files, size = _download(aws.client("s3", ref.region), places[what], dest, layout.owner(account if mine else None))
     if not files:

@@ -105,34 +105,28 @@ def _cost_so_far(view, job: JobRow) -> float | None:
         return None
 
 
+def listing_backends() -> list:
+    """Every backend, with the listing's short timeouts, in the order of their tagged resource types."""
+    from trainctl.backends import all_backends
+
+    return sorted(all_backends(_quick_client), key=lambda b: b.tagged_resource_type)
+
+
 def on_aws(region: str, known: set[str]) -> tuple[list[dict], list[str]]:
     """`ls --all`: the running jobs AWS holds in `region` under trainctl's tag that the store does not list
-    (a launch recorded elsewhere, or not at all: a broken database, a record that failed), from AWS alone:
-    EC2 instances tagged trainctl:job, and SageMaker's training jobs in progress that carry the tag. Returns
-    (rows, notes on what could not be asked)."""
+    (a launch recorded elsewhere, or not at all: a broken database, a record that failed), from AWS alone: each
+    backend's `running_jobs`. Returns (rows, notes on what could not be asked)."""
     from trainctl.aws import clients as aws
-    from trainctl.backends.base import JOB_TAG
 
     rows: dict[str, dict] = {}
     notes: list[str] = []
-    try:
-        pages = _quick_client("ec2", region).get_paginator("describe_instances").paginate(Filters=[
-            {"Name": "tag-key", "Values": [JOB_TAG]},
-            {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]}])
-        for inst in (i for page in pages for r in page["Reservations"] for i in r["Instances"]):
-            job = next(t["Value"] for t in inst.get("Tags", []) if t["Key"] == JOB_TAG)
-            rows.setdefault(job, _aws_row(job, "ec2", region, "InProgress", inst["InstanceType"]))
-    except Exception as e:  # noqa: BLE001 - the other platform may still answer
-        notes.append(f"EC2 not asked ({aws.error_summary(e)})")
-    try:
-        sm = _quick_client("sagemaker", region)
-        for s in sm.list_training_jobs(StatusEquals="InProgress", MaxResults=100)["TrainingJobSummaries"]:
-            tags = sm.list_tags(ResourceArn=s["TrainingJobArn"])["Tags"]
-            if any(t["Key"] == JOB_TAG and t["Value"] == s["TrainingJobName"] for t in tags):
-                rows.setdefault(s["TrainingJobName"], _aws_row(s["TrainingJobName"], "sagemaker", region,
-                                                               s["TrainingJobStatus"], None))
-    except Exception as e:  # noqa: BLE001
-        notes.append(f"SageMaker not asked ({aws.error_summary(e)})")
+    for backend in listing_backends():
+        try:
+            for found in backend.running_jobs(region):
+                rows.setdefault(found.job_id, _aws_row(found.job_id, backend.platform, region, found.status,
+                                                       found.instance_type))
+        except Exception as e:  # noqa: BLE001 - the other platforms may still answer
+            notes.append(f"{backend.title} not asked ({aws.error_summary(e)})")
     return [row for job, row in rows.items() if job not in known], notes
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 from typing import Callable
 
+from trainctl.backends import backend_class
+from trainctl.backends.features import NodesPublishBudget
 from trainctl.state.job_store import JobRow, JobStore
 
 TARGET_EVENT = "notify"      # recorded at launch: {"target": ..., "budget_usd": ...}
@@ -108,9 +110,9 @@ class Notifier:
     def look(self, doc: dict) -> None:
         """`doc`: watch's summary document of the job now."""
         for key, text in messages(doc, self.budget):
-            if key in self.sent or (key.startswith("budget:") and doc["platform"] == "ec2"
-                                    and self.target.startswith("arn:")):
-                continue  # an EC2 job's nodes publish its budget marks to its topic themselves
+            if key in self.sent or (key.startswith("budget:") and self.target.startswith("arn:")
+                                    and issubclass(backend_class(doc["platform"]), NodesPublishBudget)):
+                continue  # the job's nodes publish its budget marks to its topic themselves
             body = {"job_id": doc["job_id"], "event": key, "message": text, "status": doc["status"],
                     "cost_usd": doc.get("cost_usd"), "budget_usd": self.budget, "platform": doc["platform"]}
             try:

@@ -73,15 +73,15 @@ def locate(store: JobStore, job_id: str, platform: str | None = None) -> JobRef:
     record = from_account(store, job_id, region)  # launched elsewhere: its record in the account's bucket
     if record is not None:  # (a broken store cannot keep it: the record then only says where the job runs)
         return JobRef(job_id, record.platform, record.region or region, None if broken else record)
+    from trainctl.backends import BACKENDS, check_platform
+
     if platform is None:
         where = f"the endpoint {store.endpoint}" if store.endpoint else "AWS"
         raise UsageError(f"{job_id}: no job of that id in trainctl's records for {where}, here or in the account's "
                          f"job bucket (region asked: {region}); "
                          "`trainctl ls --all` lists the account's jobs, or name a job launched otherwise with "
-                         "--platform sagemaker|ec2 and --region")
-    if platform not in ("sagemaker", "ec2"):
-        raise UsageError(f"--platform {platform!r}: use sagemaker or ec2")
-    return JobRef(job_id, platform, region, None)
+                         f"--platform {'|'.join(BACKENDS)} and --region")
+    return JobRef(job_id, check_platform(platform), region, None)
 
 
 @dataclass
@@ -313,13 +313,13 @@ def recoverer(backend, job: JobRef, store: JobStore, say: Callable[[str], None],
 
 
 def left_behind(view, record: JobRow | None) -> str | None:
-    """The last line of `watch` for an ended SageMaker job trainctl launched with its own execution role: the
-    role (and the job's security group) stay until `down`, which deletes them once the job has ended."""
-    role = str((view.raw or {}).get("RoleArn") or "")
-    if not view.finished or view.platform != "sagemaker" or record is None or "/trainctl/" not in role:
+    """The last line of `watch` for an ended job trainctl launched whose platform keeps some of its resources
+    until `down` (Backend.left_after_end)."""
+    from trainctl.backends import backend_class
+
+    if not view.finished or record is None:
         return None
-    return (f"{view.job_id} has ended; its execution role {role.rsplit('/', 1)[-1]} stays until "
-            f"`trainctl down {view.job_id}` deletes it")
+    return backend_class(view.platform).left_after_end(view)
 
 
 def exit_code(view) -> int:

@@ -133,7 +133,7 @@ class LaunchMarker:
 def _holder_status(head: dict, region: str, now: float) -> tuple[str, str] | None:
     """(job, status) when the marker's job runs or is being launched; None when it has ended or is stale."""
     from trainctl.aws.clients import error_summary
-    from trainctl.backends import get_backend
+    from trainctl.backends import get_backend, platforms
     from trainctl.errors import TrainctlError
 
     meta = head.get("Metadata") or {}
@@ -142,7 +142,8 @@ def _holder_status(head: dict, region: str, now: float) -> tuple[str, str] | Non
         return None
     launching = (holder, f"being launched elsewhere (marked {age:.0f} s ago)") if age < LAUNCHING_S else None
     try:
-        view = get_backend(meta.get("platform") or "sagemaker").describe(holder, region)
+        view = get_backend(meta.get("platform") or platforms()[0]).describe(holder, region)  # (no platform:
+        # a marker written before markers named it, when the registry's first was the only platform)
     except TrainctlError:  # AWS does not know it (yet)
         return launching
     except Exception as e:  # noqa: BLE001 - no answer: it may run

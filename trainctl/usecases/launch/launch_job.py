@@ -40,6 +40,7 @@ class LaunchArgs:
     poll_seconds: float = 10.0        # how often a --failover launch checks that the job got capacity
     # the platform flags given (backends/options.py declares them); each backend resolves its own, typed
     platform_options: dict = field(default_factory=dict)
+    planned: Any = None               # (spec, plan) already planned for spec_path (bench: usecases/plan.py: replan)
 
 
 def new_job_id(spec_name: str) -> str:
@@ -56,7 +57,9 @@ def choose_options(args: LaunchArgs, store: JobStore | None) -> tuple[Any, Plan,
 
     if args.plan_path and args.layouts:
         raise UsageError("give --plan or --layout, not both")
-    if args.plan_path:
+    if args.planned is not None:
+        spec, plan = args.planned
+    elif args.plan_path:
         plan = load_saved_plan(args.plan_path)
         _check_known_types(plan, args.plan_path)
         spec = load_spec(args.spec_path)
@@ -78,7 +81,7 @@ def choose_options(args: LaunchArgs, store: JobStore | None) -> tuple[Any, Plan,
         idx = next((i for i, o in enumerate(options) if o.platform in BACKENDS), None)
         if idx is None:
             raise UsageError(f"no option of the plan is on a platform trainctl can launch yet "
-                             f"({', '.join(sorted(BACKENDS))}); try --platform sagemaker")
+                             f"({', '.join(sorted(BACKENDS))}); try --platform {next(iter(BACKENDS))}")
     return spec, plan, options, idx
 
 
@@ -170,13 +173,15 @@ class _Run:
 def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: Callable[[Option, Any], None],
            confirm: Callable[[str], bool]) -> dict | LaunchResult:
     """The --dry-run document (dry run), or the LaunchResult of a submitted launch."""
-    from trainctl.backends import BACKENDS
+    from trainctl.backends import BACKENDS, backend_class
 
     spec, plan, options, idx = choose_options(args, store)
     sequence = [options[idx]]
     if args.failover:
         sequence += [o for o in options[idx + 1:] if o.platform in BACKENDS]
-    sequence = [one for o in sequence for one in one_type_per_job(o, args.failover, say)]
+    # what each option launches as (Backend.launch_units: a flexible option is one job per type on a platform
+    # that takes one type per job)
+    sequence = [one for o in sequence for one in backend_class(o.platform).launch_units(o, args.failover, say)]
     run = _Run(args, spec, plan, store, say)
     try:
         return _launch_sequence(run, sequence, confirm, show)
@@ -199,7 +204,7 @@ def _launch_sequence(run: _Run, sequence: list[Option], confirm: Callable[[str],
                                   options=backend.options(args.platform_options, f"option {option.rank}"))
         request = backend.prepare(option, run.spec, settings)
         if args.dry_run:
-            return _dry_run_document(request, run.spec, option, settings.options)
+            return _dry_run_document(backend, request, run.spec, option, settings.options)
         show(option, request)
         if n == 0:
             _confirm(run, confirm, f"Launch {job_id} ({len(request.calls)} AWS calls)?")
@@ -218,31 +223,16 @@ def _launch_sequence(run: _Run, sequence: list[Option], confirm: Callable[[str],
     raise AssertionError("unreachable: the loop returns or raises")
 
 
-def one_type_per_job(option: Option, failover: bool, say: Callable[[str], None]) -> list[Option]:
-    """SageMaker takes one instance type per job (CreateTrainingJob's ResourceConfig.InstanceType): a flexible
-    option there becomes its types in priority order, tried one after the other under --failover (without it,
-    the first type only). On EC2 one fleet takes them all."""
-    if option.platform != "sagemaker" or not option.flexible:
-        return [option]
-    types = option.instance_types if failover else option.instance_types[:1]
-    if not failover:
-        say(f"SageMaker takes one type per job: launching {types[0]} of {option.type_label}; --failover tries "
-            f"{', '.join(option.instance_types[1:])} next when it gets no capacity")
-    return [option.model_copy(update={"instance_type": t, "instance_types": (t,), "flexible_group": None})
-            for t in types]
-
-
-def _dry_run_document(request, spec, option: Option, options: Any) -> dict:
+def _dry_run_document(backend, request, spec, option: Option, options: Any) -> dict:
     """The exact requests, and the settings that reach the job (what the summary of table mode shows): the
-    arguments as the request sends them, the SageMaker distribution's included."""
+    arguments as the request sends them, the distribution's included where the platform has a choice of them."""
     from trainctl.catalog import load_catalog
+    from trainctl.backends.features import ChoosesDistribution
     from trainctl.backends.job_args import job_settings
 
     kind = "torch_distributed"
-    if request.platform == "sagemaker":
-        from trainctl.backends.sagemaker import distribution
-
-        kind = distribution.chosen(getattr(options, "distribution", None), spec)
+    if isinstance(backend, ChoosesDistribution):
+        kind = backend.distribution_kind(options, spec)
     return {**request.to_json(),
             "job_settings": job_settings(spec, option, load_catalog().instance(option.instance_type), kind)}
 

@@ -78,9 +78,7 @@ def submit_failed(store: JobStore, backend, request, e: Exception, say: Callable
     if problem:
         say(f"could not record the failed launch: {problem}")
     _share_outcome(store, request, status, say)
-    from trainctl.backends.ec2.spot_role import hint
-
-    raise TrainctlError(f"launch of {job_id} failed: {error_summary(e)}{hint(e)}") from e
+    raise TrainctlError(f"launch of {job_id} failed: {error_summary(e)}{backend.submit_error_hint(e)}") from e
 
 
 def _share_outcome(store: JobStore, request, status: str, say: Callable[[str], None]) -> None:

@@ -1,4 +1,6 @@
-"""The EC2 job's CloudWatch Logs group: made by the launch (the nodes' agents find it there) with a retention."""
+"""The EC2 job's CloudWatch Logs group and its retention: made by the launch (the nodes' agents find it there).
+Named apart from `common.log_group` (the group's name), which the package exports and would shadow a module
+of the same name."""
 from __future__ import annotations
 
 from trainctl.backends.base import AwsCall

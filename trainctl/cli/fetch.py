@@ -1,4 +1,4 @@
-"""The command about what a job produced: fetch (its model, TensorBoard events, logs or checkpoints)."""
+"""`trainctl fetch JOB`: what a job produced (its model, TensorBoard events, logs or checkpoints), downloaded."""
 from __future__ import annotations
 
 from typing import Optional

@@ -1,0 +1,51 @@
+"""What only some backends can do, as types: a backend that has it derives from the type, one that lacks it does
+not, and a use case asks `isinstance(backend, Feature)`, never the platform's name. (The model: dstack's
+`ComputeWith*` mixins.) What every backend has is in backends/base.py."""
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from trainctl.plans import Option
+
+
+class RecoversLostNodes(abc.ABC):
+    """trainctl relaunches the nodes a job lost (`watch --recover`); a platform without it restarts them itself
+    or not at all. Its `capabilities.recover` says the same (checked in Backend.__init_subclass__)."""
+
+    @abc.abstractmethod
+    def recover(self, job_id: str, region: str, progress: Callable[[str], None] | None = None) -> dict:
+        """Relaunch lost capacity; returns what was done, as one JSON document."""
+
+
+class OneTypePerJob:
+    """The platform takes one instance type per job: a flexible plan option (several types) launches as its types
+    in priority order, tried one after the other under --failover (without it, the first type only)."""
+
+    title: str
+
+    @classmethod
+    def launch_units(cls, option: "Option", failover: bool, say: Callable[[str], None]) -> list["Option"]:
+        if not option.flexible:
+            return [option]
+        types = option.instance_types if failover else option.instance_types[:1]
+        if not failover:
+            say(f"{cls.title} takes one type per job: launching {types[0]} of {option.type_label}; --failover "
+                f"tries {', '.join(option.instance_types[1:])} next when it gets no capacity")
+        return [option.model_copy(update={"instance_type": t, "instance_types": (t,), "flexible_group": None})
+                for t in types]
+
+
+class ChoosesDistribution(abc.ABC):
+    """The platform starts the processes of a job itself, in a way the user picks (--distribution); a backend
+    without it runs torch_distributed (torchrun) on every node."""
+
+    @classmethod
+    @abc.abstractmethod
+    def distribution_kind(cls, options: Any, spec: Any) -> str:
+        """The distribution the job runs with, from the backend's options and the spec."""
+
+
+class NodesPublishBudget:
+    """The job's nodes publish its budget marks to the `launch --notify` topic themselves, so `watch` does not."""

@@ -1,0 +1,59 @@
+"""The plan of a spec: `plan` (one pass), and `Planner` for quotes that grow: a live plan ranks the layouts, asks
+the placement scores of the best-ranked ones (aws/placement.py), and plans with them, working out again only
+what the scores change (planner/ranking.py: _Planning.layout_options)."""
+from __future__ import annotations
+
+import dataclasses
+
+from trainctl.catalog import Catalog
+from trainctl.perf.estimator import MeasuredRate
+from trainctl.planner.quotes import Quotes
+from trainctl.planner.ranking import PlanRequest, _finished, _Planning, candidates
+from trainctl.plans import Option, Plan
+from trainctl.spec import JobSpec
+
+
+def plan(spec: JobSpec, catalog: Catalog, quotes: Quotes, request: PlanRequest | None = None,
+         measured: dict[tuple[str, int, str], MeasuredRate] | None = None) -> Plan:
+    return Planner(spec, catalog, request, measured).plan(quotes)
+
+
+class Planner:
+    """One spec's planning, for quotes that may grow: a live plan ranks the layouts (`ranking`), asks the
+    placement scores of the best-ranked ones, and plans with them (`plan`). The ranking of the quotes planned is
+    not worked out again, and what the scores do not change (each layout's throughput, the options of the layouts
+    not scored) is worked out once."""
+
+    def __init__(self, spec: JobSpec, catalog: Catalog, request: PlanRequest | None = None,
+                 measured: dict[tuple[str, int, str], MeasuredRate] | None = None):
+        self.spec, self.catalog, self.request, self.measured = spec, catalog, request or PlanRequest(), measured or {}
+        self._throughputs: dict = {}      # (type, count, platform, fit) -> Estimate, for every pass
+        self._ranked: tuple | None = None  # (quotes, run, ranked, kept, warnings) of the quotes last ranked
+        self._layouts: dict = {}          # candidate -> (its scores, its options, what it left out), last pass
+
+    def _rank(self, quotes: Quotes) -> tuple:
+        if self._ranked is None or self._ranked[0] is not quotes:
+            if self._ranked is None or not _same_but_scores(self._ranked[0], quotes):
+                self._layouts = {}
+            run = _Planning(self.spec, self.catalog, quotes, self.request, self.measured, self._throughputs,
+                            self._layouts)
+            options = [o for cand in candidates(self.spec, self.catalog, run.request) for o in run.layout_options(cand)]
+            warnings = run.warnings()
+            ranked, kept = run.rank(run.within_constraints(options))
+            self._ranked = (quotes, run, ranked, kept, warnings)
+        return self._ranked
+
+    def ranking(self, quotes: Quotes) -> list[Option]:
+        """The options in the plan's order (what to ask placement scores for), without the plan's last words."""
+        return self._rank(quotes)[2]
+
+    def plan(self, quotes: Quotes) -> Plan:
+        _, run, ranked, kept, warnings = self._rank(quotes)
+        return _finished(self.spec, self.catalog, quotes, run, ranked, kept, list(warnings))
+
+
+def _same_but_scores(before: Quotes, now: Quotes) -> bool:
+    """Whether `now` is `before` with placement scores added (aws/placement.py: with_fixed_scores): every other
+    field the very same value."""
+    return all(getattr(before, f.name) is getattr(now, f.name) for f in dataclasses.fields(Quotes)
+               if f.name not in ("placement_scores", "score_configs", "warnings"))
