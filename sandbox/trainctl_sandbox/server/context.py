@@ -12,6 +12,15 @@ from pathlib import Path
 from typing import Any
 
 
+class AdminError(Exception):
+    """An admin request that cannot be carried out: answered 400 (404 for an unknown action). It lives here, below
+    the extensions that raise it, so that they need not import the middleware that answers it."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
 @dataclass
 class FaultSwitches:
     """Faults a test (or a demo) turns on through the admin endpoint.

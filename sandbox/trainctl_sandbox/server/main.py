@@ -34,8 +34,8 @@ from types import ModuleType
 from typing import Any
 
 from trainctl_sandbox.server import process, speedups
-from trainctl_sandbox.server.context import SandboxContext
-from trainctl_sandbox.server.middleware import AdminError, SandboxApp
+from trainctl_sandbox.server.context import AdminError, SandboxContext
+from trainctl_sandbox.server.middleware import SandboxApp
 from trainctl_sandbox.server.protocol import AwsCall, AwsError
 
 # Installed before serving. sagemaker.jobs is optional (installed only when the module exists, so a stale

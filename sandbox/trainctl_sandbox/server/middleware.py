@@ -22,7 +22,7 @@ from trainctl_sandbox.ec2 import imds
 from trainctl_sandbox.server import s3_checks, strict_requests
 from trainctl_sandbox.server.call_log import ACTION as CALL_LOG_ACTION
 from trainctl_sandbox.server.call_log import CallLog
-from trainctl_sandbox.server.context import SandboxContext
+from trainctl_sandbox.server.context import AdminError, SandboxContext
 from trainctl_sandbox.server.protocol import (
     NOT_HANDLED,
     AwsCall,
@@ -39,14 +39,6 @@ MOTO_RESET = "/moto-api/reset"
 
 AdminRouter = Callable[[str, dict], dict]
 JsonOperation = Callable[[SandboxContext, AwsCall, dict], Any]
-
-
-class AdminError(Exception):
-    """An admin request that cannot be carried out: answered 400 (404 for an unknown action)."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
 
 
 def _model_refusal(call: AwsCall, environ: dict) -> tuple[str, str] | None:
