@@ -156,7 +156,7 @@ ALLOWED_FOR_NOW = {
     ("trainctl/render/", "trainctl/usecases/"),
     ("trainctl/render/", "trainctl/usecases/jobs/"),
     # issue 30, use cases grouped: the flat modules reach up into their concepts (plan records a bench's
-    # measurement through bench/record.py, cost follows a job through jobs/watch.py)
+    # measurement through usecases/bench/record.py, cost follows a job through usecases/jobs/watch.py)
     ("trainctl/usecases/", "trainctl/usecases/bench/"),
     ("trainctl/usecases/", "trainctl/usecases/jobs/"),
     # issue 30, the sandbox's folders: the shared things still live above their users (the admin client in the

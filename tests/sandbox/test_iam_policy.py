@@ -8,7 +8,7 @@ hook cannot; `recorder` below adds a `before-call` hook for in-process callers t
 Two checks, robust to test order and to running a subset of the suite:
 - here, `test_policy_matches_the_calls_of_every_command` runs a representative set of commands itself
   (doctor; plan live; SageMaker launch --dry-run, launch, watch, logs, stop, down; EC2 the same) and
-  requires both directions: every call is in the table of trainctl/iam.py, and every row of the table was
+  requires both directions: every call is in the table of trainctl/iam/calls.py, and every row of the table was
   called (the policy grants nothing trainctl never calls).
 - session-wide, tests/conftest.py reads the sandbox's call log when the session ends and fails the run
   if any test made a call the policy does not cover (the other direction needs the full set of commands,

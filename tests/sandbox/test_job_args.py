@@ -135,7 +135,7 @@ candidates: {layouts: ['p4d.24xlarge:1:on-demand'], platforms: [sagemaker, ec2],
 
 def test_the_plan_s_sharding_and_micro_batch_reach_the_lm_entrypoint_on_both_platforms(sandbox, tmp_path):
     """16 sequences per rank do not fit an A100 40 GB at once (36.1 GiB > 36, tests/
-    test_memory_model.py): the plan fully shards over the 8 GPUs at micro-batch 8 x 2, and the launch passes
+    unit/test_perf_memory.py): the plan fully shards over the 8 GPUs at micro-batch 8 x 2, and the launch passes
     exactly that, on SageMaker and on EC2, and says so in its notes."""
     docs = {p: _dry_run(sandbox, tmp_path, p, LM_SPEC) for p in ("sagemaker", "ec2")}
     sm, ec2 = _sagemaker_args(docs["sagemaker"]), _ec2_args(docs["ec2"])

@@ -1,4 +1,4 @@
-"""The one interface every launch backend implements (backends/sagemaker.py, backends/ec2/).
+"""The one interface every launch backend implements (backends/sagemaker/, backends/ec2/).
 
 A launch is two steps so that what is shown is what runs:
 - `prepare(option, spec, settings)` reads whatever it needs (account id, role, subnets, existing tagged

@@ -1,5 +1,5 @@
 """The trainctl app and its global options (`-o/--output`, `--profile`, `--region`, `--debug`, `--sandbox`),
-shared by the command modules (cli.py, cli_jobs.py, cli_account.py). Start-up stays light: nothing heavy is
+shared by the command modules (planning.py, jobs.py, account.py, ...). Start-up stays light: nothing heavy is
 imported here."""
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def apply_global_option(name: str, value) -> None:
 def _use_sandbox() -> None:
     from trainctl.aws import clients as aws
 
-    # through the sandbox plugin (trainctl/plugins.py); one line when it is not installed
+    # through the sandbox plugin (trainctl/cli/plugins.py); one line when it is not installed
     os.environ.update(sandbox_environment())
     aws.reset_session()
 
