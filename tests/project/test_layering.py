@@ -159,10 +159,9 @@ ALLOWED_FOR_NOW = {
     # measurement through usecases/bench/record.py, cost follows a job through usecases/jobs/watch.py)
     ("trainctl/usecases/", "trainctl/usecases/bench/"),
     ("trainctl/usecases/", "trainctl/usecases/jobs/"),
-    # issue 30, the sandbox's folders: the shared things still live above their users (EC2's action registry and
+    # issue 30, the sandbox's folders: shared things still live above their users (EC2's action registry and
     # instance data in ec2/, the process and storage helpers in sagemaker/, the jobs Cost Explorer bills in
-    # sagemaker/), and the server routes IMDS and seeds the Spot role by importing ec2/
-    ("sandbox/trainctl_sandbox/server/", "sandbox/trainctl_sandbox/ec2/"),
+    # sagemaker/)
     ("sandbox/trainctl_sandbox/market/", "sandbox/trainctl_sandbox/ec2/"),
     ("sandbox/trainctl_sandbox/market/", "sandbox/trainctl_sandbox/sagemaker/"),
     ("sandbox/trainctl_sandbox/ec2/", "sandbox/trainctl_sandbox/sagemaker/"),
