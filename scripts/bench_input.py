@@ -1,4 +1,4 @@
-"""CPU seconds per training sample for the input pipelines the planner knows (trainctl/input_pipeline.py).
+"""CPU seconds per training sample for the input pipelines the planner knows (trainctl/perf/input_pipeline.py).
 
 One thread (torch.set_num_threads(1)), as one DataLoader worker runs: the planner divides a node's vCPUs by
 these figures. Prints one JSON line per source; docs/cost-model.md records the figures with machine and date.

@@ -27,6 +27,28 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 import pytest  # noqa: E402
 
 
+@pytest.fixture
+def launched(sandbox_env, tmp_path):
+    """An EC2 job of 2 Spot g5.12xlarge nodes launched by trainctl's backend in the sandbox: (the sandbox, the
+    backend, what submit returned). The watch, stop and down tests and the sandbox's `interrupt` start from it."""
+    from tests.support.ec2_jobs import SPEC, option
+    from trainctl.aws import clients as aws
+    from trainctl.backends.base import LaunchSettings
+    from trainctl.backends.ec2 import Ec2Backend
+    from trainctl.backends.options import Ec2Options
+    from trainctl.spec import load_spec
+
+    aws.reset_session()
+    path = tmp_path / "job.yaml"
+    path.write_text(SPEC)
+    backend = Ec2Backend()
+    request = backend.prepare(option("g5.12xlarge", 2, "spot", "us-east-1a"), load_spec(path),
+                              LaunchSettings(job_id="job-1", spec_path=str(path), options=Ec2Options()))
+    out = backend.submit(request)
+    yield sandbox_env, backend, out
+    aws.reset_session()
+
+
 def _training_group(item) -> str | None:
     """Which of three queues a test that trains joins (`make test` runs `-n 3 --dist loadgroup`): the bundled
     entrypoints under real torchrun (CPU-bound, two processes each), the bench jobs, and the sandbox's training jobs
@@ -42,11 +64,20 @@ def _training_group(item) -> str | None:
     return None
 
 
+# A tier's marks come from its folder, never from a hand in the test file: every test under tests/slow/ (real
+# torchrun, or a sandbox training job) is `slow`, so `-m "not slow"` is exactly the other tiers.
+FOLDER_MARKS = {"tests/slow/": "slow"}
+
+
 def pytest_collection_modifyitems(config, items):
     # `make test` stays under CI's 30 minutes on 2 CPUs: the heavy variants (another SIGTERM path, a second
     # platform of one end-to-end run, another bench case) run with TRAINCTL_TEST_EXTENDED=1 (`make test-extended`)
     extended = os.environ.get("TRAINCTL_TEST_EXTENDED") == "1"
     for item in items:
+        path = item.nodeid.split("::")[0]
+        for folder, mark in FOLDER_MARKS.items():
+            if path.startswith(folder):
+                item.add_marker(getattr(pytest.mark, mark))
         if item.get_closest_marker("extended") and not extended:
             item.add_marker(pytest.mark.skip(reason="a heavy variant: TRAINCTL_TEST_EXTENDED=1 runs it"))
         group = _training_group(item)

@@ -97,7 +97,7 @@ class Option(_Frozen):
     network_assumed: Literal["burst", "burst, then baseline", "sustained", "as measured", "none"] | None = Field(
         None, description="the inter-node bandwidth the throughput assumed: burst credits, burst then baseline, a "
                           "link without burst, the measured layout, or no inter-node link")
-    # Risk (seeded Monte Carlo of the run, trainctl/simulate.py); 0 in plans saved before they existed.
+    # Risk (seeded Monte Carlo of the run, trainctl/planner/spot/simulation.py); 0 in plans saved before they existed.
     cost_p50_usd: Annotated[NonNegative, _rounded(2)] = Field(0.0, description="median cost over simulated runs")
     cost_p90_usd: Annotated[NonNegative, _rounded(2)] = Field(0.0, description="90th percentile cost")
     hours_p50: Annotated[NonNegative, _rounded(3)] = Field(0.0, description="median billed hours")

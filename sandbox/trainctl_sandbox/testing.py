@@ -103,7 +103,7 @@ def sandbox_env(sandbox: Sandbox, monkeypatch, tmp_path) -> Sandbox:
 # ------------------------------------------------------------------ session-wide IAM policy check
 # The sandbox counts every call whose User-Agent carries trainctl/ (sandbox/trainctl_sandbox/server/call_log.py). When
 # the session's sandbox stops, its log is read; at the end of the session any call that the policy of
-# trainctl/iam/ does not cover fails the run (tests/test_iam_policy.py checks the other direction).
+# trainctl/iam/ does not cover fails the run (tests/sandbox/iam/test_iam_policy.py checks the other direction).
 _SESSION_CALLS: set[str] = set()
 
 

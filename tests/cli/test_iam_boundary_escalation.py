@@ -1,4 +1,4 @@
-"""trainctl's generated policies, evaluated (tests/policy_eval.py): the escalation path, another account's
+"""trainctl's generated policies, evaluated (tests/support/policy_eval.py): the escalation path, another account's
 bucket and a write into another job are denied; the calls trainctl makes are allowed."""
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from tests.support.helpers import CONFIGS, run_cli, run_json
 from trainctl.plans import Option
 from trainctl.state.job_store import SCHEMA_VERSION, JobStore
 
-# trainctl's first schema, exactly as trainctl/state.py created it (it set no user_version).
+# trainctl's first schema, exactly as trainctl's first store created it (it set no user_version).
 V1_SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     job_id TEXT PRIMARY KEY,

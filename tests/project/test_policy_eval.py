@@ -1,4 +1,4 @@
-"""The small IAM evaluator of tests/policy_eval.py against the rules of AWS's policy evaluation logic."""
+"""The small IAM evaluator of tests/support/policy_eval.py against the rules of AWS's policy evaluation logic."""
 from __future__ import annotations
 
 import pytest

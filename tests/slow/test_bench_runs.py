@@ -21,8 +21,6 @@ ENDED = ("Completed", "Failed", "Stopped")
 BENCH = ["bench", SPEC, "--max-usd", "5", "--max-minutes", "10", "--steps", "20", "--warmup-steps", "10",
          "--interval", "0.5"]
 
-pytestmark = pytest.mark.slow
-
 
 def _jobs(sb) -> list[dict]:
     return sb.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]

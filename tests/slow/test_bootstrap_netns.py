@@ -262,7 +262,7 @@ def test_two_hosts_train_get_interrupted_and_resume_on_a_replacement(sandbox_env
     spec_path.write_text(SPEC)
     backend = Ec2Backend()
     job = "netns-1"
-    from tests.sandbox.test_ec2_backend import option
+    from tests.support.ec2_jobs import option
     from trainctl.backends.options import Ec2Options
 
     request = backend.prepare(option("g5.xlarge", 2, "spot", "us-east-1a"), load_spec(spec_path),

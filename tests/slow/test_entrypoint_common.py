@@ -248,7 +248,6 @@ def test_stop_signal_is_idempotent_and_takes_over_early_signals():
 
 # ---- one SageMaker-shaped run ------------------------------------------------------------------------
 
-@pytest.mark.slow
 def test_sagemaker_layout_with_an_image_folder_and_string_hyperparameters(tmp_path):
     from PIL import Image
 

@@ -18,7 +18,6 @@ from tests.support.entrypoint_helpers import (
     rank_pids, run_to_end, start, torchrun_cmd, wait_until,
 )
 
-pytestmark = pytest.mark.slow
 
 STEPS = 40
 ARGS = ["--model", "vit_micro", "--batch-size", "8", "--steps", str(STEPS), "--lr", "1e-3",

@@ -22,7 +22,6 @@ from tests.support.entrypoint_helpers import (
     wait_until,
 )
 
-pytestmark = pytest.mark.slow
 
 STEPS = 30
 ARGS = ["--preset", "tiny", "--batch-size", "4", "--steps", str(STEPS), "--lr", "1e-2",

@@ -15,13 +15,11 @@ import shutil
 import tarfile
 
 import numpy as np
-import pytest
 import torch
 
 from tests.support.entrypoint_helpers import (RESUME_RE, TRAIN_DDP, TRAIN_LM, checkpoint_steps, clean_env, final_hash,
                                               run_to_end, sharded_checkpoint_steps, start, torchrun_cmd)
 
-pytestmark = pytest.mark.slow
 
 STEPS, EVERY, RESUME_AT = 12, 4, 4
 DATA_RE = re.compile(r"^trainctl data rank=(\d) source=(.+?) samples_read=(\d+) total_read=(\d+)", re.M)

@@ -19,7 +19,6 @@ def cli_json(sandbox, home: Path, *args: str) -> dict:
     return json.loads(proc.stdout)
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_a_flexible_layout_on_sagemaker_fails_over_across_its_types(sm, tmp_path):
     option = cli_json(sm, tmp_path, "plan", SPEC, "--layout", LAYOUT)["options"][0]

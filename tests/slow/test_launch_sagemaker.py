@@ -146,7 +146,6 @@ def test_launch_without_yes_and_without_terminal_refuses(sm, tmp_path):
     assert sm.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_spot_job_interrupted_once_is_watched_to_completion_and_measured(sm, tmp_path):
     out = cli_json(sm, tmp_path, "launch", SPEC, "--yes")
@@ -193,7 +192,6 @@ def test_spot_job_interrupted_once_is_watched_to_completion_and_measured(sm, tmp
     assert cal["endpoint"] != "aws" and cal["summary"]["compared"] == 1
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_failover_moves_to_the_next_option_when_capacity_is_refused(sm, tmp_path):
     sm.admin.set_capacity("g5.xlarge", available=False)  # every AZ

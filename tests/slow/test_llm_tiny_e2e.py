@@ -19,7 +19,6 @@ import pytest
 
 from tests.support.helpers import CONFIGS, run_cli
 
-pytestmark = pytest.mark.slow
 SPEC = str(CONFIGS / "llm-tiny.yaml")
 
 

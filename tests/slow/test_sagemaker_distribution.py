@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 from tests.support.helpers import run_cli
-from tests.sandbox.test_job_args import _ec2_args
+from tests.support.job_args import ec2_args
 from trainctl_sandbox.testing import add_nat
 
 VIT = """\
@@ -112,5 +112,5 @@ def test_ec2_runs_torchrun_whatever_the_spec_s_distribution(sandbox, tmp_path):
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert any("SageMaker's: on EC2 the job runs torchrun with NCCL" in n for n in doc["notes"])
-    args = _ec2_args(doc)
+    args = ec2_args(doc)
     assert "dist-backend" not in args and args["model"] == "vit_micro"

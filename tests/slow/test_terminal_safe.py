@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 from tests.support.helpers import run_cli
-from tests.sandbox.test_ec2_watch import launched  # noqa: F401 - the fixture: an EC2 job of 2 nodes in the sandbox
 from trainctl.naming.bucket import status_key
 from trainctl.backends.ec2 import log_group
 from trainctl.text.safe import clean
@@ -23,7 +22,7 @@ def test_clean_strips_every_kind_of_sequence_and_control_but_keeps_text():
     assert clean(None) == ""
 
 
-def test_logs_and_watch_print_hostile_job_text_safely(launched):  # noqa: F811
+def test_logs_and_watch_print_hostile_job_text_safely(launched):
     sb, backend, out = launched
     cw = sb.client("logs")
     host = out["instance_ids"][0]

@@ -16,7 +16,6 @@ from trainctl_sandbox.testing import add_nat
 SPEC = str(Path(__file__).parents[1] / "support" / "launch_specs" / "tiny-vit-sagemaker.yaml")
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_following_a_four_host_job_costs_a_bounded_number_of_calls_per_cycle(sandbox_env, tmp_path):
     sb = sandbox_env

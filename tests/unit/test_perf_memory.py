@@ -77,8 +77,9 @@ def _llm_plan(layouts: list[str], batch: int):
     data["candidates"].update(layouts=layouts, families=[], platforms=["ec2"], markets=["on-demand"],
                               regions=["us-east-1"])
     spec = JobSpec.model_validate(data)
-    from tests.unit.test_planner_ranking import offline
-    return plan(spec, CAT, offline(spec))
+    from trainctl.planner.quotes import Quotes
+
+    return plan(spec, CAT, Quotes.offline(spec.candidates.regions))  # the catalog's prices, as `plan --offline`
 
 
 def test_plan_picks_strategy_and_micro_batch_per_layout():

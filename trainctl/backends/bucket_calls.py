@@ -4,7 +4,7 @@ bucket the user gives (--bucket) must exist and is used as it is. Either must be
 account: every call names the owner (ExpectedBucketOwner), so a bucket that another account created first
 under the predictable name is refused by S3 (403), never written to.
 
-The job's code goes to its content-addressed key (awsinfra/bucket.py) with its SHA-256 checksum, which S3
+The job's code goes to its content-addressed key (naming/bucket.py) with its SHA-256 checksum, which S3
 verifies on upload and returns on HeadObject: an object already at the key is reused only when its
 checksum is the code's."""
 from __future__ import annotations

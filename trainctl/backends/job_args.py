@@ -31,7 +31,7 @@ def _given(args: dict[str, Any], name: str) -> bool:
 
 def entrypoint_args(spec: Any, option: Any, inst: Any, distribution: str = "torch_distributed") -> dict[str, Any]:
     """The arguments, in order: the user's, then what the plan (and the launch's SageMaker distribution, see
-    backends/sagemaker_distribution.py) adds for a bundled entrypoint."""
+    backends/sagemaker/distribution.py) adds for a bundled entrypoint."""
     args = {k: v for k, v in spec.entrypoint.args.items() if k.replace("_", "-") not in PLATFORM_OWNED}
     if not spec.entrypoint.bundled:
         return args

@@ -108,7 +108,7 @@ def boundary_policy(data_buckets: tuple[str, ...] = ()) -> dict:
         {"Sid": "JobLogs", "Effect": "Allow", "Action": ["logs:CreateLogGroup", "logs:CreateLogStream",
                                                           "logs:PutLogEvents", "logs:DescribeLogStreams"],
          "Resource": ["arn:aws:logs:*:*:log-group:/trainctl/*", SAGEMAKER_LOGS]},
-        # what a SageMaker job's own execution role needs besides S3 and logs (backends/sagemaker_role.py)
+        # what a SageMaker job's own execution role needs besides S3 and logs (backends/sagemaker/role.py)
         {"Sid": "SageMakerMetrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
          "Condition": {"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}}},
         {"Sid": "EcrToken", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},

@@ -5,7 +5,7 @@ IAM actions it needs (an operation may need more than its own name: CreateTraini
 sagemaker:AddTags and iam:PassRole), the resources those actions are limited to, and the condition
 that scopes them where AWS allows one (the `trainctl:job` tag, the job bucket `trainctl-*`, the execution
 role). `cli_policy()` groups the table into statements; nothing is derived from a recording.
-tests/test_iam_policy.py checks the table against the calls trainctl really makes in the sandbox: each
+tests/sandbox/iam/test_iam_policy.py checks the table against the calls trainctl really makes in the sandbox: each
 one must be here, and each row must be made by some command.
 
 Policies for the other two principals are separate documents, each written per job by the backend that

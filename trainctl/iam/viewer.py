@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from trainctl.iam.calls import CALLS, allow_statements
 
-# What the read commands call (tests/sandbox/test_shared_jobs.py runs them as a viewer would and checks this)
+# What the read commands call (tests/sandbox/ls/test_shared_jobs.py runs them as a viewer would and checks this)
 VIEWER_OPERATIONS = (
     "sts:GetCallerIdentity",
     "resourcegroupstaggingapi:GetResources",

@@ -4,7 +4,7 @@ and how far off it may be.
 Pure. Source, in order of preference: a measurement of this model and batch on this instance type
 (exact on the layout it was measured on; on another node count its compute rate is recovered by inverting
 the network model for the measured layout, then the network model of the new layout is applied), a rate
-given in the spec, or the calibrated model (perf_fit.py). "Up to" links run at burst for the first
+given in the spec, or the calibrated model (perf/compute_rate.py). "Up to" links run at burst for the first
 BURST_MINUTES of a fresh instance and at baseline after that; the estimate blends the two by time.
 """
 from __future__ import annotations

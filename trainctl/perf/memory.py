@@ -34,7 +34,7 @@ class ModelShape:
     precision: str               # bf16 | fp16 | fp32
     optimizer: str               # adam | adamw | sgd | sgd-momentum
     activation_bytes_per_sample: float | None  # None: unknown
-    hidden: int | None = None    # transformer width; None: estimated from params (perf_fit.py)
+    hidden: int | None = None    # transformer width; None: estimated from params (perf/compute_rate.py)
     tokens: int | None = None    # sequence length (patches + class token for ViT)
     layers: int | None = None
     heads: int | None = None
@@ -56,7 +56,7 @@ class Ranks:
 
 
 def ranks(instance: InstanceType, calibration: Calibration) -> Ranks:
-    """torchrun's processes per node: one per GPU, one per NeuronCore (backends/ec2.py nproc_per_node,
+    """torchrun's processes per node: one per GPU, one per NeuronCore (backends/ec2/prepare.py nproc_per_node,
     the SageMaker toolkit's process count), with the accelerator's memory split between its cores."""
     spec = calibration.device(instance.accelerator.key)
     per_acc = spec.ranks_per_accelerator if spec else 1

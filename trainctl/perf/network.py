@@ -52,7 +52,7 @@ class Fabric:
 
 
 def efa_in_use(instance: InstanceType, platform: str) -> bool:
-    """EC2 launches attach EFA on every card of EFA types (backends/ec2.py); SageMaker only on its list."""
+    """EC2 launches attach EFA on every card of EFA types (backends/ec2/prepare.py); SageMaker only on its list."""
     if not instance.efa:
         return False
     return platform != "sagemaker" or instance.name in SAGEMAKER_EFA_INSTANCES

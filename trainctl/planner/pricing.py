@@ -54,7 +54,7 @@ Feed = _Feed   # what planner/data_terms.py caps further
 
 
 def input_limit(spec: JobSpec, inst: InstanceType, count: int, samples_per_s: float) -> _Feed:
-    """Cap the layout's throughput at what its CPUs can feed (trainctl/input_pipeline.py)."""
+    """Cap the layout's throughput at what its CPUs can feed (trainctl/perf/input_pipeline.py)."""
     source = spec.input_source
     if source is None:
         return _Feed(samples_per_s, False, None, "input pipeline not modelled: set workload.data_source")

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from trainctl_sandbox.server.context import IMDS_PREFIX as PREFIX
 from trainctl_sandbox.server.context import SandboxContext
 
-PREFIX = "/_trainctl/imds/"
 MAX_TTL_S = 21600
 
 _lock = threading.Lock()
@@ -127,6 +127,9 @@ def answer(ctx: SandboxContext, environ: dict, start_response: Callable) -> Iter
         return _send(start_response, 401)
     value = _item(ctx, backend, instance, path.removeprefix("latest/meta-data/"))
     return _send(start_response, 200, value) if value is not None else _send(start_response, 404)
+
+
+PATHS = {PREFIX: answer}  # the server sends every request under the prefix here, once EC2 is warm
 
 
 def reset(ctx: SandboxContext) -> None:

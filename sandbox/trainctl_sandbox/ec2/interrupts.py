@@ -20,7 +20,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from trainctl_sandbox.server.context import SandboxContext
+from trainctl_sandbox.server.context import AdminError, SandboxContext
 
 JOB_TAG = "trainctl:job"
 SPOT_CODE, SHUTDOWN_CODE = "Server.SpotInstanceTermination", "Client.InstanceInitiatedShutdown"
@@ -32,8 +32,6 @@ _watchers: list[threading.Event] = []        # reclaims waiting for a step (at_s
 
 
 def _not_found(message: str) -> Exception:
-    from trainctl_sandbox.server.middleware import AdminError
-
     return AdminError(message, 404)
 
 

@@ -58,6 +58,7 @@ def _create(backend, account: str):
 
 
 def seed(ctx: SandboxContext) -> None:
+    """The Spot service-linked role, as most accounts have it (the server calls this after its own seed)."""
     if not exists(ctx.account_id):
         _create(_iam(ctx.account_id), ctx.account_id)
 

@@ -54,7 +54,7 @@ from trainctl_sandbox.sagemaker.processes import kill_marked, marked_pids
 from trainctl_sandbox.sagemaker.runner import JobRunner
 from trainctl_sandbox.sagemaker.state import JobState, Settings
 from trainctl_sandbox.sagemaker.validation import DEFAULT_MAX_RUNTIME, check_role, constraint as _constraint, validate
-from trainctl_sandbox.server.context import SandboxContext
+from trainctl_sandbox.server.context import AdminError, SandboxContext
 
 TIME_SCALE_ENV = "TRAINCTL_SANDBOX_TIME_SCALE"
 
@@ -328,12 +328,7 @@ def shutdown(ctx: SandboxContext) -> None:
 # ----------------------------------------------------------------------------- admin actions
 
 def _not_found(message: str) -> Exception:
-    try:  # the server answers AdminError with its status; a KeyError would be a 400
-        from trainctl_sandbox.server.middleware import AdminError
-
-        return AdminError(message, 404)
-    except ImportError:
-        return KeyError(message)
+    return AdminError(message, 404)  # the server answers it with its status; a KeyError would be a 400
 
 
 def _find(ctx: SandboxContext, payload: dict[str, Any]) -> SandboxTrainingJob:

@@ -122,7 +122,7 @@ def _check_rules(request: dict[str, Any]) -> None:
 
 
 # SageMaker's data parallelism library's instance types (SageMaker Developer Guide, SMDDP v2 "Supported
-# frameworks, AWS Regions, and instances types"; the same list as trainctl/backends/sagemaker_distribution.py).
+# frameworks, AWS Regions, and instances types"; the same list as trainctl/backends/sagemaker/distribution.py).
 SMDDP_INSTANCE_TYPES = ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge")
 
 

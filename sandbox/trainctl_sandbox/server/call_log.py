@@ -2,7 +2,7 @@
 is counted by service and operation, throttled attempts included.
 
 The log outlives `reset` (it is the record of a whole test session); the admin action `call_log`
-reads it (`{"clear": true}` also empties it). tests/test_iam_policy.py compares it with the IAM policy
+reads it (`{"clear": true}` also empties it). tests/sandbox/iam/test_iam_policy.py compares it with the IAM policy
 trainctl generates, and the retry tests count attempts with it.
 """
 from __future__ import annotations

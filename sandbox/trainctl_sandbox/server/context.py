@@ -11,6 +11,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# Where the sandbox serves each instance's metadata service (what 169.254.169.254 is inside an EC2 instance): the
+# server routes the prefix, the extension that owns it answers (ec2/imds.py, through its PATHS).
+IMDS_PREFIX = "/_trainctl/imds/"
+
+
+class AdminError(Exception):
+    """An admin request that cannot be carried out: answered 400 (404 for an unknown action). It lives here, below
+    the extensions that raise it, so that they need not import the middleware that answers it."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
 
 @dataclass
 class FaultSwitches:

@@ -2,9 +2,10 @@
 
 Structure (one server per process):
 - `SandboxApp` (middleware.py) is the WSGI app; moto's DomainDispatcherApplication sits behind it.
-- Extension modules add what moto lacks. Each may define `install(ctx)`, `reset(ctx)`,
-  `shutdown(ctx)`, `ADMIN_ACTIONS` {name: fn(ctx, payload) -> dict} and `JSON_OPERATIONS`
-  {(service, operation): fn(ctx, call, params) -> dict}. EC2 extensions patch moto's EC2Response
+- Extension modules add what moto lacks. Each may define `install(ctx)`, `seed(ctx)` (what a new account
+  has, after the core seed and again after each reset), `reset(ctx)`, `shutdown(ctx)`, `ADMIN_ACTIONS`
+  {name: fn(ctx, payload) -> dict}, `JSON_OPERATIONS` {(service, operation): fn(ctx, call, params) -> dict} and
+  `PATHS` {path prefix: WSGI handler fn(ctx, environ, start_response)}. EC2 extensions patch moto's EC2Response
   (ec2/actions.py); JSON-protocol services moto lacks are answered by the middleware.
 - Start-up is split for speed: importing moto's EC2 takes about a second (its data files), so the
   server listens as soon as the core is ready and a warm-up thread imports EC2, installs the EC2
@@ -34,8 +35,8 @@ from types import ModuleType
 from typing import Any
 
 from trainctl_sandbox.server import process, speedups
-from trainctl_sandbox.server.context import SandboxContext
-from trainctl_sandbox.server.middleware import AdminError, SandboxApp
+from trainctl_sandbox.server.context import AdminError, SandboxContext
+from trainctl_sandbox.server.middleware import SandboxApp
 from trainctl_sandbox.server.protocol import AwsCall, AwsError
 
 # Installed before serving. sagemaker.jobs is optional (installed only when the module exists, so a stale
@@ -62,6 +63,7 @@ class SandboxServer:
         self.modules: list[ModuleType] = []
         self.admin_actions: dict[str, Any] = {}
         self.json_operations: dict[tuple[str, str], Any] = {}
+        self.paths: dict[str, Any] = {}
         self.warm = threading.Event()
         self.warm_error: BaseException | None = None
         self.reset_lock = threading.Lock()
@@ -90,12 +92,13 @@ class SandboxServer:
         self.ctx = SandboxContext(endpoint_url=f"http://{self.host}:{self.port}",
                                   workdir=Path(tempfile.mkdtemp(prefix="trainctl-sandbox-")), seed=self.seed)
         self.app = SandboxApp(self.ctx, DomainDispatcherApplication(create_backend_app), self.admin,
-                              self.json_operations, self._wait_ready)
+                              self.json_operations, self._wait_ready, self.paths)
         from trainctl_sandbox.server import seed
 
         names = list(CORE_EXTENSIONS) + [n for n in OPTIONAL_EXTENSIONS if importlib.util.find_spec(n) is not None]
         self._install(names)
         seed.seed_core(self.ctx)
+        self._seed_extensions()
         self._serve_thread = threading.Thread(target=self._httpd.serve_forever, name="sandbox-http", daemon=True)
         self._serve_thread.start()
         threading.Thread(target=self._warm_up, name="sandbox-warmup", daemon=True).start()
@@ -110,12 +113,18 @@ class SandboxServer:
             if hasattr(module, "install"):
                 module.install(self.ctx)
             for table, mine in ((self.admin_actions, getattr(module, "ADMIN_ACTIONS", {})),
-                                (self.json_operations, getattr(module, "JSON_OPERATIONS", {}))):
+                                (self.json_operations, getattr(module, "JSON_OPERATIONS", {})),
+                                (self.paths, getattr(module, "PATHS", {}))):
                 clash = sorted(map(str, set(table) & set(mine)))
                 if clash:  # two extensions answering one name would silently shadow each other
                     raise RuntimeError(f"{name} redefines {', '.join(clash)}")
                 table.update(mine)
             self.modules.append(module)
+
+    def _seed_extensions(self) -> None:
+        for module in self.modules:
+            if hasattr(module, "seed"):
+                module.seed(self.ctx)
 
     def _warm_up(self) -> None:
         try:
@@ -191,6 +200,7 @@ class SandboxServer:
                     module.reset(self.ctx)
             self.ctx.faults.clear()
             seed.seed_core(self.ctx)
+            self._seed_extensions()
             seed.seed_ec2(self.ctx)
         return {"reset": True, "seed": self.ctx.seed, "seconds": round(time.perf_counter() - t0, 4)}
 

@@ -18,11 +18,10 @@ from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
 
-from trainctl_sandbox.ec2 import imds
 from trainctl_sandbox.server import s3_checks, strict_requests
 from trainctl_sandbox.server.call_log import ACTION as CALL_LOG_ACTION
 from trainctl_sandbox.server.call_log import CallLog
-from trainctl_sandbox.server.context import SandboxContext
+from trainctl_sandbox.server.context import IMDS_PREFIX, AdminError, SandboxContext
 from trainctl_sandbox.server.protocol import (
     NOT_HANDLED,
     AwsCall,
@@ -39,14 +38,6 @@ MOTO_RESET = "/moto-api/reset"
 
 AdminRouter = Callable[[str, dict], dict]
 JsonOperation = Callable[[SandboxContext, AwsCall, dict], Any]
-
-
-class AdminError(Exception):
-    """An admin request that cannot be carried out: answered 400 (404 for an unknown action)."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
 
 
 def _model_refusal(call: AwsCall, environ: dict) -> tuple[str, str] | None:
@@ -71,12 +62,14 @@ def _json(start_response: Callable, status: int, payload: dict) -> Iterable[byte
 
 class SandboxApp:
     def __init__(self, ctx: SandboxContext, moto_app: Callable, admin: AdminRouter,
-                 json_operations: dict[tuple[str, str], JsonOperation], wait_ready: Callable[[AwsCall], None]):
+                 json_operations: dict[tuple[str, str], JsonOperation], wait_ready: Callable[[AwsCall], None],
+                 paths: dict[str, Callable] | None = None):
         self.ctx = ctx
         self.moto_app = moto_app
         self.admin = admin
         self.json_operations = json_operations   # (service, operation) -> handler; filled as extensions install
         self.wait_ready = wait_ready
+        self.paths = {} if paths is None else paths   # path prefix -> handler (the extensions' PATHS), as installed
         self.call_log = CallLog()   # the calls trainctl made (User-Agent trainctl/...): outlives reset
         # S3 decides a conditional write (If-None-Match / If-Match) atomically: of two racing writes one wins
         # (Amazon S3 User Guide, conditional writes); moto checks, then writes, so the sandbox serialises them
@@ -89,9 +82,9 @@ class SandboxApp:
         if path == MOTO_RESET and environ.get("REQUEST_METHOD") == "POST":
             # moto's own reset would leave the sandbox unseeded: make it the sandbox's reset.
             return self._admin(environ, start_response, "reset")
-        if path.startswith(imds.PREFIX):  # an instance's metadata service (what 169.254.169.254 is on EC2)
-            self.wait_ready(None)
-            return imds.answer(self.ctx, environ, start_response)
+        if path.startswith(IMDS_PREFIX):  # an instance's metadata service (what 169.254.169.254 is on EC2)
+            self.wait_ready(None)  # its extension is one of EC2's, installed by the warm-up
+            return self.paths[IMDS_PREFIX](self.ctx, environ, start_response)
         call = identify(environ)
         if call is None:
             return self.moto_app(environ, start_response)

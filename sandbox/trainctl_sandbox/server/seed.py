@@ -17,7 +17,6 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from trainctl_sandbox.ec2 import service_linked_roles
 from trainctl_sandbox.server.context import SandboxContext
 
 EXECUTION_ROLE = "trainctl-sagemaker-execution"
@@ -93,7 +92,6 @@ def seed_core(ctx: SandboxContext) -> None:
                     permissions_boundary=None, description="SageMaker training jobs launched by trainctl",
                     tags=[], max_session_duration="3600")
     iam.put_role_policy(EXECUTION_ROLE, "trainctl-training-access", json.dumps(ROLE_POLICY))
-    service_linked_roles.seed(ctx)  # the Spot service-linked role, as most accounts have it
     # What an administrator creates once per account: the permissions boundary of every role trainctl creates
     from trainctl.iam import BOUNDARY_POLICY
     from trainctl.iam.boundary import boundary_policy

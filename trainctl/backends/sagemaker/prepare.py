@@ -104,7 +104,7 @@ def _code_calls(s3, spec, settings: LaunchSettings, bucket: str, account: str, r
 def hyperparameters(spec, inst, option, program: str, source_uri: str, job_id: str,
                     kind: str = "torch_distributed", mp_parameters: dict | None = None) -> dict[str, str]:
     """The script's arguments and the SDK v2's own hyperparameters, the distribution's included
-    (backends/sagemaker_distribution.py)."""
+    (backends/sagemaker/distribution.py)."""
     user_args = entrypoint_args(spec, option, inst, kind)
     hps = {str(k): _hp(v) for k, v in user_args.items()}
     hps.update({"sagemaker_program": _hp(program), "sagemaker_submit_directory": _hp(source_uri),
@@ -186,7 +186,7 @@ def _managed_spot(params: dict, spec, bucket: str, job_id: str, notes: list[str]
 
 def _job_role(client_for, job_id: str, region: str, account: str, bucket: str, source_uri: str, image: str, spec,
               in_vpc: bool, notes: list[str]) -> tuple[str, list[AwsCall]]:
-    """The job's own execution role (backends/sagemaker_role.py): its ARN and the calls that make it."""
+    """The job's own execution role (backends/sagemaker/role.py): its ARN and the calls that make it."""
 
     bounded_by = boundary(client_for("iam", region), account, region, notes, role="the job's execution role",
                           reads=data_checks.data_reads(spec.data))

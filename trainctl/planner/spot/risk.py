@@ -2,7 +2,7 @@
 by Monte Carlo, and the sensitivity pass that names the assumption that most changes the plan's top choice.
 
 The planner prices an option and calls `run_model`; after constraints it calls `with_spread` and
-`sensitivity`. Sources: trainctl/catalog/spot_hazard.json, trainctl/launch_overheads.py, docs/cost-model.md.
+`sensitivity`. Sources: trainctl/catalog/spot_hazard.json, trainctl/planner/spot/launch_overheads.py, docs/cost-model.md.
 """
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def with_spread(priced: Priced) -> Option:
 def _rare_tail_words(s: simulate.Spread, expected_usd: float) -> str:
     """Why a p90 can sit below the mean: when fewer than one run in ten is interrupted, the 90th-percentile run is
     an uninterrupted one, while the mean also carries the rare interruptions' rework. The simulation's own mean
-    agrees with the closed-form expectation (tests/test_risk.py): the two are not in conflict."""
+    agrees with the closed-form expectation (tests/cli/test_planner_spot_risk.py): the two are not in conflict."""
     return (f"p90 below the expected cost: only {s.interrupted_share:.1%} of runs are interrupted, so the "
             f"90th-percentile run is an uninterrupted one (${s.cost_usd[2]:,.2f}); the expected ${expected_usd:,.2f} "
             f"(simulated mean ${s.mean_cost_usd:,.2f}) also counts the rare interruptions' rework, up to "

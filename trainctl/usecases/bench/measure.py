@@ -3,7 +3,7 @@ choice, for a bounded number of dollars, before the big run.
 
 1. Choose (planner/bench_choice.py): plan, keep the layouts whose throughput band could change the top
    choice (or `--top N`, `--layout`), refuse in one line when their dollar bound is over the cap.
-2. Run, one layout after the other: a bench spec (bench_spec.py: the user's spec, its workload cut to
+2. Run, one layout after the other: a bench spec (spec.py: the user's spec, its workload cut to
    warm-up + measured steps on this layout, pinned to the option's platform, market and region) goes through
    the normal launch path (planned from the first plan's quotes: usecases/plan.py: replan; AWS is not asked for
    them again) with the hard maximum runtime (`max_runtime_hours`: SageMaker's
@@ -11,7 +11,7 @@ choice, for a bounded number of dollars, before the big run.
    the way `watch` reads them, the steps up to the warm-up are not counted; a job still running once it
    logged the measured steps (a script that ignores the shortened workload) is stopped; then `down`.
    A Spot interruption is data (the row says so), not an error.
-3. Record (bench_record.py): the median measured rate in the store's measured throughput (per endpoint, as
+3. Record (record.py): the median measured rate in the store's measured throughput (per endpoint, as
    every measurement) and the conditions as the job's `bench` event; the next plan uses it.
    The plan after the bench is the first plan's quotes priced again with the measured throughput (plan_again).
 Ctrl-C: every bench job launched so far is taken down (stopped, its resources removed) before the

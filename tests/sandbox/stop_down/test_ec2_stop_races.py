@@ -1,0 +1,121 @@
+"""`trainctl down` and `stop` against a `watch --recover` running beside them: the job is
+marked stopped before any instance goes, and recovery reads that mark right before and after each fleet it
+makes, so it never brings back a job that someone is taking down. Faults and timing come from botocore event
+hooks on the clients trainctl uses, never from replacing trainctl's functions."""
+from __future__ import annotations
+
+from tests.support.ec2_jobs import JOB, REGION, job_bucket, live, set_capacity, stop_mark
+from trainctl.aws import clients as aws
+
+
+def test_down_marks_the_job_stopped_before_it_terminates_a_node(launched):
+    sb, backend, out = launched
+    seen: list[bool] = []
+    events = aws.client("ec2", REGION).meta.events
+    record = lambda **_: seen.append(stop_mark(sb))  # noqa: E731
+    events.register("before-call.ec2.TerminateInstances", record)
+    try:
+        backend.cleanup(JOB, REGION)
+    finally:
+        events.unregister("before-call.ec2.TerminateInstances", record)
+    assert seen and all(seen), "an instance was terminated before the job carried its stop mark"
+
+
+def test_recovery_launches_nothing_when_down_comes_during_it(launched):
+    sb, backend, out = launched
+    sb.admin.action("reclaim_spot_instances", job=JOB, instance_ids=[out["instance_ids"][1]])
+    # `down` arrives after recovery's describe (which saw the job Interrupted) and before its fleet.
+    events = aws.client("ec2", REGION).meta.events
+    fleets: list[str] = []
+
+    def down_arrives(**_):
+        if not fleets:
+            fleets.append("down")
+            backend.stop(JOB, REGION, grace_s=0)  # no agent runs here to stop the nodes itself
+
+    events.register("after-call.ec2.DescribeSecurityGroups", down_arrives)
+    try:
+        result = backend.recover(JOB, REGION)
+    finally:
+        events.unregister("after-call.ec2.DescribeSecurityGroups", down_arrives)
+    assert fleets == ["down"]
+    assert result["launched"] == []
+    assert live(sb) == []
+
+
+def test_recovery_ends_its_own_fleet_when_the_stop_mark_came_while_it_was_made(launched):
+    sb, backend, out = launched
+    sb.admin.action("reclaim_spot_instances", job=JOB, instance_ids=[out["instance_ids"][1]])
+    events = aws.client("ec2", REGION).meta.events
+    calls: list[str] = []
+
+    def down_during_create_fleet(**_):
+        calls.append("CreateFleet")
+        if len(calls) == 1:  # `down` listed the instances before this fleet's existed: only the mark is left
+            sb.client("s3").put_object(Bucket=job_bucket(sb), Key=f"{JOB}/status/stopped", Body=b"down")
+
+    events.register("after-call.ec2.CreateFleet", down_during_create_fleet)
+    try:
+        result = backend.recover(JOB, REGION)
+    finally:
+        events.unregister("after-call.ec2.CreateFleet", down_during_create_fleet)
+    assert calls == ["CreateFleet"] and result["launched"] == []
+    survivors = {i["InstanceId"] for i in live(sb)}
+    assert survivors <= {out["instance_ids"][0]}, "the fleet made after the stop mark is still running"
+
+
+# ----------------------------------------------------------------------------- recovery ClientTokens (item 11)
+def test_a_recovery_refused_for_capacity_is_not_replayed_by_the_next_attempt(launched):
+    import pytest
+
+    from trainctl.backends.base import CapacityError
+
+    sb, backend, out = launched
+    sb.admin.action("reclaim_spot_instances", job=JOB, instance_ids=[out["instance_ids"][1]])
+    set_capacity(sb, False)
+    with pytest.raises(CapacityError):
+        backend.recover(JOB, REGION)
+    set_capacity(sb, True)  # capacity is back: the next poll of `watch --recover` must get it, not EC2's replay
+    result = backend.recover(JOB, REGION)  # the first attempt gave the survivor back to move: both come back
+    assert result["launched"] and len(live(sb)) == 2
+
+
+def test_two_recoveries_at_once_make_one_fleet(launched):
+    sb, backend, out = launched
+    sb.admin.action("reclaim_spot_instances", job=JOB, instance_ids=[out["instance_ids"][1]])
+    events = aws.client("ec2", REGION).meta.events
+    inner: list[dict] = []
+
+    def second_watch(**_):
+        if not inner:  # another `watch --recover` reaches CreateFleet while this one is on its way there
+            inner.append({})
+            inner[0] = backend.recover(JOB, REGION)
+
+    events.register("before-call.ec2.CreateFleet", second_watch)
+    try:
+        outer = backend.recover(JOB, REGION)
+    finally:
+        events.unregister("before-call.ec2.CreateFleet", second_watch)
+    assert len(live(sb)) == 2, "two fleets for one lost node"
+    assert outer["launched"] == inner[0]["launched"]
+
+
+def test_recovery_racing_down_stops_quietly_when_the_launch_template_is_gone(launched):
+    sb, backend, out = launched
+    sb.admin.action("reclaim_spot_instances", job=JOB, instance_ids=[out["instance_ids"][1]])
+    events = aws.client("ec2", REGION).meta.events
+    said: list[str] = []
+    downs: list[str] = []
+
+    def down_arrives(**_):  # `down` runs between recovery's checks and its fleet: the template is gone
+        if not downs:
+            downs.append("down")
+            backend.cleanup(JOB, REGION)
+
+    events.register("before-call.ec2.CreateFleet", down_arrives)
+    try:
+        result = backend.recover(JOB, REGION, said.append)
+    finally:
+        events.unregister("before-call.ec2.CreateFleet", down_arrives)
+    assert downs == ["down"] and result["launched"] == [] and result.get("stopped") is True, said
+    assert said[-1] == f"{JOB} is marked stopped and its resources are going; launching nothing"
