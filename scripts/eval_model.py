@@ -7,7 +7,7 @@ One predictor: every published row is turned into the spec a user would write fo
 size, shape, precision and activation checkpointing, the per-GPU batch; a script of the user's own, whose code is
 not read, so `stack: auto`), and predicted by the plan's own functions: `planner.ranking.model_shape` for the
 spec and `perf.estimator.modelled_rate` for the rate of one rank, through the network model of the row's cluster
-(tests/unit/test_eval_is_the_plan.py pins that the plan gives the same number). Nothing a spec cannot say reaches
+(tests/project/test_eval_is_the_plan.py pins that the plan gives the same number). Nothing a spec cannot say reaches
 the prediction; the rows' stack labels are only the fit's (the rows it learns from).
 
 Leave-one-source-out: the rows of one source group (calibration.json `source_groups`: resembling sources are one

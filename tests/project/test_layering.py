@@ -147,14 +147,6 @@ def test_function_level_imports_count():
 # What the code still does against the table, as (folder, folder it imports). Each entry names the issue whose
 # work removes it; the test fails on an entry the code no longer needs, so this list only shrinks.
 ALLOWED_FOR_NOW = {
-    # issue 30, "Use cases know the platforms" (h30-contract): use cases name a backend's own folder
-    ("trainctl/usecases/launch/", "trainctl/backends/ec2/"),
-    ("trainctl/usecases/launch/", "trainctl/backends/sagemaker/"),
-    ("trainctl/usecases/doctor/", "trainctl/backends/ec2/"),
-    ("trainctl/usecases/doctor/", "trainctl/backends/sagemaker/"),
-    # issue 30, "Arrows that run back up": render/ calls use cases (watch's view, calibration's rows)
-    ("trainctl/render/", "trainctl/usecases/"),
-    ("trainctl/render/", "trainctl/usecases/jobs/"),
     # issue 30, use cases grouped: the flat modules reach up into their concepts (plan records a bench's
     # measurement through usecases/bench/record.py, cost follows a job through usecases/jobs/watch.py)
     ("trainctl/usecases/", "trainctl/usecases/bench/"),

@@ -80,7 +80,7 @@ def apply_global_option(name: str, value) -> None:
 def _use_sandbox() -> None:
     from trainctl.aws import clients as aws
 
-    # through the sandbox plugin (trainctl/plugins.py); one line when it is not installed
+    # through the sandbox plugin (trainctl/cli/plugins.py); one line when it is not installed
     os.environ.update(sandbox_environment())
     aws.reset_session()
 
