@@ -314,8 +314,8 @@ class _Planning:
                 self.exclude(o.type_label, o.count, f"misses the deadline: {o.wall_hours:.1f} wall hours "
                                                     f"expected > {cons.deadline_hours:g} h", **where)
             elif cons.budget_usd is not None and o.expected_cost_usd > cons.budget_usd:
-                self.exclude(o.type_label, o.count, f"over budget: ${o.expected_cost_usd:,.0f} expected > "
-                                                       f"${cons.budget_usd:,.0f}", **where)
+                self.exclude(o.type_label, o.count, f"over budget: {_dollars(o.expected_cost_usd)} expected > "
+                                                       f"{_dollars(cons.budget_usd)}", **where)
             else:
                 kept.append(priced)
         return [risk.Priced(risk.with_spread(p), p.model, p.input_limit_ratio, p.extra_usd) for p in kept]
@@ -336,3 +336,8 @@ class _Planning:
                                        "why": reasons.ranking_words(o, i, ordered, objective) + o.why})
                   for i, o in enumerate(ordered)]
         return ranked, kept
+
+
+def _dollars(x: float) -> str:
+    """Whole dollars where cents do not matter; cents below $100, so that a small budget never reads "$0 > $0"."""
+    return f"${x:,.0f}" if x >= 100 else f"${x:,.2f}"
