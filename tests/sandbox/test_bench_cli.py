@@ -90,5 +90,11 @@ def test_the_launchs_checks_run_before_the_bench_asks_and_say_each_message_once(
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr
         assert lines[0].count("does not let the job's role read bucket my-datasets") == 1, lines[0]
         assert "g5.xlarge:1:spot" in lines[0] and "g6.xlarge:1:spot" in lines[0] and "nothing launched" in lines[0]
+    # doctor SPEC runs the launch's own checks too, and says the refusal once
+    doctor = run_cli(["doctor", str(spec)], tmp_path / "home", env={**sandbox.env, "COLUMNS": "200"})
+    assert doctor.returncode == 1
+    text = " ".join(doctor.stdout.split())
+    assert text.count("does not let the job's role read bucket my-datasets") == 1, doctor.stdout
+    assert 'launch checks (sagemaker): the launch refuses it too: see "data boundary" above' in text, doctor.stdout
     assert sandbox.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
     assert sandbox.client("iam").list_roles(PathPrefix="/trainctl/")["Roles"] == []

@@ -1,7 +1,6 @@
 """`trainctl doctor [SPEC]`: can this account and region launch the spec, and if not, why and what to do.
-
-Each check reads only (no writes) and ends as pass, fail (with the fix) or skip (with the reason).
-"""
+Each check reads only (no writes) and ends as pass, fail (with the fix) or skip (with the reason); the last runs
+the launch itself as its dry run (doctor_launch.py)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -9,6 +8,7 @@ from typing import Any, Callable
 
 from trainctl.aws import clients as aws
 from trainctl.usecases.doctor_costs import check_cost_allocation_tag
+from trainctl.usecases.doctor_launch import launch_checks
 from trainctl.naming.bucket import job_bucket
 
 
@@ -346,7 +346,8 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
         add(c)
     if "ec2" in platforms:  # only EC2 Spot needs it: SageMaker runs managed Spot instances itself
         add(check_spot_role(region))
-    for check in (_scores_check(region, spec, plan), Check(*check_cost_allocation_tag())): add(check)  # noqa: E701
+    for check in (_scores_check(region, spec, plan), Check(*check_cost_allocation_tag()),
+                  *(Check(*c) for c in launch_checks(spec_path, platforms, checks))): add(check)  # noqa: E701
     return checks
 
 
