@@ -21,7 +21,8 @@ def watch(
     once: bool = typer.Option(False, "--once", help="Look once and exit (with --output json: one document)."),
     interval: float = typer.Option(2.0, "--interval", min=0.05, help="Seconds between polls after a change; "
                                                                       "backs off to 8x while nothing changes."),
-    no_logs: bool = typer.Option(False, "--no-logs", help="Status only."),
+    no_logs: bool = typer.Option(False, "--no-logs", help="Do not print the job's log lines (the progress, the "
+                                                           "throughput and its measurement still come from them)."),
     recover: bool = typer.Option(False, "--recover", help="EC2: relaunch reclaimed Spot nodes (same AZ first); "
                                                           "the job resumes from its last checkpoint."),
     platform: Optional[str] = PLATFORM_OF_UNKNOWN_JOB,

@@ -49,8 +49,11 @@ def follow_live(backend, job: JobRef, *, interval: float, logs: bool, recover: C
     if status:
         status.start()
     try:
+        # the lines are read without `logs` too (--no-logs): the status line's step and rate, and the measured
+        # throughput stored at the end, come from the metric lines; they are only not printed
         return follow(backend, job.job_id, job.region, interval=interval, on_transition=on_transition,
-                      on_line=folder.feed, on_update=on_update, logs=logs, recover=recover, say=say)
+                      on_line=folder.feed if logs else (lambda ln: None), on_update=on_update, logs=True,
+                      recover=recover, say=say)
     finally:
         folder.flush()
         if status:
