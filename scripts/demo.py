@@ -11,7 +11,8 @@
 5. plan the small job again: the throughput the jobs measured now ranks the plan.
 
 Nothing outlives the demo: the sandbox runs under a temporary TRAINCTL_HOME and is stopped (with every process
-it started) even when a step fails or the demo is interrupted. It takes two to three minutes on two CPUs.
+it started) even when a step fails or the demo is interrupted. Once installed it took 2.3 minutes on two CPUs
+(the install before it, about four: README, "What it costs").
 """
 from __future__ import annotations
 

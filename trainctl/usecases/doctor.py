@@ -342,8 +342,7 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
         add(check_node_route(region, subnet, next((o for o in plan.options if o.platform == "ec2"), None),
                              secret_arns, (spec, spec_path)))
     add(check_bucket(region, bucket or job_bucket(account, region), account, own=bucket is None))
-    for c in check_data(region, spec, subnet):
-        add(c)
+    list(map(add, check_data(region, spec, subnet)))
     if "ec2" in platforms:  # only EC2 Spot needs it: SageMaker runs managed Spot instances itself
         add(check_spot_role(region))
     for check in (_scores_check(region, spec, plan), Check(*check_cost_allocation_tag()),
