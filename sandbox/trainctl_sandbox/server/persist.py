@@ -40,13 +40,16 @@ def save(directory: Path) -> list[str]:
 
     kept: dict[str, dict] = {}
     for service in SERVICES:
-        try:
-            backends = {account: dict(regions) for account, regions in get_backend(service).items()}
-            buffer = io.BytesIO()
-            _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(backends)
-            kept[service] = buffer.getvalue()
-        except Exception:  # noqa: BLE001 - the others are still worth keeping
-            _log.exception("sandbox: %s not saved", service)
+        for attempt in range(3):  # a job's runner thread may still be writing (its output): then again
+            try:
+                backends = {account: dict(regions) for account, regions in get_backend(service).items()}
+                buffer = io.BytesIO()
+                _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(backends)
+                kept[service] = buffer.getvalue()
+                break
+            except Exception:  # noqa: BLE001 - the others are still worth keeping
+                if attempt == 2:
+                    _log.exception("sandbox: %s not saved", service)
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f".{SAVED}.{os.getpid()}.tmp"
     with open(tmp, "wb") as f:
