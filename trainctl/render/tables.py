@@ -81,9 +81,10 @@ def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: boo
             con.print(_hanging(f"#1: {people_why(shown_options[0], shown_options[0].why[:1])[0]}", con.width,
                                indent=""), markup=False, highlight=False)
     cut = False
-    warnings = plan.warnings if explain else plan.warnings[:_WARNINGS_SHOWN]
+    whole = explain or not shown_options   # nothing to launch: the warnings are the answer, said whole
+    warnings = plan.warnings if whole else plan.warnings[:_WARNINGS_SHOWN]
     for w in warnings:
-        lines, was_cut = ([_hanging(w, con.width, indent="warning: ")], False) if explain else condensed(w, con.width)
+        lines, was_cut = ([_hanging(w, con.width, indent="warning: ")], False) if whole else condensed(w, con.width)
         cut = cut or was_cut
         text = "\n".join(lines)
         con.print(Text("warning:", style="yellow") + Text(text[len("warning:"):]))
