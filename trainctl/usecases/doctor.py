@@ -346,7 +346,7 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
     if "ec2" in platforms:  # only EC2 Spot needs it: SageMaker runs managed Spot instances itself
         add(check_spot_role(region))
     for check in (_scores_check(region, spec, plan), Check(*check_cost_allocation_tag()),
-                  *(Check(*c) for c in launch_checks(spec_path, platforms, checks))): add(check)  # noqa: E701
+                  *(Check(*c) for c in launch_checks(spec_path, plan, platforms, checks))): add(check)  # noqa: E701
     return checks
 
 

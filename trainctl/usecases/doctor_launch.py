@@ -8,10 +8,10 @@ from __future__ import annotations
 NAME = "launch checks"
 
 
-def launch_checks(spec_path: str | None, platforms: tuple[str, ...], earlier) -> list[tuple[str, str, str, str]]:
-    """(check name, pass|fail|skip, what was found, the fix) per platform: doctor's Check fields (no import of
-    doctor: no cycle). `earlier`: the checks so far, whose failures are not repeated."""
-    if not spec_path:
+def launch_checks(spec_path: str | None, plan, platforms: tuple[str, ...], earlier) -> list[tuple[str, str, str, str]]:
+    """(check name, pass|fail|skip, what was found, the fix) per platform the plan has an option on: doctor's Check
+    fields (no import of doctor: no cycle). `earlier`: the checks so far, whose failures are not repeated."""
+    if not spec_path or plan is None:
         return []
     from trainctl.errors import TrainctlError
     from trainctl.store import JobStore
@@ -21,6 +21,9 @@ def launch_checks(spec_path: str | None, platforms: tuple[str, ...], earlier) ->
     out = []
     for platform in platforms:
         name = f"{NAME} ({platform})"
+        if not any(o.platform == platform for o in plan.options):
+            out.append((name, "skip", f"the plan has no {platform} option to launch", ""))
+            continue
         args = LaunchArgs(spec_path=spec_path, platform=platform, dry_run=True, yes=True)
         try:
             with JobStore() as store:
