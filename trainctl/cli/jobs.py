@@ -50,9 +50,13 @@ def watch(
             if recoverer is None and view.secondary_status == "Interrupted" and backend.capabilities.recover:
                 shown.say(shown.interrupted_hint(view))
         else:
+            def look(view, progress) -> None:  # each look's news, the end's with its reason (a budget's stop)
+                news = w.summary(view, progress, ref.record)
+                name_the_budget(store, view, news)
+                notifier.look(news)
+
             view, progress = shown.follow_live(backend, ref, interval=interval, logs=not no_logs, recover=recoverer,
-                                               to_stderr=OPTS.output == "json",
-                                               on_look=notifier.look if notifier else None)
+                                               to_stderr=OPTS.output == "json", on_look=look if notifier else None)
         doc = w.summary(view, progress, ref.record)
         name_the_budget(store, view, doc)
         if notifier:

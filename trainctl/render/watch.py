@@ -13,7 +13,7 @@ from trainctl.usecases.watch import JobRef, Progress, follow, summary
 
 
 def follow_live(backend, job: JobRef, *, interval: float, logs: bool, recover: Callable[[Any], bool] | None,
-                to_stderr: bool, on_look: Callable[[dict], None] | None = None) -> tuple[Any, Progress]:
+                to_stderr: bool, on_look: Callable[[Any, Progress], None] | None = None) -> tuple[Any, Progress]:
     """`follow` for people: transitions and every host's lines as they come, a status line on a terminal.
     With JSON output the live view goes to stderr so stdout stays one document."""
     from rich.console import Console
@@ -39,7 +39,7 @@ def follow_live(backend, job: JobRef, *, interval: float, logs: bool, recover: C
 
     def on_update(view, progress) -> None:
         if on_look is not None:  # `launch --notify`: each look's news (usecases/notify.py)
-            on_look(summary(view, progress, job.record))
+            on_look(view, progress)
         if recover is None and view.secondary_status == "Interrupted" and not hinted and backend.capabilities.recover:
             hinted.append(True)  # once: a job left Interrupted waits for nobody
             con.print(Text(interrupted_hint(view)), soft_wrap=True)
