@@ -74,7 +74,7 @@ class Demo:
         self.trainctl("watch", job, "--interval", "0.5")
         self.ec2_job()
         say(f"6/6 Planning {SMALL} again: the throughput the jobs measured now ranks the plan (\"measured\"):")
-        self.trainctl("plan", SMALL, "--top", "1")
+        self.trainctl("plan", SMALL, "--top", "1", "--explain")  # its why names the measuring job
 
     def ec2_job(self) -> None:
         say(f"5/6 The same job as a raw EC2 fleet (`launch --platform ec2`): the sandbox's Spot g5.xlarge runs the "
