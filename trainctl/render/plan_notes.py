@@ -40,7 +40,7 @@ def column_notes(shown: list[str], options) -> str:
 
 # ranking words (planner/reasons.py) whose amount rounds to nothing
 _NO_LEAD = re.compile(r", \$0\.00 less (at p90 )?than the next layout \([^)]*\)")
-_NO_SOONER = re.compile(r", 0\.00 h (sooner than|faster)[^,]*")
+_NO_SOONER = re.compile(r", 0\.00 h (sooner than|faster)[^,]*|, \$0\.00 cheaper")
 # planner/spot/risk.py: the advisor's bare figure beside the hazard the plan uses is a detail for the model's readers
 _ADVISOR_ALONE = re.compile(r"; the advisor alone says [0-9.]+/h\)")
 
@@ -53,6 +53,8 @@ def people_why(option, lines) -> list[str]:
         line = _ADVISOR_ALONE.sub(")", line)
         if line.startswith("$0.00 more than #1"):  # what is left after it (", 1.20 h faster") still counts
             line = "the same expected cost as #1, to the cent" + line[len("$0.00 more than #1"):]
+        elif line.startswith("0.00 h slower than #1"):
+            line = "as fast as #1, to the hundredth of an hour" + line[len("0.00 h slower than #1"):]
         if line.startswith("p90 below the expected cost") and option.cost_p90_usd is not None \
                 and _cents(option.cost_p90_usd) >= _cents(option.expected_cost_usd):
             continue  # equal to the cent in every figure the table shows
