@@ -30,6 +30,27 @@ def _cli(*args: str, home: Path) -> subprocess.CompletedProcess:
                           env={**env, "TRAINCTL_HOME": str(home)}, capture_output=True, text=True, timeout=120)
 
 
+def _user_env(home: Path, endpoint: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    return {**env, **process.sandbox_env(endpoint), "TRAINCTL_HOME": str(home),
+            "AWS_CONFIG_FILE": str(home / "no-aws-config"), "AWS_SHARED_CREDENTIALS_FILE": str(home / "no-creds")}
+
+
+def _record(home: Path, endpoint: str, job_id: str) -> None:
+    """The job as trainctl's store holds a job it launched (its own launch is not what this test is about)."""
+    from trainctl.plans import Option
+    from trainctl.store import JobStore
+
+    option = Option(rank=1, platform="sagemaker", instance_type="g5.xlarge", count=1, market="on-demand",
+                    region="us-east-1", accelerators=1, hourly_usd=1.4, throughput_samples_per_s=10,
+                    throughput_source="model", hours=1.0, expected_cost_usd=1.4)
+    home.mkdir(parents=True, exist_ok=True)
+    with JobStore(home / "state.db", endpoint=endpoint) as store:
+        store.record_job(job_id=job_id, account="123456789012", platform="sagemaker", region="us-east-1",
+                         spec_path="job.yaml", spec_name="kept", model="m", batch_size=8, option=option,
+                         plan_json=None, status="InProgress")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind((process.HOST, 0))
@@ -70,6 +91,13 @@ def test_a_restarted_sandbox_keeps_its_account_and_up_fresh_starts_a_new_one(tmp
             assert job["FailureReason"], job
         listed = sm.list_training_jobs()["TrainingJobSummaries"]
         assert [j["TrainingJobName"] for j in listed] == ["kept-job"]
+        # `ls` shows the status the account kept, not one guessed because the sandbox forgot the job
+        _record(tmp_path / "user", endpoint, "kept-job")
+        ls = subprocess.run([sys.executable, "-m", "trainctl.cli", "-o", "json", "ls"], capture_output=True, text=True,
+                            env=_user_env(tmp_path / "user", endpoint), timeout=120)
+        assert ls.returncode == 0, ls.stderr
+        assert [(j["job_id"], j["status"]) for j in json.loads(ls.stdout)["jobs"]] == [
+            ("kept-job", job["TrainingJobStatus"])]
         assert _cli("down", home=tmp_path).returncode == 0
 
         fresh = _cli("up", "--detach", "--port", str(port), "--fresh", home=tmp_path)
