@@ -45,12 +45,21 @@ _NO_SOONER = re.compile(r", 0\.00 h (sooner than|faster)[^,]*|, \$0\.00 cheaper"
 _ADVISOR_ALONE = re.compile(r"; the advisor alone says [0-9.]+/h\)")
 
 
+# a bench's network regime (usecases/bench_record.py) in words: "none" is one node, nothing between nodes measured
+_REGIMES = {"network none)": "one node: no network between nodes in it)",
+            "network sustained)": "network at its sustained rate)",
+            "network burst)": "network on fresh burst credits, which a long job will not have)",
+            "network unknown)": "network past its burst credits, its rate not read)"}
+
+
 def people_why(option, lines) -> list[str]:
     """The option's why lines as a person reads them: the same facts, without amounts that round to zero."""
     out = []
     for line in lines:
         line = _NO_SOONER.sub("", _NO_LEAD.sub("", line))
         line = _ADVISOR_ALONE.sub(")", line)
+        for short, words in _REGIMES.items():
+            line = line.replace(short, words)
         if line.startswith("$0.00 more than #1"):  # what is left after it (", 1.20 h faster") still counts
             line = "the same expected cost as #1, to the cent" + line[len("$0.00 more than #1"):]
         elif line.startswith("0.00 h slower than #1"):
