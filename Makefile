@@ -17,7 +17,8 @@ $(BIN)/python:
 # which the tests, the demo and `trainctl sandbox` need; the product wheel holds none of the sandbox.
 $(VENV)/.installed: pyproject.toml sandbox/pyproject.toml | $(BIN)/python
 	@echo "installing trainctl, the sandbox and the test tools into $(VENV): torch is the largest part (about"
-	@echo "two minutes on a fresh machine); pip names each package as it goes"
+	@echo "four minutes and 6 GB on a fresh machine, most of it CUDA libraries; README: the lighter install"
+	@echo "without torch); pip names each package as it goes"
 	$(BIN)/pip install --progress-bar off -e '.[test]' -e ./sandbox $(TORCH) 'timm>=1.0'
 	touch $@
 

@@ -11,7 +11,8 @@
 5. plan the small job again: the throughput the jobs measured now ranks the plan.
 
 Nothing outlives the demo: the sandbox runs under a temporary TRAINCTL_HOME and is stopped (with every process
-it started) even when a step fails or the demo is interrupted. It takes two to three minutes on two CPUs.
+it started) even when a step fails or the demo is interrupted. Once installed it took 2.3 minutes on two CPUs
+(the install before it, about four: README, "What it costs").
 """
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ class Demo:
         self.trainctl("watch", job, "--interval", "0.5")
         self.ec2_job()
         say(f"6/6 Planning {SMALL} again: the throughput the jobs measured now ranks the plan (\"measured\"):")
-        self.trainctl("plan", SMALL, "--top", "1")
+        self.trainctl("plan", SMALL, "--top", "1", "--explain")  # its why names the measuring job
 
     def ec2_job(self) -> None:
         say(f"5/6 The same job as a raw EC2 fleet (`launch --platform ec2`): the sandbox's Spot g5.xlarge runs the "

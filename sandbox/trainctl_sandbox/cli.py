@@ -36,10 +36,13 @@ def _print_env(endpoint_url: str) -> None:
 @app.command()
 def up(port: int = typer.Option(process.DEFAULT_PORT, "--port", "-p", help="Port on 127.0.0.1 (0: any free port)."),
        detach: bool = typer.Option(False, "--detach", "-d", help="Run in the background; stop with `down`."),
-       seed: int = typer.Option(0, "--seed", help="Seed of the market model (placement scores, Spot prices).")) -> None:
+       seed: int = typer.Option(0, "--seed", help="Seed of the market model (placement scores, Spot prices)."),
+       fresh: bool = typer.Option(False, "--fresh", help="Start a new account instead of the one the last sandbox "
+                                                         "kept (buckets, IAM, jobs).")) -> None:
     """Start the sandbox and print its environment.
 
-    It is seeded as a fresh account; the printed environment points AWS tools (and trainctl) at it."""
+    It keeps the account of the last sandbox (buckets, IAM, jobs) unless --fresh; the first one is seeded as a
+    new account. The printed environment points AWS tools (and trainctl) at it."""
     directory = process.state_dir()
     existing = process.running(directory)
     if existing:
@@ -53,12 +56,13 @@ def up(port: int = typer.Option(process.DEFAULT_PORT, "--port", "-p", help="Port
     if detach:
         t0 = time.perf_counter()
         try:
-            state = process.start_detached(port=port, seed=seed, directory=directory)
+            state = process.start_detached(port=port, seed=seed, directory=directory, fresh=fresh)
         except process.SandboxProcessError as e:
             _say(str(e))
             raise typer.Exit(1) from None
         _say(f"sandbox running at {state['endpoint_url']} (pid {state['pid']}, up in "
-             f"{time.perf_counter() - t0:.1f}s, log {state.get('log')}); stop it with `trainctl sandbox down`")
+             f"{time.perf_counter() - t0:.1f}s, log {state.get('log')}); {_account(state.get('restored'))}; "
+             "stop it with `trainctl sandbox down`")
         _print_env(state["endpoint_url"])
         return
     from trainctl_sandbox.server.main import serve
@@ -66,9 +70,17 @@ def up(port: int = typer.Option(process.DEFAULT_PORT, "--port", "-p", help="Port
     def ready(server) -> None:
         _print_env(server.ctx.endpoint_url)
         sys.stdout.flush()
-        _say(f"sandbox serving at {server.ctx.endpoint_url}; Ctrl-C stops it")
+        _say(f"sandbox serving at {server.ctx.endpoint_url}; {_account(server.restored)}; Ctrl-C stops it")
 
-    serve(port=port, seed=seed, state_dir=directory, on_ready=ready)
+    serve(port=port, seed=seed, state_dir=directory, on_ready=ready, fresh=fresh)
+
+
+def _account(restored: dict | None) -> str:
+    """Which account this is: the one the last sandbox kept, or a new one."""
+    if restored is None:
+        return "a new account"
+    return "the account the last sandbox kept (" + ", ".join(f"{n} {what}" for what, n in restored.items()) + \
+        "; `sandbox up --fresh` starts a new one)"
 
 
 @app.command()

@@ -59,3 +59,13 @@ def test_ls_says_it_once_and_shows_the_recorded_status(tmp_path):
     assert len(rows) == 3 and all("InProgress (recorded)" in r for r in rows)
     doc = json.loads(run_cli(["-o", "json", "ls"], tmp_path, env=_env(url), timeout=60).stdout)
     assert len(doc["warnings"]) == 1 and {j["status"] for j in doc["jobs"]} == {"InProgress (recorded)"}
+
+
+def test_watch_against_a_stopped_sandbox_says_so_at_once(tmp_path):
+    """Not after minutes of asking again (issue 35): nothing listens, and asking again would not start it."""
+    url = _dead_endpoint()
+    _record(tmp_path, url, "job-0")
+    proc = run_cli(["watch", "job-0", "--interval", "0.05"], tmp_path, env=_env(url), timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 5 and "asking again" not in proc.stderr, proc.stderr
+    assert lines[-1].endswith(f"the sandbox at {url} is not running: `trainctl sandbox up`"), proc.stderr

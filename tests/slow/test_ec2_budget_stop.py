@@ -41,6 +41,8 @@ def test_an_ec2_job_is_stopped_by_its_budget_with_a_checkpoint_and_its_status_na
     assert doc["failure_reason"].startswith("stopped: budget $2 reached"), doc["failure_reason"]
     logs = run_cli(["logs", job], home, env=sb.env).stdout
     assert "budget $2 reached" in logs and "trainctl stopped " in logs, logs[-3000:]  # the entrypoint's checkpoint
+    # the node agent names the budget as the reason, not a maximum runtime that has not passed
+    assert "the job is over its budget" in logs and "past its maximum runtime" not in logs, logs[-3000:]
     stopped_at = int(logs.split("trainctl stopped ")[1].split("step=")[1].split()[0])
     listed = sb.client("s3", REGION).list_objects_v2(Bucket=next(
         b["Name"] for b in sb.client("s3", REGION).list_buckets()["Buckets"] if b["Name"].startswith("trainctl-")),

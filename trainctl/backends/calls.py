@@ -152,6 +152,9 @@ class SubmitTrace:
     # called once, right before the first job-starting call: the last moment to decide not to start (the
     # launch's duplicate check on AWS); what it raises ends the submit as a failed call would
     before_start: Callable[[], None] | None = None
+    # set by a backend whose cleanup after a failed or interrupted submit removed everything, instances included:
+    # then nothing runs, even though the job-starting call went out
+    cleaned_up: bool = False
 
     def sending(self, call: AwsCall) -> int:
         if call.operation in JOB_STARTING and self.before_start is not None:

@@ -203,16 +203,18 @@ class Agent:
             except ProcessLookupError:
                 pass
 
-    def past_deadline(self) -> bool:
-        """The job's maximum runtime (`--max-runtime-hours`, SageMaker's StoppingCondition on EC2) has passed:
-        mark the job stopped, so every node and `watch --recover` see it, and say why."""
+    def past_deadline(self) -> str | None:
+        """Why the job ends now, or None: its maximum runtime (`--max-runtime-hours`, SageMaker's StoppingCondition
+        on EC2) has passed, or its budget is spent; the job is marked stopped, so every node and `watch --recover`
+        see it, with the reason."""
         not_after = self.cfg.get("not_after")
         if not not_after or time.time() < float(not_after):
-            return budget.reached(self)  # the job's budget ends it too (budget.py writes the stop mark and why)
+            # the job's budget ends it too (budget.py writes the stop mark and why)
+            return "over its budget" if budget.reached(self) else None
         self.log.add(f"trainctl-agent: the job's maximum runtime ended at {float(not_after):.0f}; stopping it")
         if self.marker() != "stopped":
             self.put_marker("stopped", f"maximum runtime reached ({self.cfg.get('max_runtime_s')} s)")
-        return True
+        return "past its maximum runtime"
 
     def watch_stop(self, done: threading.Event) -> None:
         """While torchrun runs: a stop mark (`trainctl stop`/`down`) or the maximum runtime stops the training
@@ -220,8 +222,7 @@ class Agent:
         the agent returns and the node shuts down. No reliance on the shutdown's SIGTERM arriving in time."""
         while not done.wait(self.setting("stop_poll_s", 30.0)):
             try:
-                why = "marked stopped" if self.marker() == "stopped" else (
-                    "past its maximum runtime" if self.past_deadline() else None)
+                why = "marked stopped" if self.marker() == "stopped" else self.past_deadline()
             except Exception as e:  # noqa: BLE001 - S3 hiccup: look again next round
                 self.log.add(f"trainctl-agent: could not read the job's status: {e}")
                 continue

@@ -28,21 +28,23 @@ def bench(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what it would launch, for how long and its dollar "
                                                           "bound; launch nothing."),
     interval: float = typer.Option(2.0, "--interval", min=0.05, help="Seconds between polls of a bench job."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before spending (the bench's dollar bound)."),
 ) -> None:
     """Measure the layouts that could change the plan's choice.
 
-    Samples/s of your model, for a bounded number of dollars. Each bench job runs your entrypoint with its arguments for warm-up + measured steps under a hard maximum
+    Samples/s of your model, for a bounded number of dollars: the launch's checks run first, then it asks
+    (--yes: it does not). Each bench job runs your entrypoint with its arguments for warm-up + measured steps under a hard maximum
     runtime and is taken down afterwards (Ctrl-C takes down what runs); later plans use the measurement."""
     from trainctl import render
-    from trainctl.render.bench import bench_table
+    from trainctl.render.bench import bench_table, confirm
     from trainctl.render.watch import say
     from trainctl.usecases.bench.measure import BenchInputs, bench as run_bench
 
     inputs = BenchInputs(spec_path=spec, objective=objective, platform=platform, offline=offline, top=top,
                          layouts=tuple(layout), max_usd=max_usd, max_minutes=max_minutes, steps=steps,
-                         warmup_steps=warmup_steps, dry_run=dry_run, interval=interval)
+                         warmup_steps=warmup_steps, dry_run=dry_run, interval=interval, yes=yes)
     with _store() as store:
-        doc = run_bench(inputs, store, say)
+        doc = run_bench(inputs, store, say, confirm)
     if OPTS.output == "json":
         render.print_json(doc)
     else:

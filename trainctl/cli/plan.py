@@ -25,6 +25,8 @@ def plan(
     plot: bool = typer.Option(False, "--plot", help="Draw expected cost against hours, the Pareto front marked."),
     refresh: bool = typer.Option(False, "--refresh", help="Ask AWS again instead of using answers cached in the last "
                                                           "TRAINCTL_CACHE_TTL seconds (after raising a quota)."),
+    explain: bool = typer.Option(False, "--explain", "-v", help="Under the table, why each shown option ranks where "
+                                                               "it does, and every warning whole."),
 ) -> None:
     """Rank training layouts by expected cost, p90 cost or time.
 
@@ -45,6 +47,6 @@ def plan(
     else:
         from trainctl.render.tables import plan_table
 
-        plan_table(result, spec, top=top, show_excluded=show_excluded)
+        plan_table(result, spec, top=top, show_excluded=show_excluded, explain=explain)
     if not result.options:
         raise typer.Exit(3)

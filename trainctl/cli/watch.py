@@ -16,7 +16,8 @@ def watch(
     once: bool = typer.Option(False, "--once", help="Look once and exit (with --output json: one document)."),
     interval: float = typer.Option(2.0, "--interval", min=0.05, help="Seconds between polls after a change; "
                                                                       "backs off to 8x while nothing changes."),
-    no_logs: bool = typer.Option(False, "--no-logs", help="Status only."),
+    no_logs: bool = typer.Option(False, "--no-logs", help="Do not print the job's log lines (the progress, the "
+                                                           "throughput and its measurement still come from them)."),
     recover: bool = typer.Option(False, "--recover", help="EC2: relaunch reclaimed Spot nodes (same AZ first); "
                                                           "the job resumes from its last checkpoint."),
     platform: Optional[str] = PLATFORM_OF_UNKNOWN_JOB,
@@ -44,9 +45,13 @@ def watch(
             if recoverer is None and view.secondary_status == "Interrupted" and backend.capabilities.recover:
                 shown.say(shown.interrupted_hint(view))
         else:
+            def look(view, progress) -> None:  # each look's news, the end's with its reason (a budget's stop)
+                news = w.summary(view, progress, ref.record)
+                name_the_budget(store, view, news)
+                notifier.look(news)
+
             view, progress = _follow_live(backend, ref, interval=interval, logs=not no_logs, recover=recoverer,
-                                          to_stderr=OPTS.output == "json",
-                                          on_look=notifier.look if notifier else None)
+                                          to_stderr=OPTS.output == "json", on_look=look if notifier else None)
         doc = w.summary(view, progress, ref.record)
         name_the_budget(store, view, doc)
         if notifier:
@@ -68,7 +73,7 @@ def watch(
 
 
 def _follow_live(backend, ref, *, interval: float, logs: bool, recover: Callable[[Any], bool] | None,
-                 to_stderr: bool, on_look: Callable[[dict], None] | None = None):
+                 to_stderr: bool, on_look: Callable[[Any, Any], None] | None = None):
     """`follow` for people: the use case polls, the live view (render/watch.py) shows each look."""
     from trainctl.render import watch as shown
     from trainctl.usecases.jobs import watch as w
@@ -78,7 +83,7 @@ def _follow_live(backend, ref, *, interval: float, logs: bool, recover: Callable
 
     def on_update(view, progress) -> None:
         if on_look is not None:  # `launch --notify`: each look's news (usecases/jobs/notify.py)
-            on_look(w.summary(view, progress, ref.record))
+            on_look(view, progress)
         if recover is None and view.secondary_status == "Interrupted" and not hinted and backend.capabilities.recover:
             hinted.append(True)  # once: a job left Interrupted waits for nobody
             live.note(shown.interrupted_hint(view))
@@ -86,5 +91,8 @@ def _follow_live(backend, ref, *, interval: float, logs: bool, recover: Callable
             live.update(w.summary(view, progress, ref.record))
 
     with live:
+        # the lines are read without `logs` too (--no-logs): the status line's step and rate, and the measured
+        # throughput stored at the end, come from the metric lines; they are only not printed
         return w.follow(backend, ref.job_id, ref.region, interval=interval, on_transition=live.transition,
-                        on_line=live.line, on_update=on_update, logs=logs, recover=recover, say=shown.say)
+                        on_line=live.line if logs else (lambda line: None), on_update=on_update, logs=True,
+                        recover=recover, say=shown.say)

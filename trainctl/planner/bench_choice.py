@@ -164,6 +164,10 @@ def choose(plan: Plan, *, max_minutes: float = DEFAULT_MAX_MINUTES, top: int | N
         chosen += pairs(plan, judged, chosen, max_minutes, transport_of)
         chosen, over = _within(chosen, cap)
     skipped = [c for c in judged if all(c.option is not k.option for k in chosen + over)]
+    if layouts:   # what left them out is the user's choice, not their bands
+        skipped = [Candidate(c.option, c.worth, "not named with --layout", c.bound_usd) for c in skipped]
+    elif top is not None:
+        skipped = [Candidate(c.option, c.worth, f"after the first {top} (--top {top})", c.bound_usd) for c in skipped]
     if not layouts and top is None:
         skipped += [Candidate(c.option, True, f"worth measuring, but over the {rule}", c.bound_usd)
                     for c in over if chosen]

@@ -8,7 +8,10 @@ import dataclasses
 from trainctl.catalog import Catalog
 from trainctl.perf.estimator import MeasuredRate
 from trainctl.planner.quotes import Quotes
-from trainctl.planner.ranking import PlanRequest, _finished, _Planning, candidates
+from trainctl.planner import bench_choice, reasons
+from trainctl.planner.pricing import over_quota_warning
+from trainctl.planner.ranking import PlanRequest, _Planning, candidates
+from trainctl.planner.spot import risk
 from trainctl.plans import Option, Plan
 from trainctl.spec import JobSpec
 
@@ -50,6 +53,30 @@ class Planner:
     def plan(self, quotes: Quotes) -> Plan:
         _, run, ranked, kept, warnings = self._rank(quotes)
         return _finished(self.spec, self.catalog, quotes, run, ranked, kept, list(warnings))
+
+
+def _finished(spec: JobSpec, catalog: Catalog, quotes: Quotes, run: "_Planning", ranked: list[Option],
+              kept: list[risk.Priced], warnings: list[str]) -> Plan:
+    warnings += reasons.low_score_warnings(ranked, quotes)
+    if (held := over_quota_warning(ranked, catalog, quotes, run.request.objective)) is not None:
+        warnings.append(held)
+    if not ranked:
+        warnings.append("no layout is left: see the excluded layouts (--show-excluded) for why")
+        if run.closest_miss is not None:
+            warnings.append(reasons.closest_words(run.closest_miss, spec.constraints.deadline_hours))
+    elif (line := risk.sensitivity(kept, run.request.objective)) is not None:
+        warnings.append(line)
+    made = Plan(spec=run.request.spec_path or spec.name, spec_name=spec.name, source=quotes.source,
+                catalog_date=catalog.date, objective=run.request.objective, options=tuple(ranked),
+                excluded=tuple(run.excluded), warnings=tuple(warnings))
+    # the plan says when its throughput cannot tell the choice, and what settling it costs
+    unsure = bench_choice.unsure_line(made, lambda o: _device_key(catalog, o.instance_type))
+    return made if unsure is None else made.model_copy(update={"warnings": (*made.warnings, unsure)})
+
+
+def _device_key(catalog: Catalog, instance_type: str) -> str:
+    inst = catalog.instance(instance_type)
+    return inst.accelerator.key if inst is not None else instance_type
 
 
 def _same_but_scores(before: Quotes, now: Quotes) -> bool:

@@ -15,9 +15,9 @@ from trainctl.planner.spot import risk
 from trainctl.catalog import Catalog, InstanceType, load_calibration
 from trainctl.planner.flexible import flexible_options
 from trainctl.planner.data_terms import ChannelFacts, layout_data
-from trainctl.planner.pricing import input_limit, objective_value, over_quota_warning, price_option
-from trainctl.plans import Excluded, Option, Plan
-from trainctl.planner import bench_choice, reasons
+from trainctl.planner.pricing import input_limit, objective_value, price_option
+from trainctl.plans import Excluded, Option
+from trainctl.planner import reasons
 from trainctl.planner.quotes import Quotes
 from trainctl.spec import JobSpec, Layout
 from trainctl.spec.flexible import family_groups, is_flexible, label
@@ -165,31 +165,6 @@ def _throughput(spec: JobSpec, shape: perf.ModelShape, inst: InstanceType, count
                           given, fit.grad_accum)
     return perf_layout.estimate(job, inst, count, platform, measured.get((spec.model.name, batch, inst.name)),
                                 catalog, load_calibration())
-
-
-# ----------------------------------------------------------------------------- the plan (planner/planning.py)
-def _finished(spec: JobSpec, catalog: Catalog, quotes: Quotes, run: "_Planning", ranked: list[Option],
-              kept: list[risk.Priced], warnings: list[str]) -> Plan:
-    warnings += reasons.low_score_warnings(ranked, quotes)
-    if (held := over_quota_warning(ranked, catalog, quotes, run.request.objective)) is not None:
-        warnings.append(held)
-    if not ranked:
-        warnings.append("no layout is left: see the excluded layouts (--show-excluded) for why")
-        if run.closest_miss is not None:
-            warnings.append(reasons.closest_words(run.closest_miss, spec.constraints.deadline_hours))
-    elif (line := risk.sensitivity(kept, run.request.objective)) is not None:
-        warnings.append(line)
-    made = Plan(spec=run.request.spec_path or spec.name, spec_name=spec.name, source=quotes.source,
-                catalog_date=catalog.date, objective=run.request.objective, options=tuple(ranked),
-                excluded=tuple(run.excluded), warnings=tuple(warnings))
-    # the plan says when its throughput cannot tell the choice, and what settling it costs
-    unsure = bench_choice.unsure_line(made, lambda o: _device_key(catalog, o.instance_type))
-    return made if unsure is None else made.model_copy(update={"warnings": (*made.warnings, unsure)})
-
-
-def _device_key(catalog: Catalog, instance_type: str) -> str:
-    inst = catalog.instance(instance_type)
-    return inst.accelerator.key if inst is not None else instance_type
 
 
 class _Planning:
@@ -374,8 +349,8 @@ class _Planning:
                 self.exclude(o.type_label, o.count, f"misses the deadline: {o.wall_hours:.1f} wall hours "
                                                     f"expected > {cons.deadline_hours:g} h", **where)
             elif cons.budget_usd is not None and o.expected_cost_usd > cons.budget_usd:
-                self.exclude(o.type_label, o.count, f"over budget: ${o.expected_cost_usd:,.0f} expected > "
-                                                       f"${cons.budget_usd:,.0f}", **where)
+                self.exclude(o.type_label, o.count, f"over budget: {_dollars(o.expected_cost_usd)} expected > "
+                                                       f"{_dollars(cons.budget_usd)}", **where)
             else:
                 kept.append(priced)
         return [risk.Priced(risk.with_spread(p), p.model, p.input_limit_ratio, p.extra_usd) for p in kept]
@@ -396,3 +371,8 @@ class _Planning:
                                        "why": reasons.ranking_words(o, i, ordered, objective) + o.why})
                   for i, o in enumerate(ordered)]
         return ranked, kept
+
+
+def _dollars(x: float) -> str:
+    """Whole dollars where cents do not matter; cents below $100, so that a small budget never reads "$0 > $0"."""
+    return f"${x:,.0f}" if x >= 100 else f"${x:,.2f}"

@@ -35,16 +35,41 @@ _COLUMNS = (
 )
 
 
+def confirm(question: str) -> bool:
+    """Ask before the bench spends; without a terminal to ask on, refuse in one line (as `launch` does)."""
+    import sys
+
+    import typer
+
+    from trainctl.errors import UsageError
+
+    if not sys.stdin.isatty():
+        raise UsageError(f"not benched: no terminal to ask \"{question}\"; add --yes (or --dry-run to only look)")
+    return typer.confirm(question, default=False, err=True)
+
+
+# The network regime a measurement saw (usecases/bench/record.py), in words for the footnote.
+REGIMES = {"none": "none: one node, no network between nodes to measure",
+           "sustained": "sustained: the type's bandwidth has no burst",
+           "burst": "burst: an \"up to\" type measured on its fresh burst credits (a long job will see less)",
+           "unknown": "unknown: an \"up to\" type measured past its burst credits"}
+
+
 def bench_table(doc: dict) -> None:
     from trainctl.render.columns import fitted_table
 
     con = table_console(100)
     if doc["layouts"]:
         con.print(fitted_table(_COLUMNS, doc["layouts"], con.width))
-        con.print("samples/s of the whole layout; band: the model's out-of-source band", style="dim")
+        seen = [REGIMES[r] for r in dict.fromkeys(row.get("regime") for row in doc["layouts"]) if r in REGIMES]
+        con.print("samples/s of the whole layout; band: the model's out-of-source band"
+                  + (f"; regime {'; '.join(seen)}" if seen else ""), style="dim", markup=False)
+    notes: dict[str, list[str]] = {}   # each message once, with every layout it concerns
     for row in doc["layouts"]:
         if row.get("note"):
-            con.print(f"{row['layout']}: {row['note']}", markup=False, soft_wrap=False)
+            notes.setdefault(row["note"], []).append(row["layout"])
+    for note, layouts in notes.items():
+        con.print(f"{', '.join(layouts)}: {note}", markup=False, soft_wrap=False)
     for skipped in doc["not_measured"][:SKIPPED_SHOWN]:
         con.print(f"not measured {skipped['layout']}: {skipped['why']}", markup=False)
     if len(doc["not_measured"]) > SKIPPED_SHOWN:

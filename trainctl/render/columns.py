@@ -80,3 +80,9 @@ def fitted_table(columns: Sequence[Column], rows: Sequence[Any], width: int, tit
     if left_out:
         t.caption = f"not shown at this width: {', '.join(left_out)} (-o json has every field)"
     return t
+
+
+def shown_headers(columns: Sequence[Column], rows: Sequence[Any], width: int) -> list[str]:
+    """The headers (one line each) of the columns `fitted_table` keeps at this width: what a footnote may explain."""
+    keep, _, _ = fit(columns, rows, width)
+    return [" ".join(columns[i].header.split()) for i in keep]

@@ -30,16 +30,17 @@ def _live_source() -> str:
 # The plan table's columns, most important first: at a narrow terminal the last ones are left out whole,
 # never cut. What tells two options apart (rank, layout with its market, platform and region) always stays, and
 # so do the two numbers a plan is read for: the expected cost and the wall-clock hours the deadline is checked on.
+# samples/s comes next: it says whether the model understood the job (at 100 columns it must still be there).
 _COLUMNS = (
     Column("#", lambda o: str(o.rank), "right", keep=True),
     Column("layout", lambda o: f"{o.count}x {o.type_label} {o.market}", keep=True),
     Column("where", lambda o: f"{o.platform} {o.availability_zone or o.region}", keep=True),
     Column("expected $", lambda o: _money(o.expected_cost_usd), "right", keep=True),
     Column("wall\nhours", lambda o: f"{o.wall_hours:,.1f}", "right", keep=True),
-    Column("p90 $", lambda o: _money(o.cost_p90_usd) if o.cost_p90_usd else "-", "right"),
-    Column("billed\nhours", lambda o: f"{o.hours:,.1f}", "right"),
-    Column("$/h", lambda o: _money(o.hourly_usd), "right"),
     Column("samples/s", lambda o: f"{o.throughput_samples_per_s:,.0f} {o.throughput_source}", "right"),
+    Column("p90 $", lambda o: _money(o.cost_p90_usd) if o.cost_p90_usd else "-", "right"),
+    Column("$/h", lambda o: _money(o.hourly_usd), "right"),
+    Column("billed\nhours", lambda o: f"{o.hours:,.1f}", "right"),
     Column("score", lambda o: "-" if o.spot_placement_score is None else f"{o.spot_placement_score}/10", "right"),
     Column("interr.", lambda o: "-" if o.market != "spot" else f"{o.interruptions_expected:.2f}", "right"),
     Column("notes", lambda o: " ".join(n for n, on in (("pareto", o.pareto), (o.strategy, o.strategy != "ddp"),
@@ -47,42 +48,50 @@ _COLUMNS = (
                                                         ("unverified-price", "not verified" in o.price_source.lower()),
                                                         ("input-bound", o.input_bound)) if on), wrap=True),
 )
+_WARNINGS_SHOWN = 5     # more than this under the table: the rest are counted (--explain shows them all)
 
 
-def _legend(options) -> str:
-    """What the columns mean, and why a p90 may sit below the expected cost on some rows."""
-    text = ("wall hours: from launch to the last step, Spot waits and interruptions included (the deadline is "
-            "checked on these); billed hours: what each node is paid for; $/h is the whole layout; pareto: no other "
-            "option is both cheaper and faster.")
-    below = [str(o.rank) for o in options if o.cost_p90_usd and o.cost_p90_usd < o.expected_cost_usd]
-    if below:
-        text += (f" p90 $ below expected $ (#{', #'.join(below)}): fewer than one run in ten is interrupted there, "
-                 "so the 90th-percentile run is an uninterrupted one, while the expected cost also counts the rare "
-                 "interruptions' rework (each option's risk line).")
-    return text
-
-
-def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: int = 3) -> None:
+def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: bool = False) -> None:
+    """The table first (within the first lines of a terminal), then its footnote, the top option's reason, the
+    warnings condensed and what was excluded; `explain` adds every shown option's why and each warning whole."""
     from rich.text import Text
+
+    from trainctl.render.columns import shown_headers
+    from trainctl.render.plan_notes import column_notes, condensed, people_why
 
     con = table_console(160)
     src = (_live_source() if plan.source == "live"
            else f"the bundled catalog dated {plan.catalog_date} (offline)")
     con.print(f"[bold]{plan.spec_name}[/] ({spec_path}): planned from {src}; ranked by "
               f"{'expected cost' if plan.objective == 'cost' else 'expected hours'}")
-    for w in plan.warnings:
-        wrapped = _hanging(w, con.width, indent="warning: ")
-        con.print(Text("warning:", style="yellow") + Text(wrapped[len("warning:"):]))
-    if plan.options:
-        con.print(fitted_table(_COLUMNS, plan.options[:top], con.width))
-        shown = min(top, len(plan.options))
-        con.print(f"{_count(len(plan.options), 'option')}, top {shown} shown (--top N for more). "
-                  f"{_legend(plan.options[:top])}", markup=False, highlight=False)
-        for o in plan.options[:explain]:
-            con.print(f"[bold]#{o.rank}[/] {o.count}x {o.type_label} {o.market} on {o.platform}, "
-                      f"{o.availability_zone or o.region}:")
-            for line in o.why:
-                con.print(_hanging(line, con.width), markup=False, highlight=False)
+    shown_options = plan.options[:top]
+    if shown_options:
+        con.print(fitted_table(_COLUMNS, shown_options, con.width))
+        more = "" if explain else "; --explain for why each ranks where it does"
+        con.print(f"{_count(len(plan.options), 'option')}, top {len(shown_options)} shown (--top N for more{more}). "
+                  f"{column_notes(shown_headers(_COLUMNS, shown_options, con.width), shown_options)}",
+                  markup=False, highlight=False)
+        if explain:
+            for o in shown_options:
+                con.print(f"[bold]#{o.rank}[/] {o.count}x {o.type_label} {o.market} on {o.platform}, "
+                          f"{o.availability_zone or o.region}:")
+                for line in people_why(o, o.why):
+                    con.print(_hanging(line, con.width), markup=False, highlight=False)
+        elif shown_options[0].why:
+            con.print(_hanging(f"#1: {people_why(shown_options[0], shown_options[0].why[:1])[0]}", con.width,
+                               indent=""), markup=False, highlight=False)
+    cut = False
+    whole = explain or not shown_options   # nothing to launch: the warnings are the answer, said whole
+    warnings = plan.warnings if whole else plan.warnings[:_WARNINGS_SHOWN]
+    for w in warnings:
+        lines, was_cut = ([_hanging(w, con.width, indent="warning: ")], False) if whole else condensed(w, con.width)
+        cut = cut or was_cut
+        text = "\n".join(lines)
+        con.print(Text("warning:", style="yellow") + Text(text[len("warning:"):]))
+    hidden = len(plan.warnings) - len(warnings)
+    if cut or hidden:
+        con.print(("" if not hidden else f"and {_count(hidden, 'more warning')}; ")
+                  + "--explain shows every warning whole (-o json has them too).", markup=False, highlight=False)
     if plan.excluded:
         if show_excluded:
             con.print(fitted_table(_EXCLUDED_COLUMNS, plan.excluded, con.width, title="excluded layouts"))

@@ -13,7 +13,8 @@ What an instance is, on one machine:
   does so N minutes later, as on Linux;
 - when the instance stops or terminates, whatever ended it (its owner, a Spot reclaim, its own shutdown), its
   processes get SIGTERM, then SIGKILL after STOP_GRACE_S: the operating system going down;
-- the machine has room for `max_nodes` running instances (default: its CPU count, at least 2;
+- the machine has room for `max_nodes` running instances, a Spot one in its interruption notice not counted
+  (default: its CPU count, at least 2;
   TRAINCTL_SANDBOX_MAX_NODES or the admin action `configure_instances` change it). An instance launched beyond
   that cannot run: it ends at once with StateReason Server.InsufficientInstanceCapacity (EC2 API Reference,
   StateReason), naming the limit, and bills nothing.
@@ -101,6 +102,15 @@ def _live(instance: Any) -> bool:
     return instance._state.name in ("pending", "running")
 
 
+def _leaving(instance: Any) -> bool:
+    """A Spot node in its interruption notice: it only checkpoints and is gone within two minutes, so it takes
+    no room from its replacement (on a 2-CPU machine counting it refused the replacement, and `watch --recover`
+    failed the job)."""
+    from trainctl_sandbox.ec2.interrupts import notice_of
+
+    return notice_of(instance.id) is not None
+
+
 def _user_data(instance: Any) -> str | None:
     raw = getattr(instance, "user_data", None)
     if raw is None:
@@ -174,7 +184,7 @@ def start(ctx: SandboxContext, account: str, region: str, instances: list[Any]) 
         if script is None or not _reachable(account, region, instance):
             continue
         with state.lock:
-            running = sum(1 for n in state.nodes.values() if _live(n.instance))
+            running = sum(1 for n in state.nodes.values() if _live(n.instance) and not _leaving(n.instance))
             if running >= state.max_nodes:
                 # It fails as it boots, once its launch has answered (the watcher ends it).
                 state.refused.append((instance, f"{NO_ROOM[1]} (the sandbox runs at most {state.max_nodes} "

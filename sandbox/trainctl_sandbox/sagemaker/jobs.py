@@ -52,6 +52,7 @@ from moto.sagemaker.responses import SageMakerResponse
 from trainctl_sandbox.sagemaker.billing import spot_rate
 from trainctl_sandbox.sagemaker.processes import kill_marked, marked_pids
 from trainctl_sandbox.sagemaker.runner import JobRunner
+from trainctl_sandbox.sagemaker.ended import saved_as  # noqa: F401 (the server keeps a running job as its description)
 from trainctl_sandbox.sagemaker.state import JobState, Settings
 from trainctl_sandbox.sagemaker.validation import DEFAULT_MAX_RUNTIME, check_role, constraint as _constraint, validate
 from trainctl_sandbox.server.context import AdminError, SandboxContext

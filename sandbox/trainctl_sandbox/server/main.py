@@ -57,8 +57,12 @@ WARMUP_TIMEOUT_S = 120.0
 
 
 class SandboxServer:
-    def __init__(self, port: int = 0, seed: int = 0, host: str = process.HOST):
+    def __init__(self, port: int = 0, seed: int = 0, host: str = process.HOST, state_dir: Path | None = None,
+                 fresh: bool = False):
         self.host, self.port, self.seed = host, port, seed
+        # where the account is kept between runs (persist.py); None: not kept (a server of its own)
+        self.state_dir, self.fresh = state_dir, fresh
+        self.restored: dict | None = None
         self.ctx: SandboxContext | None = None
         self.modules: list[ModuleType] = []
         self.admin_actions: dict[str, Any] = {}
@@ -98,7 +102,13 @@ class SandboxServer:
         names = list(CORE_EXTENSIONS) + [n for n in OPTIONAL_EXTENSIONS if importlib.util.find_spec(n) is not None]
         self._install(names)
         seed.seed_core(self.ctx)
-        self._seed_extensions()
+        if self.state_dir is not None:  # the last run's account in place of the new one (`up --fresh`: not)
+            from trainctl_sandbox.server import persist
+
+            if self.fresh:
+                persist.forget(self.state_dir)
+            self.restored = persist.restore(self.state_dir)
+        self._seed_extensions()  # after the restore: each seed adds only what the account lacks
         self._serve_thread = threading.Thread(target=self._httpd.serve_forever, name="sandbox-http", daemon=True)
         self._serve_thread.start()
         threading.Thread(target=self._warm_up, name="sandbox-warmup", daemon=True).start()
@@ -159,6 +169,13 @@ class SandboxServer:
             if self._httpd is not None:
                 self._httpd.shutdown()
                 self._httpd.server_close()
+            if self.state_dir is not None and self.ctx is not None:  # before the jobs end: they are kept as they are
+                from trainctl_sandbox.server import persist
+
+                try:
+                    persist.save(self.state_dir, [m.saved_as for m in self.modules if hasattr(m, "saved_as")])
+                except Exception:  # noqa: BLE001 - a stop must stop
+                    logging.getLogger(__name__).exception("the sandbox's account was not saved")
             for module in reversed(self.modules):
                 if hasattr(module, "shutdown"):
                     try:
@@ -224,7 +241,8 @@ class SandboxServer:
 
     def state(self) -> dict:
         return {"port": self.port, "pid": os.getpid(), "started": self.started_at.isoformat(),
-                "endpoint_url": self.ctx.endpoint_url, "seed": self.ctx.seed, "workdir": str(self.ctx.workdir)}
+                "endpoint_url": self.ctx.endpoint_url, "seed": self.ctx.seed, "workdir": str(self.ctx.workdir),
+                "restored": self.restored}
 
 
 def _watch_parent(parent_pid: int, server: SandboxServer) -> None:
@@ -236,9 +254,10 @@ def _watch_parent(parent_pid: int, server: SandboxServer) -> None:
 
 
 def serve(port: int = 0, seed: int = 0, state_dir: Path | None = None, parent_pid: int | None = None,
-          on_ready: Any = None, log_path: Path | None = None) -> int:
-    """Run a sandbox until SIGINT/SIGTERM/SIGHUP, an admin shutdown, or the parent's end."""
-    server = SandboxServer(port=port, seed=seed).start()
+          on_ready: Any = None, log_path: Path | None = None, fresh: bool = False) -> int:
+    """Run a sandbox until SIGINT/SIGTERM/SIGHUP, an admin shutdown, or the parent's end; with a state folder, the
+    account is kept there between runs (persist.py; `fresh`: start a new one)."""
+    server = SandboxServer(port=port, seed=seed, state_dir=state_dir, fresh=fresh).start()
     if state_dir is not None:
         process.write_state(state_dir, {**server.state(), "log": str(log_path) if log_path else None})
 
@@ -267,9 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the market model")
     parser.add_argument("--state-dir", type=Path, help="write sandbox.pid and state.json here once listening")
     parser.add_argument("--parent-pid", type=int, help="stop when this process ends")
+    parser.add_argument("--fresh", action="store_true", help="a new account, not the one kept in --state-dir")
     args = parser.parse_args(argv)
     log_path = args.state_dir / process.LOG_FILE if args.state_dir else None  # where start_detached logs
-    return serve(args.port, args.seed, args.state_dir, args.parent_pid, log_path=log_path)
+    return serve(args.port, args.seed, args.state_dir, args.parent_pid, log_path=log_path, fresh=args.fresh)
 
 
 if __name__ == "__main__":

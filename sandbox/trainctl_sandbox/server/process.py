@@ -3,8 +3,9 @@
 No moto, no boto3 (the CLI and the test fixtures use this without paying for them); psutil walks and
 signals process trees.
 A running sandbox is described by two files under `$TRAINCTL_HOME/sandbox/` (default ~/.trainctl):
-`sandbox.pid` and `state.json` ({"port", "pid", "started", "endpoint_url", "seed", "workdir", "log"}).
-The server writes both once it is listening and removes them when it stops.
+`sandbox.pid` and `state.json` ({"port", "pid", "started", "endpoint_url", "seed", "workdir", "log", "restored"}).
+The server writes both once it is listening and removes them when it stops; `account.pickle` there keeps the
+account between runs (persist.py).
 """
 from __future__ import annotations
 
@@ -124,7 +125,11 @@ def running(directory: Path | None = None) -> dict | None:
 
 
 def port_free(port: int) -> bool:
+    """Whether a server may listen on `port` now. SO_REUSEADDR, as the server's own socket has it (werkzeug's
+    HTTPServer): a port whose last sandbox just stopped holds connections in TIME_WAIT for a minute, which do
+    not stop a new listener; another listener does."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((HOST, port))
         except OSError:
@@ -134,7 +139,8 @@ def port_free(port: int) -> bool:
 
 # ----------------------------------------------------------------------------- start / stop
 def start_detached(port: int = DEFAULT_PORT, seed: int = 0, directory: Path | None = None,
-                   parent_pid: int | None = None, timeout: float = 60.0, wait_ec2: bool = False) -> dict:
+                   parent_pid: int | None = None, timeout: float = 60.0, wait_ec2: bool = False,
+                   fresh: bool = False) -> dict:
     """Start the server in a new session (it outlives this process) and wait until it answers.
 
     parent_pid: the server stops by itself when that process ends (test sessions use it, so that
@@ -148,6 +154,8 @@ def start_detached(port: int = DEFAULT_PORT, seed: int = 0, directory: Path | No
            "--state-dir", str(directory)]
     if parent_pid:
         cmd += ["--parent-pid", str(parent_pid)]
+    if fresh:  # a new account, not the one the last sandbox of this folder kept (persist.py)
+        cmd += ["--fresh"]
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True)

@@ -3,11 +3,13 @@ run says what it would launch, for how long and its dollar bound; a bench over i
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.helpers import run_cli
+from tests.support.helpers import ROOT, clean_env, run_cli
 
 SPEC = str(Path(__file__).parents[2] / "support" / "launch_specs" / "bench-vit.yaml")
 
@@ -48,3 +50,51 @@ def test_dry_run_table_fits_the_terminal(sandbox, tmp_path, columns):
     assert proc.returncode == 0, proc.stderr
     assert "g5.xlarge:1:spot" in proc.stdout and "dry run: nothing launched" in proc.stdout
     assert all(len(line) <= columns for line in proc.stdout.splitlines()), proc.stdout
+
+
+def _bench(sandbox, home, *args, stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:
+    """The CLI as a script or CI job meets it: no terminal on stdin."""
+    return subprocess.run([sys.executable, "-m", "trainctl.cli", "bench", *args], cwd=ROOT, stdin=stdin,
+                          env=clean_env(home, sandbox.env), capture_output=True, text=True, timeout=300)
+
+
+def test_bench_asks_before_spending_and_without_a_terminal_refuses_in_one_line(sandbox, tmp_path):
+    proc = _bench(sandbox, tmp_path, SPEC, "--top", "2", "--max-usd", "5")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "not benched: no terminal to ask" in lines[0] and "--yes" in lines[0]
+    assert "for up to $" in lines[0] and "g5.xlarge:1:spot" in lines[0]   # the bound in dollars, and what
+    assert sandbox.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+
+
+def test_layouts_left_out_by_top_say_so(sandbox, tmp_path):
+    doc = json.loads(run_cli(["-o", "json", "bench", SPEC, "--top", "1", "--max-usd", "5", "--dry-run"], tmp_path,
+                             env=sandbox.env).stdout)
+    assert len(doc["layouts"]) == 1
+    assert doc["not_measured"] and all(s["why"] == "after the first 1 (--top 1)" for s in doc["not_measured"])
+
+
+def test_the_launchs_checks_run_before_the_bench_asks_and_say_each_message_once(sandbox, tmp_path):
+    """A data bucket the permissions boundary does not admit: the launch would refuse it, so the dry run and the
+    bench refuse it first, once for both layouts, before asking or launching anything."""
+    s3 = sandbox.client("s3")
+    s3.create_bucket(Bucket="my-datasets")
+    s3.put_object(Bucket="my-datasets", Key="shards/part-000.txt", Body=b"0")
+    sandbox.client("iam").set_default_policy_version(  # the boundary as first created: no data bucket
+        PolicyArn="arn:aws:iam::123456789012:policy/trainctl-boundary", VersionId="v1")
+    spec = tmp_path / "bench-data.yaml"
+    spec.write_text(Path(SPEC).read_text() + "data: {train: s3://my-datasets/shards/}\n")
+    for extra in (("--dry-run",), ("--yes",)):
+        proc = _bench(sandbox, tmp_path / "home", str(spec), "--top", "2", "--max-usd", "5", *extra)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert lines[0].count("does not let the job's role read bucket my-datasets") == 1, lines[0]
+        assert "g5.xlarge:1:spot" in lines[0] and "g6.xlarge:1:spot" in lines[0] and "nothing launched" in lines[0]
+    # doctor SPEC runs the launch's own checks too, and says the refusal once
+    doctor = run_cli(["doctor", str(spec)], tmp_path / "home", env={**sandbox.env, "COLUMNS": "200"})
+    assert doctor.returncode == 1
+    text = " ".join(doctor.stdout.split())
+    assert text.count("does not let the job's role read bucket my-datasets") == 1, doctor.stdout
+    assert 'launch checks (sagemaker): the launch refuses it too: see "data boundary" above' in text, doctor.stdout
+    assert sandbox.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    assert sandbox.client("iam").list_roles(PathPrefix="/trainctl/")["Roles"] == []

@@ -190,6 +190,11 @@ def test_ctrl_c_while_create_fleet_is_in_flight_finds_its_instances_and_keeps_th
     assert "CreateFleet was sent without an answer: looking for what it makes" in proc.stderr
     assert re.search(r"^  removed instance i-", proc.stderr, re.M) and "terminating i-" in proc.stderr, proc.stderr
     assert _live_instances(sandbox, job) == []
+    # and then it says so, not that the job "may be running" (issue 35)
+    said = unwrapped(proc.stderr)
+    assert "may be running" not in said and f"the cleanup removed everything {job} had" in said, proc.stderr
+    jobs = json.loads(run_cli(["-o", "json", "ls", "--no-status"], tmp_path / "home", env=sandbox.env).stdout)["jobs"]
+    assert [(j["job_id"], j["recorded_status"]) for j in jobs] == [(job, "Interrupted")]
 
 
 @pytest.mark.timeout(240)

@@ -61,6 +61,8 @@ def clean_up(backend, request, error: BaseException, trace: SubmitTrace | None, 
             await_lost_fleet(ec2, job_id, say)
         for line in backend.cleanup(job_id, request.region, say=say):
             say(f"removed {line}")
+        if trace is not None and not instances(ec2, job_id, LIVE_STATES):
+            trace.cleaned_up = True   # the launch may now say that nothing runs
     except KeyboardInterrupt:
         left = left_over(ec2, job_id)
         running = [x for x in left if x.startswith("instance ")]

@@ -45,6 +45,7 @@ class BenchInputs:
     warmup_steps: int = DEFAULT_WARMUP_STEPS
     dry_run: bool = False
     interval: float = 2.0
+    yes: bool = False           # do not ask before spending (the bench's dollar bound)
 
 
 def plan_choice(inputs: BenchInputs, store: JobStore):
@@ -91,8 +92,11 @@ def choice_document(plan, choice: BenchChoice, inputs: BenchInputs) -> dict:
             "notes": list(choice.notes)}
 
 
-def bench(inputs: BenchInputs, store: JobStore, say: Callable[[str], None]) -> dict:
-    """The bench document: the --dry-run preview, or every layout's measurement and the plan after it."""
+def bench(inputs: BenchInputs, store: JobStore, say: Callable[[str], None],
+          confirm: Callable[[str], bool] = lambda question: True) -> dict:
+    """The bench document: the --dry-run preview, or every layout's measurement and the plan after it. The launch's
+    checks run for every chosen layout first (the dry run too), then `confirm` is asked for the dollar bound
+    (unless --yes), and only then is anything launched."""
     planned, source, choice = plan_choice(inputs, store)
     plan = planned.plan
     doc = choice_document(plan, choice, inputs)
@@ -103,19 +107,29 @@ def bench(inputs: BenchInputs, store: JobStore, say: Callable[[str], None]) -> d
         say("nothing worth measuring: no layout's throughput band can change the top choice (--top N or "
             "--layout measure anyway)")
         return doc
-    if inputs.dry_run:
-        doc["dry_run"] = True
-        return doc
     from trainctl.usecases.bench.run import BenchRun
 
     runner = BenchRun(inputs, planned.spec, store, say, source)
+    refused = runner.refusals(choice.chosen)
+    if refused:
+        raise TrainctlError("not benched, nothing launched: " + "; also ".join(
+            f"{', '.join(layouts)}: {why}" for why, layouts in refused.items()), exit_code=EXIT_REFUSED)
+    if inputs.dry_run:
+        doc["dry_run"] = True
+        return doc
+    n = len(choice.chosen)
+    if not inputs.yes and not confirm(f"Bench {n} layout{'s' if n != 1 else ''} "
+                                      f"({', '.join(c.layout for c in choice.chosen)}) for up to "
+                                      f"${choice.bound_usd:,.2f}, each job stopped at {inputs.max_minutes:g} min "
+                                      "at the latest?"):
+        raise TrainctlError("not benched: nothing launched", exit_code=1)
     try:
         for row, c in zip(doc["layouts"], choice.chosen):
             try:
                 row.update(runner.measure(c))
             except TrainctlError as e:  # no capacity, a launch refused: that layout's row says so, the rest run
                 row.update(status="not measured", measured_samples_per_s=None, spent_usd=None, note=str(e))
-                say(f"bench {c.layout}: {e}")
+                say(f"bench {c.layout}: not measured (the summary says why)")  # the message itself once, there
     except KeyboardInterrupt:
         runner.take_down_all()
         raise

@@ -62,20 +62,13 @@ class BenchRun:
         return self._record(c, job_id, view, counted)
 
     def _launch(self, c: Candidate, path: str) -> tuple[str, str]:
-        from trainctl.usecases.launch.launch_job import LaunchArgs, LaunchResult, launch
+        from trainctl.usecases.launch.launch_job import LaunchResult, launch
 
         o = c.option
         self.say(f"bench {c.layout} on {o.platform} in {o.region}: {self.inputs.warmup_steps} warm-up + "
                  f"{self.inputs.steps} measured steps, at most {self.inputs.max_minutes:g} min, bound "
                  f"${c.bound_usd:,.2f}")
-        planned = None
-        if self.planned is not None:
-            from trainctl.usecases.plan import replan
-
-            planned = replan(self.planned, path, o.platform, self.store)
-        args = LaunchArgs(spec_path=path, platform=o.platform, offline=self.inputs.offline, yes=True,
-                          allow_duplicate=True, planned=planned,
-                          platform_options={"max_runtime_hours": self.inputs.max_minutes / 60.0})
+        args = self._launch_args(c, path, dry_run=False)
         try:
             result = launch(args, self.store, say=lambda m: self.say(f"  {m}"), show=lambda opt, req: None,
                             confirm=lambda q: True)
@@ -88,6 +81,36 @@ class BenchRun:
             raise TrainctlError(f"bench of {c.layout}: the launch returned no job")
         self.running[result.job_id] = (result.platform, result.region)
         return result.job_id, result.region
+
+    def _launch_args(self, c: Candidate, path: str, dry_run: bool):
+        from trainctl.usecases.launch.launch_job import LaunchArgs
+
+        planned = None
+        if self.planned is not None:  # the bench job's spec planned from the bench's quotes, not AWS again
+            from trainctl.usecases.plan import replan
+
+            planned = replan(self.planned, path, c.option.platform, self.store)
+        return LaunchArgs(spec_path=path, platform=c.option.platform, offline=self.inputs.offline, yes=True,
+                          allow_duplicate=True, dry_run=dry_run, planned=planned,
+                          platform_options={"max_runtime_hours": self.inputs.max_minutes / 60.0})
+
+    def refusals(self, chosen) -> dict[str, list[str]]:
+        """Each layout's launch run as its --dry-run (prepare: reads only, every check a launch makes before it
+        creates anything), before the bench asks or spends: {what refused: the layouts it refused}, each message
+        once however many layouts share it (a boundary that does not admit the data bucket refuses them all)."""
+        from trainctl.usecases.bench.spec import write_bench_spec
+        from trainctl.usecases.launch.launch_job import launch
+
+        refused: dict[str, list[str]] = {}
+        for c in chosen:
+            path = write_bench_spec(self.inputs.spec_path, c.option, self.inputs.steps, self.inputs.warmup_steps,
+                                    self.stamp)
+            try:
+                launch(self._launch_args(c, path, dry_run=True), self.store, say=lambda m: None,
+                       show=lambda opt, req: None, confirm=lambda q: True)
+            except TrainctlError as e:
+                refused.setdefault(str(e), []).append(c.layout)
+        return refused
 
     def _follow(self, c: Candidate, job_id: str, region: str):
         """Follow the job to its end, or (a script that ignores the shortened workload: the bundled entrypoints
@@ -150,6 +173,9 @@ class BenchRun:
         if view.interruptions:
             row["note"] = (f"Spot interrupted {view.interruptions} time{'s' if view.interruptions != 1 else ''} "
                            "during the bench: recorded as data")
+        far_below = _far_below_band(rate, c.option.throughput_band)
+        if far_below:
+            row["note"] = (row["note"] + "; " if row.get("note") else "") + far_below
         if rate is None:
             row["note"] = (row.get("note", "") + "; " if row.get("note") else "") + \
                 f"no metric line after the {self.inputs.warmup_steps} warm-up steps: nothing measured"
@@ -157,6 +183,20 @@ class BenchRun:
             bench_record.record(self.store, record, view, rate, conditions)
         self.say(f"  {job_id}: {view.status}, " + (f"{rate:,.2f} samples/s" if rate else "nothing measured"))
         return row
+
+
+# a measurement this many times under the band's low end is more likely a wrong reading than a slow model
+FAR_BELOW = 10
+
+
+def _far_below_band(rate: float | None, band) -> str | None:
+    """A remark when the measured rate sits 10x or more under the band's low end: the band covers the model's
+    errors on published sources, so that far out the metric line or the spec's model is the likelier cause."""
+    if not rate or not band or band[0] <= 0 or rate * FAR_BELOW > band[0]:
+        return None
+    return (f"measured {rate:,.1f} samples/s, {band[0] / rate:,.0f}x below the band's low end {band[0]:,.0f}: check "
+            "that the metric line's samples_per_s counts the whole layout's samples per second, and that the "
+            "spec's model: is the model the script trains (the plan uses the measurement as it is)")
 
 
 def median_rate(rates: list[float]) -> float | None:

@@ -1,7 +1,8 @@
 """`trainctl doctor [SPEC]`: can this account and region launch the spec, and if not, why and what to do.
 
 Each check reads only (no writes) and ends as pass, fail (with the fix) or skip (with the reason). The checks
-every platform shares are here; each platform's own are its backend's (`Backend.preflight_checks`).
+every platform shares are here; each platform's own are its backend's (`Backend.preflight_checks`); the last runs
+the launch itself as its dry run (usecases/doctor/launch.py).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from trainctl.aws import clients as aws
 from trainctl.backends.preflight import POLICY_FIX, Check, Preflight
 from trainctl.backends.preflight import denied as _denied, fail as _fail, ok as _ok, skip as _skip
 from trainctl.usecases.doctor.costs import check_cost_allocation_tag
+from trainctl.usecases.doctor.launch import launch_checks
 from trainctl.naming.bucket import job_bucket
 
 
@@ -172,7 +174,8 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
         add(c)
     for c in (c for b in backends for c in b.late_preflight_checks(ctx)):
         add(c)
-    for check in (_scores_check(region, spec, plan), Check(*check_cost_allocation_tag())): add(check)  # noqa: E701
+    for check in (_scores_check(region, spec, plan), Check(*check_cost_allocation_tag()),
+                  *(Check(*c) for c in launch_checks(spec_path, plan, platforms, checks))): add(check)  # noqa: E701
     return checks
 
 

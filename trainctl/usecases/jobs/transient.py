@@ -37,7 +37,7 @@ def patiently(call: Callable[[], T], job_id: str, first_delay: float, say: Calla
               sleep: Callable[[float], Any] = time.sleep) -> T:
     """call(), asked again while AWS refuses it in passing; TrainctlError(EXIT_NOT_FOLLOWED) when it keeps
     refusing or fails otherwise (a TrainctlError of the backend, such as an unknown job, passes as it is)."""
-    from trainctl.aws.clients import error_summary
+    from trainctl.aws.clients import error_summary, unreachable_endpoint
 
     delay = max(first_delay, 0.05)
     for attempt in range(ATTEMPTS):
@@ -46,6 +46,10 @@ def patiently(call: Callable[[], T], job_id: str, first_delay: float, say: Calla
         except TrainctlError:
             raise
         except Exception as e:  # noqa: BLE001 - sorted into passing and lasting
+            if (down := unreachable_endpoint(e)) is not None:
+                # nothing listens at the endpoint the environment names (a stopped sandbox): asking again for
+                # minutes would not start it; said at once, as every other command says it
+                raise TrainctlError(f"trainctl could not follow {job_id}: {down}", EXIT_NOT_FOLLOWED) from e
             last = attempt == ATTEMPTS - 1
             if not is_transient(e) or last:
                 why = f"after {ATTEMPTS} tries " if last and is_transient(e) else ""

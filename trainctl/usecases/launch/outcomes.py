@@ -38,10 +38,14 @@ def _starting_operation(request) -> str:
 
 def interrupted(store: JobStore, request, trace: SubmitTrace, say: Callable[[str], None]) -> None:
     """Ctrl-C during submit: whether the job-starting call went out (the job may run: "Unknown" until AWS says
-    otherwise) or not (nothing runs: "Interrupted"), and every call sent."""
+    otherwise) or not, or went out and the backend's cleanup removed all of it (nothing runs: "Interrupted"), and
+    every call sent."""
     job_id, started = request.job_id, trace.starting_call()
     sent = ", ".join(trace.created()) or "no call yet"
-    if started is not None:
+    if started is not None and trace.cleaned_up:
+        status, said = "Interrupted", (f"interrupted after {started[0].operation} was sent; the cleanup removed "
+                                       f"everything {job_id} had, its instances included: nothing runs")
+    elif started is not None:
         status, said = "Unknown", (f"interrupted after {started[0].operation} was sent: {job_id} may be running; "
                                    f"`trainctl ls` asks AWS, `trainctl down {job_id}` ends it and removes the rest")
     else:
