@@ -161,6 +161,9 @@ def test_a_crash_fails_the_job_with_its_stderr_and_the_other_node_stops(sandbox_
 
     view = status.describe(lambda service, region: sb.client(service), "crash-job", "us-east-1")
     assert view.status == "Failed" and "ZeroDivisionError" in view.failure_reason
+    # these stand-in nodes never shut down (no `shutdown` in this process): watch names them and the command
+    assert "still running: " in view.failure_reason and "`trainctl down crash-job`" in view.failure_reason
+    assert all(agent.instance_id in view.failure_reason for agent, _ in nodes)
 
 
 def test_an_exit_0_after_one_node_s_notice_is_interrupted_on_both(sandbox_env, tmp_path, fast):
@@ -206,3 +209,51 @@ def test_a_script_that_ignores_sigterm_is_killed_after_the_grace_on_a_budget_sto
     assert _logged(sb, "stubborn-job", agent, "did not exit within 3 s of SIGTERM; killing it")
     assert _text(sb, "stubborn-job/status/stopped").startswith("budget $0.01 reached")
     assert not _logged(sb, "stubborn-job", agent, "maximum runtime")  # the right reason (issue 36.15)
+
+
+def test_a_failure_is_rerun_only_as_often_as_the_spec_asks_and_each_rerun_is_said(sandbox_env, tmp_path, fast,
+                                                                                  monkeypatch):
+    sb = sandbox_env
+    monkeypatch.setenv("CRASH_ON", "algo-1")
+    nodes = _nodes(sb, tmp_path, "retry-job", OWN, ["--fast", "True", "--steps", "5"], max_retries=1)
+    try:
+        assert nodes[0][0].run() == 1
+    finally:
+        _close(nodes)
+    assert _logged(sb, "retry-job", nodes[0][0], "retry 1 of 1: the script exited 1")
+    assert not _logged(sb, "retry-job", nodes[0][0], "retry 2")
+    assert "ZeroDivisionError" in _text(sb, "retry-job/status/failed")
+
+
+def test_the_runtime_stops_the_training_while_s3_is_throttled_and_the_mark_cannot_be_written(sandbox_env, tmp_path,
+                                                                                            fast):
+    """Issue 36.4: no S3 listing and no stop mark, yet the maximum runtime stops the training."""
+    from botocore.exceptions import ClientError
+
+    sb = sandbox_env
+    nodes = _nodes(sb, tmp_path, "throttled-job", OWN, ["--fast", "True", "--steps", "100000"],
+                   max_runtime_s=3600, not_after=time.time() + 3600)
+    agent = nodes[0][0]
+    thread, result = _start(agent)
+    throttled = []
+
+    def throttle(params, **_):  # S3 answers SlowDown to every listing and every status write from now on
+        if throttled and (params.get("Prefix", "").endswith("/status/") or "/status/" in params.get("Key", "")):
+            raise ClientError({"Error": {"Code": "SlowDown", "Message": "Please reduce your request rate."}},
+                              "ListObjectsV2")
+
+    for op in ("ListObjectsV2", "PutObject"):
+        agent.s3.meta.events.register(f"before-parameter-build.s3.{op}", throttle)
+    try:
+        while not s3_keys(sb, "throttled-job/checkpoints/"):  # training (pytest-timeout bounds it)
+            assert thread.is_alive(), result
+            time.sleep(0.2)
+        throttled.append(1)
+        agent.cfg["not_after"] = time.time()  # the clock reaches the job's end, as if an hour had passed
+        thread.join(timeout=120)
+    finally:
+        _close(nodes)
+    assert result == [0]
+    assert _logged(sb, "throttled-job", agent, "could not write the job's stop mark")
+    assert _logged(sb, "throttled-job", agent, "maximum runtime reached")
+    assert s3_keys(sb, "throttled-job/status/") == []  # S3 never took the mark: the training stopped anyway
