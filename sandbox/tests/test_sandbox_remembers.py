@@ -39,7 +39,7 @@ def _user_env(home: Path, endpoint: str) -> dict[str, str]:
 def _record(home: Path, endpoint: str, job_id: str) -> None:
     """The job as trainctl's store holds a job it launched (its own launch is not what this test is about)."""
     from trainctl.plans import Option
-    from trainctl.store import JobStore
+    from trainctl.state.job_store import JobStore
 
     option = Option(rank=1, platform="sagemaker", instance_type="g5.xlarge", count=1, market="on-demand",
                     region="us-east-1", accelerators=1, hourly_usd=1.4, throughput_samples_per_s=10,

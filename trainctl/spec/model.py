@@ -47,14 +47,15 @@ from trainctl.spec.data import Channel, ChannelName, _short_form, channels_probl
 # ---------------------------------------------------------------- sections
 RESERVED_ARG_PREFIX = "sagemaker_"  # entrypoint.args keys refused (any case, - or _): the platform's own
 
-
 class Entrypoint(Strict):
-    # ddp: train_ddp.py (timm ViT, GPUs); neuron: train_neuron.py (Trainium); lm: train_lm.py
-    # (decoder-only LM with FSDP, GPUs)
+    # ddp: train_ddp.py (timm ViT, GPUs); neuron: train_neuron.py (Trainium); lm: train_lm.py (LM, FSDP, GPUs)
     bundled: Literal["ddp", "neuron", "lm"] | None = None
     script: str | None = Field(None, description="the user's training script, relative to source_dir")
     source_dir: str | None = Field(None, description="directory shipped as the job's code")
+    # Passed as SageMaker's training toolkit passes hyperparameters (mapping.to_cmd_args): `--key value`, keys
+    # sorted, a boolean as Python spells it (`--flag True`), on SageMaker and on EC2 alike (docs/your-script.md).
     args: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    max_retries: int = Field(0, ge=0, le=10)  # EC2 reruns of a failed script; SageMaker never reruns one
 
     @field_validator("args")
     @classmethod

@@ -1,13 +1,16 @@
 """What the plan assumed is what the job runs, on both platforms (issues 12, 13, 14): the one batch size, the
 steps the workload needs on the layout's ranks, the checkpoint interval, the precision and the accelerator's
-peak reach the bundled entrypoint, and SageMaker's hyperparameters and EC2's agent command line agree."""
+peak reach the bundled entrypoint, and SageMaker's hyperparameters and EC2's agent command line agree: the EC2
+command line is exactly what SageMaker's training toolkit makes of the hyperparameters (mapping.to_cmd_args on
+the decoded values: keys sorted, a boolean as `True`/`False`), issue 37."""
 from __future__ import annotations
 
 import base64
 import json
 
 from tests.support.helpers import run_cli
-from tests.support.job_args import ec2_args, sagemaker_args
+from tests.support.job_args import (ec2_args, ec2_command_line, ec2_config, sagemaker_args,
+                                     toolkit_command_line)
 from trainctl_sandbox.testing import add_nat
 
 SPEC = """\
@@ -31,13 +34,19 @@ def _dry_run(sandbox, tmp_path, platform: str, text: str = SPEC) -> dict:
 
 
 def test_the_plan_s_settings_reach_the_job_alike_on_both_platforms(sandbox, tmp_path):
-    sm = sagemaker_args(_dry_run(sandbox, tmp_path, "sagemaker"))
-    ec2 = ec2_args(_dry_run(sandbox, tmp_path, "ec2"))
+    sm_doc, ec2_doc = _dry_run(sandbox, tmp_path, "sagemaker"), _dry_run(sandbox, tmp_path, "ec2")
+    sm, ec2 = sagemaker_args(sm_doc), ec2_args(ec2_doc)
     # 640 samples / (8 per rank x 2 nodes x 4 A10G) = 10 optimizer steps; fp32 plans train fp32.
     expected = {"model": "vit_micro", "device": "cpu", "batch-size": "8", "steps": "10",
-                "checkpoint-seconds": "900", "bf16": "false", "peak-tflops": "31.2"}
-    assert {k: str(v).lower() for k, v in sm.items()} == expected
+                "checkpoint-seconds": "900", "bf16": "False", "peak-tflops": "31.2"}
+    assert {k: str(v) for k, v in sm.items()} == expected
     assert ec2 == expected
+    # the same command line, in the same order, on both platforms (no --checkpoint-dir appended on EC2)
+    assert ec2_command_line(ec2_doc) == toolkit_command_line(sm_doc)
+    # the node agent's own knowledge: the plan's steps (the budget projects any script's remainder from them) and
+    # no rerun of a failed script unless the spec asks (entrypoint.max_retries)
+    config = ec2_config(ec2_doc)
+    assert (config["total_steps"], config["max_retries"], config["instance_type"]) == (10, 0, "g5.12xlarge")
 
 
 def test_ec2_jobs_get_a_maximum_runtime_like_sagemaker(sandbox, tmp_path):
@@ -128,9 +137,9 @@ def test_the_plan_s_sharding_and_micro_batch_reach_the_lm_entrypoint_on_both_pla
     sm, ec2 = sagemaker_args(docs["sagemaker"]), ec2_args(docs["ec2"])
     # 1280 samples / (16 per rank x 8 ranks) = 10 steps; A100 bf16 dense peak 312 TFLOPS per rank
     expected = {"preset": "7b", "batch-size": "8", "grad-accum": "2", "global-batch-size": "128",
-                "sharding": "full", "steps": "10", "checkpoint-seconds": "1800", "bf16": "true",
+                "sharding": "full", "steps": "10", "checkpoint-seconds": "1800", "bf16": "True",
                 "peak-tflops": "312.0"}
-    assert {k: str(v).lower() for k, v in sm.items()} == expected
+    assert {k: str(v) for k, v in sm.items()} == expected
     assert ec2 == expected
     for doc in docs.values():
         assert (doc["option"]["strategy"], doc["option"]["micro_batch"], doc["option"]["grad_accum"]) == \

@@ -22,7 +22,7 @@ class Recovery:
     from RETRY_FIRST_S to RETRY_MAX_S; past the budget it stops with one line naming the cause."""
 
     backend: Any
-    job: Any              # usecases.watch.JobRef: the job's id and region
+    job: Any              # usecases.jobs.watch.JobRef: the job's id and region
     store: JobStore
     say: Callable[[str], None]
     clock: Callable[[], float]
