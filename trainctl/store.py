@@ -187,11 +187,14 @@ class JobStore(MeasurementsTable):
     # ------------------------------------------------------------------ jobs
     def record_job(self, *, job_id: str, account: str, platform: str, region: str | None, spec_path: str,
                    spec_name: str, model: str, batch_size: int, option: Option, plan_json: str | None,
-                   status: str, failover_from: str | None = None, created_at: float | None = None) -> None:
-        """`created_at`: when the job was launched, for a record read back from the account (default: now)."""
+                   status: str, failover_from: str | None = None, created_at: float | None = None,
+                   keep_existing: bool = False) -> None:
+        """`created_at`: when the job was launched, for a record read back from the account (default: now).
+        `keep_existing`: a row already here stays as it is (a copy from the account never replaces this machine's)."""
         now = time.time()
         with self._connection() as conn:
-            conn.execute("INSERT OR REPLACE INTO jobs (endpoint, job_id, account, platform, region, spec_path, "
+            conn.execute(f"INSERT OR {'IGNORE' if keep_existing else 'REPLACE'} INTO jobs (endpoint, job_id, account, "
+                         "platform, region, spec_path, "
                          "spec_name, model, batch_size, option_json, failover_from, plan_json, status, created_at, "
                          "updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                          (self.endpoint, job_id, account, platform, region, spec_path, spec_name, model, batch_size,

@@ -21,8 +21,9 @@ from trainctl.aws import clients as aws
 from trainctl.errors import TrainctlError
 from trainctl.naming.bucket import job_bucket, owner
 from trainctl.naming.tags import JOB_TAG
-from trainctl.records import (JobDocument, MeasurementDocument, MEASUREMENTS_PREFIX, dump, measurement_key, parse,
-                              record_key)
+from trainctl.render.safe import clean
+from trainctl.records import (DamagedRecord, JobDocument, MeasurementDocument, MEASUREMENTS_PREFIX, dump,
+                              measurement_key, parse, record_key)
 
 ABSENT = ("NoSuchKey", "NoSuchBucket", "404", "NotFound")
 LOST_RACE = ("PreconditionFailed", "ConditionalRequestConflict")
@@ -86,7 +87,32 @@ def read(job_id: str, account: str, region: str) -> tuple[JobDocument, str] | No
         if aws.error_code(e) in ABSENT:
             return None
         raise TrainctlError(f"{job_id}: reading {_where(account, region, key)}: {aws.error_summary(e)}") from None
-    return parse(JobDocument, got["Body"].read(), _where(account, region, key), job_id), got["ETag"]
+    where = _where(account, region, key)
+    doc = parse(JobDocument, _capped(got, where), where, job_id)
+    _agrees(doc, job_id, account, where, region)
+    return doc, got["ETag"]
+
+
+MAX_RECORD_BYTES = 1 << 20  # a record is a few KB (the spec's text the largest part); a bigger object is not one
+
+
+def _capped(got: dict, where: str) -> bytes:
+    """The object's body, never more than MAX_RECORD_BYTES read (a 40 MB object is refused, not read whole)."""
+    body = got["Body"].read(MAX_RECORD_BYTES + 1)
+    if len(body) > MAX_RECORD_BYTES:
+        raise DamagedRecord(f"{where} is over {MAX_RECORD_BYTES} bytes; trainctl writes a few KB: not read")
+    return body
+
+
+def _agrees(doc, job_id: str, account: str, where: str, region: str | None = None) -> None:
+    """A record names the job of its key, the account of its bucket (and its region): another body (a colleague's
+    hand-written `X/job.json` naming job V) would otherwise stand for a job it is not the record of."""
+    said = {"job_id": doc.job_id, "account": doc.account, **({"region": doc.region} if region else {})}
+    wanted = {"job_id": job_id, "account": account, **({"region": region} if region else {})}
+    for field in said:
+        if said[field] != wanted[field]:
+            raise DamagedRecord(f"{job_id}: {where} names {field} {clean(said[field], one_line=True)[:80]!r}, "
+                                f"not {wanted[field]!r} as its key and bucket say: the record is refused")
 
 
 def update(job_id: str, account: str, region: str, change: Callable[[JobDocument], dict]) -> JobDocument | None:
@@ -145,4 +171,7 @@ def read_measurement(job_id: str, account: str, region: str) -> MeasurementDocum
         if aws.error_code(e) in ABSENT:
             return None
         raise
-    return parse(MeasurementDocument, got["Body"].read(), _where(account, region, key), job_id)
+    where = _where(account, region, key)
+    doc = parse(MeasurementDocument, _capped(got, where), where, job_id)
+    _agrees(doc, job_id, account, where)
+    return doc

@@ -123,7 +123,10 @@ def regions(account: str) -> list[str]:
 
 
 def cache(store: JobStore, doc: JobDocument) -> None:
-    store.record_job(job_id=doc.job_id, account=doc.account, platform=doc.platform, region=doc.region,
+    """The account's record as a local row, only where this machine has none: a row here (the launcher's) is never
+    replaced from the account, whose records any colleague may write."""
+    store.record_job(keep_existing=True, job_id=doc.job_id, account=doc.account, platform=doc.platform,
+                     region=doc.region,
                      spec_path=doc.spec_path, spec_name=doc.spec_name, model=doc.model, batch_size=doc.batch_size,
                      option=doc.option, plan_json=None, status=doc.status, failover_from=doc.failover_from,
                      created_at=doc.launched_at)

@@ -67,12 +67,14 @@ def locate(store: JobStore, job_id: str, platform: str | None = None) -> JobRef:
         if platform is None:
             raise
         record, broken = None, True  # the user named the platform: AWS alone answers
-    if record is not None:
-        return JobRef(job_id, record.platform, record.region or aws.default_region(), record)
+    if platform is not None and platform not in ("sagemaker", "ec2"):
+        raise UsageError(f"--platform {platform!r}: use sagemaker or ec2")
+    if record is not None:  # --platform decides over a record (which a colleague's hand may have written)
+        return JobRef(job_id, platform or record.platform, record.region or aws.default_region(), record)
     region = aws.default_region()
     record = from_account(store, job_id, region)  # launched elsewhere: its record in the account's bucket
     if record is not None:  # (a broken store cannot keep it: the record then only says where the job runs)
-        return JobRef(job_id, record.platform, record.region or region, None if broken else record)
+        return JobRef(job_id, platform or record.platform, record.region or region, None if broken else record)
     if platform is None:
         where = f"the endpoint {store.endpoint}" if store.endpoint else "AWS"
         raise UsageError(f"{job_id}: no job of that id in trainctl's records for {where}, here or in the account's "
