@@ -10,6 +10,9 @@ import time
 from dataclasses import dataclass
 
 
+ACCEPTED = "measurement-accepted"  # the event of `calibration --accept JOB`: used even above the hardware's peak
+
+
 @dataclass(frozen=True)
 class Measurement:
     model: str
@@ -32,11 +35,20 @@ class MeasurementsTable:
         """`measured_at`: when the job measured it, for a measurement read from the account (default: now)."""
         if not 0 < samples_per_s < float("inf"):
             raise ValueError(f"{job_id}: {samples_per_s!r} samples/s is not a measurement")
+        now = time.time()
+        # One row per layout, the newest measurement (ties: the greater job id), whatever order they arrive in: two
+        # completed jobs of one layout read from the account no longer take turns at each plan. Never dated later
+        # than now (a measurement from the future would win forever).
         with self._connection() as conn:
-            conn.execute("INSERT OR REPLACE INTO measured_throughput (endpoint, account, model, batch_size, "
-                         "instance_type, count, samples_per_s, job_id, measured_at) VALUES (?,?,?,?,?,?,?,?,?)",
+            conn.execute("INSERT INTO measured_throughput (endpoint, account, model, batch_size, instance_type, "
+                         "count, samples_per_s, job_id, measured_at) VALUES (?,?,?,?,?,?,?,?,?) "
+                         "ON CONFLICT (endpoint, account, model, batch_size, instance_type, count) DO UPDATE SET "
+                         "samples_per_s=excluded.samples_per_s, job_id=excluded.job_id, "
+                         "measured_at=excluded.measured_at WHERE excluded.measured_at > measured_throughput.measured_at "
+                         "OR (excluded.measured_at = measured_throughput.measured_at "
+                         "AND excluded.job_id > measured_throughput.job_id)",
                          (self.endpoint, account, model, batch_size, instance_type, count, samples_per_s, job_id,
-                          measured_at or time.time()))
+                          min(measured_at or now, now)))
 
     def measured_jobs(self) -> set[str]:
         """The jobs whose throughput this endpoint's store holds."""
@@ -78,5 +90,7 @@ class MeasurementsTable:
         Throughput is a property of the hardware, not of the account, so any account of this endpoint counts."""
         from trainctl.planner import MeasuredRate
 
-        return {(m.model, m.batch_size, m.instance_type): MeasuredRate(m.samples_per_s, m.count, m.job_id)
+        accepted = self.jobs_with_event(ACCEPTED)
+        return {(m.model, m.batch_size, m.instance_type): MeasuredRate(m.samples_per_s, m.count, m.job_id,
+                                                                         accepted=m.job_id in accepted)
                 for m in self.measurements(model, batch_size)}

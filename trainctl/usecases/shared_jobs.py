@@ -22,6 +22,7 @@ from trainctl.store import JobRecord, JobStore
 # The store's event of a job whose measurement `calibration --forget` removed here: the account's copy stays
 # (other machines may use it), and is not read back into this machine's plans.
 FORGOTTEN = "measurement-forgotten"
+FUTURE_SLACK_S = 300  # clocks differ between machines by seconds; a measurement dated later than this is forged
 
 
 def at_launch(spec, spec_path: str, request, option, previous: str | None, account: str,
@@ -180,6 +181,10 @@ def sync_measurements(store: JobStore, region: str) -> list[str]:
             continue
         except Exception as e:  # noqa: BLE001
             notes.append(f"{job_id}: its measurement was not read ({aws.error_summary(e)})")
+            continue
+        if m is not None and m.measured_at > time.time() + FUTURE_SLACK_S:
+            notes.append(f"{job_id}: its measurement in the account is dated in the future "
+                         f"({m.measured_at:.0f}): not used")
             continue
         if m is not None:
             store.try_write(lambda db, m=m: db.record_measured(
