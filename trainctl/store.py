@@ -22,7 +22,7 @@ from trainctl.errors import TrainctlError
 from trainctl.plans import Option
 from trainctl.store_measurements import Measurement, MeasurementsTable  # noqa: F401 (re-exported)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 AWS_ITSELF = ""  # the endpoint key of AWS's own (default) endpoints
 
 # Version 1 (trainctl before the store) had no user_version and no endpoint or account: its tables are
@@ -65,9 +65,11 @@ CREATE TABLE measured_throughput (
     samples_per_s REAL NOT NULL,
     job_id TEXT NOT NULL,
     measured_at REAL NOT NULL,
-    UNIQUE (endpoint, account, model, batch_size, instance_type, count)
+    UNIQUE (endpoint, account, job_id)
 );
 """
+# v3: every job's measurement is kept (v2 kept one per layout, and two jobs of one layout read from the account
+# replaced each other at every plan); plans choose among them (store_measurements.py)
 
 
 def home() -> Path:
@@ -281,7 +283,9 @@ def _upgrade(conn: sqlite3.Connection) -> None:
         if version == SCHEMA_VERSION:
             return
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "jobs" in tables:  # version 0 with tables: trainctl's first schema, which set no user_version
+        if version == 2:
+            _migrate_v2(conn)
+        elif "jobs" in tables:  # version 0 with tables: trainctl's first schema, which set no user_version
             _migrate_v1(conn)
         else:
             _create(conn)
@@ -320,6 +324,15 @@ def _migrate_v1(conn: sqlite3.Connection) -> None:
                  "samples_per_s, job_id, measured_at FROM v1_measured_throughput")
     for table in ("jobs", "events", "measured_throughput"):
         conn.execute(f"DROP TABLE v1_{table}")
+
+
+def _migrate_v2(conn: sqlite3.Connection) -> None:
+    """v2 -> v3: the measurements table keyed by job instead of by layout (the rows themselves are kept)."""
+    conn.execute("ALTER TABLE measured_throughput RENAME TO v2_measured_throughput")
+    table = next(s for s in SCHEMA_V2.split(";") if "CREATE TABLE measured_throughput" in s)
+    conn.execute(table)
+    conn.execute("INSERT OR IGNORE INTO measured_throughput SELECT * FROM v2_measured_throughput")
+    conn.execute("DROP TABLE v2_measured_throughput")
 
 
 def _v1_option(text: str | None) -> tuple[str | None, str | None]:

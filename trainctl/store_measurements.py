@@ -36,17 +36,16 @@ class MeasurementsTable:
         if not 0 < samples_per_s < float("inf"):
             raise ValueError(f"{job_id}: {samples_per_s!r} samples/s is not a measurement")
         now = time.time()
-        # One row per layout, the newest measurement (ties: the greater job id), whatever order they arrive in: two
-        # completed jobs of one layout read from the account no longer take turns at each plan. Never dated later
-        # than now (a measurement from the future would win forever).
+        # Every job's measurement is kept (one row per job: measured again, the newest stays); never dated later
+        # than now (a measurement from the future would be the newest forever).
         with self._connection() as conn:
             conn.execute("INSERT INTO measured_throughput (endpoint, account, model, batch_size, instance_type, "
                          "count, samples_per_s, job_id, measured_at) VALUES (?,?,?,?,?,?,?,?,?) "
-                         "ON CONFLICT (endpoint, account, model, batch_size, instance_type, count) DO UPDATE SET "
-                         "samples_per_s=excluded.samples_per_s, job_id=excluded.job_id, "
-                         "measured_at=excluded.measured_at WHERE excluded.measured_at > measured_throughput.measured_at "
-                         "OR (excluded.measured_at = measured_throughput.measured_at "
-                         "AND excluded.job_id > measured_throughput.job_id)",
+                         "ON CONFLICT (endpoint, account, job_id) DO UPDATE SET model=excluded.model, "
+                         "batch_size=excluded.batch_size, instance_type=excluded.instance_type, "
+                         "count=excluded.count, samples_per_s=excluded.samples_per_s, "
+                         "measured_at=excluded.measured_at "
+                         "WHERE excluded.measured_at >= measured_throughput.measured_at",
                          (self.endpoint, account, model, batch_size, instance_type, count, samples_per_s, job_id,
                           min(measured_at or now, now)))
 
@@ -66,7 +65,7 @@ class MeasurementsTable:
         if conn is None:
             return []
         rows = conn.execute("SELECT * FROM measured_throughput WHERE model=? AND batch_size=? AND "
-                            "(endpoint=? OR (? AND endpoint IS NULL)) ORDER BY measured_at",
+                            "(endpoint=? OR (? AND endpoint IS NULL)) ORDER BY measured_at, job_id",
                             (model, batch_size, self.endpoint, include_unknown_origin))
         # a rate that is no measurement (infinite, zero: stored by an older trainctl) is left out of plans;
         # `trainctl calibration --forget JOB` removes it
@@ -86,7 +85,8 @@ class MeasurementsTable:
         return gone
 
     def measured_rates(self, model: str, batch_size: int):
-        """(model, batch, instance type) -> the newest MeasuredRate per instance type, for the planner.
+        """(model, batch, instance type) -> the newest MeasuredRate per instance type, for the planner (oldest first
+        in `measurements`, ties by job id: the same choice at every plan, whatever order they were read in).
         Throughput is a property of the hardware, not of the account, so any account of this endpoint counts."""
         from trainctl.planner import MeasuredRate
 
