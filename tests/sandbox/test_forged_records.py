@@ -51,3 +51,22 @@ def test_a_forged_record_rewrites_no_row_and_down_keeps_to_the_jobs_platform(san
     assert down.returncode == 0, down.stderr
     assert json.loads(down.stdout)["platform"] == "ec2"
     assert any(r.startswith("instance i-") for r in json.loads(down.stdout)["removed"])
+
+
+def test_with_platform_a_record_nobody_can_read_is_a_warning_and_the_tags_decide(sandbox_env, tmp_path):
+    """Item 8: a record of an unknown format, or not JSON, must not block `stop --platform`/`down --platform` on every
+    other machine; without --platform it is still refused in one line."""
+    sb = sandbox_env
+    spec = str(CONFIGS / "vit-base-g5.yaml")
+    launched = run_cli(["-o", "json", "launch", spec, "--platform", "ec2", "--layout", "g5.xlarge:1:on-demand",
+                        "--yes"], tmp_path / "launcher", env=sb.env)
+    assert launched.returncode == 0, launched.stderr
+    job, region = json.loads(launched.stdout)["job_id"], json.loads(launched.stdout)["region"]
+    sb.client("s3", region).put_object(Bucket=f"trainctl-{ME}-{region}", Key=f"{job}/job.json", Body=b"not json {")
+    other = tmp_path / "colleague"  # a machine that never saw the job
+    refused = run_cli(["--region", region, "down", job], other, env=sb.env)
+    assert refused.returncode != 0 and "is not JSON" in refused.stderr
+    down = run_cli(["-o", "json", "--region", region, "down", job, "--platform", "ec2"], other, env=sb.env)
+    assert down.returncode == 0, down.stderr
+    assert "is not JSON" in down.stderr and "--platform ec2 given" in down.stderr
+    assert any(r.startswith("instance i-") for r in json.loads(down.stdout)["removed"])
