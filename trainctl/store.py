@@ -216,9 +216,16 @@ class JobStore(MeasurementsTable):
         conn = self._reader()
         if conn is None:
             return []
-        rows = conn.execute("SELECT * FROM jobs WHERE endpoint=? OR endpoint IS NULL ORDER BY created_at DESC "
-                            "LIMIT ?", (self.endpoint, limit))
+        # a row whose created_at is not a number (a hand edit, another program's write) is skipped and counted
+        # (`skipped_rows`), so that one bad row does not break `ls` and `cost` for every other job
+        mine = "(endpoint=? OR endpoint IS NULL)"
+        self.skipped_rows = conn.execute(f"SELECT count(*) FROM jobs WHERE {mine} AND typeof(created_at) NOT IN "
+                                         "('integer', 'real')", (self.endpoint,)).fetchone()[0]
+        rows = conn.execute(f"SELECT * FROM jobs WHERE {mine} AND typeof(created_at) IN ('integer', 'real') "
+                            "ORDER BY created_at DESC LIMIT ?", (self.endpoint, limit))
         return [_job(r) for r in rows]
+
+    skipped_rows = 0  # of the last `jobs()`
 
     def set_status(self, job_id: str, status: str) -> None:
         with self._connection() as conn:

@@ -206,3 +206,24 @@ def test_a_v2_database_keeps_its_measurements_and_then_one_per_job(tmp_path):
                               job_id="c", account="1", measured_at=1e12)  # from the future: dated now
         assert [m.job_id for m in store.measurements("vit", 128)] == ["a", "b", "c"]
         assert store.measurements("vit", 128)[-1].measured_at < 1e11
+
+
+def test_a_row_whose_created_at_is_not_a_number_is_skipped_and_counted_by_ls_and_cost(tmp_path):
+    """Issue 36 (partly fixed before): one damaged local row broke `ls` and `cost` for every job."""
+    home = tmp_path / "home"
+    option = Option(rank=1, platform="ec2", instance_type="g5.xlarge", count=1, market="spot", region="us-east-1",
+                    accelerators=1, hourly_usd=0.5, throughput_samples_per_s=100.0, throughput_source="model",
+                    hours=1.0, expected_cost_usd=0.5)
+    with JobStore(home / "state.db", endpoint="") as store:
+        for job in ("good-1", "bad-1"):
+            store.record_job(job_id=job, account="1", platform="ec2", region="us-east-1", spec_path="x.yaml",
+                             spec_name="x", model="vit", batch_size=8, option=option, plan_json=None,
+                             status="Completed")
+    with sqlite3.connect(home / "state.db") as db:
+        db.execute("UPDATE jobs SET created_at='yesterday' WHERE job_id='bad-1'")
+    db.close()
+    for args in (["ls", "--no-status"], ["cost"]):
+        proc = run_cli(args, home)
+        assert proc.returncode == 0, proc.stderr
+        assert "good-1" in proc.stdout and "bad-1" not in proc.stdout
+        assert "1 job row of trainctl's database skipped: created_at is not a number" in proc.stderr

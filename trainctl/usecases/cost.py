@@ -205,6 +205,10 @@ def report(store: JobStore, *, job: str | None = None, spec: str | None = None, 
     records = select(store, job, spec, parse_since(since))
     billed, estimated, ce_notes = _billed_or_warning(records, client_for, now)
     rows, warnings = [], list(ce_notes)
+    if store.skipped_rows:
+        from trainctl.usecases.job_list import skipped_note
+
+        warnings.append(skipped_note(store))
     for record in records:
         running, status, why = running_usd(record, client_for)
         if why:

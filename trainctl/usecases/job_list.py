@@ -12,6 +12,8 @@ def list_jobs(store: JobStore, limit: int, live: bool = True, notes: list[str] |
     When the endpoint does not answer at all (a sandbox since stopped), no job is asked: `notes` gets one line
     saying so and each job shows its last recorded status."""
     jobs = store.jobs(limit)
+    if store.skipped_rows and notes is not None:
+        notes.append(skipped_note(store))
     if not live or not jobs:
         return [_listed(job) for job in jobs]
     from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +31,12 @@ def list_jobs(store: JobStore, limit: int, live: bool = True, notes: list[str] |
             store.set_status(job.job_id, found["status"])  # AWS has said: the record no longer waits for it
     return [{**_listed(job), **{k: v for k, v in found.items() if k != "from_aws"}}
             for job, found in zip(jobs, live_status)]
+
+
+def skipped_note(store: JobStore) -> str:
+    n = store.skipped_rows
+    return (f"{n} job row{'s' if n != 1 else ''} of trainctl's database skipped: created_at is not a number (a hand "
+            "edit?); the other jobs are listed")
 
 
 LS_TIMEOUT_S = 10.0
