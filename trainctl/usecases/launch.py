@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from trainctl.backends.calls import SubmitTrace
 from trainctl.usecases import shared_jobs
-from trainctl.usecases.launch_outcomes import interrupted, record_submitted, submit_failed
+from trainctl.usecases.launch_outcomes import after_submit, interrupted, submit_failed
 from trainctl.usecases.notify import remember as remember_notify
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.plans import Option, Plan, load_saved_plan
@@ -357,8 +357,7 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
         return attempt.model_copy(update={"outcome": f"no capacity: {e}"}), str(e)
     except Exception as e:  # noqa: BLE001 - recorded, resources removed by tag, then reported in one line
         submit_failed(store, backend, request, e, say, trace)
-    record_submitted(store, request, outputs, say)
-    shared_jobs.submitted(request, outputs, run.account, say)
+    after_submit(store, request, outputs, run.account, say)  # Ctrl-C there names the job that runs
     say(f"submitted {job_id} ({option.describe()})")
     if not run.args.failover:
         return attempt, None
