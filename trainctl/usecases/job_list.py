@@ -16,7 +16,7 @@ def list_jobs(store: JobStore, limit: int, live: bool = True, notes: list[str] |
         notes.append(skipped_note(store))
     if not live or not jobs:
         return [_listed(job) for job in jobs]
-    from concurrent.futures import ThreadPoolExecutor
+    from trainctl.aws.workers import interruptible_pool
 
     account, down = _account_or_down()
     if down is not None:
@@ -24,7 +24,7 @@ def list_jobs(store: JobStore, limit: int, live: bool = True, notes: list[str] |
         return [{**_listed(job), "status": f"{job.status or '-'} (recorded)"} for job in jobs]
     # every job asked at once, each with a short timeout and one retry: a slow endpoint costs the listing
     # about LS_TIMEOUT_S, not minutes per job
-    with ThreadPoolExecutor(max_workers=LS_WORKERS) as pool:
+    with interruptible_pool(LS_WORKERS) as pool:
         live_status = list(pool.map(lambda job: _live_status(job, account), jobs))
     for job, found in zip(jobs, live_status):
         if job.status in AWAITING_AWS and found.get("status") and found.get("from_aws"):
