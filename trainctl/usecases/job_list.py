@@ -24,7 +24,7 @@ def list_jobs(store: JobStore, limit: int, live: bool = True, notes: list[str] |
         return [{**_listed(job), "status": f"{job.status or '-'} (recorded)"} for job in jobs]
     # every job asked at once, each with a short timeout and one retry: a slow endpoint costs the listing
     # about LS_TIMEOUT_S, not minutes per job
-    with interruptible_pool(LS_WORKERS) as pool:
+    with interruptible_pool(min(LS_WORKERS, len(jobs))) as pool:
         live_status = list(pool.map(lambda job: _live_status(job, account), jobs))
     for job, found in zip(jobs, live_status):
         if job.status in AWAITING_AWS and found.get("status") and found.get("from_aws"):
@@ -40,7 +40,8 @@ def skipped_note(store: JobStore) -> str:
 
 
 LS_TIMEOUT_S = 10.0
-LS_WORKERS = 8
+LS_WORKERS = 32  # every job of a default listing (20) asked at once: the listing costs one call's timeout, not
+# one per round of workers (8 workers took 61.6 s for 20 jobs against a slow endpoint)
 
 
 def _quick_client(service: str, region: str):
