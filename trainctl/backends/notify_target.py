@@ -34,7 +34,12 @@ def _private(host: str) -> bool:
     try:
         ip = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
-        return False
+        import socket
+
+        try:  # the legacy IPv4 forms the resolver also takes: 167772161, 0x0a000001, 10.1 (all 10.0.0.x)
+            ip = ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return False
     return not ip.is_loopback and (ip.is_private or ip.is_link_local or ip.is_reserved or ip.is_unspecified
                                    or ip.is_multicast or not ip.is_global)
 
