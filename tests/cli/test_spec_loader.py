@@ -197,3 +197,15 @@ def test_data_source_defaults_follow_the_entrypoint(tmp_path):
     path.write_text(GOOD.replace("batch_size_per_accelerator: 64", "batch_size_per_accelerator: 64\n  "
                                                                     "data_source: cpu-synthetic"))
     assert load_spec(path).input_source == "cpu-synthetic"
+
+
+def test_a_key_given_twice_is_refused_in_one_line_with_file_and_line(tmp_path):
+    """Issue 36, item 15: PyYAML keeps the last of two equal keys silently (a $5 budget became $500)."""
+    spec = tmp_path / "dup.yaml"
+    text = (CONFIGS / "vit-base-g5.yaml").read_text()
+    spec.write_text(text.replace("workload:", "name: second-name\nworkload:", 1))
+    proc = run_cli(["plan", str(spec)], tmp_path / "home")
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    dup_line = spec.read_text().splitlines().index("name: second-name") + 1
+    assert f"{spec}:{dup_line}: " in line and "duplicate key 'name' (first given at line" in line

@@ -183,3 +183,47 @@ def test_a_v1_option_the_model_no_longer_reads_is_kept_as_a_job_without_option(t
     listed = json.loads(run_cli(["-o", "json", "ls", "--no-status"], tmp_path).stdout)["jobs"]
     assert [(j["job_id"], j["layout"]) for j in listed] == [("vit-1-ab12-f1", "4x g5.2xlarge"),
                                                             ("hand-edited", "-")]
+
+
+def test_a_v2_database_keeps_its_measurements_and_then_one_per_job(tmp_path):
+    """v2 kept one measurement per layout (two jobs of one layout replaced each other); v3 keeps one per job, and a
+    plan chooses the newest, the same at every plan (issue 36, item 7)."""
+    from trainctl.state.job_store import SCHEMA_V2
+
+    path = tmp_path / "state.db"
+    v2 = SCHEMA_V2.replace("UNIQUE (endpoint, account, job_id)",
+                           "UNIQUE (endpoint, account, model, batch_size, instance_type, count)")
+    with sqlite3.connect(path) as db:
+        db.executescript(v2)
+        db.execute("INSERT INTO measured_throughput VALUES ('', '1', 'vit', 128, 'g5.xlarge', 1, 100.0, 'a', 10.0)")
+        db.execute("PRAGMA user_version = 2")
+    db.close()
+    with JobStore(path, endpoint="") as store:
+        assert store.schema_version == SCHEMA_VERSION == 3
+        store.record_measured(model="vit", batch_size=128, instance_type="g5.xlarge", count=1, samples_per_s=130.0,
+                              job_id="b", account="1", measured_at=20.0)
+        store.record_measured(model="vit", batch_size=128, instance_type="g5.xlarge", count=1, samples_per_s=90.0,
+                              job_id="c", account="1", measured_at=1e12)  # from the future: dated now
+        assert [m.job_id for m in store.measurements("vit", 128)] == ["a", "b", "c"]
+        assert store.measurements("vit", 128)[-1].measured_at < 1e11
+
+
+def test_a_row_whose_created_at_is_not_a_number_is_skipped_and_counted_by_ls_and_cost(tmp_path):
+    """Issue 36 (partly fixed before): one damaged local row broke `ls` and `cost` for every job."""
+    home = tmp_path / "home"
+    option = Option(rank=1, platform="ec2", instance_type="g5.xlarge", count=1, market="spot", region="us-east-1",
+                    accelerators=1, hourly_usd=0.5, throughput_samples_per_s=100.0, throughput_source="model",
+                    hours=1.0, expected_cost_usd=0.5)
+    with JobStore(home / "state.db", endpoint="") as store:
+        for job in ("good-1", "bad-1"):
+            store.record_job(job_id=job, account="1", platform="ec2", region="us-east-1", spec_path="x.yaml",
+                             spec_name="x", model="vit", batch_size=8, option=option, plan_json=None,
+                             status="Completed")
+    with sqlite3.connect(home / "state.db") as db:
+        db.execute("UPDATE jobs SET created_at='yesterday' WHERE job_id='bad-1'")
+    db.close()
+    for args in (["ls", "--no-status"], ["cost"]):
+        proc = run_cli(args, home)
+        assert proc.returncode == 0, proc.stderr
+        assert "good-1" in proc.stdout and "bad-1" not in proc.stdout
+        assert "1 job row of trainctl's database skipped: created_at is not a number" in proc.stderr

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
+from trainctl.aws.workers import interruptible_pool
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
@@ -126,7 +126,7 @@ def fetch_quotes(catalog: Catalog, req: MarketRequest, cache: DiskCache) -> Quot
     daily configuration budget spent: MaxConfigLimitExceeded) leaves that region's Spot options with an
     unknown score, a failed price-history call leaves them priced from the Spot advisor; only a region whose
     AZs cannot be listed is left out."""
-    with ThreadPoolExecutor(max_workers=16) as pool:
+    with interruptible_pool(16) as pool:
         jobs = _submit_all(pool, cache, catalog, req)
         results: dict[tuple, object] = {}
         errors: dict[tuple, BaseException] = {}

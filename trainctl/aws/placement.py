@@ -4,7 +4,7 @@ of new configurations per 24 h (MaxConfigLimitExceeded), so each configuration i
 through the disk cache, with launch and doctor."""
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from trainctl.aws.workers import interruptible_pool
 from dataclasses import replace
 
 from trainctl.aws import clients as aws
@@ -126,7 +126,7 @@ def with_fixed_scores(quotes, options, refresh: bool = False):
     if not wanted:
         return quotes
     cache = DiskCache(caller_account(wanted[0][0]), refresh=refresh)
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    with interruptible_pool(8) as pool:
         futures = {k: pool.submit(lambda r, t, c: placement_scores_for(aws.client("ec2", r), r, t, c, cache=cache),
                                   *k) for k in wanted}
     scores, configs, errors = dict(quotes.placement_scores), dict(quotes.score_configs), {}

@@ -20,7 +20,33 @@ def node_config(spec, option, notify: str | None = None) -> dict:
     out = {"notify_topic": notify} if notify and notify.startswith("arn:") else {}
     if not budget:
         return out
-    return {**out, "budget_usd": float(budget), "node_hourly_usd": round(option.hourly_usd / option.count, 6)}
+    by_type = node_prices(option)
+    # the agent counts every node at one price: the dearest type the fleet may launch, never the plan's cheapest
+    return {**out, "budget_usd": float(budget), "node_hourly_usd": max(by_type.values()),  # >= the plan's own
+            "node_hourly_by_type": by_type}
+
+
+def node_prices(option) -> dict[str, float]:
+    """$/h per node of each type the layout may launch. The plan priced its `instance_type` (at its Spot price
+    for Spot); a flexible layout's other types are priced at the same share of their own On-Demand price (the
+    catalog's), so a fleet that launches a $1.624/h type is counted at it, not at the $0.589/h the plan chose."""
+    from trainctl.catalog import load_catalog
+
+    per_node = round(option.hourly_usd / option.count, 6)
+    types = tuple(option.instance_types) or (option.instance_type,)
+    catalog = load_catalog()
+
+    def od(t: str) -> float | None:
+        price = catalog.on_demand_price("ec2", option.region, t)
+        return price.usd_per_hour if price else None
+
+    base = od(option.instance_type)
+    out = {option.instance_type: per_node}
+    for t in types:
+        if t != option.instance_type:
+            own = od(t)
+            out[t] = max(per_node, round(per_node * own / base, 6)) if own and base and own > base else per_node
+    return out
 
 
 def sagemaker_runtime(stopping: dict, spec, option, region: str, notes: list[str]) -> dict:

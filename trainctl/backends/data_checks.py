@@ -6,6 +6,8 @@ created, each problem one line with its fix.
   only a bucket in the job's region, SageMaker API reference `S3DataSource.S3Uri`).
 - A prefix that is empty, or that the caller cannot list (ListObjectsV2 with MaxKeys=1): SageMaker fails such
   a job in Downloading ("ClientError: Data download failed"), after its instances were started.
+- A key that cannot be a file on the hosts (`a` beside `a/b`, a name part over 255 bytes, `..`), in the first
+  page of the listing: the copy would fail on the node after it is billed.
 - An FSx for Lustre file system that does not exist (fsx DescribeFileSystems: FileSystemNotFound), is not
   Lustre, or is not in the job's VPC and AZ: SageMaker reaches it only through the job's own network
   interfaces (VpcConfig), and a Lustre file system lives in one subnet.
@@ -19,6 +21,31 @@ from trainctl.errors import UsageError
 from trainctl.spec.data import FsxChannel
 
 DENIED = ("AccessDenied", "AccessDeniedException", "AllAccessDisabled", "403")
+# Keys of a channel's first listing page checked at launch for names no host can write as files: one request,
+# the same as the emptiness check's; a bad key further on is named by the node when it copies it.
+SAMPLE_KEYS = 1000
+
+
+def unmaterialisable(keys: list[str], prefix: str) -> tuple[str, str] | None:
+    """The first key (and why) that cannot become a file under the channel's folder: a name component over 255
+    bytes (Linux's limit), a `..` component, or a key that is also the folder of another (`a` beside `a/b`).
+    Folder markers (keys ending in /) are folders, as SageMaker and the node agent treat them."""
+    files, folders = {}, set()
+    for key in sorted(keys):
+        parts = [p for p in key[len(prefix):].split("/") if p not in ("", ".")]
+        if not parts:
+            continue
+        if ".." in parts:
+            return key, "a '..' in its name"
+        if any(len(p.encode()) > 255 for p in parts):
+            return key, "a part of its name is longer than 255 bytes, Linux's limit"
+        if key.endswith("/"):
+            folders.add("/".join(parts))
+            continue
+        files["/".join(parts)] = key
+        folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
+    clash = sorted(set(files) & folders)
+    return (files[clash[0]], "another key uses it as a folder (keys `a` and `a/b`)") if clash else None
 
 
 @dataclass(frozen=True)
@@ -44,7 +71,7 @@ def check_s3(s3, name: str, source, region: str, allow_cross_region: bool, platf
     where = f"data: channel {name} {source.uri}"
     try:
         home = bucket_region(s3, source.bucket)
-        page = s3.list_objects_v2(Bucket=source.bucket, Prefix=source.prefix, MaxKeys=1)
+        page = s3.list_objects_v2(Bucket=source.bucket, Prefix=source.prefix, MaxKeys=SAMPLE_KEYS)
     except Exception as e:  # noqa: BLE001
         code = aws.error_code(e)
         if code == "NoSuchBucket":
@@ -65,6 +92,11 @@ def check_s3(s3, name: str, source, region: str, allow_cross_region: bool, platf
     if not page.get("KeyCount", len(page.get("Contents", []))):
         return DataCheck(name, False, f"{where}: no objects under the prefix; upload the data first "
                                       f"(aws s3 sync DIR {source.uri}) or fix the prefix")
+    bad = unmaterialisable([o["Key"] for o in page.get("Contents", [])], source.prefix)
+    if bad:
+        return DataCheck(name, False, f"{where}: the object key {bad[0]!r} cannot be a file on the job's hosts "
+                                      f"({bad[1]}); rename it (aws s3 mv), or point the channel at a prefix "
+                                      "without it")
     cross = f", cross-region from {home} (--allow-cross-region-data)" if home != region else ""
     return DataCheck(name, True, f"{where}: readable, in {home}{cross} ({source.mode})")
 

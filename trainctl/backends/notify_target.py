@@ -27,6 +27,47 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def _private(host: str) -> bool:
+    """An address literal on a private, link-local, shared, reserved or unspecified network (not loopback): a
+    webhook there reaches the machine's own network (a metadata service at 169.254.169.254, a router), not a
+    service on the internet."""
+    try:
+        ip = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        import socket
+
+        try:  # the legacy IPv4 forms the resolver also takes: 167772161, 0x0a000001, 10.1 (all 10.0.0.x)
+            ip = ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return False
+    return not ip.is_loopback and (ip.is_private or ip.is_link_local or ip.is_reserved or ip.is_unspecified
+                                   or ip.is_multicast or not ip.is_global)
+
+
+def check_reach(text: str, forced: bool = False) -> str:
+    """A webhook whose host is a private or link-local address literal is refused unless `forced`
+    (--notify-private-address): trainctl's watch would POST the job's news inside this machine's network."""
+    parts = urlsplit(text)
+    if not text.startswith("arn:") and parts.hostname and _private(parts.hostname) and not forced:
+        raise UsageError(f"--notify {mask(text)}: {parts.hostname} is a private or link-local address; give a "
+                         "public https webhook, or add --notify-private-address if this network is meant")
+    return text
+
+
+def mask(target: str) -> str:
+    """The target as messages show it: a webhook's path and query hidden (they are often its secret)."""
+    if target.startswith("arn:"):
+        return target
+    parts = urlsplit(target)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return f"{parts.scheme}://{host}/..." if (parts.path.strip("/") or parts.query) else f"{parts.scheme}://{host}"
+
+
+def topic_account(target: str) -> str | None:
+    """The account of an SNS topic ARN (None for a webhook)."""
+    return target.split(":")[4] if target.startswith("arn:") else None
+
+
 def check_target(text: str) -> str:
     """The target as given, or a UsageError saying what is wrong and what to give."""
     text = str(text).strip()
@@ -36,12 +77,12 @@ def check_target(text: str) -> str:
         return text
     parts = urlsplit(text)
     if parts.scheme not in ("https", "http") or not parts.hostname:
-        raise UsageError(f"--notify {text!r}: {HOW}")
+        raise UsageError(f"--notify {mask(text)!r}: {HOW}")
     if parts.username or parts.password:
         raise UsageError(f"--notify: the webhook URL carries a user name or password, which trainctl would store "
                          "and show; give a URL without them")
     if parts.scheme == "http" and not _loopback(parts.hostname):
-        raise UsageError(f"--notify {text!r}: a webhook must be https (plain http only to a loopback address "
+        raise UsageError(f"--notify {mask(text)!r}: a webhook must be https (plain http only to a loopback address "
                          "such as 127.0.0.1, on this machine)")
     return text
 

@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainctl.backends.notify_target import check_target
+from trainctl.backends.notify_target import check_reach, check_target
 from trainctl.errors import UsageError
 
 
@@ -34,6 +34,9 @@ _SECURITY_GROUP = ("Security group id, used as it is: it must let the job's host
 
 _NOTIFY = ("Send the job's news (state changes, interruptions, budget at 50/80/100%, the end and its dollars) to "
            "an SNS topic ARN or an https:// webhook; `watch` sends them (docs/cost-model.md).")
+
+_NOTIFY_PRIVATE = ("Accept a --notify webhook at a private or link-local IP address (refused otherwise: the news "
+                   "would go inside this machine's network).")
 
 _CROSS_REGION_DATA = ("Allow data: channels in a bucket of another region (each byte read is billed as "
                       "cross-region transfer; refused without this flag; SageMaker never reads another region's).")
@@ -56,6 +59,7 @@ class SageMakerOptions:
                                    "library) or smp (its model parallelism library v2) (default: the spec's "
                                    "distribution, else torch_distributed).")
     notify: str | None = opt(_NOTIFY, check=check_target)
+    notify_private_address: bool | None = opt(_NOTIFY_PRIVATE)
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ class Ec2Options:
                                          "180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653).",
                                          minimum=1)
     notify: str | None = opt(_NOTIFY, check=check_target)
+    notify_private_address: bool | None = opt(_NOTIFY_PRIVATE)
     allow_cross_region_data: bool | None = opt(_CROSS_REGION_DATA)
 
 
@@ -138,6 +143,8 @@ def resolve(platform: str, given: dict[str, Any], context: str = "") -> Any:
         if names[name].metadata.get("check"):
             value = names[name].metadata["check"](value)
         values[name] = value
+    if values.get("notify"):  # a check across two flags: the address, and whether a private one is meant
+        check_reach(values["notify"], bool(values.get("notify_private_address")))
     return cls(**values)
 
 

@@ -18,6 +18,8 @@ def fetch(
     bucket: Optional[str] = typer.Option(None, "--bucket", help="The job bucket, if the launch was given one."),
     platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2: for a job trainctl did not "
                                                                     "launch; --region names its region."),
+    max_gib: float = typer.Option(100.0, "--max-gib", help="The most fetch writes, in GiB (checked before "
+                                                           "writing, with the free space)."),
 ) -> None:
     """Download what a job produced: model, events, logs.
 
@@ -28,9 +30,14 @@ def fetch(
 
     with _store() as store:
         ref = locate(store, job, platform)
-    got = f.fetch(ref, what, dest, bucket)
+    got = f.fetch(ref, what, dest, bucket, max_gib)
+    for why in got.skipped[:20]:  # names already made printable (fetch_files.shown)
+        render.stderr_console().print(f"warning: not written: {why}", markup=False, soft_wrap=True)
+    if len(got.skipped) > 20:
+        render.stderr_console().print(f"warning: {len(got.skipped) - 20} more not written", markup=False)
     if OPTS.output == "json":
         render.print_json({"job_id": job, "what": got.what, "source": got.source, "dest": got.dest,
-                           "files": got.files, "bytes": got.size})
+                           "files": got.files, "bytes": got.size, "skipped": list(got.skipped)})
     else:
-        typer.echo(f"{got.what}: {got.files} files, {got.size} bytes from {got.source} to {got.dest}")
+        typer.echo(f"{got.what}: {got.files} files, {got.size} bytes written from {got.source} to {got.dest}"
+                   + (f" ({len(got.skipped)} refused, named above)" if got.skipped else ""))

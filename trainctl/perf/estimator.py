@@ -25,6 +25,14 @@ class MeasuredRate:
     platform: str | None = None   # None: not recorded; taken as the platform being planned
     origin: str | None = None     # where it came from in words ("bench job X (date, ...)"); None: a completed job
     network: str | None = None    # the regime it ran in (usecases/bench/record.py); "burst": not the long run's
+    accepted: bool = False        # `trainctl calibration --accept JOB`: used even above the hardware's peak
+
+
+# A measured rate above this share of the layout's dense peak (every device at 100% of its peak TFLOPS for the
+# model's FLOPs per sample) is not a measurement of training (a script printing tokens as samples, a hand-written
+# figure): quarantined, the model decides instead. The margin covers FLOPs per sample overestimated (activation
+# checkpointing counted, attention approximated).
+PEAK_MARGIN = 1.5
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,12 @@ class Job:
 def estimate(job: Job, inst: InstanceType, count: int, platform: str, measured: MeasuredRate | None,
              catalog: Catalog, calibration: Calibration) -> Estimate:
     rk = perf.ranks(inst, calibration)
+    quarantine = _above_peak(job, inst, measured, catalog, calibration, rk)
+    if quarantine:
+        measured = None  # the model decides; the words say why
     rate, source, words, band_ratio = _compute_rate(job, inst, count, platform, measured, catalog, calibration, rk)
+    if quarantine:
+        words = f"{words}; {quarantine}"
     base_fab = fabric(inst, rk.per_node, count, platform, "baseline")
     burst_fab = fabric(inst, rk.per_node, count, platform, "burst")
     base = perf.layout_throughput(job.shape, base_fab, count, job.batch, rate, job.strategy, job.accum)
@@ -119,6 +132,21 @@ def _compute_rate(job: Job, inst: InstanceType, count: int, platform: str, measu
     if job.given is not None:
         return job.given, "given", f"throughput given in the spec: {job.given:g} samples/s per {unit}", None
     return _modelled_rate(job, inst, count, catalog, calibration, rk)
+
+
+def _above_peak(job: Job, inst: InstanceType, measured: MeasuredRate | None, catalog: Catalog,
+                calibration: Calibration, rk: perf.Ranks) -> str | None:
+    """Why a measurement is quarantined (above what the layout can do at peak), or None."""
+    if measured is None or measured.accepted:
+        return None
+    device = perf_fit.device_for(catalog, calibration, inst.accelerator.key)
+    peak = device.peak_tflops[job.shape.precision] * 1e12 / job.shape.training_flops_per_sample
+    bound = PEAK_MARGIN * peak * rk.per_node * measured.count
+    if measured.samples_per_s <= bound:
+        return None
+    return (f"the throughput job {measured.job_id} measured ({measured.samples_per_s:,.0f} samples/s) is above what "
+            f"{measured.count} x {inst.name} can do at peak ({bound:,.0f} samples/s): quarantined, not used "
+            f"(`trainctl calibration --accept {measured.job_id}` uses it)")
 
 
 def _sync_rescaled(rate: float, measured_ranks: int, ranks: int, catalog: Catalog, calibration: Calibration):

@@ -5,12 +5,25 @@ is about to do. rich is imported only inside the functions that draw, so `trainc
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 
 def print_json(doc) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    """The document as strict JSON: a NaN or infinity (which json.dumps writes as bare NaN/Infinity, no JSON
+    parser's) becomes null."""
+    sys.stdout.write(json.dumps(_finite(doc), indent=2) + "\n")
     sys.stdout.flush()
+
+
+def _finite(value):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def stderr_console():

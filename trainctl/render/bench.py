@@ -83,7 +83,12 @@ def bench_table(doc: dict) -> None:
                       f"{first['max_minutes']:g} min at the latest, then taken down", markup=False)
         con.print("dry run: nothing launched", markup=False)
         return
-    if "spent_usd" in doc:
+    if doc.get("spent_unknown_jobs"):
+        jobs = ", ".join(doc["spent_unknown_jobs"])
+        con.print(f"spent: at least ${doc.get('spent_at_least_usd') or 0:,.4f}; not known for {jobs} (trainctl "
+                  f"stopped following it; `trainctl cost {doc['spent_unknown_jobs'][0]}` shows its dollars)",
+                  markup=False)
+    elif "spent_usd" in doc:
         con.print(f"spent: ${doc['spent_usd']:,.4f}", markup=False)
     con.print(f"top before: {doc['top_before']}", markup=False)
     con.print(f"top after:  {doc['top_after']}", markup=False)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from trainctl.text.safe import clean
+
 # rich's default box draws "│ " before each cell and " " after it, and one "│" at the end: 3 characters a column
 # and 1 for the edge; with pad_edge=False the first cell has no left pad and the last no right pad (2 fewer)
 _PER_COLUMN = 3
@@ -50,7 +52,8 @@ def _choose(columns: Sequence[Column], widths: list[int], width: int, whole_pros
 def fit(columns: Sequence[Column], rows: Sequence[Any], width: int) -> tuple[list[int], list[list[str]], int]:
     """(indices of the columns kept, every row's cells, the wrap column's width or 0). Prose is shown whole
     when it fits; it wraps instead when that keeps more columns and still leaves it _ROOM characters a line."""
-    cells = [[c.cell(r) for c in columns] for r in rows]
+    # cells are data, some a colleague wrote (the account's records): no escape sequence reaches the terminal
+    cells = [[clean(c.cell(r), one_line=True) for c in columns] for r in rows]
     widths = [max([_header_width(c.header)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
     keep, wrap_width = _choose(columns, widths, width, whole_prose=True)
     more, narrower = _choose(columns, widths, width, whole_prose=False)

@@ -159,7 +159,7 @@ def jobs_table(jobs: list[dict]) -> None:
 def say(message: str) -> None:
     from trainctl.render import stderr_console
 
-    stderr_console().print(message, markup=False, soft_wrap=True)
+    stderr_console().print(clean(message), markup=False, soft_wrap=True)  # notes may quote keys and records
 
 
 def log_line(ln, with_host: bool) -> str:

@@ -180,8 +180,10 @@ def _read_yaml(p: Path) -> tuple[str, dict]:
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"{p}: cannot read the job spec ({e.__class__.__name__}: {e})") from e
+    from trainctl.spec.yaml_strict import load
+
     try:
-        raw = yaml.safe_load(text)
+        raw = load(text)  # safe_load, refusing a key given twice
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""

@@ -22,7 +22,7 @@ from trainctl.errors import TrainctlError
 from trainctl.plans import Option
 from trainctl.state.measurements import Measurement, MeasurementsTable  # noqa: F401 (re-exported)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 AWS_ITSELF = ""  # the endpoint key of AWS's own (default) endpoints
 
 # Version 1 (trainctl before the store) had no user_version and no endpoint or account: its tables are
@@ -65,9 +65,11 @@ CREATE TABLE measured_throughput (
     samples_per_s REAL NOT NULL,
     job_id TEXT NOT NULL,
     measured_at REAL NOT NULL,
-    UNIQUE (endpoint, account, model, batch_size, instance_type, count)
+    UNIQUE (endpoint, account, job_id)
 );
 """
+# v3: every job's measurement is kept (v2 kept one per layout, and two jobs of one layout read from the account
+# replaced each other at every plan); plans choose among them (state/measurements.py)
 
 
 def home() -> Path:
@@ -187,11 +189,14 @@ class JobStore(MeasurementsTable):
     # ------------------------------------------------------------------ jobs
     def record_job(self, *, job_id: str, account: str, platform: str, region: str | None, spec_path: str,
                    spec_name: str, model: str, batch_size: int, option: Option, plan_json: str | None,
-                   status: str, failover_from: str | None = None, created_at: float | None = None) -> None:
-        """`created_at`: when the job was launched, for a record read back from the account (default: now)."""
+                   status: str, failover_from: str | None = None, created_at: float | None = None,
+                   keep_existing: bool = False) -> None:
+        """`created_at`: when the job was launched, for a record read back from the account (default: now).
+        `keep_existing`: a row already here stays as it is (a copy from the account never replaces this machine's)."""
         now = time.time()
         with self._connection() as conn:
-            conn.execute("INSERT OR REPLACE INTO jobs (endpoint, job_id, account, platform, region, spec_path, "
+            conn.execute(f"INSERT OR {'IGNORE' if keep_existing else 'REPLACE'} INTO jobs (endpoint, job_id, account, "
+                         "platform, region, spec_path, "
                          "spec_name, model, batch_size, option_json, failover_from, plan_json, status, created_at, "
                          "updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                          (self.endpoint, job_id, account, platform, region, spec_path, spec_name, model, batch_size,
@@ -211,9 +216,16 @@ class JobStore(MeasurementsTable):
         conn = self._reader()
         if conn is None:
             return []
-        rows = conn.execute("SELECT * FROM jobs WHERE endpoint=? OR endpoint IS NULL ORDER BY created_at DESC "
-                            "LIMIT ?", (self.endpoint, limit))
+        # a row whose created_at is not a number (a hand edit, another program's write) is skipped and counted
+        # (`skipped_rows`), so that one bad row does not break `ls` and `cost` for every other job
+        mine = "(endpoint=? OR endpoint IS NULL)"
+        self.skipped_rows = conn.execute(f"SELECT count(*) FROM jobs WHERE {mine} AND typeof(created_at) NOT IN "
+                                         "('integer', 'real')", (self.endpoint,)).fetchone()[0]
+        rows = conn.execute(f"SELECT * FROM jobs WHERE {mine} AND typeof(created_at) IN ('integer', 'real') "
+                            "ORDER BY created_at DESC LIMIT ?", (self.endpoint, limit))
         return [_job(r) for r in rows]
+
+    skipped_rows = 0  # of the last `jobs()`
 
     def set_status(self, job_id: str, status: str) -> None:
         with self._connection() as conn:
@@ -278,7 +290,9 @@ def _upgrade(conn: sqlite3.Connection) -> None:
         if version == SCHEMA_VERSION:
             return
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "jobs" in tables:  # version 0 with tables: trainctl's first schema, which set no user_version
+        if version == 2:
+            _migrate_v2(conn)
+        elif "jobs" in tables:  # version 0 with tables: trainctl's first schema, which set no user_version
             _migrate_v1(conn)
         else:
             _create(conn)
@@ -317,6 +331,15 @@ def _migrate_v1(conn: sqlite3.Connection) -> None:
                  "samples_per_s, job_id, measured_at FROM v1_measured_throughput")
     for table in ("jobs", "events", "measured_throughput"):
         conn.execute(f"DROP TABLE v1_{table}")
+
+
+def _migrate_v2(conn: sqlite3.Connection) -> None:
+    """v2 -> v3: the measurements table keyed by job instead of by layout (the rows themselves are kept)."""
+    conn.execute("ALTER TABLE measured_throughput RENAME TO v2_measured_throughput")
+    table = next(s for s in SCHEMA_V2.split(";") if "CREATE TABLE measured_throughput" in s)
+    conn.execute(table)
+    conn.execute("INSERT OR IGNORE INTO measured_throughput SELECT * FROM v2_measured_throughput")
+    conn.execute("DROP TABLE v2_measured_throughput")
 
 
 def _v1_option(text: str | None) -> tuple[str | None, str | None]:

@@ -10,6 +10,9 @@ import time
 from dataclasses import dataclass
 
 
+ACCEPTED = "measurement-accepted"  # the event of `calibration --accept JOB`: used even above the hardware's peak
+
+
 @dataclass(frozen=True)
 class Measurement:
     model: str
@@ -32,11 +35,19 @@ class MeasurementsTable:
         """`measured_at`: when the job measured it, for a measurement read from the account (default: now)."""
         if not 0 < samples_per_s < float("inf"):
             raise ValueError(f"{job_id}: {samples_per_s!r} samples/s is not a measurement")
+        now = time.time()
+        # Every job's measurement is kept (one row per job: measured again, the newest stays); never dated later
+        # than now (a measurement from the future would be the newest forever).
         with self._connection() as conn:
-            conn.execute("INSERT OR REPLACE INTO measured_throughput (endpoint, account, model, batch_size, "
-                         "instance_type, count, samples_per_s, job_id, measured_at) VALUES (?,?,?,?,?,?,?,?,?)",
+            conn.execute("INSERT INTO measured_throughput (endpoint, account, model, batch_size, instance_type, "
+                         "count, samples_per_s, job_id, measured_at) VALUES (?,?,?,?,?,?,?,?,?) "
+                         "ON CONFLICT (endpoint, account, job_id) DO UPDATE SET model=excluded.model, "
+                         "batch_size=excluded.batch_size, instance_type=excluded.instance_type, "
+                         "count=excluded.count, samples_per_s=excluded.samples_per_s, "
+                         "measured_at=excluded.measured_at "
+                         "WHERE excluded.measured_at >= measured_throughput.measured_at",
                          (self.endpoint, account, model, batch_size, instance_type, count, samples_per_s, job_id,
-                          measured_at or time.time()))
+                          min(measured_at or now, now)))
 
     def measured_jobs(self) -> set[str]:
         """The jobs whose throughput this endpoint's store holds."""
@@ -54,7 +65,7 @@ class MeasurementsTable:
         if conn is None:
             return []
         rows = conn.execute("SELECT * FROM measured_throughput WHERE model=? AND batch_size=? AND "
-                            "(endpoint=? OR (? AND endpoint IS NULL)) ORDER BY measured_at",
+                            "(endpoint=? OR (? AND endpoint IS NULL)) ORDER BY measured_at, job_id",
                             (model, batch_size, self.endpoint, include_unknown_origin))
         # a rate that is no measurement (infinite, zero: stored by an older trainctl) is left out of plans;
         # `trainctl calibration --forget JOB` removes it
@@ -74,9 +85,12 @@ class MeasurementsTable:
         return gone
 
     def measured_rates(self, model: str, batch_size: int):
-        """(model, batch, instance type) -> the newest MeasuredRate per instance type, for the planner.
+        """(model, batch, instance type) -> the newest MeasuredRate per instance type, for the planner (oldest first
+        in `measurements`, ties by job id: the same choice at every plan, whatever order they were read in).
         Throughput is a property of the hardware, not of the account, so any account of this endpoint counts."""
         from trainctl.planner import MeasuredRate
 
-        return {(m.model, m.batch_size, m.instance_type): MeasuredRate(m.samples_per_s, m.count, m.job_id)
+        accepted = self.jobs_with_event(ACCEPTED)
+        return {(m.model, m.batch_size, m.instance_type): MeasuredRate(m.samples_per_s, m.count, m.job_id,
+                                                                         accepted=m.job_id in accepted)
                 for m in self.measurements(model, batch_size)}

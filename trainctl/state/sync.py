@@ -22,6 +22,7 @@ from trainctl.state.job_store import JobRow, JobStore
 # The store's event of a job whose measurement `calibration --forget` removed here: the account's copy stays
 # (other machines may use it), and is not read back into this machine's plans.
 FORGOTTEN = "measurement-forgotten"
+FUTURE_SLACK_S = 300  # clocks differ between machines by seconds; a measurement dated later than this is forged
 
 
 def at_launch(spec, spec_path: str, request, option, previous: str | None, account: str,
@@ -123,7 +124,10 @@ def regions(account: str) -> list[str]:
 
 
 def cache(store: JobStore, doc: JobDocument) -> None:
-    store.record_job(job_id=doc.job_id, account=doc.account, platform=doc.platform, region=doc.region,
+    """The account's record as a local row, only where this machine has none: a row here (the launcher's) is never
+    replaced from the account, whose records any colleague may write."""
+    store.record_job(keep_existing=True, job_id=doc.job_id, account=doc.account, platform=doc.platform,
+                     region=doc.region,
                      spec_path=doc.spec_path, spec_name=doc.spec_name, model=doc.model, batch_size=doc.batch_size,
                      option=doc.option, plan_json=None, status=doc.status, failover_from=doc.failover_from,
                      created_at=doc.launched_at)
@@ -177,6 +181,10 @@ def sync_measurements(store: JobStore, region: str) -> list[str]:
             continue
         except Exception as e:  # noqa: BLE001
             notes.append(f"{job_id}: its measurement was not read ({aws.error_summary(e)})")
+            continue
+        if m is not None and m.measured_at > time.time() + FUTURE_SLACK_S:
+            notes.append(f"{job_id}: its measurement in the account is dated in the future "
+                         f"({m.measured_at:.0f}): not used")
             continue
         if m is not None:
             store.try_write(lambda db, m=m: db.record_measured(

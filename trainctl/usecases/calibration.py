@@ -77,6 +77,16 @@ def forget(store: JobStore, job_id: str) -> str:
     return f"{job_id}: its measured throughput is forgotten; later plans no longer use it"
 
 
+def accept(store: JobStore, job_id: str) -> str:
+    """`trainctl calibration --accept JOB`: a measurement quarantined as above the hardware's peak is used."""
+    from trainctl.state.measurements import ACCEPTED
+
+    if job_id not in store.measured_jobs():
+        return f"{job_id}: no measured throughput recorded for it (`trainctl calibration` lists the jobs)"
+    store.add_event(job_id, ACCEPTED, "calibration --accept")
+    return f"{job_id}: its measured throughput is accepted; later plans use it even above the hardware's peak"
+
+
 def _benched(store: JobStore, record: JobRow) -> bool:
     """A `trainctl bench` job (usecases/bench/record.py): listed beside the prediction whatever its end status
     (a bench of a user's script is stopped once measured)."""

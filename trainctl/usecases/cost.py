@@ -13,12 +13,14 @@ Cost Explorer answers only for tags activated as cost allocation tags (`trainctl
 """
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from datetime import datetime, timezone
 
 from trainctl.errors import UsageError
 from trainctl.naming.tags import JOB_TAG
+from trainctl.text.safe import clean
 from trainctl.state.job_store import JobRow, JobStore
 
 GROUPS = ("job", "spec", "user", "day")
@@ -34,6 +36,9 @@ BILLED_LAG = ("billed = Cost Explorer, by the trainctl:job cost allocation tag; 
 MAX_DAYS_BACK = 390
 MAX_JOBS = 100_000
 TAGS_PER_CALL = 100  # job ids per Filter: keeps each request small; any number of calls pages the rest
+MAX_PAGES = 50  # GetCostAndUsage requests per `trainctl cost` ($0.50 at most); 100 jobs x 390 days take far fewer
+# Cost Explorer's throttling answers (Cost Explorer API Reference, GetCostAndUsage errors: LimitExceededException)
+THROTTLED = ("LimitExceededException", "ThrottlingException", "Throttling", "TooManyRequestsException")
 
 
 def parse_since(text: str | None) -> float | None:
@@ -77,11 +82,14 @@ def _day(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
 
 
-def billed_usd(ce, records: list[JobRow], now: float) -> tuple[dict[str, float], bool]:
-    """Job id -> dollars Cost Explorer has billed to it so far, and whether any figure is still estimated.
-    One GetCostAndUsage per TAGS_PER_CALL jobs (paged), DAILY from the first job's launch day to tomorrow."""
+def billed_usd(ce, records: list[JobRow], now: float) -> tuple[dict[str, float], bool, list[str]]:
+    """Job id -> dollars Cost Explorer has billed to it so far, whether any figure is still estimated, and notes on
+    what was not counted. One GetCostAndUsage per TAGS_PER_CALL jobs (paged), DAILY from the first job's launch day
+    to tomorrow. Each page costs $0.01: at most MAX_PAGES in all, and a token seen before ends the paging (an
+    endpoint that always answers one would otherwise be asked forever). An amount that is not a finite number of
+    dollars, or below zero, is not a charge trainctl can show: refused and named."""
     out: dict[str, float] = {}
-    estimated = False
+    estimated, notes, pages = False, [], 0
     oldest = max(min(r.created_at for r in records), now - MAX_DAYS_BACK * 86400)
     period = {"Start": _day(oldest), "End": _day(now + 86400)}  # End is exclusive: today included
     ids = [r.job_id for r in records]
@@ -89,32 +97,64 @@ def billed_usd(ce, records: list[JobRow], now: float) -> tuple[dict[str, float],
         params = {"TimePeriod": period, "Granularity": "DAILY", "Metrics": [METRIC],
                   "Filter": {"Tags": {"Key": JOB_TAG, "Values": ids[i:i + TAGS_PER_CALL], "MatchOptions": ["EQUALS"]}},
                   "GroupBy": [{"Type": "TAG", "Key": JOB_TAG}]}
+        tokens: set[str] = set()
         while True:
+            if pages >= MAX_PAGES:
+                notes.append(f"Cost Explorer was still paging after {MAX_PAGES} requests (${MAX_PAGES * 0.01:.2f}): "
+                             "stopped; the billed figures are partial")
+                return _rounded(out), estimated, notes
             page = ce.get_cost_and_usage(**params)
+            pages += 1
             for result in page.get("ResultsByTime", []):
                 estimated = estimated or bool(result.get("Estimated"))
                 for group in result.get("Groups", []):
                     job = group["Keys"][0].split("$", 1)[-1]  # Cost Explorer names a tag group "key$value"
-                    amount = float(group["Metrics"][METRIC]["Amount"])
+                    amount = _amount(group["Metrics"][METRIC].get("Amount"))
+                    if amount is None:
+                        notes.append(f"{clean(job, one_line=True)[:80]}: Cost Explorer answered the amount "
+                                     f"{clean(group['Metrics'][METRIC].get('Amount'), one_line=True)[:40]!r} for "
+                                     f"{result.get('TimePeriod', {}).get('Start', 'a day')}: not a charge; not counted")
+                        continue
                     out[job] = out.get(job, 0.0) + amount
-            if not page.get("NextPageToken"):
+            token = page.get("NextPageToken")
+            if not token:
                 break
-            params["NextPageToken"] = page["NextPageToken"]
-    return {k: round(v, 6) for k, v in out.items()}, estimated
+            if token in tokens:
+                notes.append("Cost Explorer answered a page token it had already given: paging stopped; the billed "
+                             "figures may be partial")
+                break
+            tokens.add(token)
+            params["NextPageToken"] = token
+    return _rounded(out), estimated, notes
 
 
-def _billed_or_warning(records: list[JobRow], client_for, now: float) -> tuple[dict, bool, str | None]:
+def _amount(text) -> float | None:
+    """Dollars from Cost Explorer's Amount (a decimal string), or None when it is no charge (NaN, inf, < 0)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _rounded(out: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 6) for k, v in out.items()}
+
+
+def _billed_or_warning(records: list[JobRow], client_for, now: float) -> tuple[dict, bool, list[str]]:
     from trainctl.aws import clients as aws
 
     if not records:
-        return {}, False, None
+        return {}, False, []
     try:
         ce = (client_for or aws.client)("ce", CE_REGION)
-        billed, estimated = billed_usd(ce, records, now)
-    except Exception as e:  # noqa: BLE001 - no Cost Explorer access: predicted and running still stand
-        return {}, False, (f"Cost Explorer did not answer ({aws.error_summary(e)}): no billed figures; the caller "
-                           "needs ce:GetCostAndUsage (`trainctl iam-policy`)")
-    return billed, estimated, None
+        return billed_usd(ce, records, now)
+    except Exception as e:  # noqa: BLE001 - no Cost Explorer answer: predicted and running still stand
+        if aws.error_code(e) in THROTTLED:
+            return {}, False, [f"Cost Explorer is throttling this account's requests ({aws.error_code(e)}): no billed "
+                               "figures this time; run `trainctl cost` again in a minute"]
+        return {}, False, [f"Cost Explorer did not answer ({aws.error_summary(e)}): no billed figures; the caller "
+                           "needs ce:GetCostAndUsage (`trainctl iam-policy`)"]
 
 
 def job_row(record: JobRow, running: float | None, status: str | None, billed: float | None) -> dict:
@@ -163,8 +203,12 @@ def report(store: JobStore, *, job: str | None = None, spec: str | None = None, 
         raise UsageError(f"--group-by {group_by!r}: use one of {', '.join(GROUPS)}")
     now = time.time() if now is None else now
     records = select(store, job, spec, parse_since(since))
-    billed, estimated, ce_warning = _billed_or_warning(records, client_for, now)
-    rows, warnings = [], [ce_warning] if ce_warning else []
+    billed, estimated, ce_notes = _billed_or_warning(records, client_for, now)
+    rows, warnings = [], list(ce_notes)
+    if store.skipped_rows:
+        from trainctl.usecases.jobs.listing import skipped_note
+
+        warnings.append(skipped_note(store))
     for record in records:
         running, status, why = running_usd(record, client_for)
         if why:

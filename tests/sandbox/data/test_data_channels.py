@@ -263,3 +263,18 @@ def test_an_fsx_file_system_outside_the_job_s_az_is_refused_and_one_inside_becom
     ec2_job = _dry_run(sandbox_env, home, spec, "ec2", "--subnet", subnets["us-east-1b"])
     assert ec2_job.returncode != 0 and len(ec2_job.stderr.strip().splitlines()) == 1, ec2_job.stderr
     assert "let no TCP 988 and TCP 1018-1023 in" in ec2_job.stderr, ec2_job.stderr
+
+
+def test_keys_that_cannot_be_files_are_named_at_launch_before_anything_is_created(sandbox_env, tmp_path):
+    """Issue 36, item 13: `a` beside `a/b`, or a 300-character name, failed the node after it was billed, without
+    naming the key; the launch now checks the listing's first page and names it."""
+    _dataset(sandbox_env)
+    s3, home = sandbox_env.client("s3"), tmp_path / "home"
+    long_name = "x" * 300
+    for prefix, keys, words in (("clash/", ["clash/a", "clash/a/b"], "'clash/a'"),
+                                ("long/", [f"long/{long_name}"], "longer than 255 bytes")):
+        for key in keys:
+            s3.put_object(Bucket="my-datasets", Key=key, Body=b"1")
+        proc = _dry_run(sandbox_env, home, _project(tmp_path / prefix[:-1], f"{{train: s3://my-datasets/{prefix}}}"))
+        assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert words in proc.stderr and "cannot be a file on the job's hosts" in proc.stderr, proc.stderr

@@ -54,3 +54,23 @@ def test_an_ec2_jobs_nodes_are_told_the_budget_and_their_price(sandbox_env, tmp_
     assert config is not None, text[:400]
     assert config["budget_usd"] == BUDGET
     assert round(config["node_hourly_usd"] * 2, 4) == doc["option"]["hourly_usd"]  # the plan shows 4 decimals
+
+
+def test_a_flexible_layouts_nodes_are_counted_at_the_dearest_type_the_fleet_may_launch(sandbox_env, tmp_path):
+    """Issue 36, item 11 (the CLI's part): the agent counted a flexible layout's nodes at the plan's type
+    ($0.589/h) while the fleet could launch a $1.624/h one; each type's price goes in the config, and the one
+    price the agent uses is the dearest."""
+    doc = _dry_run(sandbox_env, tmp_path, "ec2", "g5:1xA10G:2:spot")
+    template = next(r for r in doc["requests"] if r["operation"] == "CreateLaunchTemplate")
+    text = base64.b64decode(template["params"]["LaunchTemplateData"]["UserData"])
+    if text[:2] == b"\x1f\x8b":
+        text = gzip.decompress(text)
+    config = json.loads(text.decode().split("cat > \"$ROOT/config.json\" <<'TRAINCTL_CONFIG'\n")[1]
+                        .split("\nTRAINCTL_CONFIG")[0])
+    types = doc["option"]["instance_types"]
+    assert len(types) > 1 and set(config["node_hourly_by_type"]) == set(types)
+    catalog = load_catalog()
+    dearest = max(types, key=lambda t: catalog.on_demand_price("ec2", "us-east-1", t).usd_per_hour)
+    assert config["node_hourly_usd"] == config["node_hourly_by_type"][dearest] == max(
+        config["node_hourly_by_type"].values())
+    assert config["node_hourly_usd"] >= doc["option"]["hourly_usd"] / 2 - 1e-4  # the plan shows 4 decimals

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.helpers import CONFIGS, ROOT, clean_env, run_cli
+from tests.support.interrupts import (LATENCY_MS, SPEC, check_interrupted, count, interrupt_launch_at, job_of,
+                                      unwrapped)
 
-SPEC = str(Path(__file__).parents[2] / "support" / "launch_specs" / "tiny-vit-sagemaker.yaml")
-LATENCY_MS = 4000
 # Ctrl-C while each of these calls is out. `make test` takes one step per kind of cleanup (nothing created yet, the
 # bucket and its object, a security group half authorized, a role without its policy or profile, the submit
 # itself); TRAINCTL_TEST_EVERY_STEP=1 takes every step of the launch (about ten minutes more on 2 cores).
@@ -36,48 +36,6 @@ EC2_STEPS = (["PutObject", "CreateRole", "PutRolePolicy", "CreateInstanceProfile
               "CreateFleet"] if EVERY_STEP else
              ["PutRolePolicy", "AddRoleToInstanceProfile", "AuthorizeSecurityGroupIngress", "CreateLaunchTemplate",
               "CreateFleet"])
-
-
-def count(sandbox, operation: str) -> int:
-    return sum(c["count"] for c in sandbox.admin.call_log() if c["operation"] == operation)
-
-
-def interrupt_launch_at(sandbox, home: Path, args: list[str], operation: str) -> subprocess.CompletedProcess:
-    before = count(sandbox, operation)
-    sandbox.admin.set_latency(operation, LATENCY_MS)
-    proc = subprocess.Popen([sys.executable, "-m", "trainctl.cli", "launch", *args, "--yes"], cwd=ROOT,
-                            env=clean_env(home, sandbox.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    try:
-        while count(sandbox, operation) == before:  # until the call reaches the sandbox (pytest-timeout bounds it)
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        sandbox.admin.set_latency(operation, 0)
-    while sandbox.admin.calls_in_flight() > 0:  # the sandbox finishes the call the client gave up on
-        time.sleep(0.02)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def unwrapped(text: str) -> str:
-    """The text with its line wraps undone: trainctl wraps progress lines at the terminal's width (80 without one)
-    between words, so a command it names may span two lines."""
-    return " ".join(text.split())
-
-
-def job_of(stderr: str) -> str | None:
-    m = re.search(r"^(\S+): option \d+:", stderr, re.M)
-    return m.group(1) if m else None
-
-
-def check_interrupted(proc: subprocess.CompletedProcess) -> None:
-    assert proc.returncode == 130, (proc.returncode, proc.stderr)
-    assert proc.stderr.strip().splitlines()[-1:] == ["trainctl: interrupted"], (proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr
 
 
 def tagged_security_groups(sandbox, region: str, job: str | None) -> list:

@@ -87,3 +87,32 @@ def test_a_second_create_of_one_record_is_refused_and_the_first_kept(records, sa
     assert "already exists" in str(second.value) and "\n" not in str(second.value)
     body = sandbox_env.client("s3").get_object(Bucket=BUCKET, Key="race-3/job.json")["Body"].read()
     assert json.loads(body)["launched_by"].endswith("user/alice")
+
+
+def test_a_writer_that_keeps_losing_backs_off_with_jitter_and_lands(records):
+    """Issue 36, item 14: four writers re-reading at once kept colliding (21 of 80 updates gave up). The loser now
+    waits, exponentially longer with full jitter (the jitter source injected: 0.5 here, so the waits are known),
+    and lands after nine lost races in a row."""
+    from trainctl.aws import clients as aws
+
+    records.create(_doc("race-4"))
+    s3 = aws.client("s3", REGION)
+    state = {"lost": 0, "busy": False}
+
+    def another_writer_first(params, **_):
+        if params.get("IfMatch") and not state["busy"] and state["lost"] < 9:
+            state["busy"] = True
+            records.update("race-4", ACCOUNT, REGION, lambda d: {"status_by": f"writer-{state['lost']}"},
+                           jitter=lambda: 0.0, sleep=lambda s: None)
+            state["lost"] += 1
+            state["busy"] = False
+
+    waits: list[float] = []
+    s3.meta.events.register("before-parameter-build.s3.PutObject", another_writer_first)
+    try:
+        final = records.update("race-4", ACCOUNT, REGION, lambda d: {"status": "Stopping"}, jitter=lambda: 0.5,
+                               sleep=waits.append)
+    finally:
+        s3.meta.events.unregister("before-parameter-build.s3.PutObject", another_writer_first)
+    assert state["lost"] == 9 and final.status == "Stopping" and final.status_by == "writer-8"
+    assert waits == [0.05, 0.1, 0.2, 0.4, 0.8, 1.5, 1.5, 1.5, 1.5]

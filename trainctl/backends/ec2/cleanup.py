@@ -11,6 +11,9 @@ from trainctl.backends.base import JOB_TAG
 from trainctl.backends.ec2.common import instances, job_filter, launch_template, name_for, tag_map
 from trainctl.backends.ec2.fleet import terminate
 from trainctl.backends.ec2.status import mark_stopped
+from trainctl.errors import TrainctlError
+
+SAGEMAKER_JOB_POLICY = "trainctl-sagemaker-job"  # a SageMaker execution role's policy (backends/sagemaker/role.py)
 
 
 def retry_in_use(fn: Callable[[], Any], codes: tuple[str, ...], attempts: int = 30) -> None:
@@ -31,6 +34,7 @@ def cleanup(client_for, job_id: str, region: str, say: Callable[[str], None] | N
     The stop mark comes first: a `watch --recover` running beside `down` would otherwise see the nodes
     going and launch replacements (it checks the mark before and after each fleet it makes)."""
     say = say or (lambda message: None)
+    _refuse_sagemaker_job(client_for, job_id, region)
     ec2 = client_for("ec2", region)
     removed: list[str] = []
     live = [i["InstanceId"] for i in instances(ec2, job_id, ("pending", "running", "stopping", "stopped"))]
@@ -58,6 +62,26 @@ def cleanup(client_for, job_id: str, region: str, say: Callable[[str], None] | N
         removed.append(f"security group {sg['GroupId']}")
     iam = client_for("iam", region)
     return removed + _instance_profiles(iam, job_id) + _roles(iam, job_id)
+
+
+def _refuse_sagemaker_job(client_for, job_id: str, region: str) -> None:
+    """A SageMaker training job of this id, tagged with it and still running, is a SageMaker job whatever a record
+    said: EC2's `down` would delete its execution role under it. Refused before anything is touched (a principal
+    that may not describe training jobs has none to protect)."""
+    sm = client_for("sagemaker", region)
+    try:
+        found = sm.describe_training_job(TrainingJobName=job_id)
+        if found.get("TrainingJobStatus") not in ("InProgress", "Stopping"):
+            return
+        tags = sm.list_tags(ResourceArn=found["TrainingJobArn"])["Tags"]
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) in ("ValidationException", "ResourceNotFound", "AccessDenied",
+                                 "AccessDeniedException"):
+            return
+        raise
+    if any(t["Key"] == JOB_TAG and t["Value"] == job_id for t in tags):
+        raise TrainctlError(f"{job_id} runs on SageMaker (training job {found['TrainingJobArn']}), not on EC2: "
+                            f"nothing removed; `trainctl down {job_id} --platform sagemaker` takes it down")
 
 
 def _gone_is_done(fn: Callable[[], Any]) -> Any:
@@ -99,7 +123,10 @@ def _roles(iam, job_id: str) -> list[str]:
             name = role["RoleName"]
             if not _role_is_ours(iam, name, job_id):
                 continue
-            for policy in (_gone_is_done(lambda: iam.list_role_policies(RoleName=name)) or {}).get("PolicyNames", []):
+            policies = (_gone_is_done(lambda: iam.list_role_policies(RoleName=name)) or {}).get("PolicyNames", [])
+            if SAGEMAKER_JOB_POLICY in policies:  # the job's SageMaker execution role: not EC2's to delete
+                continue
+            for policy in policies:
                 _gone_is_done(lambda: iam.delete_role_policy(RoleName=name, PolicyName=policy))
             attached = _gone_is_done(lambda: iam.list_attached_role_policies(RoleName=name)) or {}
             for policy in attached.get("AttachedPolicies", []):

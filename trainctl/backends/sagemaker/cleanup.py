@@ -24,11 +24,30 @@ def _wait_ended(sm, job_id: str) -> None:
                         f"has ended; run `trainctl down {job_id}` again then")
 
 
+def _refuse_ec2_job(client_for, job_id: str, region: str) -> None:
+    """A job whose EC2 nodes live is an EC2 job, whatever a record said: SageMaker's `down` would delete its node
+    role's policy and fail on the rest, leaving the nodes running. Refused before anything is touched (a
+    principal that may not describe instances has no EC2 jobs to protect)."""
+    filters = [{"Name": f"tag:{JOB_TAG}", "Values": [job_id]},
+               {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]}]
+    try:
+        pages = client_for("ec2", region).get_paginator("describe_instances").paginate(Filters=filters)
+        live = [i["InstanceId"] for page in pages for r in page["Reservations"] for i in r["Instances"]]
+    except Exception as e:  # noqa: BLE001
+        if aws.error_code(e) in ("UnauthorizedOperation", "AccessDenied", "AccessDeniedException"):
+            return
+        raise
+    if live:
+        raise TrainctlError(f"{job_id} runs on EC2 ({', '.join(live[:4])} tagged {JOB_TAG}={job_id}), not on "
+                            f"SageMaker: nothing removed; `trainctl down {job_id} --platform ec2` takes it down")
+
+
 def cleanup(client_for, job_id: str, region: str) -> list[str]:
     """Stop the job if it still runs, then delete the security groups tagged with it and, once the job has
     ended, its own execution role (the bucket is shared and code objects are shared by hash; checkpoints,
     model and logs are the job's output and stay)."""
     removed = []
+    _refuse_ec2_job(client_for, job_id, region)
     sm = client_for("sagemaker", region)
     try:
         found = sm.describe_training_job(TrainingJobName=job_id)

@@ -25,6 +25,7 @@ from trainctl.naming.tags import SPEC_TAG
 from trainctl.backends.calls import Retry
 from trainctl.iam.execution_role import SAGEMAKER_TRUST, execution_policy  # noqa: F401 (the job's policy)
 POLICY_NAME = "trainctl-sagemaker-job"
+EC2_NODE_POLICY = "trainctl-node"  # the EC2 backend's node role policy (backends/ec2/prepare.py)
 # SageMaker's answer while a fresh role is not yet visible to it (the same as for a role that does not exist)
 ASSUME_RETRY = Retry(code="ValidationException", message="Could not assume role", attempts=7, delay_s=1.0)
 
@@ -69,7 +70,10 @@ def delete_role(iam, job_id: str) -> list[str]:
     if not any(t["Key"] == JOB_TAG and t["Value"] == job_id for t in found):
         return []
     try:
-        for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]:
+        policies = iam.list_role_policies(RoleName=name)["PolicyNames"]
+        if EC2_NODE_POLICY in policies:  # the job's EC2 nodes' role (one name serves both): not SageMaker's to delete
+            return []
+        for policy in policies:
             iam.delete_role_policy(RoleName=name, PolicyName=policy)
         for policy in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]:
             iam.detach_role_policy(RoleName=name, PolicyArn=policy["PolicyArn"])

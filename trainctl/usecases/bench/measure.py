@@ -128,14 +128,19 @@ def bench(inputs: BenchInputs, store: JobStore, say: Callable[[str], None],
             try:
                 row.update(runner.measure(c))
             except TrainctlError as e:  # no capacity, a launch refused: that layout's row says so, the rest run
-                row.update(status="not measured", measured_samples_per_s=None, spent_usd=None, note=str(e))
+                row.update(status="not measured", measured_samples_per_s=None, spent_usd=None, note=str(e),
+                           **({"job_id": e.job_id} if getattr(e, "job_id", None) else {}))
                 say(f"bench {c.layout}: not measured (the summary says why)")  # the message itself once, there
     except KeyboardInterrupt:
         runner.take_down_all()
         raise
     after = _plan_after(planned, store)
-    doc.update(dry_run=False, spent_usd=round(sum(r.get("spent_usd") or 0.0 for r in doc["layouts"]), 4),
-               top_after=after.options[0].describe() if after.options else None)
+    # a job that ran but whose follow gave up has dollars nobody counted: the total is then not known (at least the
+    # rest), never reported as if it were $0
+    unknown = [r["job_id"] for r in doc["layouts"] if r.get("job_id") and r.get("spent_usd") is None]
+    known = round(sum(r.get("spent_usd") or 0.0 for r in doc["layouts"]), 4)
+    doc.update(dry_run=False, spent_usd=None if unknown else known, spent_at_least_usd=known,
+               spent_unknown_jobs=unknown, top_after=after.options[0].describe() if after.options else None)
     doc["changed"] = _key(plan) != _key(after)
     return doc
 

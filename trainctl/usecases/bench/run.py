@@ -53,6 +53,9 @@ class BenchRun:
         job_id, region = self._launch(c, path)
         try:
             view, counted = self._follow(c, job_id, region)
+        except TrainctlError as e:  # the job ran: its row names it, and its dollars are not known (not $0)
+            e.job_id = job_id
+            raise
         finally:
             self._down(job_id)
         if not view.finished:  # stopped by the bench once measured: its status after `down`

@@ -6,7 +6,7 @@ prediction), its live status and the dollars so far. Every record read is cached
 machine's store rebuilt from the account loses nothing."""
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from trainctl.aws.workers import interruptible_pool
 
 from trainctl.aws import clients as aws
 from trainctl.naming.tags import JOB_TAG
@@ -58,7 +58,7 @@ def list_account_jobs(store: JobStore, limit: int) -> tuple[list[dict], list[str
     found: dict[tuple[str, str], str | None] = {}   # (region, job id) -> platform when a resource is tagged
     for region in regions(account):
         found.update({(region, j): p for j, p in _found_in(region, account, notes).items()})
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+    with interruptible_pool(WORKERS) as pool:
         read = list(pool.map(lambda key: _record(key[1], account, key[0]), found))
     rows = []
     for (region, job_id), (doc, problem) in zip(found, read):
@@ -71,7 +71,7 @@ def list_account_jobs(store: JobStore, limit: int) -> tuple[list[dict], list[str
     for doc, _, _ in rows:
         if doc is not None:
             store.try_write(lambda db, d=doc: _cache_unless_known(db, d))
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+    with interruptible_pool(WORKERS) as pool:
         return list(pool.map(lambda r: _row(r[0], r[1], found[(r[2], r[1])], r[2], account), rows)), notes
 
 

@@ -13,7 +13,9 @@ from typing import Any, Callable
 
 from trainctl.usecases.calibration import record_comparison
 from trainctl.errors import TrainctlError, UsageError
+from trainctl.naming.tags import JOB_TAG
 from trainctl.plans import Option
+from trainctl.state.documents import DamagedRecord, UnknownFormat
 from trainctl.state.job_store import JobRow, JobStore
 from trainctl.state.sync import finished, from_account
 from trainctl.usecases.jobs.transient import patiently
@@ -52,6 +54,14 @@ class JobRef:
     record: JobRow | None
 
 
+def _warn(message: str) -> None:
+    import sys
+
+    from trainctl.text.safe import clean
+
+    sys.stderr.write(clean(message, one_line=True) + "\n")
+
+
 def locate(store: JobStore, job_id: str, platform: str | None = None) -> JobRef:
     """The job as the store knows it. A job it does not know is only looked for on AWS when the user names its
     platform (and region): `watch`, `logs`, `stop` and `down` all give the same one-line answer otherwise."""
@@ -67,12 +77,22 @@ def locate(store: JobStore, job_id: str, platform: str | None = None) -> JobRef:
         if platform is None:
             raise
         record, broken = None, True  # the user named the platform: AWS alone answers
-    if record is not None:
-        return JobRef(job_id, record.platform, record.region or aws.default_region(), record)
+    if platform is not None and platform not in ("sagemaker", "ec2"):
+        raise UsageError(f"--platform {platform!r}: use sagemaker or ec2")
+    if record is not None:  # --platform decides over a record (which a colleague's hand may have written)
+        return JobRef(job_id, platform or record.platform, record.region or aws.default_region(), record)
     region = aws.default_region()
-    record = from_account(store, job_id, region)  # launched elsewhere: its record in the account's bucket
+    try:
+        record = from_account(store, job_id, region)  # launched elsewhere: its record in the account's bucket
+    except (UnknownFormat, DamagedRecord) as e:
+        if platform is None:
+            raise
+        # --platform given: a record no trainctl can read (a newer format, not JSON, another job's body) must not
+        # block `stop`/`down` on every other machine; the resources tagged with the job decide
+        _warn(f"warning: {e}; --platform {platform} given: what AWS holds tagged {JOB_TAG}={job_id} decides")
+        record = None
     if record is not None:  # (a broken store cannot keep it: the record then only says where the job runs)
-        return JobRef(job_id, record.platform, record.region or region, None if broken else record)
+        return JobRef(job_id, platform or record.platform, record.region or region, None if broken else record)
     from trainctl.backends import BACKENDS, check_platform
 
     if platform is None:

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from trainctl.backends.calls import SubmitTrace
 from trainctl.state import sync as shared_jobs
-from trainctl.usecases.launch.outcomes import interrupted, record_submitted, submit_failed
+from trainctl.usecases.launch.outcomes import after_submit, interrupted, submit_failed
 from trainctl.usecases.jobs.notify import remember as remember_notify
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.plans import Option, Plan, load_saved_plan
@@ -296,6 +296,18 @@ def _confirm(run: _Run, confirm: Callable[[str], bool], question: str) -> None:
         raise TrainctlError("not launched", exit_code=1)
 
 
+def _foreign_topic(target: str | None, account: str | None, platform: str, previous: str | None, say) -> None:
+    """Another account's SNS topic is accepted (a team's shared topic may be) but said, once per launch: that
+    account reads every message (the job's status and dollars), and an EC2 job's nodes publish to it."""
+    from trainctl.backends.notify_target import topic_account
+
+    theirs = topic_account(target or "")
+    if previous is None and theirs and account and theirs != account:
+        say(f"warning: --notify {target} is a topic of account {theirs}, not of this one ({account}): that account "
+            "reads the job's news (status and dollars)" + (" and the job's nodes may publish to it"
+                                                           if platform == "ec2" else ""))
+
+
 def _attempt(run: _Run, backend, request, option: Option, previous: str | None) -> tuple[Attempt, str | None]:
     """Record, submit and (with --failover) wait for capacity: the attempt, and why it got no capacity (None:
     it got it, or was not asked to wait). Raises what ends the launch."""
@@ -309,7 +321,9 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
                      batch_size=run.spec.workload.batch_size_per_accelerator, option=option,
                      plan_json=run.plan.model_dump_json(), status="Submitting", failover_from=previous)
     store.add_event(job_id, "launch", option.describe())
-    remember_notify(store, job_id, run.args.platform_options.get("notify"), run.spec.constraints.budget_usd)
+    remember_notify(store, job_id, run.args.platform_options.get("notify"), run.spec.constraints.budget_usd,
+                    bool(run.args.platform_options.get("notify_private_address")))
+    _foreign_topic(run.args.platform_options.get("notify"), run.account, request.platform, previous, say)
     attempt = Attempt(job_id=job_id, rank=option.rank, layout=option.layout, region=request.region,
                       outcome="submitted")
     # right before the job starts: the spec's launch marker, then the job's record in the account (shared_jobs)
@@ -333,8 +347,7 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
         return attempt.model_copy(update={"outcome": f"no capacity: {e}"}), str(e)
     except Exception as e:  # noqa: BLE001 - recorded, resources removed by tag, then reported in one line
         submit_failed(store, backend, request, e, say, trace)
-    record_submitted(store, request, outputs, say)
-    shared_jobs.submitted(request, outputs, run.account, say)
+    after_submit(store, request, outputs, run.account, say)  # Ctrl-C there names the job that runs
     say(f"submitted {job_id} ({option.describe()})")
     if not run.args.failover:
         return attempt, None

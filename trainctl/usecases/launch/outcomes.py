@@ -57,6 +57,29 @@ def interrupted(store: JobStore, request, trace: SubmitTrace, say: Callable[[str
         say(f"could not record the interruption: {problem}")
 
 
+def after_submit(store: JobStore, request, outputs: dict, account: str | None, say: Callable[[str], None]) -> None:
+    """AWS accepted the job: the local record and the account's take its ids and "InProgress". A Ctrl-C here (the
+    account's record update is slow under latency) names the job that now runs, and the account's record is
+    still brought out of "Submitting" (which other machines read as a launch in progress) before it stops; a
+    second Ctrl-C stops at once."""
+    from trainctl.state import sync as shared_jobs
+
+    job_id = request.job_id
+    try:
+        record_submitted(store, request, outputs, say)
+        shared_jobs.submitted(request, outputs, account, say)
+    except KeyboardInterrupt:
+        say(f"interrupted after {job_id} was submitted: it runs; `trainctl watch {job_id}` follows it, "
+            f"`trainctl down {job_id}` ends it and removes the rest")
+        try:
+            if (mine := store.job(job_id)) is not None and mine.status == "Submitting":
+                record_submitted(store, request, outputs, say)
+            shared_jobs.submitted(request, outputs, account, say)
+        except KeyboardInterrupt:
+            say(f"{job_id}: its record in the account's bucket may still say Submitting")
+        raise
+
+
 def submit_failed(store: JobStore, backend, request, e: Exception, say: Callable[[str], None],
                    trace: SubmitTrace) -> NoReturn:
     from trainctl.aws.clients import error_summary
