@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from trainctl.errors import UsageError
 from trainctl.naming import bucket as layout
-from trainctl.usecases import fetch_files as files
+from trainctl.usecases.jobs import fetch_files as files
 
 WHAT = ("model", "tensorboard", "logs", "checkpoints")
 DEFAULT_MAX_GIB = 100.0  # what one fetch writes at most, unless --max-gib says otherwise
