@@ -149,8 +149,6 @@ def test_function_level_imports_count():
 ALLOWED_FOR_NOW = {
     # issue 30, use cases grouped: the flat modules reach up into their concepts (plan records a bench's
     # measurement through usecases/bench/record.py, cost follows a job through usecases/jobs/watch.py)
-    ("trainctl/usecases/", "trainctl/usecases/bench/"),
-    ("trainctl/usecases/", "trainctl/usecases/jobs/"),
     # issue 30, the sandbox's folders: shared things still live above their users (EC2's action registry and
     # instance data in ec2/, the process and storage helpers in sagemaker/, the jobs Cost Explorer bills in
     # sagemaker/)

@@ -24,7 +24,7 @@ def cost(
     Billed is Cost Explorer's figure for the job's trainctl:job cost allocation tag: it lags up to a day."""
     from trainctl import render
     from trainctl.render.cost import cost_table
-    from trainctl.usecases.cost import report
+    from trainctl.usecases.jobs.cost import report
 
     with _store() as store:
         doc = report(store, job=job, spec=spec, since=since, group_by=group_by, with_compare=compare)

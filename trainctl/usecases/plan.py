@@ -120,8 +120,8 @@ def plan_again(planned: Planned, store: JobStore | None) -> Plan:
 def measured_rates(store: JobStore | None, spec: JobSpec) -> dict:
     """The throughput earlier jobs of this endpoint measured for the spec's model and batch."""
     measured = store.measured_rates(spec.model.name, spec.workload.batch_size_per_accelerator) if store else {}
-    if measured:  # a bench's measurement says so, with its conditions (usecases/bench/record.py)
-        from trainctl.usecases.bench.record import with_bench_origin
+    if measured:  # a bench's measurement says so, with its conditions (state/bench_conditions.py)
+        from trainctl.state.bench_conditions import with_bench_origin
 
         measured = with_bench_origin(store, measured)
     return measured

@@ -17,13 +17,12 @@ Network regime of the measurement ("up to N Gbps" instances burst on fresh credi
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 
 from trainctl.state.job_store import JobRow, JobStore
 
-EVENT = "bench"
+from trainctl.state.bench_conditions import EVENT, bench_conditions, with_bench_origin  # noqa: F401 (re-exported)
 
 
 def regime(instance_up_to: bool, count: int, training_seconds: float | None) -> str:
@@ -73,27 +72,3 @@ def record(store: JobStore, job: JobRow, view, rate: float | None, conds: dict) 
                           (job.option.instance_type if job.option else ""), count=int(view.count or 1),
                           samples_per_s=rate, job_id=job.job_id, account=job.account)
     record_comparison(store, job, rate)
-
-
-def bench_conditions(store: JobStore, job_id: str) -> dict | None:
-    for _, detail in reversed(store.events(job_id, EVENT)):
-        try:
-            doc = json.loads(detail)
-        except ValueError:
-            continue
-        if isinstance(doc, dict):
-            return doc
-    return None
-
-
-def with_bench_origin(store: JobStore, measured: dict) -> dict:
-    """The planner's measured rates, those of a bench marked with where they came from and their regime."""
-    out = {}
-    for key, rate in measured.items():
-        conds = bench_conditions(store, rate.job_id)
-        if conds is not None:
-            rate = dataclasses.replace(rate, origin=f"bench job {rate.job_id} ({conds.get('date')}, "
-                                                    f"{conds.get('steps')} steps, network {conds.get('regime')})",
-                                       network=conds.get("regime"))
-        out[key] = rate
-    return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from trainctl.aws import clients as aws
 from trainctl.naming.tags import JOB_TAG
-from trainctl.usecases.cost import CE_REGION
+from trainctl.usecases.jobs.cost import CE_REGION
 
 NAME = "cost allocation tag"
 ACTIVATE = (f"aws ce update-cost-allocation-tags-status --cost-allocation-tags-status "
