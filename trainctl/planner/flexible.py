@@ -11,6 +11,7 @@ lowest first: the order of the launch's priorities.
 """
 from __future__ import annotations
 
+from trainctl.catalog import images
 from trainctl.planner.data_terms import layout_data
 from trainctl.planner.pricing import MIN_SCORE_TYPES, input_limit, job_times, price_option, spot_price
 from trainctl.planner.spot import risk
@@ -29,9 +30,12 @@ def flexible_options(run, cand, throughput) -> list[risk.Priced]:
     fits, n_acc = fitted
     out = []
     for platform in run.platforms:
-        members = [m for m in cand.members if platform != "sagemaker" or m.sagemaker_training]
+        # offered on the platform, and driven by the image the platform would boot (catalog/images.py)
+        members = [m for m in cand.members if (platform != "sagemaker" or m.sagemaker_training)
+                   and images.drives(platform, m.family, m.accelerator.key, m.accelerator.kind) is None]
         if len(members) < 2:
-            run.exclude(cand.group, cand.count, "fewer than two of its types are offered here", platform=platform)
+            run.exclude(cand.group, cand.count, "fewer than two of its types are offered here, on an image that "
+                        "drives them", platform=platform)
             continue
         rates = {m.name: _member_rate(run, m, cand.count, platform, fits, throughput, n_acc) for m in members}
         for region in run.regions:

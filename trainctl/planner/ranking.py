@@ -11,7 +11,7 @@ from trainctl import perf
 from trainctl.perf import estimator as perf_layout
 from trainctl.perf.estimator import MeasuredRate
 from trainctl.planner.spot import risk
-from trainctl.catalog import Catalog, InstanceType, load_calibration
+from trainctl.catalog import Catalog, InstanceType, images, load_calibration
 from trainctl.planner.flexible import flexible_options
 from trainctl.planner.data_terms import ChannelFacts, layout_data
 from trainctl.planner.pricing import input_limit, objective_value, over_quota_warning, price_option
@@ -274,6 +274,9 @@ class _Planning:
         for platform in self.platforms:
             if platform == "sagemaker" and not inst.sagemaker_training:
                 self.exclude(inst.name, count, "SageMaker training does not offer this type", platform=platform)
+                continue
+            if (no_image := images.drives(platform, inst.family, inst.accelerator.key, inst.accelerator.kind)):
+                self.exclude(inst.name, count, no_image, platform=platform)  # catalog/images.py: what each image drives
                 continue
             # Full or hybrid sharding: the faster on this platform's network (full on a tie: less memory).
             fit, tp = max(((f, _throughput(self.spec, self.shape, inst, count, platform, self.measured, f,
