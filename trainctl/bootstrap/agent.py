@@ -33,6 +33,7 @@ import threading
 import time
 
 from . import budget
+from .accelerator_check import check as check_accelerators
 from .channels import Channels, ml_root
 from .checkpoints import CheckpointSync
 from .launch_command import torchrun_command
@@ -281,6 +282,7 @@ class Agent:
 
     def _run(self) -> int:
         self.log.add(f"trainctl-agent: instance {self.instance_id} ip {self.ip} job {self.job}")
+        check_accelerators(self.cfg, self.log.add)  # the GPUs/Neuron devices paid for, or fail now
         threading.Thread(target=self.watch_spot_notice, daemon=True).start()
         self.fetch_code()
         install_requirements(self.code_dir, self.log.add)  # as SageMaker's toolkit does

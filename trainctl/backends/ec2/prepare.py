@@ -273,6 +273,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     config = {"job_id": job, "region": region, "bucket": bucket, "bucket_owner": account, "code_key": code_key, **agent,
               "code_sha256": pkg.sha256, "secrets": secrets, "script": script,
               "args": as_command_line(entrypoint_args(spec, option, inst)), "nnodes": option.count, "nproc_per_node": nproc_per_node(inst),
+              "instance_type": option.instance_type, "accelerator_count": inst.accelerator_count,  # the agent's device check
               "accelerator": inst.accelerator.kind, "efa": inst.efa, "efa_rdma": efa_rdma_read(inst), "master_port": MASTER_PORT,
               "shutdown_when_done": True, **stopping_condition(option, opts.max_runtime_hours),
               # recovery relaunches any of these, within the same cap per node (backends/ec2/fleet.py)
