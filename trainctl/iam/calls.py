@@ -151,6 +151,7 @@ CALLS: tuple[Call, ...] = (
         "arn:aws:ssm:*::parameter/aws/service/deeplearning/*", "arn:aws:ssm:*::parameter/aws/service/neuron/*"),
         why="the Deep Learning AMI ids AWS publishes"),)),
     Call("ec2:DescribeInstanceTypeOfferings", E2, (_g("ec2:DescribeInstanceTypeOfferings", why=DESCRIBE),)),
+    Call("ec2:DescribeImages", E2, (_g("ec2:DescribeImages", why=DESCRIBE),)),  # the AMI's root device name
     Call("ec2:DescribeInstances", E2, (_g("ec2:DescribeInstances", why=DESCRIBE),)),
     Call("ec2:DescribeLaunchTemplates", E2, (_g("ec2:DescribeLaunchTemplates", why=DESCRIBE),)),
     Call("ec2:DescribeLaunchTemplateVersions", E2, (_g("ec2:DescribeLaunchTemplateVersions", why=DESCRIBE),)),

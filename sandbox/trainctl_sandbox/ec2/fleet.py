@@ -20,7 +20,7 @@ from typing import Any
 
 from trainctl.catalog import load_catalog
 from trainctl_sandbox.ec2 import actions as ec2_actions, client_tokens, data as ec2_data, fleet_errors, launch
-from trainctl_sandbox.ec2 import node_agents, placement_groups
+from trainctl_sandbox.ec2 import node_agents, placement_groups, root_volumes
 from trainctl_sandbox.ec2.fleet_budget import Budget
 from trainctl_sandbox.market import model as market_model, spot_prices, spot_scores
 from trainctl_sandbox.server.context import SandboxContext
@@ -304,6 +304,7 @@ def _launch(ctx: SandboxContext, r, pool: Pool, market: str, count: int, fleet_i
     if data.get("BlockDeviceMappings"):
         kwargs["block_device_mappings"] = data["BlockDeviceMappings"]
     reservation = backend.run_instances(pool.image_id, granted, None, list(data.get("SecurityGroups") or []), **kwargs)
+    root_volumes.complete(backend, reservation.instances, data.get("BlockDeviceMappings"))  # the image's root too
     profile = data.get("IamInstanceProfile") or {}
     for instance in reservation.instances:
         instance.lifecycle = "spot" if market == "spot" else None

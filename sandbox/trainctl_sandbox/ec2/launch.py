@@ -14,7 +14,7 @@ from typing import Any
 from moto.core.responses import ActionResult
 
 from trainctl_sandbox.ec2 import actions as ec2_actions, client_tokens, data as ec2_data, node_agents, placement_groups
-from trainctl_sandbox.ec2 import service_linked_roles
+from trainctl_sandbox.ec2 import root_volumes, service_linked_roles
 from trainctl_sandbox.server.context import SandboxContext
 from trainctl_sandbox.server.protocol import AwsError
 
@@ -131,6 +131,8 @@ def run_instances(ctx: SandboxContext, r, call_moto) -> Any:
         for instance in result.result.instances:
             if group:
                 instance.placement.group_name = group
+        root_volumes.complete(backend, result.result.instances,
+                              r._get_param("BlockDeviceMappings") or tmpl.get("BlockDeviceMappings"))
         nics = r._get_param("NetworkInterfaces") or tmpl.get("NetworkInterfaces") or []
         node_agents.after_launch(ctx, r.current_account, r.region, result.result.instances, list(nics))
         return result

@@ -23,7 +23,7 @@ from trainctl.naming import resources as naming
 from trainctl.aws import network, zones
 from trainctl.backends.data_checks import refuse_bad_data
 from trainctl.backends.data_keys import data_keys
-from trainctl.backends.ec2 import data as job_data, pip_reach, spot_role
+from trainctl.backends.ec2 import data as job_data, image_facts, pip_reach, spot_role
 from trainctl.backends.ec2.agent_upload import agent_calls
 from trainctl.backends.base import Alternatives, AwsCall, CapacityError, LaunchRequest, LaunchSettings, tags
 from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMPTS, NODES_TAG, PLATFORM, instances, launch_template, log_group, name_for, security_group)
@@ -114,15 +114,17 @@ def ssh_cidr(cidr: str) -> str:
     return str(net)
 
 
-def template_data(inst, ami: str, name: str, group: str, user_data: str, job_tags: list[dict]) -> dict:
-    """`inst`: the type, or for a flexible layout what every member has (`common_shape`): EFA only when all do."""
+def template_data(inst, ami: str, name: str, group: str, user_data: str, job_tags: list[dict],
+                  root_device: str) -> dict:
+    """`inst`: the type, or for a flexible layout what every member has (`common_shape`): EFA only when all do.
+    `root_device`: the AMI's RootDeviceName (image_facts.py): a mapping under another name adds a volume."""
     data: dict[str, Any] = {
         "ImageId": ami, "InstanceType": inst.name,
         "IamInstanceProfile": {"Name": name},
         # IMDSv2 only, and one hop: containers on the node cannot borrow the node's credentials.
         "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1,
                             "InstanceMetadataTags": "disabled"},
-        "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {
+        "BlockDeviceMappings": [{"DeviceName": root_device, "Ebs": {
             "VolumeSize": ROOT_VOLUME_GIB, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}}],
         # A node that finishes shuts itself down; that must end the bill, not leave a stopped instance.
         "InstanceInitiatedShutdownBehavior": "terminate",
@@ -358,7 +360,8 @@ def _template_call(ec2, job: str, inst, ami: str, group: str, config: dict, opti
     if existing:
         notes.append(f"launch template {existing} exists for the job; reusing it")
         return
-    data = template_data(inst, ami, name_for(job), group, render_user_data(config), tags(job))
+    data = template_data(inst, ami, name_for(job), group, render_user_data(config), tags(job),
+                         image_facts.root_device(ec2, ami, notes))
     calls.append(AwsCall("ec2", "CreateLaunchTemplate", {
         "LaunchTemplateName": name_for(job), "VersionDescription": f"trainctl job {job}",
         "ClientToken": token(job, "lt", data), "LaunchTemplateData": data,
