@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from trainctl.aws import clients as aws
 from trainctl.usecases.doctor_costs import check_cost_allocation_tag
+from trainctl.usecases.doctor_disks import disk_checks
 from trainctl.naming.bucket import job_bucket
 
 
@@ -321,7 +322,7 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
         from trainctl.usecases.plan import PlanInputs, make_plan
 
         _, plan = make_plan(PlanInputs(spec_path=spec_path, refresh=refresh))
-        for c in check_quotas(plan, spec_path, platforms):
+        for c in [*check_quotas(plan, spec_path, platforms), *(Check(*d) for d in disk_checks(plan, platforms))]:
             add(c)
     else:
         add(_skip("quotas", "give a job spec to check the quotas its layouts need"))

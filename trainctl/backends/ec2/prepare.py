@@ -115,7 +115,7 @@ def ssh_cidr(cidr: str) -> str:
 
 
 def template_data(inst, ami: str, name: str, group: str, user_data: str, job_tags: list[dict],
-                  root_device: str) -> dict:
+                  root_device: str, root_gib: int | None = None) -> dict:
     """`inst`: the type, or for a flexible layout what every member has (`common_shape`): EFA only when all do.
     `root_device`: the AMI's RootDeviceName (image_facts.py): a mapping under another name adds a volume."""
     data: dict[str, Any] = {
@@ -125,7 +125,7 @@ def template_data(inst, ami: str, name: str, group: str, user_data: str, job_tag
         "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1,
                             "InstanceMetadataTags": "disabled"},
         "BlockDeviceMappings": [{"DeviceName": root_device, "Ebs": {
-            "VolumeSize": ROOT_VOLUME_GIB, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}}],
+            "VolumeSize": root_gib or ROOT_VOLUME_GIB, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}}],
         # A node that finishes shuts itself down; that must end the bill, not leave a stopped instance.
         "InstanceInitiatedShutdownBehavior": "terminate",
         "UserData": base64.b64encode(user_data.encode()).decode(),
@@ -361,7 +361,7 @@ def _template_call(ec2, job: str, inst, ami: str, group: str, config: dict, opti
         notes.append(f"launch template {existing} exists for the job; reusing it")
         return
     data = template_data(inst, ami, name_for(job), group, render_user_data(config), tags(job),
-                         image_facts.root_device(ec2, ami, notes))
+                         image_facts.root_device(ec2, ami, notes), getattr(option, "volume_gb", None))
     calls.append(AwsCall("ec2", "CreateLaunchTemplate", {
         "LaunchTemplateName": name_for(job), "VersionDescription": f"trainctl job {job}",
         "ClientToken": token(job, "lt", data), "LaunchTemplateData": data,

@@ -292,7 +292,8 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
         "HyperParameters": hyperparameters(spec, inst, option, program, source_uri, job_id, kind, mp_parameters),
         "OutputDataConfig": {"S3OutputPath": layout.sagemaker_output(bucket, job_id)},
         "ResourceConfig": {"InstanceType": f"ml.{option.instance_type}", "InstanceCount": option.count,
-                           "VolumeSizeInGB": 50},
+                           # sized from the job by the plan (planner/disk.py); NVMe types use their instance storage
+                           "VolumeSizeInGB": getattr(option, "volume_gb", None) or 50},
         "StoppingCondition": stopping,
         "Environment": environment(job_id, spec.secrets),
         "RetryStrategy": {"MaximumRetryAttempts": 2},
