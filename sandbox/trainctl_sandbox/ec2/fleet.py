@@ -263,7 +263,8 @@ def _plan_with_refusals(ctx: SandboxContext, r, pools: list[Pool], market: str, 
     """Pools that EC2 refuses for another reason than capacity (fleet_errors: a quota, a permission, the
     missing Spot service-linked role) report that error; the others are planned as usual."""
     refused = [(p, *err) for p in pools
-               if (err := fleet_errors.error_for(ctx, r.current_account, p.instance_type, p.az, market))]
+               if (err := fleet_errors.error_for(ctx, r.current_account, p.instance_type, p.az, market)
+                   or placement_groups.az_conflict(ctx, r.current_account, r.region, r.ec2_backend, p.group, p.az))]
     gone = {p.index for p, _, _ in refused}
     usable = [p for p in pools if p.index not in gone]
     plan = plan_market(ctx, r.region, usable, market, want, options, capacity) if usable else Plan()

@@ -122,6 +122,8 @@ def run_instances(ctx: SandboxContext, r, call_moto) -> Any:
         if market == "spot":  # EC2 needs the Spot service-linked role first (service_linked_roles.py)
             service_linked_roles.require(r.current_account)
         check_offered(instance_type, az)
+        if (conflict := placement_groups.az_conflict(ctx, r.current_account, r.region, backend, group, az)):
+            raise AwsError(*conflict)
         granted = ctx.faults.take_capacity(instance_type, az, max_count, minimum=min_count)
         if granted == 0:
             raise insufficient_capacity(instance_type, az)

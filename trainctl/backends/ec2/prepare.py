@@ -26,7 +26,7 @@ from trainctl.backends.data_keys import data_keys
 from trainctl.backends.ec2 import data as job_data, image_facts, pip_reach, spot_role
 from trainctl.backends.ec2.agent_upload import agent_calls
 from trainctl.backends.base import Alternatives, AwsCall, CapacityError, LaunchRequest, LaunchSettings, tags
-from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMPTS, NODES_TAG, PLATFORM, instances, launch_template, log_group, name_for, security_group)
+from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMPTS, NODES_TAG, PLATFORM, group_for, instances, launch_template, log_group, name_for, security_group)
 from trainctl.backends.security_group import self_only_security_group
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.backends.ec2.log_group import DEFAULT_LOG_RETENTION_DAYS, LOG_RETENTION_DAYS, log_group_calls  # noqa: F401
@@ -140,8 +140,9 @@ def template_data(inst, ami: str, name: str, group: str, user_data: str, job_tag
 
 def fleet_params(job: str, name: str, instance_type: str, count: int, market: str, subnets: list[str],
                  client_token: str, types: tuple[str, ...] | list[str] = (),
-                 max_total_price: float | None = None) -> dict:
-    """An instant fleet of `count` identical nodes over one AZ's subnets, all or nothing (MinTargetCapacity).
+                 max_total_price: float | None = None, group: str | None = None) -> dict:
+    """An instant fleet of `count` identical nodes over one AZ's subnets, all or nothing (MinTargetCapacity), in
+    the cluster placement group `group` (default: the job's, named as its launch template).
 
     A flexible layout (`types`, in priority order) gets an override per type and subnet with its priority,
     `capacity-optimized-prioritized` (Spot; AWS honours priorities "on a best-effort basis, but optimizes for
@@ -158,7 +159,7 @@ def fleet_params(job: str, name: str, instance_type: str, count: int, market: st
         "Type": "instant", "ClientToken": client_token,
         "LaunchTemplateConfigs": [{
             "LaunchTemplateSpecification": {"LaunchTemplateName": name, "Version": "$Latest"},
-            "Overrides": [{"InstanceType": t, "SubnetId": s, "Placement": {"GroupName": name},
+            "Overrides": [{"InstanceType": t, "SubnetId": s, "Placement": {"GroupName": group or name},
                            **({"Priority": priority} if flexible else {})}
                           for priority, t in enumerate(types) for s in subnets]}],
         "TargetCapacitySpecification": {"TotalTargetCapacity": count, "DefaultTargetCapacityType": market},
@@ -175,9 +176,9 @@ def fleet_params(job: str, name: str, instance_type: str, count: int, market: st
 
 def fleet_call(job: str, instance_type: str, count: int, market: str, az: str, subnets: list[str],
                client_token: str, region: str, types: tuple[str, ...] = (),
-               max_total_price: float | None = None) -> AwsCall:
+               max_total_price: float | None = None, group: str | None = None) -> AwsCall:
     params = fleet_params(job, name_for(job), instance_type, count, market, subnets, client_token, types,
-                          max_total_price)
+                          max_total_price, group)
     what = instance_type if len(types) < 2 else f"identical nodes of any of {', '.join(types)}"
     return AwsCall("ec2", "CreateFleet", params, region, alternative_of=FLEET_GROUP.name,
                    about={"availability_zone": az}, why=f"{count} x {what} {market} in {az}")
@@ -292,10 +293,11 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     calls += log_group_calls(job, region, opts.log_retention_days, notes)
     group = _security_group_calls(ec2, job, net.vpc_id, region, opts, calls, notes)
     calls += job_data.lustre_ingress(config.get("channels", {}), group, job, region, opts.security_group)
-    calls.append(AwsCall("ec2", "CreatePlacementGroup", {
-        "GroupName": name_for(job), "Strategy": "cluster",
+    calls += [AwsCall("ec2", "CreatePlacementGroup", {  # one per AZ the fleets may try: a cluster group is one AZ's
+        "GroupName": group_for(job, az, i == 0), "Strategy": "cluster",
         "TagSpecifications": [{"ResourceType": "placement-group", "Tags": tags(job)}]},
-        region, ok_errors=("InvalidPlacementGroup.Duplicate",), why="all nodes on one low-latency network spine"))
+        region, ok_errors=("InvalidPlacementGroup.Duplicate",), why=f"all nodes on one low-latency network spine in {az}")
+        for i, az in enumerate(azs[:MAX_AZ_ATTEMPTS])]
     _template_call(ec2, job, inst, ami, group, config, option, region, calls, notes)
     _fleet_calls(ec2, job, option, azs, net, region, calls, notes)
     notes += [*job_data.channel_notes(config.get("channels", {})), f"AMI {ami}",
@@ -379,9 +381,10 @@ def _fleet_calls(ec2, job: str, option, azs: list[str], net, region: str, calls:
     nonce = f"{time.time_ns()}"  # a new launch is a new fleet; the same request re-submitted is not
     missing = option.count - len(running)
     cap = option.hourly_cap_usd * missing / option.count if option.hourly_cap_usd else None
-    for az in azs[:MAX_AZ_ATTEMPTS]:
+    for i, az in enumerate(azs[:MAX_AZ_ATTEMPTS]):
         calls.append(fleet_call(job, option.instance_type, missing, option.market, az, list(net.by_az[az]),
-                                token(job, f"fleet-{az}", nonce), region, option.instance_types, cap))
+                                token(job, f"fleet-{az}", nonce), region, option.instance_types, cap,
+                                group_for(job, az, i == 0)))
     if len(azs) > 1:
         notes.append("the fleets are alternatives: the next AZ's only when the one before got fewer than "
                      f"{option.count} instance{'s' if option.count != 1 else ''}, which are terminated first (all or "
