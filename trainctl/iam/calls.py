@@ -157,8 +157,8 @@ CALLS: tuple[Call, ...] = (
     Call("ec2:DescribeLaunchTemplateVersions", E2, (_g("ec2:DescribeLaunchTemplateVersions", why=DESCRIBE),)),
     Call("ec2:DescribeFleets", E2, (_g("ec2:DescribeFleets", why=DESCRIBE),)),
     Call("ec2:DescribePlacementGroups", E2, (_g("ec2:DescribePlacementGroups", why=DESCRIBE),)),
-    # an FSx channel on EC2: the file system's network interfaces name its security groups (lustre_network.py)
-    Call("ec2:DescribeNetworkInterfaces", E2, (_g("ec2:DescribeNetworkInterfaces", why=DESCRIBE),)),
+    # an FSx channel (EC2 and SageMaker): the file system's network interfaces name its groups (lustre_network.py)
+    Call("ec2:DescribeNetworkInterfaces", BOTH, (_g("ec2:DescribeNetworkInterfaces", why=DESCRIBE),)),
     Call("ec2:CreatePlacementGroup", E2, (
         _g("ec2:CreatePlacementGroup", resources=(f"{EC2}:placement-group/*",), condition=TAGGED_REQUEST),
         _g("ec2:CreateTags", resources=(f"{EC2}:placement-group/*",),

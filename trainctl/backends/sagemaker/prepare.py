@@ -277,6 +277,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     vpc_config = _network(client_for, job_id, option, opts, pip, calls, notes, tuple(spec.secrets.values()),
                           job_data.needs_vpc(spec.data))
     data_checks.refuse_bad_data(client_for, region, spec, opts, (vpc_config or {}).get("Subnets", ()), notes, PLATFORM)
+    calls += job_data.lustre_calls(client_for, region, spec.data, vpc_config, job_id, opts.security_group, notes)
     image = _image(opts, kind, region, inst.accelerator.kind, notes)
     if not given_role:
         check_pullable(image, account)
