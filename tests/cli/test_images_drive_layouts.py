@@ -41,3 +41,19 @@ def test_every_chosen_image_carries_its_truth_with_a_source():
         assert row.families or row.min_compute_capability, row
     assert support_of(DLAMI_PARAMETERS["gpu"]).root_device == "/dev/xvda"
     assert support_of(DLAMI_PARAMETERS["neuron"]).root_device == "/dev/sda1"
+
+
+def test_ec2_fsx_on_the_ubuntu_neuron_image_is_excluded_and_launch_refuses_in_one_line(tmp_path):
+    """The Neuron DLAMI is Ubuntu 24.04, and the node agent installs a Lustre client on Amazon Linux 2023 only:
+    every trn1 node booted, billed and shut down at its mount. Now EC2 is left out with the reason; SageMaker (it
+    mounts FSx itself) stays."""
+    spec = tmp_path / "trn-fsx.yaml"
+    spec.write_text((CONFIGS / "vit-base-trn1.yaml").read_text()
+                    + "data: {train: {fsx: fs-0123456789abcdef0, path: /fsx/data}}\n")
+    doc = json.loads(run_cli(["-o", "json", "plan", str(spec), "--offline", "--top", "500"], tmp_path).stdout)
+    assert doc["options"] and {o["platform"] for o in doc["options"]} == {"sagemaker"}
+    refused = [e for e in doc["excluded"] if e["platform"] == "ec2"]
+    assert refused and all("needs a Lustre client" in e["reason"] and "Ubuntu 24.04" in e["reason"] for e in refused)
+    launch = run_cli(["launch", str(spec), "--platform", "ec2", "--offline", "--dry-run"], tmp_path)
+    assert launch.returncode != 0 and len(launch.stderr.strip().splitlines()) == 1, launch.stderr
+    assert "needs a Lustre client" in launch.stderr, launch.stderr

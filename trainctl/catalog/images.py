@@ -197,6 +197,22 @@ def drives(platform: str, family: str, accelerator_key: str, accelerator_kind: s
     return None
 
 
+# The node agent installs a Lustre client only where the FSx for Lustre User Guide's steps need no kernel-matched
+# module build (Amazon Linux 2023: `dnf install -y lustre-client`, bootstrap/fsx.py); on Ubuntu the guide's client
+# must match the running kernel (lustre-client-modules-$(uname -r)), which trainctl does not install yet.
+LUSTRE_CLIENT_OS = ("Amazon Linux 2023",)
+
+
+def no_lustre_client(platform: str, accelerator_kind: str) -> str | None:
+    """Why an EC2 job with an FSx channel cannot mount it on the image trainctl would boot, or None."""
+    row = support_of(chosen_image(platform, accelerator_kind))
+    if platform != "ec2" or row is None or not row.os or row.os in LUSTRE_CLIENT_OS:
+        return None
+    return (f"an FSx channel on EC2 needs a Lustre client, which the node agent installs on "
+            f"{', '.join(LUSTRE_CLIENT_OS)} only; the {row.framework} runs {row.os}: use SageMaker (it mounts FSx "
+            "itself), an S3 channel, or --ami with the client installed")
+
+
 def plan_words(platform: str, accelerator_kind: str, today: str) -> str:
     """The plan's `why` line on the image an option would run on."""
     return "image " + support_note(chosen_image(platform, accelerator_kind), today)[0]

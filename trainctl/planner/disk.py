@@ -36,6 +36,13 @@ class Disk:
     refusal: str | None = None
 
 
+def has_fsx(spec) -> bool:
+    """An FSx for Lustre channel: mounted, not copied (no disk), and on EC2 it needs the image's Lustre client."""
+    from trainctl.spec.data import FsxChannel
+
+    return any(isinstance(s, FsxChannel) for s in (spec.data or {}).values())
+
+
 def keep_of(spec) -> int:
     args = getattr(spec.entrypoint, "args", None) or {}
     return int(args.get("keep") or DEFAULT_KEEP)

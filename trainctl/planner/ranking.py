@@ -14,7 +14,7 @@ from trainctl.planner.spot import risk
 from trainctl.catalog import Catalog, InstanceType, images, load_calibration
 from trainctl.planner.flexible import flexible_options
 from trainctl.planner.data_terms import ChannelFacts, layout_data
-from trainctl.planner.disk import keep_of, plan_disk
+from trainctl.planner.disk import has_fsx, keep_of, plan_disk
 from trainctl.planner.pricing import input_limit, objective_value, over_quota_warning, price_option
 from trainctl.plans import Excluded, Option, Plan
 from trainctl.planner import reasons
@@ -276,7 +276,8 @@ class _Planning:
             if platform == "sagemaker" and not inst.sagemaker_training:
                 self.exclude(inst.name, count, "SageMaker training does not offer this type", platform=platform)
                 continue
-            if (no_image := images.drives(platform, inst.family, inst.accelerator.key, inst.accelerator.kind)):
+            if (no_image := images.drives(platform, inst.family, inst.accelerator.key, inst.accelerator.kind)
+                    or (has_fsx(self.spec) and images.no_lustre_client(platform, inst.accelerator.kind))):
                 self.exclude(inst.name, count, no_image, platform=platform)  # catalog/images.py: what each image drives
                 continue
             # Full or hybrid sharding: the faster on this platform's network (full on a tie: less memory).
