@@ -87,3 +87,25 @@ def test_a_second_create_of_one_record_is_refused_and_the_first_kept(records, sa
     assert "already exists" in str(second.value) and "\n" not in str(second.value)
     body = sandbox_env.client("s3").get_object(Bucket=BUCKET, Key="race-3/job.json")["Body"].read()
     assert json.loads(body)["launched_by"].endswith("user/alice")
+
+
+def test_an_update_of_a_record_deleted_meanwhile_is_no_record_not_an_error(records):
+    """S3 answers a PutObject with If-Match on a key that no longer exists 404 NoSuchKey (S3 User Guide,
+    conditional writes); a record deleted between the read and the write (`trainctl rm` on another machine) is
+    then no record, as a missing one is, not a crash."""
+    from trainctl.aws import clients as aws
+
+    records.create(_doc("gone-1"))
+    s3 = aws.client("s3", REGION)
+
+    def deleted_first(params, **_):
+        if params.get("IfMatch"):
+            s3.meta.events.unregister("before-parameter-build.s3.PutObject", deleted_first)
+            s3.delete_object(Bucket=BUCKET, Key=records.record_key("gone-1"))
+
+    s3.meta.events.register("before-parameter-build.s3.PutObject", deleted_first)
+    try:
+        assert records.update("gone-1", ACCOUNT, REGION, lambda d: {"status": "Stopping"}) is None
+    finally:
+        s3.meta.events.unregister("before-parameter-build.s3.PutObject", deleted_first)
+    assert records.read("gone-1", ACCOUNT, REGION) is None
