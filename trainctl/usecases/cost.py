@@ -22,7 +22,8 @@ from trainctl.naming.tags import JOB_TAG
 from trainctl.store import JobRecord, JobStore
 
 GROUPS = ("job", "spec", "user", "day")
-# Cost Explorer has one endpoint, in us-east-1 (AWS General Reference, "AWS Cost Explorer endpoints").
+# Cost Explorer has one endpoint per partition: us-east-1 in aws (AWS General Reference, "AWS Cost Explorer
+# endpoints"), cn-northwest-1 in aws-cn (catalog/regions.ce_region, from botocore's endpoints.json).
 CE_REGION = "us-east-1"
 METRIC = "UnblendedCost"
 # "Cost Explorer refreshes your cost data at least once every 24 hours" (AWS Cost Management User Guide,
@@ -109,7 +110,10 @@ def _billed_or_warning(records: list[JobRecord], client_for, now: float) -> tupl
     if not records:
         return {}, False, None
     try:
-        ce = (client_for or aws.client)("ce", CE_REGION)
+        from trainctl.catalog.regions import ce_region
+
+        where = ce_region(records[0].region or aws.default_region()) or CE_REGION  # the partition's endpoint
+        ce = (client_for or aws.client)("ce", where)
         billed, estimated = billed_usd(ce, records, now)
     except Exception as e:  # noqa: BLE001 - no Cost Explorer access: predicted and running still stand
         return {}, False, (f"Cost Explorer did not answer ({aws.error_summary(e)}): no billed figures; the caller "
