@@ -146,15 +146,16 @@ def fleet_params(job: str, name: str, instance_type: str, count: int, market: st
 
     A flexible layout (`types`, in priority order) gets an override per type and subnet with its priority,
     `capacity-optimized-prioritized` (Spot; AWS honours priorities "on a best-effort basis, but optimizes for
-    capacity first") or `prioritized` (On-Demand), and MaxTotalPrice as a hard cap. SingleInstanceType stays:
+    capacity first") or `prioritized` (On-Demand), and MaxTotalPrice as a hard cap on On-Demand only. SingleInstanceType stays:
     a mix would run at its slowest node's pace and bill its dearest (planner/flexible.py).
     Spot settings live here, not in the launch template: EC2 Fleet rejects templates with
     InstanceMarketOptions. Instant fleets are one-time requests; reclaimed nodes terminate."""
     types = list(types) or [instance_type]
     flexible = len(types) > 1
     single = {"SingleAvailabilityZone": True, "SingleInstanceType": True, "MinTargetCapacity": count}
-    if max_total_price:
-        single["MaxTotalPrice"] = f"{max_total_price:.4f}"
+    # On-Demand only: for Spot, AWS "do[es] not recommend using this parameter because it can lead to increased
+    # interruptions" (EC2 API Reference, SpotOptionsRequest.MaxTotalPrice), and the plan prices each member anyway
+    cap = {"MaxTotalPrice": f"{max_total_price:.4f}"} if max_total_price and market != "spot" else {}
     params: dict[str, Any] = {
         "Type": "instant", "ClientToken": client_token,
         "LaunchTemplateConfigs": [{
@@ -170,7 +171,8 @@ def fleet_params(job: str, name: str, instance_type: str, count: int, market: st
         params["SpotOptions"] = {"AllocationStrategy": "capacity-optimized-prioritized" if flexible else
                                  "capacity-optimized", "InstanceInterruptionBehavior": "terminate", **single}
     else:
-        params["OnDemandOptions"] = {"AllocationStrategy": "prioritized" if flexible else "lowest-price", **single}
+        params["OnDemandOptions"] = {"AllocationStrategy": "prioritized" if flexible else "lowest-price", **single,
+                                     **cap}
     return params
 
 
