@@ -33,7 +33,7 @@ def test_an_fp16_plan_on_p3_excludes_volta_with_the_reason(tmp_path):
     assert "cannot drive the V100" in table and "no layout is left" in table
 
 
-def test_every_chosen_image_carries_its_truth_with_a_source():
+def test_every_chosen_image_carries_its_truth_with_a_source(tmp_path):
     for image in [":".join(IMAGES["gpu"]), ":".join(IMAGES["neuron"]), DLAMI_PARAMETERS["gpu"],
                   DLAMI_PARAMETERS["neuron"]]:
         row = support_of(image)
@@ -41,6 +41,10 @@ def test_every_chosen_image_carries_its_truth_with_a_source():
         assert row.families or row.min_compute_capability, row
     assert support_of(DLAMI_PARAMETERS["gpu"]).root_device == "/dev/xvda"
     assert support_of(DLAMI_PARAMETERS["neuron"]).root_device == "/dev/sda1"
+    shown = {r["image"]: r for r in json.loads(run_cli(["-o", "json", "catalog", "p3.2xlarge"], tmp_path).stdout)[
+        "images"]}   # `trainctl catalog` shows it
+    dlami = shown[DLAMI_PARAMETERS["gpu"]]
+    assert dlami["os"] == "Amazon Linux 2023" and "p3" not in dlami["families"] and dlami["root_device"] == "/dev/xvda"
 
 
 def test_ec2_fsx_on_the_ubuntu_neuron_image_is_excluded_and_launch_refuses_in_one_line(tmp_path):

@@ -176,7 +176,12 @@ def support_rows(today: str) -> list[dict]:
         row = support_of(image)
         rows.append({"platform": platform, "accelerator": kind, "image": image,
                      "framework": row.framework if row else None, "end_of_patch": row.end_of_patch if row else None,
-                     "status": support_note(image, today)[0], "source": row.source if row else None})
+                     "status": support_note(image, today)[0], "source": row.source if row else None,
+                     # what it drives and runs on (the planner's `drives`), as its source says
+                     "families": list(row.families) if row else None, "os": row.os if row else None,
+                     "driver": row.driver if row else None, "toolkit": row.toolkit if row else None,
+                     "min_compute_capability": row.min_compute_capability if row else None,
+                     "root_device": (row.root_device or None) if row else None})
     return rows
 
 
