@@ -89,7 +89,7 @@ def test_a_second_create_of_one_record_is_refused_and_the_first_kept(records, sa
     assert json.loads(body)["launched_by"].endswith("user/alice")
 
 
-def test_an_update_of_a_record_deleted_meanwhile_is_no_record_not_an_error(records):
+def test_an_update_of_a_record_deleted_meanwhile_is_no_record_not_an_error(records, sandbox_env):
     """S3 answers a PutObject with If-Match on a key that no longer exists 404 NoSuchKey (S3 User Guide,
     conditional writes); a record deleted between the read and the write (`trainctl rm` on another machine) is
     then no record, as a missing one is, not a crash."""
@@ -101,7 +101,7 @@ def test_an_update_of_a_record_deleted_meanwhile_is_no_record_not_an_error(recor
     def deleted_first(params, **_):
         if params.get("IfMatch"):
             s3.meta.events.unregister("before-parameter-build.s3.PutObject", deleted_first)
-            s3.delete_object(Bucket=BUCKET, Key=records.record_key("gone-1"))
+            sandbox_env.client("s3").delete_object(Bucket=BUCKET, Key=records.record_key("gone-1"))  # another machine
 
     s3.meta.events.register("before-parameter-build.s3.PutObject", deleted_first)
     try:
