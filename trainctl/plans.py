@@ -112,6 +112,9 @@ class Option(_Frozen):
         None, description="flexible layouts: the whole layout per hour on its dearest type at On-Demand; the EC2 "
                           "launch's MaxTotalPrice")
     data: DataTerms | None = Field(None, description="the input data's terms; None when the spec has no data:")
+    volume_gb: int | None = Field(None, ge=1, description="disk per node the launch asks for (planner/disk.py): "
+                                                         "SageMaker VolumeSizeInGB, EC2 root GiB; None: the "
+                                                         "default, or the type's instance storage on SageMaker")
 
     @model_validator(mode="before")
     @classmethod

@@ -35,7 +35,7 @@ def planned(spec, layout: str):
 
 
 @pytest.mark.parametrize("row_id, layout", [("lambda-bertl-h100-8gpu", "p5.48xlarge:1:on-demand"),
-                                            ("lambda-resnet50-v100-8gpu", "p3.16xlarge:1:on-demand")])
+                                            ("mosaic-mpt-7b-2k-a100-8gpu", "p4d.24xlarge:1:on-demand")])
 def test_eval_predicts_what_the_plan_states_for_the_same_spec(row_id, layout):
     row = ROWS[row_id]
     spec = eval_model.row_spec(row, CAL.shapes[row.model])

@@ -35,8 +35,9 @@ def test_a_sagemaker_job_reads_its_channel_and_its_model_comes_back_with_fetch(s
     dataset(sm)
     subnet = sm.client("ec2").describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])[
         "Subnets"][0]["SubnetId"]
+    # its groups let the job's subnet in; the job's own group gets Lustre in from them (the sandbox checks both)
     fs = sm.client("fsx").create_file_system(
-        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet],
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet], SecurityGroupIds=[lustre_group(sm)],
         LustreConfiguration={"DeploymentType": "SCRATCH_1", "ImportPath": "s3://my-datasets"})["FileSystem"]
     spec = project(tmp_path, f"{{train: s3://my-datasets/shards/, extra: {{fsx: {fs['FileSystemId']}, "
                               "path: /fsx/shards}}")

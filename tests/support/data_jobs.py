@@ -46,3 +46,22 @@ def lustre_group(sb) -> str:
         {"IpProtocol": "tcp", "FromPort": lo, "ToPort": hi, "UserIdGroupPairs": [{"GroupId": group}],
          "IpRanges": [{"CidrIp": vpc["CidrBlock"]}]} for lo, hi in ((988, 988), (1018, 1023))])
     return group
+
+
+def default_subnets(sb) -> dict[str, str]:
+    return {s["AvailabilityZone"]: s["SubnetId"] for s in sb.client("ec2").describe_subnets(
+        Filters=[{"Name": "default-for-az", "Values": ["true"]}])["Subnets"]}
+
+
+def lustre_file_system(sb, subnet: str, groups: list[str] | None = None, files: int = 12) -> dict:
+    """A Lustre file system linked to a bucket whose objects sit under shards/; in the VPC's default group unless
+    `groups` says otherwise."""
+    s3 = sb.client("s3")
+    s3.create_bucket(Bucket="lustre-data")
+    for i in range(files):
+        s3.put_object(Bucket="lustre-data", Key=f"shards/part-{i:03d}.txt", Body=str(i).encode())
+    s3.put_object(Bucket="lustre-data", Key="elsewhere/not-mine.txt", Body=b"x")
+    return sb.client("fsx").create_file_system(
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet], **({"SecurityGroupIds": groups} if groups
+                                                                               else {}),
+        LustreConfiguration={"DeploymentType": "SCRATCH_2", "ImportPath": "s3://lustre-data"})["FileSystem"]

@@ -34,6 +34,7 @@ import threading
 import time
 
 from . import budget, outcome, sm_env
+from .accelerator_check import check as check_accelerators
 from .channels import Channels, ml_root
 from .checkpoints import CheckpointSync
 from .launch_command import interface_of, torchrun_command
@@ -253,6 +254,7 @@ class Agent:
 
     def _run(self) -> int:
         self.log.add(f"trainctl-agent: instance {self.instance_id} ip {self.ip} job {self.job}")
+        check_accelerators(self.cfg, self.log.add)  # the GPUs/Neuron devices paid for, or fail now
         threading.Thread(target=self.watch_spot_notice, daemon=True).start()
         self.fetch_code()
         install_requirements(self.code_dir, self.root, self.log.add)  # as SageMaker's toolkit does, once per node

@@ -78,8 +78,8 @@ def mount(channel: dict, dest: str, log) -> bool:
     if not tool:
         return False
     cmd = [tool, "--read-only", channel["bucket"], dest]
-    if channel.get("prefix"):
-        cmd[2:2] = ["--prefix", channel["prefix"]]
+    if channel.get("prefix"):  # mount-s3 refuses a --prefix that does not end in '/' (mount-s3 --help)
+        cmd[2:2] = ["--prefix", channel["prefix"].rstrip("/") + "/"]
     if channel.get("max_gbps"):  # leave the gradients their share of the link (mount-s3 takes whole Gbps, >= 1)
         cmd[2:2] = ["--maximum-throughput-gbps", str(max(1, int(channel["max_gbps"])))]
     done = subprocess.run(cmd, capture_output=True, text=True)

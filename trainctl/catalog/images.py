@@ -42,38 +42,79 @@ DLAMI_PARAMETERS = {
 }
 
 
+# The NVIDIA architecture of each GPU in catalog.json, as compute capability (NVIDIA, "CUDA GPUs - Compute
+# Capability"): V100 7.0 (Volta), A10G 8.6 and A100 8.0 (Ampere), L4 8.9 (Ada Lovelace), H100 9.0 (Hopper).
+COMPUTE_CAPABILITY = {"V100": 7.0, "A10G": 8.6, "A100": 8.0, "L4": 8.9, "H100": 9.0}
+GENERATION = {7.0: "Volta", 7.5: "Turing", 8.0: "Ampere", 8.6: "Ampere", 8.9: "Ada Lovelace", 9.0: "Hopper"}
+# CUDA 13.0 Toolkit Release Notes, "Deprecated Architectures": offline compilation and library support for Maxwell,
+# Pascal and Volta (sm_50 to sm_72) is dropped; Turing (sm_75) is the oldest a CUDA 13 build runs on.
+CUDA13_MIN_CC = 7.5
+
+
 @dataclass(frozen=True)
 class Support:
-    """How long AWS patches an image trainctl chooses: one row per image, easy to update, each with its source."""
+    """What AWS publishes about an image trainctl chooses: one row per image, easy to update, each with its source.
+    The planner reads `families`, `accelerator` and `min_compute_capability` to pair a layout only with an image
+    that can drive it (`drives`); EC2's launch reads the real root device from DescribeImages, `root_device` is
+    what the image is published with."""
 
     image: str          # what trainctl sends: repository:tag (SageMaker) or the DLAMI's SSM parameter (EC2)
     framework: str
     end_of_patch: str   # ISO date; "" when AWS publishes none (then trainctl says so)
     source: str
+    accelerator: str = ""              # "gpu", "neuron", "cpu"; "" for rows kept only for their support line
+    families: tuple[str, ...] = ()     # instance families the image's release notes list; () = no list published
+    min_compute_capability: float = 0.0  # GPU images: the oldest NVIDIA architecture their CUDA build runs on
+    os: str = ""
+    driver: str = ""                   # NVIDIA driver on a DLAMI; "SageMaker's host" for a container
+    toolkit: str = ""                  # CUDA or Neuron SDK version
+    root_device: str = ""              # EC2 images: the RootDeviceName they are published with
 
 
+_DLC_SOURCE = ("AWS DLC Framework Support Policy (aws.github.io/deep-learning-containers/reference/support_policy): "
+               "PyTorch 2.10 GA 2026-01-21, EOP 2027-01-21; aws/deep-learning-containers buildspec-2-10-sm.yml: "
+               "cu130, Ubuntu 22.04; CUDA 13.0 Release Notes: no Volta (sm_70)")
 SUPPORT = (
     Support("pytorch-training:2.10.0-gpu-py313-cu130-ubuntu22.04-sagemaker", "PyTorch 2.10", "2027-01-21",
-            "AWS DLC Framework Support Policy (aws.github.io/deep-learning-containers/reference/support_policy): "
-            "PyTorch 2.10 GA 2026-01-21, EOP 2027-01-21"),
+            _DLC_SOURCE, accelerator="gpu", min_compute_capability=CUDA13_MIN_CC, os="Ubuntu 22.04",
+            driver="SageMaker's host", toolkit="CUDA 13.0"),
     Support("pytorch-training:2.10.0-cpu-py313-ubuntu22.04-sagemaker", "PyTorch 2.10", "2027-01-21",
-            "AWS DLC Framework Support Policy: PyTorch 2.10 EOP 2027-01-21"),
+            "AWS DLC Framework Support Policy: PyTorch 2.10 EOP 2027-01-21", accelerator="cpu", os="Ubuntu 22.04"),
     Support("smdistributed-modelparallel:2.5.1-gpu-py311-cu124", "PyTorch 2.5.1 with SMP 2.8.0", "",
-            "SageMaker Developer Guide, SMP v2 release notes: no end of support published"),
+            "SageMaker Developer Guide, SMP v2 release notes: no end of support published; SMP v2 supported "
+            "instance types: ml.p4d.24xlarge, ml.p4de.24xlarge, ml.p5.48xlarge", accelerator="gpu",
+            families=("p4d", "p4de", "p5"), min_compute_capability=8.0, os="Ubuntu 20.04",
+            driver="SageMaker's host", toolkit="CUDA 12.4"),
     Support("pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.30.0-ubuntu24.04", "PyTorch 2.9 (Neuron SDK 2.30)",
-            "", "AWS DLC available images (PyTorch Training NeuronX, newest tag); Neuron publishes no end of patch"),
+            "", "AWS DLC available images (PyTorch Training NeuronX, newest tag); Neuron publishes no end of patch",
+            accelerator="neuron", families=("trn1", "trn1n", "trn2"), os="Ubuntu 24.04",
+            driver="SageMaker's host", toolkit="Neuron SDK 2.30"),
     Support(DLAMI_PARAMETERS["gpu"], "PyTorch 2.10 (GPU DLAMI, Amazon Linux 2023)", "2027-01-21",
-            "DLAMI release notes: Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.10 (Amazon Linux 2023), x86_64, "
-            "G4dn/G5/G6/G6e/P4/P4de/P5; DLAMI Support Policy: end of patch one year after the framework's GA "
-            "(PyTorch 2.6-2.9 rows), PyTorch 2.10 GA 2026-01-21 (DLC Framework Support Policy)"),
+            "DLAMI release notes: Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.10 (Amazon Linux 2023) 20260919, "
+            "x86_64, supported_ec2_instances G4dn, G5, G6, Gr6, Gr6f, G6e, G6f, P4, P4de, P5, P5e, P5en, P6-B200 "
+            "(no P3: NVIDIA's open kernel modules need Turing or newer), nvidia_driver 595.91.07; DLAMI Support "
+            "Policy: end of patch one year after the framework's GA (PyTorch 2.10 GA 2026-01-21); EC2 User Guide, "
+            "device names: the root is /dev/sda1 or /dev/xvda by AMI (Amazon Linux: /dev/xvda)",
+            accelerator="gpu", families=("g4dn", "g5", "g6", "gr6", "g6e", "g6f", "p4d", "p4de", "p5", "p5e",
+                                         "p5en", "p6-b200"),
+            min_compute_capability=CUDA13_MIN_CC, os="Amazon Linux 2023", driver="595.91.07 (open kernel modules)",
+            toolkit="CUDA 13.0", root_device="/dev/xvda"),
     Support(DLAMI_PARAMETERS["neuron"], "PyTorch 2.9 (Neuron DLAMI, Ubuntu 24.04)", "",
             "Neuron DLAMI guide (SSM prefix /aws/service/neuron/dlami/pytorch-2.9/ubuntu-24.04); Neuron update-dlami "
             "page 2.33: PyTorch 2.9 (PyTorch/XLA) DLAMIs no longer published after Neuron 2.31, the TorchNeuron 2.14 "
-            "DLAMI that follows supports Trn2/Trn3 only; no end date published"),
+            "DLAMI that follows supports Trn2/Trn3 only; no end date published",
+            accelerator="neuron", families=("trn1", "trn1n", "trn2", "inf2"), os="Ubuntu 24.04",
+            driver="aws-neuronx-dkms", toolkit="Neuron SDK 2.31", root_device="/dev/sda1"),
     # kept so a job launched before the change still gets its support line (and its warning)
     Support("/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.7-ubuntu-22.04/latest/ami-id",
             "PyTorch 2.7 (GPU DLAMI)", "2026-04-23", "DLAMI Support Policy table: PyTorch 2.7.0 end of patch 2026-04-23"),
 )
+# Why no image trainctl could choose drives Volta (p3, p3dn) any more, on either platform: the only PyTorch builds
+# AWS still patches are CUDA 13 (no sm_70); the last DLAMI that listed P3, the Base Proprietary Nvidia Driver AMI
+# (Amazon Linux 2), dropped it (version 73.1 of 2026-06-05 lists G3, P4d, Inf1) as Amazon Linux 2 reached its end
+# of patch (2026-06-30, DLAMI Support Policy table); PyTorch 2.8 (CUDA 12.9) DLC and DLAMI ended patches 2026-08-06.
+VOLTA_NOTE = ("AWS patches no PyTorch image for Volta now (the last P3 DLAMI, on Amazon Linux 2, ended 2026-06-30; "
+              "PyTorch 2.8, CUDA 12.9, ended 2026-08-06)")
 
 
 def support_of(image: str) -> Support | None:
@@ -135,8 +176,46 @@ def support_rows(today: str) -> list[dict]:
         row = support_of(image)
         rows.append({"platform": platform, "accelerator": kind, "image": image,
                      "framework": row.framework if row else None, "end_of_patch": row.end_of_patch if row else None,
-                     "status": support_note(image, today)[0], "source": row.source if row else None})
+                     "status": support_note(image, today)[0], "source": row.source if row else None,
+                     # what it drives and runs on (the planner's `drives`), as its source says
+                     "families": list(row.families) if row else None, "os": row.os if row else None,
+                     "driver": row.driver if row else None, "toolkit": row.toolkit if row else None,
+                     "min_compute_capability": row.min_compute_capability if row else None,
+                     "root_device": (row.root_device or None) if row else None})
     return rows
+
+
+def drives(platform: str, family: str, accelerator_key: str, accelerator_kind: str) -> str | None:
+    """None when the image trainctl would choose for this platform and type can drive its accelerator; otherwise
+    the one-line reason, for the plan's excluded layouts (--show-excluded)."""
+    row = support_of(chosen_image(platform, accelerator_kind))
+    if row is None or not row.accelerator:
+        return None   # an image without published truth: nothing to check it against
+    what = f"{'SageMaker image' if platform == 'sagemaker' else 'EC2 DLAMI'} {row.framework}"
+    cc = COMPUTE_CAPABILITY.get(accelerator_key)
+    if accelerator_kind == "gpu" and cc is not None and cc < row.min_compute_capability:
+        why = f"; {VOLTA_NOTE}" if cc == 7.0 else ""
+        return (f"the {what} ({row.toolkit}) cannot drive the {accelerator_key} ({GENERATION.get(cc, cc)}, compute "
+                f"capability {cc:.1f} < {row.min_compute_capability:.1f}){why}")
+    if row.families and family not in row.families:
+        return f"the {what} does not support {family} (its release notes list {', '.join(row.families)})"
+    return None
+
+
+# The node agent installs a Lustre client only where the FSx for Lustre User Guide's steps need no kernel-matched
+# module build (Amazon Linux 2023: `dnf install -y lustre-client`, bootstrap/fsx.py); on Ubuntu the guide's client
+# must match the running kernel (lustre-client-modules-$(uname -r)), which trainctl does not install yet.
+LUSTRE_CLIENT_OS = ("Amazon Linux 2023",)
+
+
+def no_lustre_client(platform: str, accelerator_kind: str) -> str | None:
+    """Why an EC2 job with an FSx channel cannot mount it on the image trainctl would boot, or None."""
+    row = support_of(chosen_image(platform, accelerator_kind))
+    if platform != "ec2" or row is None or not row.os or row.os in LUSTRE_CLIENT_OS:
+        return None
+    return (f"an FSx channel on EC2 needs a Lustre client, which the node agent installs on "
+            f"{', '.join(LUSTRE_CLIENT_OS)} only; the {row.framework} runs {row.os}: use SageMaker (it mounts FSx "
+            "itself), an S3 channel, or --ami with the client installed")
 
 
 def plan_words(platform: str, accelerator_kind: str, today: str) -> str:

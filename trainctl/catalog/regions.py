@@ -63,3 +63,26 @@ def check_region(name: str, where: str = "--region") -> str:
     raise UsageError(f"{where} {name!r} is not a region of any AWS partition this botocore knows; {hint} "
                      "(`aws ec2 describe-regions` lists the regions your account can use; a region newer than "
                      "botocore needs `pip install -U botocore`)")
+
+
+
+@lru_cache(maxsize=1)
+def _ce_regions() -> dict[str, str]:
+    """{partition: the Region of its Cost Explorer endpoint}, from botocore's endpoints.json (service `ce`: its
+    partitionEndpoint's credentialScope: us-east-1 in aws, cn-northwest-1 in aws-cn; aws-us-gov lists none)."""
+    spec = find_spec("botocore")
+    if spec is None or spec.origin is None:
+        return {"aws": "us-east-1"}
+    data = json.loads((Path(spec.origin).parent / "data" / "endpoints.json").read_text())
+    out = {}
+    for part in data["partitions"]:
+        ce = part["services"].get("ce") or {}
+        scope = ce.get("endpoints", {}).get(ce.get("partitionEndpoint", ""), {}).get("credentialScope", {})
+        if scope.get("region"):
+            out[part["partition"]] = scope["region"]
+    return out
+
+
+def ce_region(region: str) -> str | None:
+    """Where Cost Explorer answers for an account working in `region`; None when its partition has none."""
+    return _ce_regions().get(partition_of(region))

@@ -151,13 +151,14 @@ CALLS: tuple[Call, ...] = (
         "arn:aws:ssm:*::parameter/aws/service/deeplearning/*", "arn:aws:ssm:*::parameter/aws/service/neuron/*"),
         why="the Deep Learning AMI ids AWS publishes"),)),
     Call("ec2:DescribeInstanceTypeOfferings", E2, (_g("ec2:DescribeInstanceTypeOfferings", why=DESCRIBE),)),
+    Call("ec2:DescribeImages", E2, (_g("ec2:DescribeImages", why=DESCRIBE),)),  # the AMI's root device name
     Call("ec2:DescribeInstances", E2, (_g("ec2:DescribeInstances", why=DESCRIBE),)),
     Call("ec2:DescribeLaunchTemplates", E2, (_g("ec2:DescribeLaunchTemplates", why=DESCRIBE),)),
     Call("ec2:DescribeLaunchTemplateVersions", E2, (_g("ec2:DescribeLaunchTemplateVersions", why=DESCRIBE),)),
     Call("ec2:DescribeFleets", E2, (_g("ec2:DescribeFleets", why=DESCRIBE),)),
     Call("ec2:DescribePlacementGroups", E2, (_g("ec2:DescribePlacementGroups", why=DESCRIBE),)),
-    # an FSx channel on EC2: the file system's network interfaces name its security groups (lustre_network.py)
-    Call("ec2:DescribeNetworkInterfaces", E2, (_g("ec2:DescribeNetworkInterfaces", why=DESCRIBE),)),
+    # an FSx channel (EC2 and SageMaker): the file system's network interfaces name its groups (lustre_network.py)
+    Call("ec2:DescribeNetworkInterfaces", BOTH, (_g("ec2:DescribeNetworkInterfaces", why=DESCRIBE),)),
     Call("ec2:CreatePlacementGroup", E2, (
         _g("ec2:CreatePlacementGroup", resources=(f"{EC2}:placement-group/*",), condition=TAGGED_REQUEST),
         _g("ec2:CreateTags", resources=(f"{EC2}:placement-group/*",),

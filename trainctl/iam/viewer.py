@@ -2,13 +2,15 @@
 not launch, stop or take them down (`trainctl iam-policy --role viewer`).
 
 It is the CLI policy (calls.py) cut down to the calls that `ls --all`, `watch`, `logs`, `cost` and `calibration` make,
-and of those only the actions that read (Describe, Get, List; S3 GetObject and ListBucket on trainctl's
-buckets of the same account). A viewer's `watch` of a job that ended still shows it; writing its outcome to
+and of those only the actions that read (Describe, Get, List; S3 ListBucket on trainctl's buckets of the same
+account, GetObject on the jobs' records and status marks and the measurements only: VIEWER_OBJECTS). A viewer's `watch` of a job that ended still shows it; writing its outcome to
 the account's records is refused (AccessDenied), and `watch` says so in one line.
 """
 from __future__ import annotations
 
-from trainctl.iam.calls import CALLS, allow_statements
+from trainctl.iam.calls import CALLS, S3_OBJECTS, allow_statements
+from trainctl.iam.constants import BUCKET
+from trainctl.naming.bucket import MEASUREMENTS_PREFIX, RECORD_NAME
 
 # What the read commands call (tests/sandbox/ls/test_shared_jobs.py runs them as a viewer would and checks this)
 VIEWER_OPERATIONS = (
@@ -22,6 +24,10 @@ VIEWER_OPERATIONS = (
     "ce:GetCostAndUsage",  # `cost`: the billed dollars by the trainctl:job tag
 )
 READ_VERBS = ("Describe", "Get", "List", "Filter")
+# The objects the read commands get: each job's record and status marks, and the measurements; not the job's code,
+# checkpoints, data or model (`fetch` is not a viewer's command), which a colleague shown the jobs need not read.
+VIEWER_OBJECTS = (f"arn:aws:s3:::{BUCKET}/*/{RECORD_NAME}", f"arn:aws:s3:::{BUCKET}/*/status/*",
+                  f"arn:aws:s3:::{BUCKET}/{MEASUREMENTS_PREFIX}*")
 
 
 def reads(action: str) -> bool:
@@ -37,5 +43,6 @@ def viewer_policy() -> dict:
         for grant in call.grants:
             kept = tuple(a for a in grant.actions if reads(a))
             if kept:
-                grants.append(grant.__class__(kept, grant.resources, grant.condition, grant.why))
+                resources = VIEWER_OBJECTS if grant.resources == (S3_OBJECTS,) else grant.resources
+                grants.append(grant.__class__(kept, resources, grant.condition, grant.why))
     return {"Version": "2012-10-17", "Statement": allow_statements(grants)}

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 CODE_PREFIX = "trainctl/code/"
 AGENT_PREFIX = "trainctl/agent/"
+RECORD_NAME = "job.json"                        # JOB/job.json: the job's record (state/documents.py)
+MEASUREMENTS_PREFIX = "trainctl/measurements/"  # the account's measurements (state/documents.py)
 JOB_WRITABLE = ("checkpoints", "logs", "status", "output", "tensorboard")
 
 

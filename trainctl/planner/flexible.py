@@ -11,6 +11,7 @@ lowest first: the order of the launch's priorities.
 """
 from __future__ import annotations
 
+from trainctl.catalog import images
 from trainctl.planner.data_terms import layout_data
 from trainctl.planner.pricing import MIN_SCORE_TYPES, input_limit, job_times, price_option, spot_price
 from trainctl.planner.spot import risk
@@ -29,9 +30,12 @@ def flexible_options(run, cand, throughput) -> list[risk.Priced]:
     fits, n_acc = fitted
     out = []
     for platform in run.platforms:
-        members = [m for m in cand.members if platform != "sagemaker" or m.sagemaker_training]
+        # offered on the platform, and driven by the image the platform would boot (catalog/images.py)
+        members = [m for m in cand.members if (platform != "sagemaker" or m.sagemaker_training)
+                   and images.drives(platform, m.family, m.accelerator.key, m.accelerator.kind) is None]
         if len(members) < 2:
-            run.exclude(cand.group, cand.count, "fewer than two of its types are offered here", platform=platform)
+            run.exclude(cand.group, cand.count, "fewer than two of its types are offered here, on an image that "
+                        "drives them", platform=platform)
             continue
         rates = {m.name: _member_rate(run, m, cand.count, platform, fits, throughput, n_acc) for m in members}
         for region in run.regions:
@@ -107,7 +111,8 @@ def _worst(cand, members, platform: str, market: str, priced: dict, cap: float) 
                      "(`launch --failover` moves on when a type gets no capacity)")
     else:
         lines.append(f"EC2: one fleet per AZ over {', '.join(order)} (priorities in that order), all or nothing, "
-                     f"at most ${cap:,.2f}/h (MaxTotalPrice: its dearest type On-Demand)")
+                     + (f"at most ${cap:,.2f}/h (MaxTotalPrice: its dearest type On-Demand)" if market == "on-demand"
+                        else "no MaxTotalPrice (AWS advises against it on Spot: more interruptions)"))
     option = worst.option.model_copy(update={"instance_types": order, "flexible_group": cand.group,
                                              "hourly_cap_usd": cap,
                                              "why": tuple(lines) + worst.option.why})

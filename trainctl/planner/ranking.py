@@ -5,16 +5,17 @@ The numbers' meaning and the assumptions behind them are written out in docs/cos
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from trainctl import perf
 from trainctl.perf import estimator as perf_layout
 from trainctl.perf.estimator import MeasuredRate
 from trainctl.perf.stack_inference import StackInference
 from trainctl.planner.spot import risk
-from trainctl.catalog import Catalog, InstanceType, load_calibration
+from trainctl.catalog import Catalog, InstanceType, images, load_calibration
 from trainctl.planner.flexible import flexible_options
 from trainctl.planner.data_terms import ChannelFacts, layout_data
+from trainctl.planner.disk import has_fsx, keep_of, plan_disk
 from trainctl.planner.pricing import input_limit, objective_value, price_option
 from trainctl.plans import Excluded, Option
 from trainctl.planner import reasons
@@ -301,6 +302,10 @@ class _Planning:
             if platform == "sagemaker" and not inst.sagemaker_training:
                 self.exclude(inst.name, count, "SageMaker training does not offer this type", platform=platform)
                 continue
+            if (no_image := images.drives(platform, inst.family, inst.accelerator.key, inst.accelerator.kind)
+                    or (has_fsx(self.spec) and images.no_lustre_client(platform, inst.accelerator.kind))):
+                self.exclude(inst.name, count, no_image, platform=platform)  # catalog/images.py: what each image drives
+                continue
             # Full or hybrid sharding: the faster on this platform's network (full on a tie: less memory).
             fit, tp = max(((f, self.throughput(inst, count, platform, f)) for f in fits),
                           key=lambda pair: (pair[1].samples_per_s, pair[0].strategy != "hsdp"))
@@ -308,12 +313,18 @@ class _Planning:
             for region in self.regions:
                 price = self.on_demand(platform, region, inst)
                 feed, times, data = layout_data(self, inst, count, platform, region, fit, tp, cpu_feed, n_acc)
+                room = plan_disk(platform, inst.name, self.shape, data.node_copy_bytes if data else 0.0,
+                                 keep_of(self.spec), count, fit.strategy)
+                if room.refusal:  # the copy, checkpoints and model cannot fit a node's disk (planner/disk.py)
+                    self.exclude(inst.name, count, room.refusal, platform=platform, region=region)
+                    continue
                 for market in cand.markets if price else ():
                     opt = price_option(self.catalog, self.quotes, inst, count, platform, region, market, *price,
                                        times, fit, tp, feed, n_acc, self.spec.constraints.max_spot_wait_hours,
                                        self.exclude, data=data)
                     if opt is not None:
-                        out.append(opt)
+                        out.append(replace(opt, option=opt.option.model_copy(update={
+                            "volume_gb": room.volume_gb, "why": opt.option.why + (room.words,)})))
         return out
 
     def throughput(self, inst: InstanceType, count: int, platform: str, fit: perf.MemoryFit) -> perf_layout.Estimate:

@@ -135,6 +135,8 @@ def update(job_id: str, account: str, region: str, change: Callable[[JobDocument
             _put(account, region, record_key(job_id), dump(new), job_id, IfMatch=etag)
             return new
         except Exception as e:  # noqa: BLE001
+            if aws.error_code(e) in ABSENT:  # deleted since the read: If-Match on no object is 404 NoSuchKey
+                return None
             if aws.error_code(e) not in LOST_RACE:
                 raise
         if attempt < UPDATE_ATTEMPTS - 1:

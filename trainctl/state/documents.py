@@ -19,11 +19,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainctl.errors import TrainctlError
+from trainctl.naming.bucket import MEASUREMENTS_PREFIX, RECORD_NAME  # noqa: F401 (re-exported)
 from trainctl.plans import Option
 
 FORMAT = 1                       # the record format this trainctl writes and reads
-RECORD_NAME = "job.json"
-MEASUREMENTS_PREFIX = "trainctl/measurements/"
 
 
 def record_key(job_id: str) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 from trainctl.catalog import load_catalog
 from trainctl_sandbox.ec2 import actions as ec2_actions, client_tokens, data as ec2_data, fleet_errors, launch
-from trainctl_sandbox.ec2 import node_agents, placement_groups
+from trainctl_sandbox.ec2 import node_agents, placement_groups, root_volumes
 from trainctl_sandbox.ec2.fleet_budget import Budget
 from trainctl_sandbox.market import model as market_model, spot_prices, spot_scores
 from trainctl_sandbox.server.context import SandboxContext
@@ -263,7 +263,8 @@ def _plan_with_refusals(ctx: SandboxContext, r, pools: list[Pool], market: str, 
     """Pools that EC2 refuses for another reason than capacity (fleet_errors: a quota, a permission, the
     missing Spot service-linked role) report that error; the others are planned as usual."""
     refused = [(p, *err) for p in pools
-               if (err := fleet_errors.error_for(ctx, r.current_account, p.instance_type, p.az, market))]
+               if (err := fleet_errors.error_for(ctx, r.current_account, p.instance_type, p.az, market)
+                   or placement_groups.az_conflict(ctx, r.current_account, r.region, r.ec2_backend, p.group, p.az))]
     gone = {p.index for p, _, _ in refused}
     usable = [p for p in pools if p.index not in gone]
     plan = plan_market(ctx, r.region, usable, market, want, options, capacity) if usable else Plan()
@@ -304,6 +305,7 @@ def _launch(ctx: SandboxContext, r, pool: Pool, market: str, count: int, fleet_i
     if data.get("BlockDeviceMappings"):
         kwargs["block_device_mappings"] = data["BlockDeviceMappings"]
     reservation = backend.run_instances(pool.image_id, granted, None, list(data.get("SecurityGroups") or []), **kwargs)
+    root_volumes.complete(backend, reservation.instances, data.get("BlockDeviceMappings"))  # the image's root too
     profile = data.get("IamInstanceProfile") or {}
     for instance in reservation.instances:
         instance.lifecycle = "spot" if market == "spot" else None

@@ -14,7 +14,7 @@ from typing import Any
 from moto.core.responses import ActionResult
 
 from trainctl_sandbox.ec2 import actions as ec2_actions, client_tokens, data as ec2_data, node_agents, placement_groups
-from trainctl_sandbox.ec2 import service_linked_roles
+from trainctl_sandbox.ec2 import root_volumes, service_linked_roles
 from trainctl_sandbox.server.context import SandboxContext
 from trainctl_sandbox.server.protocol import AwsError
 
@@ -122,6 +122,8 @@ def run_instances(ctx: SandboxContext, r, call_moto) -> Any:
         if market == "spot":  # EC2 needs the Spot service-linked role first (service_linked_roles.py)
             service_linked_roles.require(r.current_account)
         check_offered(instance_type, az)
+        if (conflict := placement_groups.az_conflict(ctx, r.current_account, r.region, backend, group, az)):
+            raise AwsError(*conflict)
         granted = ctx.faults.take_capacity(instance_type, az, max_count, minimum=min_count)
         if granted == 0:
             raise insufficient_capacity(instance_type, az)
@@ -131,6 +133,8 @@ def run_instances(ctx: SandboxContext, r, call_moto) -> Any:
         for instance in result.result.instances:
             if group:
                 instance.placement.group_name = group
+        root_volumes.complete(backend, result.result.instances,
+                              r._get_param("BlockDeviceMappings") or tmpl.get("BlockDeviceMappings"))
         nics = r._get_param("NetworkInterfaces") or tmpl.get("NetworkInterfaces") or []
         node_agents.after_launch(ctx, r.current_account, r.region, result.result.instances, list(nics))
         return result

@@ -209,15 +209,20 @@ def _blocked(ec2: Any, instance: Any, fs: Any) -> str | None:
     """Why the security groups keep Lustre out between the instance and the file system, or None: the file
     system's groups must let the instance in, the instance's let the file system's in (both on TCP 988 and
     1018-1023)."""
+    mine = sorted({g.id for nic in instance.nics.values() for g in nic.group_set})
+    return blocked_between(ec2, fs, mine, [nic.private_ip_address for nic in instance.nics.values()], "the instance")
+
+
+def blocked_between(ec2: Any, fs: Any, groups: list[str], ips: list[str], who: str) -> str | None:
+    """The same rule for any Lustre client: its security groups and addresses (an instance's, or a SageMaker job's
+    network interfaces in its VpcConfig subnets) against the file system's groups."""
     enis = [ec2.get_network_interface(i) for i in getattr(fs, "network_interface_ids", None) or []]
     fs_groups = sorted({g.id for eni in enis for g in eni.group_set})
-    mine = sorted({g.id for nic in instance.nics.values() for g in nic.group_set})
-    ips = [nic.private_ip_address for nic in instance.nics.values()]
-    if fs_groups and not lets_lustre_in(ec2, fs_groups, ips, set(mine)):
-        return f"the file system's groups {', '.join(fs_groups)} let no Lustre traffic in from the instance"
+    if fs_groups and not lets_lustre_in(ec2, fs_groups, ips, set(groups)):
+        return f"the file system's groups {', '.join(fs_groups)} let no Lustre traffic in from {who}"
     fs_ips = [eni.private_ip_address for eni in enis]
-    if fs_groups and not lets_lustre_in(ec2, mine, fs_ips, set(fs_groups)):
-        return f"the instance's groups {', '.join(mine)} let no Lustre traffic in from the file system"
+    if fs_groups and not lets_lustre_in(ec2, groups, fs_ips, set(fs_groups)):
+        return f"{who}'s groups {', '.join(groups)} let no Lustre traffic in from the file system"
     return None
 
 

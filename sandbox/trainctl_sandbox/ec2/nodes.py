@@ -18,6 +18,8 @@ What an instance is, on one machine:
   TRAINCTL_SANDBOX_MAX_NODES or the admin action `configure_instances` change it). An instance launched beyond
   that cannot run: it ends at once with StateReason Server.InsufficientInstanceCapacity (EC2 API Reference,
   StateReason), naming the limit, and bills nothing.
+Its accelerators are its type's, as its image lets it see them (machines.py: a stand-in `nvidia-smi`, the Neuron
+device files): an image that does not list the instance's family drives no GPU there.
 An instance whose subnet cannot reach S3, EC2 and CloudWatch Logs (vpc_reach) runs nothing, as its agent
 could reach nothing on AWS: it never checks in, and `trainctl watch` says so. An instance without user data
 runs nothing either. `configure_instances(run_user_data=False)` keeps every instance idle (the tests of the
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainctl_sandbox.ec2 import imds, lustre
+from trainctl_sandbox.ec2 import imds, lustre, machines
 from trainctl_sandbox.server.context import SandboxContext
 from trainctl_sandbox.sagemaker.processes import MARKER_ENV, free_port, terminate
 
@@ -195,13 +197,13 @@ def start(ctx: SandboxContext, account: str, region: str, instances: list[Any]) 
             port = state.ports.setdefault(job or instance.id, free_port())
             node = Node(instance, job, Path(ctx.workdir) / "ec2" / instance.id)
             state.nodes[instance.id] = node
-        _boot(ctx, node, script, port)
+        _boot(ctx, node, script, port, region)
         started.append(instance.id)
     _ensure_watcher(ctx, state)
     return started
 
 
-def _boot(ctx: SandboxContext, node: Node, script: str, port: int) -> None:
+def _boot(ctx: SandboxContext, node: Node, script: str, port: int, region: str) -> None:
     for sub in ("bin", "home", "opt"):
         (node.root / sub).mkdir(parents=True, exist_ok=True)
     shutdown = node.root / "bin" / "shutdown"
@@ -210,12 +212,14 @@ def _boot(ctx: SandboxContext, node: Node, script: str, port: int) -> None:
     shutdown.chmod(0o755)
     (node.root / "bin" / "poweroff").symlink_to(shutdown)
     lustre.helpers(ctx, node.root / "bin", node.instance.id)  # the AMI's Lustre client: mount -t lustre
+    devices = machines.install(node.root, node.instance, region)  # its GPUs/Neuron devices, as its image sees them
     user_data = node.root / "user-data"
     user_data.write_text(script)
     console = open(node.root / "console.log", "ab")  # what GetConsoleOutput would show
     shell = ["bash", str(user_data)] if not script.startswith("#!") else shlex.split(script.splitlines()[0][2:]) \
         + [str(user_data)]
-    node.proc = subprocess.Popen(shell, cwd=node.root, env=_environment(ctx, node, port), stdin=subprocess.DEVNULL,
+    node.proc = subprocess.Popen(shell, cwd=node.root, env={**_environment(ctx, node, port), **devices},
+                                 stdin=subprocess.DEVNULL,
                                  stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
     console.close()
 

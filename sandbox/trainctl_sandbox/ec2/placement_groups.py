@@ -2,7 +2,8 @@
 
 Groups live per account and region in the sandbox context. Launches (RunInstances, CreateFleet)
 look groups up here through `require`, so naming an unknown group fails as on AWS, and deleting a
-group that running instances use fails with InvalidPlacementGroup.InUse.
+group that running instances use fails with InvalidPlacementGroup.InUse, as does a launch into a cluster group
+in another AZ than its first instance's (`az_conflict`).
 """
 from __future__ import annotations
 
@@ -126,3 +127,21 @@ def delete_placement_group(ctx: SandboxContext, r) -> dict:
         raise AwsError("InvalidPlacementGroup.InUse", f"The placement group '{name}' is in use and may not be deleted.")
     del _groups(ctx, r.current_account, r.region)[name]
     return {}
+
+
+def az_conflict(ctx: SandboxContext, account: str, region: str, backend, name: str | None,
+                az: str) -> tuple[str, str] | None:
+    """(code, message) when a launch in `az` names a cluster group bound to another AZ. A cluster placement group
+    lives in one Availability Zone (EC2 User Guide, "Placement strategies": "A cluster placement group can't span
+    multiple Availability Zones"): the sandbox binds it to the AZ of its first instance, for the group's life."""
+    group = _groups(ctx, account, region).get(name or "")
+    if group is None or group["Strategy"] != "cluster":
+        return None
+    members = [i for i in backend.all_instances() if i.placement.group_name == name]
+    if not members:
+        return None
+    bound = min(members, key=lambda i: (i.launch_time, i.id))._placement.zone
+    if bound == az:
+        return None
+    return ("InvalidPlacementGroup.InUse", f"The placement group '{name}' is in use in {bound}: a cluster "
+                                           f"placement group cannot span Availability Zones (asked: {az}).")

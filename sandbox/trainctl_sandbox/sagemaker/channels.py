@@ -59,13 +59,17 @@ def fsx_refusal(request: dict[str, Any], account_id: str, region: str) -> str | 
 
 
 def fsx_files(ctx: Any, account: str, region: str, name: str,
-              source: dict[str, Any]) -> list[tuple[str, bytes]] | str:
-    """The files of an FSx channel's DirectoryPath (/MOUNTNAME/dir), or the job's failure reason."""
+              source: dict[str, Any], vpc: dict | None = None) -> list[tuple[str, bytes]] | str:
+    """The files of an FSx channel's DirectoryPath (/MOUNTNAME/dir), or the job's failure reason. SageMaker mounts
+    it from the job's network interfaces in its VpcConfig, so the Lustre ports are checked as for an EC2 node
+    (ec2/lustre.py; FSx for Lustre User Guide, "File system access control with Amazon VPC")."""
     from moto.fsx.models import fsx_backends
 
     from trainctl_sandbox.ec2.lustre import folder
 
     fs = fsx_backends[account][region].file_systems.get(source.get("FileSystemId"))
+    if fs is not None and vpc and (why := _lustre_blocked(account, region, fs, vpc)):
+        return f"ClientError: Data download failed: channel {name}: could not mount {fs.file_system_id}: {why}"
     mount = ((getattr(fs, "lustre_configuration", None) or {}).get("MountName")) if fs else None
     first, _, rest = str(source.get("DirectoryPath", "")).strip("/").partition("/")
     if fs is None or first != mount:
@@ -75,6 +79,18 @@ def fsx_files(ctx: Any, account: str, region: str, name: str,
     if not root.is_dir():
         return f"ClientError: Data download failed: channel {name}: no directory {source.get('DirectoryPath')}"
     return [(p.relative_to(root).as_posix(), p.read_bytes()) for p in sorted(root.rglob("*")) if p.is_file()]
+
+
+def _lustre_blocked(account: str, region: str, fs: Any, vpc: dict) -> str | None:
+    import ipaddress
+
+    from moto.ec2.models import ec2_backends
+
+    from trainctl_sandbox.ec2.lustre import blocked_between
+
+    ec2 = ec2_backends[account][region]
+    ips = [str(next(ipaddress.ip_network(ec2.get_subnet(s).cidr_block).hosts())) for s in vpc.get("Subnets") or []]
+    return blocked_between(ec2, fs, list(vpc.get("SecurityGroupIds") or []), ips, "the training job")
 
 
 def input_channels(s3: MotoS3, request: dict[str, Any], region: str, hosts: int,

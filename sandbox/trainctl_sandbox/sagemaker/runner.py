@@ -230,7 +230,7 @@ class JobRunner(threading.Thread):
             self._failure = f"AlgorithmError: could not download sagemaker_submit_directory {submit}: {s3_error(exc)}"
             return "failed"
         restored = self.checkpoints.objects()
-        fsx = functools.partial(fsx_files, self.ctx, self.s3_account, self.region)
+        fsx = functools.partial(fsx_files, self.ctx, self.s3_account, self.region, vpc=self.request.get("VpcConfig"))
         channels = input_channels(self.s3, self.request, self.region, len(hosts), fsx)  # one dict per host
         if isinstance(channels, str):
             self._failure = channels

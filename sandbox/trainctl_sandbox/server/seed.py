@@ -35,12 +35,25 @@ ROLE_POLICY = {"Version": "2012-10-17", "Statement": [
      "Resource": "*"}]}
 
 
+# The families each image's release notes list as supported (AWS DLAMI release notes, "supported_ec2_instances"):
+# the OSS-driver GPU DLAMIs (NVIDIA's open kernel modules: Turing and newer) list no P3 and no G3; the Base
+# Proprietary Nvidia Driver AMI (Amazon Linux 2) 73.1 (2026-06-05) lists G3, P4d, Inf1 only; the Neuron DLAMIs
+# drive Trainium and Inferentia2. A node booted from an image that does not list its family sees no accelerator
+# (ec2/machines.py).
+OSS_GPU = ("g4dn", "g5", "g6", "gr6", "g6e", "g6f", "p4d", "p4de", "p5", "p5e", "p5en", "p6-b200")
+NEURON = ("trn1", "trn1n", "trn2", "inf2")
+
+
 @dataclass(frozen=True)
 class Dlami:
     key: str
     name: str
     description: str
-    parameter: str   # AWS's public SSM parameter naming of the latest image
+    parameter: str   # AWS's public SSM parameter naming of the latest image ("": none seeded)
+    families: tuple[str, ...] = OSS_GPU
+    # DescribeImages' RootDeviceName: "/dev/sda1 or /dev/xvda, differs by AMI" (EC2 User Guide, device names):
+    # Amazon Linux images boot from /dev/xvda, Ubuntu ones from /dev/sda1
+    root_device: str = "/dev/sda1"
 
 
 # Parameter names follow AWS's scheme: /aws/service/deeplearning/ami/<arch>/<ami type>/latest/ami-id
@@ -55,16 +68,21 @@ DLAMIS = (
           "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.9-ubuntu-24.04/latest/ami-id"),
     Dlami("gpu-pytorch-2.10-al2023", "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.10 (Amazon Linux 2023) 20260418",
           "PyTorch 2.10, NVIDIA driver, EFA",
-          "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.10-amazon-linux-2023/latest/ami-id"),
+          "/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.10-amazon-linux-2023/latest/ami-id",
+          root_device="/dev/xvda"),
     Dlami("gpu-base", "Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) 20251101",
           "NVIDIA driver, CUDA, EFA; no framework",
           "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"),
     Dlami("neuron", "Deep Learning AMI Neuron (Ubuntu 22.04) 20251101",
           "Neuron SDK with PyTorch (torch-neuronx) and JAX virtual environments",
-          "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id"),
+          "/aws/service/neuron/dlami/multi-framework/ubuntu-22.04/latest/image_id", families=NEURON),
     Dlami("neuron-pytorch-2.9", "Deep Learning AMI Neuron PyTorch 2.9 (Ubuntu 24.04) 20251101",
           "Neuron SDK, PyTorch 2.9 (torch-neuronx)",
-          "/aws/service/neuron/dlami/pytorch-2.9/ubuntu-24.04/latest/image_id"),
+          "/aws/service/neuron/dlami/pytorch-2.9/ubuntu-24.04/latest/image_id", families=NEURON),
+    Dlami("gpu-base-proprietary-al2", "Deep Learning Base Proprietary Nvidia Driver AMI (Amazon Linux 2) Version 73.1",
+          "Proprietary NVIDIA driver 570, CUDA 12.1-12.3, EFA",
+          "",  # seeded without an SSM parameter (its real name is not in our sources): launched by id, --ami
+          families=("g3", "p4d", "inf1"), root_device="/dev/xvda"),
 )
 GPU_PYTORCH_PARAMETER = DLAMIS[0].parameter
 NEURON_PARAMETER = DLAMIS[4].parameter
@@ -123,9 +141,11 @@ def seed_ec2(ctx: SandboxContext) -> None:
             image = ami_id(region, d.key)
             ec2.amis[image] = Ami(ec2, image, name=d.name, description=d.description, owner_id=DLAMI_OWNER,
                                   owner_alias="amazon", public=True, virtualization_type="hvm",
-                                  architecture="x86_64", root_device_type="ebs", root_device_name="/dev/sda1",
+                                  architecture="x86_64", root_device_type="ebs", root_device_name=d.root_device,
                                   creation_date=_RELEASED, region_name=f"{region}a", boot_mode="uefi-preferred",
                                   image_location=f"amazon/{d.name}")
+            if not d.parameter:
+                continue
             params[d.parameter].append(Parameter(
                 account_id=ctx.account_id, name=d.parameter, value=image, parameter_type="String",
                 description=None, allowed_pattern=None, keyid=None, last_modified_date=_RELEASED, version=1,

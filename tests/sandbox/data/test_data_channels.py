@@ -244,8 +244,13 @@ def test_an_fsx_file_system_outside_the_job_s_az_is_refused_and_one_inside_becom
     ec2 = sandbox_env.client("ec2")
     subnets = {s["AvailabilityZone"]: s["SubnetId"] for s in ec2.describe_subnets(
         Filters=[{"Name": "default-for-az", "Values": ["true"]}])["Subnets"]}
+    vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]
+    lustre = ec2.create_security_group(GroupName="lustre", Description="FSx", VpcId=vpc["VpcId"])["GroupId"]
+    ec2.authorize_security_group_ingress(GroupId=lustre, IpPermissions=[  # Lustre from the VPC (SageMaker's ENIs)
+        {"IpProtocol": "tcp", "FromPort": lo, "ToPort": hi, "UserIdGroupPairs": [{"GroupId": lustre}],
+         "IpRanges": [{"CidrIp": vpc["CidrBlock"]}]} for lo, hi in ((988, 988), (1018, 1023))])
     fs = sandbox_env.client("fsx").create_file_system(
-        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnets["us-east-1b"]],
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnets["us-east-1b"]], SecurityGroupIds=[lustre],
         LustreConfiguration={"DeploymentType": "SCRATCH_1"})["FileSystem"]["FileSystemId"]  # mount name: fsx
     spec, home = project(tmp_path, f"{{train: {{fsx: {fs}, path: /fsx/data}}}}"), tmp_path / "home"
     far = _dry_run(sandbox_env, home, spec, "sagemaker", "--subnet", subnets["us-east-1a"])
@@ -258,11 +263,15 @@ def test_an_fsx_file_system_outside_the_job_s_az_is_refused_and_one_inside_becom
         "FileSystemDataSource": {"FileSystemId": fs, "FileSystemType": "FSxLustre", "FileSystemAccessMode": "ro",
                                  "DirectoryPath": "/fsx/data"}}}]
     assert create["VpcConfig"]["Subnets"] == [subnets["us-east-1b"]]  # one node, in the file system's VPC
-    # on EC2 the nodes mount it (tests/sandbox/data/test_fsx_ec2.py), once its groups let them in: the VPC's default
-    # group lets in only its own members
-    ec2_job = _dry_run(sandbox_env, home, spec, "ec2", "--subnet", subnets["us-east-1b"])
-    assert ec2_job.returncode != 0 and len(ec2_job.stderr.strip().splitlines()) == 1, ec2_job.stderr
-    assert "let no TCP 988 and TCP 1018-1023 in" in ec2_job.stderr, ec2_job.stderr
+    # on both platforms, once its groups let the job in: the VPC's default group lets in only its own members
+    closed = sandbox_env.client("fsx").create_file_system(
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnets["us-east-1b"]],
+        LustreConfiguration={"DeploymentType": "SCRATCH_1"})["FileSystem"]["FileSystemId"]
+    spec = _project(tmp_path / "closed", f"{{train: {{fsx: {closed}, path: /fsx/data}}}}")
+    for platform in ("ec2", "sagemaker"):
+        refused = _dry_run(sandbox_env, home, spec, platform, "--subnet", subnets["us-east-1b"])
+        assert refused.returncode != 0 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert "let no TCP 988 and TCP 1018-1023 in" in refused.stderr, refused.stderr
 
 
 def test_keys_that_cannot_be_files_are_named_at_launch_before_anything_is_created(sandbox_env, tmp_path):

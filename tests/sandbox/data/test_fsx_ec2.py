@@ -10,7 +10,7 @@ import re
 import time
 from pathlib import Path
 
-from tests.support.data_jobs import lustre_group, project
+from tests.support.data_jobs import default_subnets as _subnets, lustre_file_system, lustre_group, project
 from tests.support.helpers import run_cli
 
 FILES = 12
@@ -30,25 +30,6 @@ files = {os.path.relpath(os.path.join(top, n), path): open(os.path.join(top, n))
 print("CHANNEL", path, json.dumps(files, sort_keys=True), flush=True)
 EOF
 """
-
-
-def _subnets(sb) -> dict[str, str]:
-    return {s["AvailabilityZone"]: s["SubnetId"] for s in sb.client("ec2").describe_subnets(
-        Filters=[{"Name": "default-for-az", "Values": ["true"]}])["Subnets"]}
-
-
-def _file_system(sb, subnet: str, groups: list[str] | None = None) -> dict:
-    """A Lustre file system linked to a bucket whose objects sit under shards/; in the VPC's default group unless
-    `groups` says otherwise."""
-    s3 = sb.client("s3")
-    s3.create_bucket(Bucket="lustre-data")
-    for i in range(FILES):
-        s3.put_object(Bucket="lustre-data", Key=f"shards/part-{i:03d}.txt", Body=str(i).encode())
-    s3.put_object(Bucket="lustre-data", Key="elsewhere/not-mine.txt", Body=b"x")
-    return sb.client("fsx").create_file_system(
-        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet], **({"SecurityGroupIds": groups} if groups
-                                                                               else {}),
-        LustreConfiguration={"DeploymentType": "SCRATCH_2", "ImportPath": "s3://lustre-data"})["FileSystem"]
 
 
 def _on_a_node(sb, subnet: str, channel: dict, groups: list[str] | None = None) -> str:
@@ -78,7 +59,7 @@ def _config(fs: dict, path: str) -> dict:
 def test_an_instance_sees_exactly_the_file_system_s_directory_at_its_channel_path(ec2_nodes):
     sandbox = ec2_nodes
     subnet = _subnets(sandbox)["us-east-1b"]
-    fs = _file_system(sandbox, subnet)
+    fs = lustre_file_system(sandbox, subnet)
     mount_name = fs["LustreConfiguration"]["MountName"]
     console = _on_a_node(sandbox, subnet, _config(fs, f"/{mount_name}/shards"))
     (line,) = [ln for ln in console.splitlines() if ln.startswith("CHANNEL ")]
@@ -92,7 +73,7 @@ def test_an_instance_sees_exactly_the_file_system_s_directory_at_its_channel_pat
 def test_a_wrong_mount_name_or_an_unknown_file_system_fails_the_mount_in_one_line(ec2_nodes):
     sandbox = ec2_nodes
     subnet = _subnets(sandbox)["us-east-1b"]
-    fs = _file_system(sandbox, subnet)
+    fs = lustre_file_system(sandbox, subnet)
     wrong = _on_a_node(sandbox, subnet, _config(fs, "/notmine/shards"))
     assert "CHANNEL" not in wrong  # no training on an empty folder
     (line,) = [ln for ln in wrong.splitlines() if "trainctl-agent:" in ln]
@@ -113,7 +94,7 @@ def test_a_wrong_mount_name_or_an_unknown_file_system_fails_the_mount_in_one_lin
 def test_an_ec2_launch_with_an_fsx_channel_shows_the_mount_and_gives_the_nodes_its_names(sandbox_env, tmp_path):
     subnet = _subnets(sandbox_env)["us-east-1b"]
     group = lustre_group(sandbox_env)
-    fs = _file_system(sandbox_env, subnet, [group])
+    fs = lustre_file_system(sandbox_env, subnet, [group])
     mount_name = fs["LustreConfiguration"]["MountName"]
     spec = project(tmp_path, f"{{train: {{fsx: {fs['FileSystemId']}, path: /{mount_name}/shards}}}}")
     proc = run_cli(["-o", "json", "launch", spec, "--platform", "ec2", "--dry-run"],  # no --subnet: the file
@@ -138,7 +119,7 @@ def test_an_ec2_launch_with_an_fsx_channel_shows_the_mount_and_gives_the_nodes_i
 def test_an_ec2_launch_is_refused_in_one_line_when_the_file_system_s_groups_keep_the_nodes_out(sandbox_env,
                                                                                                 tmp_path):
     subnet = _subnets(sandbox_env)["us-east-1b"]
-    fs = _file_system(sandbox_env, subnet)  # the VPC's default group: lets in only its own members
+    fs = lustre_file_system(sandbox_env, subnet)  # the VPC's default group: lets in only its own members
     spec = project(tmp_path, f"{{train: {{fsx: {fs['FileSystemId']}, "
                               f"path: /{fs['LustreConfiguration']['MountName']}/shards}}}}")
     proc = run_cli(["-o", "json", "launch", spec, "--platform", "ec2", "--subnet", subnet, "--dry-run"],
@@ -154,7 +135,7 @@ def test_a_node_whose_mount_fails_records_the_one_line_and_shuts_down_without_tr
     agent's failure path records why (the job's `failed` mark, which `watch` shows) and shuts the node down."""
     sb, home = ec2_nodes, tmp_path / "home"
     subnet = _subnets(sb)["us-east-1b"]
-    fs = _file_system(sb, subnet, [lustre_group(sb)])
+    fs = lustre_file_system(sb, subnet, [lustre_group(sb)])
     spec = project(tmp_path, f"{{train: {{fsx: {fs['FileSystemId']}, path: "
                               f"/{fs['LustreConfiguration']['MountName']}/not-there}}}}")
     launched = run_cli(["-o", "json", "launch", spec, "--platform", "ec2", "--subnet", subnet, "--yes"], home,

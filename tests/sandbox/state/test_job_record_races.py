@@ -116,3 +116,25 @@ def test_a_writer_that_keeps_losing_backs_off_with_jitter_and_lands(records):
         s3.meta.events.unregister("before-parameter-build.s3.PutObject", another_writer_first)
     assert state["lost"] == 9 and final.status == "Stopping" and final.status_by == "writer-8"
     assert waits == [0.05, 0.1, 0.2, 0.4, 0.8, 1.5, 1.5, 1.5, 1.5]
+
+
+def test_an_update_of_a_record_deleted_meanwhile_is_no_record_not_an_error(records, sandbox_env):
+    """S3 answers a PutObject with If-Match on a key that no longer exists 404 NoSuchKey (S3 User Guide,
+    conditional writes); a record deleted between the read and the write (`trainctl rm` on another machine) is
+    then no record, as a missing one is, not a crash."""
+    from trainctl.aws import clients as aws
+
+    records.create(_doc("gone-1"))
+    s3 = aws.client("s3", REGION)
+
+    def deleted_first(params, **_):
+        if params.get("IfMatch"):
+            s3.meta.events.unregister("before-parameter-build.s3.PutObject", deleted_first)
+            sandbox_env.client("s3").delete_object(Bucket=BUCKET, Key=records.record_key("gone-1"))  # another machine
+
+    s3.meta.events.register("before-parameter-build.s3.PutObject", deleted_first)
+    try:
+        assert records.update("gone-1", ACCOUNT, REGION, lambda d: {"status": "Stopping"}) is None
+    finally:
+        s3.meta.events.unregister("before-parameter-build.s3.PutObject", deleted_first)
+    assert records.read("gone-1", ACCOUNT, REGION) is None

@@ -16,6 +16,12 @@ MAX_AZ_ATTEMPTS = 3
 CONFIG_START, CONFIG_END = "<<'TRAINCTL_CONFIG'\n", "\nTRAINCTL_CONFIG\n"
 
 name_for = job_resource_name
+
+
+def group_for(job_id: str, az: str, first: bool = False) -> str:
+    """The job's cluster placement group in `az`: the job's own name in the launch's first AZ, `<name>-<az>` in any
+    other (a cluster group lives in one AZ: EC2 User Guide, placement strategies; fleet.az_group, prepare.py)."""
+    return name_for(job_id) if first else f"{name_for(job_id)}-{az}"
 log_group = ec2_log_group
 
 

@@ -14,8 +14,8 @@ DescribeFileSystems (its data checks already found the file system), so the node
 from __future__ import annotations
 
 from trainctl.backends.data_checks import data_reads  # noqa: F401 (the nodes' role reads these)
-from trainctl.backends.ec2 import lustre_network
-from trainctl.backends.ec2.lustre_network import lustre_ingress  # noqa: F401 (prepare adds these to the group)
+from trainctl.backends import lustre_network
+from trainctl.backends.lustre_network import lustre_ingress  # noqa: F401 (prepare adds these to the group)
 from trainctl.errors import UsageError
 from trainctl.spec.data import FsxChannel
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from trainctl.backends.base import AwsCall, CapacityError, Verdict
+from botocore.exceptions import ClientError
+
+from trainctl.backends.base import AwsCall, CapacityError, Verdict, tags
 from trainctl.backends.ec2.common import (LIVE_STATES, MAX_AZ_ATTEMPTS, STATE_TAG, TERMINATED_BY_TAG,
-                                          instances, job_config, name_for, security_group, tag_map)
+                                          group_for, instances, job_config, name_for, security_group, tag_map)
 from trainctl.backends.ec2.attempts import RecoveryAttempts
 from trainctl.backends.ec2.prepare import az_order, fleet_params
 from trainctl.errors import TrainctlError
@@ -165,7 +167,7 @@ def _recover(backend, job_id: str, region: str, progress: Callable[[str], None] 
         if stopped():
             return result
         got = _launch(ec2, job_id, view.instance_type, missing, market, home, sorted(by_az.get(home, [])),
-                      f"r-{home}", say, attempts, shape)
+                      f"r-{home}", say, attempts, shape, alive[0].get("Placement", {}).get("GroupName"))
         if got is not None:
             return {**result, "launched": [] if _undo_if_stopped(ec2, got, stopped) else got,
                     "availability_zone": home}
@@ -180,7 +182,7 @@ def _recover(backend, job_id: str, region: str, progress: Callable[[str], None] 
         if stopped():
             return result
         got = _launch(ec2, job_id, view.instance_type, view.count, market, az, sorted(by_az[az]), f"m-{az}",
-                      say, attempts, shape)
+                      say, attempts, shape, az_group(ec2, job_id, az, say))
         if got is not None:
             return {**result, "launched": [] if _undo_if_stopped(ec2, got, stopped) else got,
                     "availability_zone": az, "moved": az != home or bool(alive)}
@@ -228,15 +230,30 @@ def _undo_if_stopped(ec2, got: list[str], stopped: Callable[[], bool]) -> bool:
     return True
 
 
+def az_group(ec2, job_id: str, az: str, say: Callable[[str], None]) -> str:
+    """The job's cluster placement group for a move to `az`, made if missing: a cluster group lives in one AZ
+    (EC2 User Guide, placement strategies: it "can't span multiple Availability Zones") and stays bound to the old
+    one while the survivors shut down, so the moved job gets its own, tagged for `down` (cleanup.py)."""
+    name = group_for(job_id, az)
+    try:
+        ec2.create_placement_group(GroupName=name, Strategy="cluster", TagSpecifications=[
+            {"ResourceType": "placement-group", "Tags": tags(job_id)}])
+        say(f"placement group {name} for {az}")
+    except ClientError as e:
+        if e.response.get("Error", {}).get("Code") != "InvalidPlacementGroup.Duplicate":
+            raise
+    return name
+
+
 def _launch(ec2, job_id: str, itype: str, count: int, market: str, az: str, subnets: list[str], what: str,
             say: Callable[[str], None], attempts: RecoveryAttempts,
-            shape: tuple[tuple[str, ...], float | None] = ((), None)) -> list[str] | None:
+            shape: tuple[tuple[str, ...], float | None] = ((), None), group: str | None = None) -> list[str] | None:
     """One all-or-nothing fleet for recovery: the instance ids, or None (what it got was given back). `shape`: a
-    flexible layout's types and its cap per node."""
+    flexible layout's types and its cap per node; `group`: the cluster placement group (default: the job's)."""
     client_token, refused = attempts.next(what)
     types, node_usd = shape
     params = fleet_params(job_id, name_for(job_id), itype, count, market, subnets, client_token, types,
-                          node_usd * count if node_usd else None)
+                          node_usd * count if node_usd else None, group)
     say(f"launching {count} x {itype if len(types) < 2 else ' or '.join(types)} {market} in {az}")
     got, errors, fleet_id = create_fleet(ec2, params, az)
     if len(got) >= count:

@@ -23,10 +23,11 @@ from trainctl.naming import resources as naming
 from trainctl.aws import network, zones
 from trainctl.backends.data_checks import refuse_bad_data
 from trainctl.backends.data_keys import data_keys
-from trainctl.backends.ec2 import data as job_data, pip_reach, spot_role
+from trainctl.backends.ec2 import data as job_data, image_facts, pip_reach, spot_role
 from trainctl.backends.ec2.agent_upload import agent_calls
 from trainctl.backends.base import Alternatives, AwsCall, CapacityError, LaunchRequest, LaunchSettings, tags
-from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMPTS, NODES_TAG, PLATFORM, instances, launch_template, log_group, name_for, security_group)
+from trainctl.backends.ec2.placement_groups import placement_group_calls
+from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMPTS, NODES_TAG, PLATFORM, group_for, instances, launch_template, log_group, name_for, security_group)
 from trainctl.backends.security_group import self_only_security_group
 from trainctl.errors import TrainctlError, UsageError
 from trainctl.backends.ec2.log_retention import DEFAULT_LOG_RETENTION_DAYS, LOG_RETENTION_DAYS, log_group_calls  # noqa: F401
@@ -114,16 +115,18 @@ def ssh_cidr(cidr: str) -> str:
     return str(net)
 
 
-def template_data(inst, ami: str, name: str, group: str, user_data: str, job_tags: list[dict]) -> dict:
-    """`inst`: the type, or for a flexible layout what every member has (`common_shape`): EFA only when all do."""
+def template_data(inst, ami: str, name: str, group: str, user_data: str, job_tags: list[dict],
+                  root_device: str, root_gib: int | None = None) -> dict:
+    """`inst`: the type, or for a flexible layout what every member has (`common_shape`): EFA only when all do.
+    `root_device`: the AMI's RootDeviceName (image_facts.py): a mapping under another name adds a volume."""
     data: dict[str, Any] = {
         "ImageId": ami, "InstanceType": inst.name,
         "IamInstanceProfile": {"Name": name},
         # IMDSv2 only, and one hop: containers on the node cannot borrow the node's credentials.
         "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1,
                             "InstanceMetadataTags": "disabled"},
-        "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {
-            "VolumeSize": ROOT_VOLUME_GIB, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}}],
+        "BlockDeviceMappings": [{"DeviceName": root_device, "Ebs": {
+            "VolumeSize": root_gib or ROOT_VOLUME_GIB, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}}],
         # A node that finishes shuts itself down; that must end the bill, not leave a stopped instance.
         "InstanceInitiatedShutdownBehavior": "terminate",
         "UserData": base64.b64encode(user_data.encode()).decode(),
@@ -138,25 +141,27 @@ def template_data(inst, ami: str, name: str, group: str, user_data: str, job_tag
 
 def fleet_params(job: str, name: str, instance_type: str, count: int, market: str, subnets: list[str],
                  client_token: str, types: tuple[str, ...] | list[str] = (),
-                 max_total_price: float | None = None) -> dict:
-    """An instant fleet of `count` identical nodes over one AZ's subnets, all or nothing (MinTargetCapacity).
+                 max_total_price: float | None = None, group: str | None = None) -> dict:
+    """An instant fleet of `count` identical nodes over one AZ's subnets, all or nothing (MinTargetCapacity), in
+    the cluster placement group `group` (default: the job's, named as its launch template).
 
     A flexible layout (`types`, in priority order) gets an override per type and subnet with its priority,
     `capacity-optimized-prioritized` (Spot; AWS honours priorities "on a best-effort basis, but optimizes for
-    capacity first") or `prioritized` (On-Demand), and MaxTotalPrice as a hard cap. SingleInstanceType stays:
+    capacity first") or `prioritized` (On-Demand), and MaxTotalPrice as a hard cap on On-Demand only. SingleInstanceType stays:
     a mix would run at its slowest node's pace and bill its dearest (planner/flexible.py).
     Spot settings live here, not in the launch template: EC2 Fleet rejects templates with
     InstanceMarketOptions. Instant fleets are one-time requests; reclaimed nodes terminate."""
     types = list(types) or [instance_type]
     flexible = len(types) > 1
     single = {"SingleAvailabilityZone": True, "SingleInstanceType": True, "MinTargetCapacity": count}
-    if max_total_price:
-        single["MaxTotalPrice"] = f"{max_total_price:.4f}"
+    # On-Demand only: for Spot, AWS "do[es] not recommend using this parameter because it can lead to increased
+    # interruptions" (EC2 API Reference, SpotOptionsRequest.MaxTotalPrice), and the plan prices each member anyway
+    cap = {"MaxTotalPrice": f"{max_total_price:.4f}"} if max_total_price and market != "spot" else {}
     params: dict[str, Any] = {
         "Type": "instant", "ClientToken": client_token,
         "LaunchTemplateConfigs": [{
             "LaunchTemplateSpecification": {"LaunchTemplateName": name, "Version": "$Latest"},
-            "Overrides": [{"InstanceType": t, "SubnetId": s, "Placement": {"GroupName": name},
+            "Overrides": [{"InstanceType": t, "SubnetId": s, "Placement": {"GroupName": group or name},
                            **({"Priority": priority} if flexible else {})}
                           for priority, t in enumerate(types) for s in subnets]}],
         "TargetCapacitySpecification": {"TotalTargetCapacity": count, "DefaultTargetCapacityType": market},
@@ -167,15 +172,16 @@ def fleet_params(job: str, name: str, instance_type: str, count: int, market: st
         params["SpotOptions"] = {"AllocationStrategy": "capacity-optimized-prioritized" if flexible else
                                  "capacity-optimized", "InstanceInterruptionBehavior": "terminate", **single}
     else:
-        params["OnDemandOptions"] = {"AllocationStrategy": "prioritized" if flexible else "lowest-price", **single}
+        params["OnDemandOptions"] = {"AllocationStrategy": "prioritized" if flexible else "lowest-price", **single,
+                                     **cap}
     return params
 
 
 def fleet_call(job: str, instance_type: str, count: int, market: str, az: str, subnets: list[str],
                client_token: str, region: str, types: tuple[str, ...] = (),
-               max_total_price: float | None = None) -> AwsCall:
+               max_total_price: float | None = None, group: str | None = None) -> AwsCall:
     params = fleet_params(job, name_for(job), instance_type, count, market, subnets, client_token, types,
-                          max_total_price)
+                          max_total_price, group)
     what = instance_type if len(types) < 2 else f"identical nodes of any of {', '.join(types)}"
     return AwsCall("ec2", "CreateFleet", params, region, alternative_of=FLEET_GROUP.name,
                    about={"availability_zone": az}, why=f"{count} x {what} {market} in {az}")
@@ -273,11 +279,12 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     config = {"job_id": job, "region": region, "bucket": bucket, "bucket_owner": account, "code_key": code_key, **agent,
               "code_sha256": pkg.sha256, "secrets": secrets, "script": script,
               "args": as_command_line(entrypoint_args(spec, option, inst)), "nnodes": option.count, "nproc_per_node": nproc_per_node(inst),
+              "instance_type": option.instance_type, "accelerator_count": inst.accelerator_count,  # the agent's device check
               "accelerator": inst.accelerator.kind, "efa": inst.efa, "efa_rdma": efa_rdma_read(inst), "master_port": MASTER_PORT,
               "shutdown_when_done": True, **stopping_condition(option, opts.max_runtime_hours),
               # the agent's outcome rules (bootstrap/outcome.py): reruns of a failed script, the plan's steps
               "max_retries": int(getattr(spec.entrypoint, "max_retries", 0) or 0),
-              "total_steps": total_steps(spec, option), "instance_type": option.instance_type,
+              "total_steps": total_steps(spec, option),
               # recovery relaunches any of these, within the same cap per node (backends/ec2/fleet.py)
               "instance_types": list(option.instance_types),
               "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None,
@@ -292,10 +299,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     calls += log_group_calls(job, region, opts.log_retention_days, notes)
     group = _security_group_calls(ec2, job, net.vpc_id, region, opts, calls, notes)
     calls += job_data.lustre_ingress(config.get("channels", {}), group, job, region, opts.security_group)
-    calls.append(AwsCall("ec2", "CreatePlacementGroup", {
-        "GroupName": name_for(job), "Strategy": "cluster",
-        "TagSpecifications": [{"ResourceType": "placement-group", "Tags": tags(job)}]},
-        region, ok_errors=("InvalidPlacementGroup.Duplicate",), why="all nodes on one low-latency network spine"))
+    calls += placement_group_calls(job, azs, region)
     _template_call(ec2, job, inst, ami, group, config, option, region, calls, notes)
     _fleet_calls(ec2, job, option, azs, net, region, calls, notes)
     notes += [*job_data.channel_notes(config.get("channels", {})), f"AMI {ami}",
@@ -360,7 +364,8 @@ def _template_call(ec2, job: str, inst, ami: str, group: str, config: dict, opti
     if existing:
         notes.append(f"launch template {existing} exists for the job; reusing it")
         return
-    data = template_data(inst, ami, name_for(job), group, render_user_data(config), tags(job))
+    data = template_data(inst, ami, name_for(job), group, render_user_data(config), tags(job),
+                         image_facts.root_device(ec2, ami, notes), getattr(option, "volume_gb", None))
     calls.append(AwsCall("ec2", "CreateLaunchTemplate", {
         "LaunchTemplateName": name_for(job), "VersionDescription": f"trainctl job {job}",
         "ClientToken": token(job, "lt", data), "LaunchTemplateData": data,
@@ -378,9 +383,10 @@ def _fleet_calls(ec2, job: str, option, azs: list[str], net, region: str, calls:
     nonce = f"{time.time_ns()}"  # a new launch is a new fleet; the same request re-submitted is not
     missing = option.count - len(running)
     cap = option.hourly_cap_usd * missing / option.count if option.hourly_cap_usd else None
-    for az in azs[:MAX_AZ_ATTEMPTS]:
+    for i, az in enumerate(azs[:MAX_AZ_ATTEMPTS]):
         calls.append(fleet_call(job, option.instance_type, missing, option.market, az, list(net.by_az[az]),
-                                token(job, f"fleet-{az}", nonce), region, option.instance_types, cap))
+                                token(job, f"fleet-{az}", nonce), region, option.instance_types, cap,
+                                group_for(job, az, i == 0)))
     if len(azs) > 1:
         notes.append("the fleets are alternatives: the next AZ's only when the one before got fewer than "
                      f"{option.count} instance{'s' if option.count != 1 else ''}, which are terminated first (all or "

@@ -58,3 +58,27 @@ def data_params(spec, bucket: str, job_id: str, notes: list[str]) -> dict:
                  f"{params['TensorBoardOutputConfig']['S3OutputPath']}/")
     return params
 
+
+
+def lustre_calls(client_for, region: str, data: dict | None, vpc_config: dict | None, job_id: str,
+                 user_group: str | None, notes: list[str]) -> list:
+    """An FSx channel on SageMaker, as on EC2 (backends/lustre_network.py): SageMaker mounts the file system from
+    the job's network interfaces in its VpcConfig, so the file system's groups must let the job's subnets (or
+    --security-group) in on TCP 988 and 1018-1023 (else one line, before anything is created), and the job's own
+    group gets those ports in from the file system's groups."""
+    from trainctl.backends import lustre_network
+
+    sources = {name: s for name, s in (data or {}).items() if isinstance(s, FsxChannel)}
+    if not sources or not vpc_config:
+        return []
+    ec2, channels = client_for("ec2", region), {}
+    for name, source in sources.items():
+        found = client_for("fsx", region).describe_file_systems(FileSystemIds=[source.fsx])["FileSystems"]
+        if not found:
+            continue  # the data checks refuse an unknown file system in their own words
+        groups = lustre_network.file_system_groups(ec2, found[0])
+        lustre_network.refuse_unreachable(ec2, name, source.fsx, groups, list(vpc_config["Subnets"]), user_group)
+        channels[name] = {"mode": "mount", "security_groups": groups}
+    if channels:
+        notes.append(f"Lustre (TCP 988, 1018-1023) between the job and {', '.join(s.fsx for s in sources.values())}")
+    return lustre_network.lustre_ingress(channels, vpc_config["SecurityGroupIds"][0], job_id, region, user_group)

@@ -277,6 +277,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     vpc_config = _network(client_for, job_id, option, opts, pip, calls, notes, tuple(spec.secrets.values()),
                           job_data.needs_vpc(spec.data))
     data_checks.refuse_bad_data(client_for, region, spec, opts, (vpc_config or {}).get("Subnets", ()), notes, PLATFORM)
+    calls += job_data.lustre_calls(client_for, region, spec.data, vpc_config, job_id, opts.security_group, notes)
     image = _image(opts, kind, region, inst.accelerator.kind, notes)
     if not given_role:
         check_pullable(image, account)
@@ -292,7 +293,8 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
         "HyperParameters": hyperparameters(spec, inst, option, program, source_uri, job_id, kind, mp_parameters),
         "OutputDataConfig": {"S3OutputPath": layout.sagemaker_output(bucket, job_id)},
         "ResourceConfig": {"InstanceType": f"ml.{option.instance_type}", "InstanceCount": option.count,
-                           "VolumeSizeInGB": 50},
+                           # sized from the job by the plan (planner/disk.py); NVMe types use their instance storage
+                           "VolumeSizeInGB": getattr(option, "volume_gb", None) or 50},
         "StoppingCondition": stopping,
         "Environment": environment(job_id, spec.secrets),
         "RetryStrategy": {"MaximumRetryAttempts": 2},

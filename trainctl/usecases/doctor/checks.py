@@ -13,6 +13,7 @@ from trainctl.backends.preflight import POLICY_FIX, Check, Preflight
 from trainctl.backends.preflight import denied as _denied, fail as _fail, ok as _ok, skip as _skip
 from trainctl.usecases.doctor.costs import check_cost_allocation_tag
 from trainctl.usecases.doctor.launch import launch_checks
+from trainctl.usecases.doctor.disks import disk_checks
 from trainctl.naming.bucket import job_bucket
 
 
@@ -161,7 +162,7 @@ def run(spec_path: str | None, *, role: str | None = None, bucket: str | None = 
         from trainctl.usecases.plan import PlanInputs, make_plan
 
         _, plan = make_plan(PlanInputs(spec_path=spec_path, refresh=refresh))
-        for c in check_quotas(plan, spec_path, platforms):
+        for c in [*check_quotas(plan, spec_path, platforms), *(Check(*d) for d in disk_checks(plan, platforms))]:
             add(c)
     else:
         add(_skip("quotas", "give a job spec to check the quotas its layouts need"))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from trainctl.aws import clients as aws
 from trainctl.naming.tags import JOB_TAG
-from trainctl.usecases.jobs.cost import CE_REGION
 
 NAME = "cost allocation tag"
 ACTIVATE = (f"aws ce update-cost-allocation-tags-status --cost-allocation-tags-status "
@@ -19,8 +18,13 @@ ACTIVATE = (f"aws ce update-cost-allocation-tags-status --cost-allocation-tags-s
 
 def check_cost_allocation_tag() -> tuple[str, str, str, str]:
     """(check name, pass|warn|skip, what was found, the fix): doctor's Check fields (no import of doctor: no cycle)."""
+    from trainctl.catalog.regions import ce_region
+
+    where = ce_region(aws.default_region())   # Cost Explorer's one endpoint of the caller's partition
+    if where is None:
+        return (NAME, "skip", f"Cost Explorer has no endpoint in the partition of {aws.default_region()}", "")
     try:
-        found = aws.client("ce", CE_REGION).list_cost_allocation_tags(TagKeys=[JOB_TAG], Type="UserDefined")
+        found = aws.client("ce", where).list_cost_allocation_tags(TagKeys=[JOB_TAG], Type="UserDefined")
     except Exception as e:  # noqa: BLE001 - no Cost Explorer access: nothing to say about the tag
         return (NAME, "skip", f"Cost Explorer did not answer ({aws.error_summary(e)}); `trainctl cost` needs "
                              "ce:GetCostAndUsage for billed dollars", "")

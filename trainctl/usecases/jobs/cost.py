@@ -24,7 +24,8 @@ from trainctl.text.safe import clean
 from trainctl.state.job_store import JobRow, JobStore
 
 GROUPS = ("job", "spec", "user", "day")
-# Cost Explorer has one endpoint, in us-east-1 (AWS General Reference, "AWS Cost Explorer endpoints").
+# Cost Explorer has one endpoint per partition: us-east-1 in aws (AWS General Reference, "AWS Cost Explorer
+# endpoints"), cn-northwest-1 in aws-cn (catalog/regions.ce_region, from botocore's endpoints.json).
 CE_REGION = "us-east-1"
 METRIC = "UnblendedCost"
 # "Cost Explorer refreshes your cost data at least once every 24 hours" (AWS Cost Management User Guide,
@@ -147,7 +148,10 @@ def _billed_or_warning(records: list[JobRow], client_for, now: float) -> tuple[d
     if not records:
         return {}, False, []
     try:
-        ce = (client_for or aws.client)("ce", CE_REGION)
+        from trainctl.catalog.regions import ce_region
+
+        where = ce_region(records[0].region or aws.default_region()) or CE_REGION  # the partition's endpoint
+        ce = (client_for or aws.client)("ce", where)
         return billed_usd(ce, records, now)
     except Exception as e:  # noqa: BLE001 - no Cost Explorer answer: predicted and running still stand
         if aws.error_code(e) in THROTTLED:

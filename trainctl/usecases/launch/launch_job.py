@@ -70,7 +70,10 @@ def choose_options(args: LaunchArgs, store: JobStore | None) -> tuple[Any, Plan,
                                           platform=args.platform, offline=args.offline), store)
     options = [o for o in plan.options if args.platform in (None, o.platform)]
     if not options:
-        raise TrainctlError("the plan has no option to launch (`trainctl plan SPEC --show-excluded` says why)",
+        left = [e for e in plan.excluded if args.platform in (None, e.platform)]  # the first reason, in the line
+        why = f": {left[0].count}x {left[0].instance_type}{f' on {left[0].platform}' if left[0].platform else ''} " \
+              f"{left[0].reason}" if left else ""
+        raise TrainctlError(f"the plan has no option to launch{why} (`trainctl plan SPEC --show-excluded` says why)",
                             exit_code=3)
     if args.option_rank is not None:
         idx = next((i for i, o in enumerate(options) if o.rank == args.option_rank), None)
