@@ -28,12 +28,13 @@ _probed: dict[str, str | None] = {}
 _said: set[str] = set()
 
 # Binds each target path (made if missing: a mount point must exist), then runs the command from `cwd`.
-# "$1" is the working folder, then target/source pairs up to "--", then the command.
+# "$1" is the system's mount (never a `mount` the job's PATH puts first), "$2" the working folder, then
+# target/source pairs up to "--", then the command.
 _WRAPPER = r"""set -e
-cwd=$1; shift
+mount=$1 cwd=$2; shift 2
 while [ "$1" != "--" ]; do
   mkdir -p "$1"
-  mount --bind "$2" "$1"
+  "$mount" --bind "$2" "$1"
   shift 2
 done
 shift
@@ -71,8 +72,8 @@ def wrap(command: list[str], binds: dict[str, str], cwd: str) -> list[str]:
     """`command` run from `cwd` in a mount namespace of its own where each bind target shows its source folder.
     The process keeps its pid through unshare and sh (both exec), so signals reach the command itself."""
     pairs = [part for target, source in binds.items() for part in (target, source)]
-    return ["unshare", "-m", "--propagation", "private", "/bin/sh", "-c", _WRAPPER, "sh", cwd, *pairs, "--",
-            *command]
+    return [shutil.which("unshare") or "unshare", "-m", "--propagation", "private", "/bin/sh", "-c", _WRAPPER, "sh",
+            shutil.which("mount") or "mount", cwd, *pairs, "--", *command]
 
 
 def fallback_note(who: str, differs: str) -> None:
