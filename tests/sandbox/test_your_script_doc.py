@@ -1,0 +1,81 @@
+"""The example script of docs/your-script.md, taken from the doc itself and run the way a platform runs it: its
+own /opt/ml (a mount namespace, as the sandbox gives each host), SM_CHANNEL_TRAIN and SM_MODEL_DIR, exactly its
+arguments, SIGTERM mid-run. It checkpoints, resumes where it stopped and ends with the model an uninterrupted run
+writes; a flag it does not know is refused, as the contract promises nobody passes one."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainctl_sandbox import private_mounts
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "your-script.md"
+HEADING = "### An example that follows the contract"
+
+pytestmark = pytest.mark.skipif(private_mounts.unavailable() is not None,
+                                reason=f"needs a private /opt/ml: {private_mounts.unavailable()}")
+
+
+def doc_script() -> str:
+    """The first ```python block after the example's heading."""
+    text = DOC.read_text()
+    section = text[text.index(HEADING):]
+    return section.split("```python\n", 1)[1].split("\n```", 1)[0] + "\n"
+
+
+def _host(tmp_path: Path, name: str) -> Path:
+    """A host's /opt/ml: the code, and the `train` channel with 12 numbers in two files."""
+    ml = tmp_path / name
+    (ml / "code").mkdir(parents=True)
+    (ml / "code" / "train.py").write_text(doc_script())
+    channel = ml / "input" / "data" / "train"
+    channel.mkdir(parents=True)
+    (channel / "part-0.txt").write_text("".join(f"{i}\n" for i in range(6)))
+    (channel / "part-1.txt").write_text("".join(f"{i}\n" for i in range(6, 12)))
+    return ml
+
+
+def _start(ml: Path, *args: str) -> subprocess.Popen:
+    env = {"PATH": "/usr/bin:/bin", "SM_CHANNEL_TRAIN": "/opt/ml/input/data/train", "SM_MODEL_DIR": "/opt/ml/model",
+           "PYTHONUNBUFFERED": "1"}
+    cmd = private_mounts.wrap([sys.executable, "train.py", *args], {"/opt/ml": str(ml)}, "/opt/ml/code")
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_the_doc_example_checkpoints_on_sigterm_resumes_and_ends_as_an_uninterrupted_run(tmp_path):
+    ml = _host(tmp_path, "interrupted")
+    proc = _start(ml, "--epochs", "30", "--work-seconds", "0.2", "--verbose", "True")
+    for line in proc.stdout:
+        if line.startswith("trainctl step=2 "):
+            break
+    proc.terminate()  # SIGTERM, as a Spot notice brings it
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    stopped = json.loads((ml / "checkpoints" / "progress.json").read_text())["epoch"]
+    assert 2 <= stopped < 30 and f"SIGTERM: checkpointed epoch {stopped}" in out
+    snapshots = sorted(p.name for p in (ml / "checkpoints" / "epochs").iterdir())
+    assert snapshots == [f"epoch-{e:04d}.json" for e in range(1, stopped + 1)]  # the sub-folder, no temporary file
+    assert not (ml / "model").exists()
+
+    again = _start(ml, "--epochs", "30", "--verbose", "True")
+    out, err = again.communicate(timeout=60)
+    assert again.returncode == 0, err
+    assert out.startswith(f"resumed at epoch {stopped}\n") and "trainctl step=30 " in out
+    assert f"trainctl step={stopped} " not in out  # no epoch trained twice
+    model = json.loads((ml / "model" / "model.json").read_text())
+
+    whole = _host(tmp_path, "uninterrupted")
+    once = _start(whole, "--epochs", "30")
+    assert once.communicate(timeout=60)[0].count("trainctl step=") == 30 and once.returncode == 0
+    assert model == json.loads((whole / "model" / "model.json").read_text())
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_the_doc_example_refuses_a_flag_it_does_not_know(tmp_path):
+    proc = _start(_host(tmp_path, "host"), "--epochs", "1", "--checkpoint-dir", "/somewhere")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "unrecognized arguments: --checkpoint-dir /somewhere" in err
