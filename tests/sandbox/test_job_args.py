@@ -1,6 +1,8 @@
 """What the plan assumed is what the job runs, on both platforms (issues 12, 13, 14): the one batch size, the
 steps the workload needs on the layout's ranks, the checkpoint interval, the precision and the accelerator's
-peak reach the bundled entrypoint, and SageMaker's hyperparameters and EC2's agent command line agree."""
+peak reach the bundled entrypoint, and SageMaker's hyperparameters and EC2's agent command line agree: the EC2
+command line is exactly what SageMaker's training toolkit makes of the hyperparameters (mapping.to_cmd_args on
+the decoded values: keys sorted, a boolean as `True`/`False`), issue 37."""
 from __future__ import annotations
 
 import base64
@@ -31,26 +33,38 @@ def _dry_run(sandbox, tmp_path, platform: str, text: str = SPEC) -> dict:
 
 def _sagemaker_args(doc: dict) -> dict[str, str]:
     job = next(r for r in doc["requests"] if r["operation"] == "CreateTrainingJob")["params"]
-    return {k: json.loads(v) if v.startswith('"') else v for k, v in job["HyperParameters"].items()
-            if not k.startswith("sagemaker_")}
+    return {k: json.loads(v) for k, v in job["HyperParameters"].items() if not k.startswith("sagemaker_")}
+
+
+def _ec2_command_line(doc: dict) -> list[str]:
+    lt = next(r for r in doc["requests"] if r["operation"] == "CreateLaunchTemplate")["params"]
+    user_data = base64.b64decode(lt["LaunchTemplateData"]["UserData"]).decode()
+    return json.loads(user_data.split("<<'TRAINCTL_CONFIG'\n", 1)[1].split("\nTRAINCTL_CONFIG", 1)[0])["args"]
 
 
 def _ec2_args(doc: dict) -> dict[str, str]:
-    lt = next(r for r in doc["requests"] if r["operation"] == "CreateLaunchTemplate")["params"]
-    user_data = base64.b64decode(lt["LaunchTemplateData"]["UserData"]).decode()
-    config = json.loads(user_data.split("<<'TRAINCTL_CONFIG'\n", 1)[1].split("\nTRAINCTL_CONFIG", 1)[0])
-    flat = config["args"]
+    flat = _ec2_command_line(doc)
     return {flat[i][2:]: flat[i + 1] for i in range(0, len(flat), 2)}
 
 
+def _toolkit_command_line(doc: dict) -> list[str]:
+    """What SageMaker's training toolkit passes the script: the JSON-decoded hyperparameters, keys sorted,
+    str() of each value (sagemaker-training-toolkit mapping.to_cmd_args)."""
+    job = next(r for r in doc["requests"] if r["operation"] == "CreateTrainingJob")["params"]
+    hps = {k: json.loads(v) for k, v in job["HyperParameters"].items() if not k.startswith("sagemaker_")}
+    return [x for k in sorted(hps) for x in (f"--{k}", str(hps[k]))]
+
+
 def test_the_plan_s_settings_reach_the_job_alike_on_both_platforms(sandbox, tmp_path):
-    sm = _sagemaker_args(_dry_run(sandbox, tmp_path, "sagemaker"))
-    ec2 = _ec2_args(_dry_run(sandbox, tmp_path, "ec2"))
+    sm_doc, ec2_doc = _dry_run(sandbox, tmp_path, "sagemaker"), _dry_run(sandbox, tmp_path, "ec2")
+    sm, ec2 = _sagemaker_args(sm_doc), _ec2_args(ec2_doc)
     # 640 samples / (8 per rank x 2 nodes x 4 A10G) = 10 optimizer steps; fp32 plans train fp32.
     expected = {"model": "vit_micro", "device": "cpu", "batch-size": "8", "steps": "10",
-                "checkpoint-seconds": "900", "bf16": "false", "peak-tflops": "31.2"}
-    assert {k: str(v).lower() for k, v in sm.items()} == expected
+                "checkpoint-seconds": "900", "bf16": "False", "peak-tflops": "31.2"}
+    assert {k: str(v) for k, v in sm.items()} == expected
     assert ec2 == expected
+    # the same command line, in the same order, on both platforms (no --checkpoint-dir appended on EC2)
+    assert _ec2_command_line(ec2_doc) == _toolkit_command_line(sm_doc)
 
 
 def test_ec2_jobs_get_a_maximum_runtime_like_sagemaker(sandbox, tmp_path):
@@ -141,9 +155,9 @@ def test_the_plan_s_sharding_and_micro_batch_reach_the_lm_entrypoint_on_both_pla
     sm, ec2 = _sagemaker_args(docs["sagemaker"]), _ec2_args(docs["ec2"])
     # 1280 samples / (16 per rank x 8 ranks) = 10 steps; A100 bf16 dense peak 312 TFLOPS per rank
     expected = {"preset": "7b", "batch-size": "8", "grad-accum": "2", "global-batch-size": "128",
-                "sharding": "full", "steps": "10", "checkpoint-seconds": "1800", "bf16": "true",
+                "sharding": "full", "steps": "10", "checkpoint-seconds": "1800", "bf16": "True",
                 "peak-tflops": "312.0"}
-    assert {k: str(v).lower() for k, v in sm.items()} == expected
+    assert {k: str(v) for k, v in sm.items()} == expected
     assert ec2 == expected
     for doc in docs.values():
         assert (doc["option"]["strategy"], doc["option"]["micro_batch"], doc["option"]["grad_accum"]) == \

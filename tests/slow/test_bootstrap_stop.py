@@ -12,11 +12,11 @@ import time
 
 from tests.support.node_agent_helpers import BUCKET, FakeImds, code_tarball, make_agent, s3_keys
 
-# A stand-in entrypoint with the contract of the real ones: a checkpoint every 10 steps; on SIGTERM one more
-# checkpoint, the line "trainctl stopped ...", exit 0. Without a stop it would run for minutes.
+# A stand-in script under SageMaker's contract: checkpoints in /opt/ml/checkpoints (where SAGEMAKER_BASE_DIR puts
+# /opt/ml), every 10 steps; on SIGTERM one more checkpoint, exit 0. Without a stop it would run for minutes.
 TRAIN = '''
-import argparse, hashlib, os, signal, sys, time
-p = argparse.ArgumentParser(); p.add_argument("--checkpoint-dir"); a, _ = p.parse_known_args()
+import hashlib, os, signal, sys, time
+class a: checkpoint_dir = os.path.join(os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml"), "checkpoints")
 os.makedirs(a.checkpoint_dir, exist_ok=True)
 stop = []
 signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -97,7 +97,8 @@ def test_a_notice_outside_training_ends_the_agent_without_a_busy_loop(sandbox_en
         agent.log.stopping.set()
         imds.close()
     assert len(calls) < 50, len(calls)
-    assert s3_keys(sb, "notice-job/status/") == []  # a notice is not a job status
+    # a notice is not a job status: only the mark that tells the other nodes of it
+    assert s3_keys(sb, "notice-job/status/") == [f"notice-job/status/interrupted-{agent.instance_id}"]
 
 
 def test_the_stop_mark_during_the_run_checkpoints_uploads_then_returns(sandbox_env, tmp_path, monkeypatch):

@@ -73,10 +73,21 @@ def _lm_layout(args: dict[str, Any], option: Any, batch: int, ranks: int) -> dic
 
 
 def as_command_line(args: dict[str, Any]) -> list[str]:
+    """The script's arguments on an EC2 node, by the rule SageMaker's training toolkit applies to a job's
+    hyperparameters (sagemaker-training-toolkit `mapping.to_cmd_args`, after decoding the JSON the SDK and
+    sagemaker/prepare.py encode): keys sorted, `--key value` (`-k value` for a one-letter key), every value as
+    Python's str(), so a boolean arrives as `True` or `False`. The same arguments, in the same form, on both."""
     out: list[str] = []
-    for key, value in args.items():
-        out += [f"--{key}", str(value).lower() if isinstance(value, bool) else str(value)]
+    for key in sorted(args):
+        out += [f"--{key}" if len(str(key)) > 1 else f"-{key}", str(args[key])]
     return out
+
+
+def total_steps(spec: Any, option: Any) -> int:
+    """The optimizer steps the spec's workload takes on this layout (its samples over the batch of every rank):
+    the budget's projection of any script's remaining steps when the script prints no total_steps=."""
+    batch = spec.workload.batch_size_per_accelerator
+    return max(1, math.ceil(spec.workload.total_samples / (batch * max(1, option.accelerators))))
 
 
 def job_settings(spec: Any, option: Any, inst: Any, distribution: str = "torch_distributed") -> dict[str, Any]:

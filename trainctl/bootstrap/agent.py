@@ -2,20 +2,21 @@
 
 Standard library plus boto3 only (the Deep Learning AMIs' Python has both); no credentials anywhere:
 boto3 finds the instance profile's through IMDS. The job's settings come from config.json, which the
-user data writes beside this file. What it does:
+user data writes beside this file. The script runs under SageMaker's training contract (docs/your-script.md):
+its arguments are exactly the job's, its folders /opt/ml/... (sm_env.py, channels.py) and the agent decides
+everything from what it knows, never from what the script prints or accepts. What it does:
 1. asks IMDS (IMDSv2: token first) who it is: instance id, private IP;
 2. fetches the job's code tarball from S3 by its content hash and checks its sha256 against the config's;
-   reads the job's secrets (SSM SecureString / Secrets Manager ARNs in the config) into the training's env;
+   installs its requirements.txt once per node; reads the job's secrets into the training's env;
 3. finds its peers by the tag trainctl:job through the EC2 API, waits for all N, ranks the nodes by
-   sorted private IP (rank 0 is the master), restores the newest complete checkpoint from S3 (checkpoints.py);
-4. runs `torchrun --nnodes N --node_rank R --master_addr <rank 0> --nproc_per_node P <script> ...`,
-   shipping every output line to CloudWatch Logs (/trainctl/<job>, one stream per instance),
-   syncing checkpoints to S3 while it runs (pruning S3 to the job's last K), and watching for the stop mark
-   and the job's maximum runtime: either stops the training as a Spot notice does, checkpointed and uploaded;
-5. polls IMDS spot/instance-action; on a notice it tags itself trainctl:state=interrupted (so the
-   peers leave it out), SIGTERMs torchrun (the entrypoint checkpoints and exits 0), syncs, and stops;
-6. when a peer's interruption stopped the training, it waits for the replacement node and starts
-   again from the checkpoint; when the training finished it writes s3://<bucket>/<job>/status/completed.
+   sorted private IP (rank 0 is the master), restores the whole checkpoint folder from S3 (checkpoints.py);
+4. runs `torchrun --nnodes N --node_rank R --master_addr <rank 0> --nproc_per_node P <script> <args>`,
+   shipping every output line to CloudWatch Logs (/trainctl/<job>, one stream per instance), syncing the
+   checkpoint folder to S3 while it runs, and watching the job's limits (outcome.py);
+5. decides the run's outcome (outcome.py): a Spot notice or reclaim of any node -> interrupted (it waits for
+   the replacement); a stop mark, budget or maximum runtime -> stopped; another node's failure -> it stops and
+   shuts down; exit 0 with none of these -> completed; non-zero -> failed with the script's error, rerun only
+   `max_retries` times.
 The IMDS endpoint is configurable (TRAINCTL_IMDS_ENDPOINT) so that a test can give each fake host its own.
 """
 from __future__ import annotations
@@ -32,25 +33,18 @@ import tarfile
 import threading
 import time
 
-from . import budget
+from . import budget, outcome, sm_env
 from .channels import Channels, ml_root
 from .checkpoints import CheckpointSync
-from .launch_command import torchrun_command
+from .launch_command import interface_of, torchrun_command
 from .outputs import Outputs
-from .node_io import (DEFAULT_IMDS, Imds, LogShipper, aws_session, children, install_requirements,
-                      read_secrets, say)
+from .node_io import (DEFAULT_IMDS, Imds, LogShipper, aws_session, install_requirements, read_secrets, say)
+from .training import Training
 
 JOB_TAG = "trainctl:job"
 STATE_TAG = "trainctl:state"
 LOG_FLUSH_S = 30  # how long a failing agent waits for its last log lines to reach CloudWatch
-
-
-def keep_of(cfg: dict) -> int:
-    """How many checkpoint steps the job keeps: the entrypoint's --keep when the job sets it, else its default."""
-    args = [str(a) for a in cfg.get("args", [])]
-    if "--keep" in args[:-1]:
-        return int(args[args.index("--keep") + 1])
-    return int(cfg.get("keep_checkpoints", 3))
+STOP_GRACE_S = 120.0  # SIGTERM -> SIGKILL of a script that does not exit (SageMaker gives 120 s)
 
 
 class Agent:
@@ -67,21 +61,26 @@ class Agent:
         self.ip = imds.get("local-ipv4")
         self.log = LogShipper(client("logs"), f"/trainctl/{self.job}", self.instance_id)
         self.log.start()
+        # SageMaker's folders: /opt/ml beside the agent's folder (/opt/trainctl -> /opt/ml; channels.py)
+        self.ml = ml_root(root)
         self.code_dir = os.path.join(root, "code")
-        self.ckpt_dir = os.path.join(root, "checkpoints")
+        self.ckpt_dir = os.path.join(self.ml, "checkpoints")
         self.checkpoints = CheckpointSync(self.s3, cfg["bucket"], self.key("checkpoints"), self.ckpt_dir,
-                                          keep_of(cfg), self.log.add, self.owner)
-        ml = ml_root(root)  # /opt/ml beside the agent's folder: SageMaker's paths, on EC2 (channels.py)
-        self.channels = Channels(self.s3, cfg.get("channels") or {}, ml, self.log.add)
-        self.outputs = Outputs(self.s3, cfg["bucket"], self.job, ml, self.log.add, self.owner)
-        self.notice = threading.Event()
-        self.stop_requested = threading.Event()
+                                          self.log.add, self.owner, self.setting("checkpoint_settle_s", 2.0))
+        self.channels = Channels(self.s3, cfg.get("channels") or {}, self.ml, self.log.add)
+        self.outputs = Outputs(self.s3, cfg["bucket"], self.job, self.ml, self.log.add, self.owner)
+        self.notice = threading.Event()          # this node got its Spot notice
+        self.stop_requested = threading.Event()  # the job is stopped: stop mark, budget, maximum runtime
+        self.peer_failed = threading.Event()     # another node failed the job: stop and shut down
+        self.peer_lost = threading.Event()       # another node got its notice or was reclaimed
         self.finished = threading.Event()  # run() returned: the watchers end too
-        self.proc: subprocess.Popen | None = None
+        self.training: Training | None = None
+        self.known_notices: set[str] = set()  # the job's notice marks before this run: an earlier run's
+        self.stop_reason = ""
 
     def setting(self, name: str, default: float) -> float:
         """A timing from the environment (TRAINCTL_SPOT_POLL_S, ...: tests poll faster), the config, or the default."""
-        return float(os.environ.get(f"TRAINCTL_{name.upper()}") or self.cfg.get(name, default))
+        return float(os.environ.get(f"TRAINCTL_{name.upper()}") or self.cfg.get(name) or default)
 
     # ---------------------------------------------------------------- S3
     def key(self, *parts: str) -> str:
@@ -108,29 +107,34 @@ class Agent:
         self.log.add(f"trainctl-agent: code s3://{self.cfg['bucket']}/{self.cfg['code_key']} -> {self.code_dir}")
 
     def restore_checkpoints(self) -> None:
-        """Only the newest complete checkpoint (or the newest `restore_checkpoints` steps), never the history."""
-        self.checkpoints.restore(int(self.cfg.get("restore_checkpoints", 1)))
+        """The whole checkpoint folder, as SageMaker restores CheckpointConfig's S3 prefix before a start."""
+        self.checkpoints.restore()
 
-    def sync_checkpoints(self) -> None:
-        self.checkpoints.sync()
+    def sync_checkpoints(self, final: bool = False) -> None:
+        self.checkpoints.sync(final=final)
+
+    def status_names(self) -> set[str]:
+        page = self.s3.list_objects_v2(Bucket=self.cfg["bucket"], Prefix=self.key("status") + "/", **self.owner)
+        return {o["Key"].rsplit("/", 1)[-1] for o in page.get("Contents", [])}
 
     def marker(self) -> str | None:
-        page = self.s3.list_objects_v2(Bucket=self.cfg["bucket"], Prefix=self.key("status") + "/", **self.owner)
-        names = {o["Key"].rsplit("/", 1)[-1] for o in page.get("Contents", [])}
-        for status in ("stopped", "completed", "failed"):
-            if status in names:
-                return status
-        return None
+        names = self.status_names()
+        return next((s for s in ("stopped", "completed", "failed") if s in names), None)
 
-    def put_marker(self, status: str, detail: str) -> None:
-        self.s3.put_object(Bucket=self.cfg["bucket"], Key=self.key("status", status), Body=detail.encode(),
-                           **self.owner)
+    def put_marker(self, status: str, detail: str, only_first: bool = False) -> None:
+        extra = {"IfNoneMatch": "*"} if only_first else {}  # the first node's reason stays (S3 conditional write)
+        try:
+            self.s3.put_object(Bucket=self.cfg["bucket"], Key=self.key("status", status), Body=detail.encode(),
+                               **extra, **self.owner)
+        except Exception as e:  # noqa: BLE001
+            if not only_first or ("PreconditionFailed" not in str(e) and "412" not in str(e)):
+                raise
 
     def record_failure(self, error: BaseException) -> None:
         """Why this node shuts itself down, as the job's `failed` marker: `watch` names it, nothing replaces it."""
         try:
             if not self.marker():
-                self.put_marker("failed", f"{self.instance_id}: the node agent failed: {error}"[:1000])
+                self.put_marker("failed", f"{self.instance_id}: the node agent failed: {error}"[:1000], True)
         except Exception as e:  # noqa: BLE001 - S3 unreachable: the log (if it gets out) says why
             self.log.add(f"trainctl-agent: could not record the failure: {e}")
 
@@ -151,17 +155,25 @@ class Agent:
         return sorted(set(ips), key=ipaddress.ip_address)
 
     def wait_for_peers(self) -> list[str]:
+        """All N nodes' IPs; [] when the job ended meanwhile (a status, a limit, this node's notice). The limits
+        are checked on every round, whatever S3 and EC2 answer."""
         n, said = int(self.cfg["nnodes"]), None
         deadline = time.time() + float(self.cfg.get("peer_wait_s", 3600))
         while time.time() < deadline:
-            ips = self.peers()
+            if outcome.limit_reached(self) or self.notice.is_set():
+                return []
+            try:
+                if self.marker():
+                    return []
+                ips = self.peers()
+            except Exception as e:  # noqa: BLE001 - throttled or unreachable: look again next round
+                self.log.add(f"trainctl-agent: could not look for the job's nodes: {e}")
+                ips = []
             if len(ips) == n and self.ip in ips:
                 return ips
             if said != len(ips):
                 self.log.add(f"trainctl-agent: {len(ips)} of {n} nodes up; waiting for the rest")
                 said = len(ips)
-            if self.marker() or self.notice.is_set():
-                return []
             time.sleep(self.setting("peer_poll_s", 5.0))
         raise SystemExit(f"trainctl-agent: gave up waiting for {n} nodes")
 
@@ -175,61 +187,16 @@ class Agent:
                 action = None
                 print(f"trainctl-agent: IMDS: {e}", flush=True)
             if action:
-                self.on_notice(action)
+                outcome.on_notice(self, action)
                 return
             self.finished.wait(interval)
 
-    def on_notice(self, action: str) -> None:
-        self.log.add(f"trainctl-agent: spot interruption notice {action.strip()}; checkpointing")
-        # Peers must leave this node out of the next rendezvous: tag first, then stop the training.
-        try:
-            self.ec2.create_tags(Resources=[self.instance_id], Tags=[{"Key": STATE_TAG, "Value": "interrupted"}])
-        except Exception as e:  # noqa: BLE001
-            self.log.add(f"trainctl-agent: could not tag this instance interrupted: {e}")
-        self.notice.set()
-        self.terminate_training()
+    def stop_grace_s(self) -> float:
+        return min(STOP_GRACE_S, self.setting("stop_grace_s", STOP_GRACE_S))
 
-    def terminate_training(self) -> None:
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        # SIGTERM the ranks, not torchrun: they checkpoint and exit 0, and this node's torchrun then
-        # finishes normally, meeting the other nodes' torchrun at the exit barrier. A SIGTERMed torchrun
-        # would die without it and leave every other node waiting there for minutes.
-        ranks = children(proc.pid)
-        for pid in ranks or [proc.pid]:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-
-    def past_deadline(self) -> bool:
-        """The job's maximum runtime (`--max-runtime-hours`, SageMaker's StoppingCondition on EC2) has passed:
-        mark the job stopped, so every node and `watch --recover` see it, and say why."""
-        not_after = self.cfg.get("not_after")
-        if not not_after or time.time() < float(not_after):
-            return budget.reached(self)  # the job's budget ends it too (budget.py writes the stop mark and why)
-        self.log.add(f"trainctl-agent: the job's maximum runtime ended at {float(not_after):.0f}; stopping it")
-        if self.marker() != "stopped":
-            self.put_marker("stopped", f"maximum runtime reached ({self.cfg.get('max_runtime_s')} s)")
-        return True
-
-    def watch_stop(self, done: threading.Event) -> None:
-        """While torchrun runs: a stop mark (`trainctl stop`/`down`) or the maximum runtime stops the training
-        the way a Spot notice does (the entrypoint checkpoints and exits 0); the final sync uploads it before
-        the agent returns and the node shuts down. No reliance on the shutdown's SIGTERM arriving in time."""
-        while not done.wait(self.setting("stop_poll_s", 30.0)):
-            try:
-                why = "marked stopped" if self.marker() == "stopped" else (
-                    "past its maximum runtime" if self.past_deadline() else None)
-            except Exception as e:  # noqa: BLE001 - S3 hiccup: look again next round
-                self.log.add(f"trainctl-agent: could not read the job's status: {e}")
-                continue
-            if why:
-                self.log.add(f"trainctl-agent: the job is {why}; checkpointing and stopping the training")
-                self.stop_requested.set()
-                self.terminate_training()
-                return
+    def terminate_training(self, grace_s: float | None = None) -> None:
+        if self.training is not None:
+            self.training.stop(self.stop_grace_s() if grace_s is None else grace_s)
 
     def sync_loop(self, done: threading.Event) -> None:
         while not done.wait(self.setting("checkpoint_sync_s", 60.0)):
@@ -240,38 +207,43 @@ class Agent:
 
     # ---------------------------------------------------------------- training
     def command(self, ips: list[str]) -> tuple[list[str], dict[str, str]]:
-        return torchrun_command(self.cfg, ips, self.ip, self.code_dir, self.ckpt_dir,
-                                int(self.setting("master_port", 29500)),
-                                dict(os.environ, **self.secrets, **self.channels.env(), PYTHONUNBUFFERED="1",
-                                     TRAINCTL_JOB=self.job))
+        rank = ips.index(self.ip)
+        sm = sm_env.sm_variables(self.cfg, self.ml, rank, len(ips), self.channels.env(),
+                                 self.cfg.get("instance_type") or "", interface_of(self.ip) or "eth0")
+        base = dict(os.environ, **self.secrets, PYTHONUNBUFFERED="1", TRAINCTL_JOB=self.job,
+                    TRAINING_JOB_NAME=self.job, CURRENT_HOST=sm["SM_CURRENT_HOST"])
+        if os.path.abspath(self.ml) != "/opt/ml":  # the toolkit's own relocation of /opt/ml (SAGEMAKER_BASE_DIR)
+            base["SAGEMAKER_BASE_DIR"] = self.ml
+        return torchrun_command(self.cfg, ips, self.ip, self.code_dir, int(self.setting("master_port", 29500)),
+                                dict(base, **sm))
 
-    def train_once(self, ips: list[str]) -> tuple[int, bool]:
-        """Run torchrun once; (exit code, whether the training was stopped rather than finished)."""
+    def train_once(self, ips: list[str]) -> int:
+        """Run torchrun once, watching the job while it runs; its exit code."""
         cmd, env = self.command(ips)
         self.log.add(f"trainctl-agent: node_rank={ips.index(self.ip)} nnodes={len(ips)} master={ips[0]} "
                      f"peers={','.join(ips)}")
-        stopped = False
+        os.makedirs(os.path.join(self.ml, "output"), exist_ok=True)
+        try:
+            os.remove(os.path.join(self.ml, "output", "failure"))  # an earlier attempt's
+        except FileNotFoundError:
+            pass
         done = threading.Event()
-        syncer = threading.Thread(target=self.sync_loop, args=(done,), daemon=True)
-        stopper = threading.Thread(target=self.watch_stop, args=(done,), daemon=True)
+        known = self.known_notices = outcome.notices_now(self)
         threading.Thread(target=self.outputs.sync_loop, args=(done, self.setting("checkpoint_sync_s", 60.0)),
                          daemon=True).start()
-        self.proc = subprocess.Popen(cmd, cwd=self.code_dir, env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, bufsize=1)
-        syncer.start()
-        stopper.start()
+        self.training = Training(cmd, env, self.code_dir, lambda line: self.log.add(line))
+        threading.Thread(target=self.sync_loop, args=(done,), daemon=True).start()
+        threading.Thread(target=outcome.watch_job, args=(self, done, known, ips), daemon=True).start()
         if self.notice.is_set():  # the notice came while starting
             self.terminate_training()
-        for line in self.proc.stdout:
-            line = line.rstrip("\n")
-            if "trainctl stopped " in line:
-                stopped = True
-            self.log.add(line)
-        rc = self.proc.wait()
+        rc = self.training.wait()
         done.set()
-        self.sync_checkpoints()
+        try:
+            self.sync_checkpoints(final=True)
+        except Exception as e:  # noqa: BLE001 - said; what the periodic syncs uploaded stays
+            self.log.add(f"trainctl-agent: the final checkpoint sync failed: {e}")
         self.outputs.sync_tensorboard()
-        return rc, stopped or self.notice.is_set() or self.stop_requested.is_set()
+        return rc
 
     def run(self) -> int:
         try:
@@ -283,7 +255,7 @@ class Agent:
         self.log.add(f"trainctl-agent: instance {self.instance_id} ip {self.ip} job {self.job}")
         threading.Thread(target=self.watch_spot_notice, daemon=True).start()
         self.fetch_code()
-        install_requirements(self.code_dir, self.log.add)  # as SageMaker's toolkit does
+        install_requirements(self.code_dir, self.root, self.log.add)  # as SageMaker's toolkit does, once per node
         self.secrets = read_secrets(self.client, self.cfg.get("secrets") or {})
         if self.secrets:
             self.log.add(f"trainctl-agent: secrets {', '.join(sorted(self.secrets))} read into the environment")
@@ -294,9 +266,11 @@ class Agent:
                 self.log.add(f"trainctl-agent: job is {status}; nothing to do")
                 if status == "stopped":
                     self.stop_requested.set()
+                if status == "failed":
+                    self.peer_failed.set()
+                    return 1
                 return 0
-            if self.past_deadline():
-                self.stop_requested.set()
+            if outcome.limit_reached(self):
                 return 0
             ips = self.wait_for_peers()
             if self.notice.is_set():
@@ -305,32 +279,22 @@ class Agent:
                 self.log.add("trainctl-agent: interrupted outside training; leaving the job to the others")
                 return 0
             if not ips:
+                if self.stop_requested.is_set():
+                    return 0
                 continue  # the job got a status marker: the top of the loop ends it
             self.restore_checkpoints()
             self.channels.prepare(ips.index(self.ip), len(ips))
-            rc, stopped = self.train_once(ips)
-            if self.notice.is_set():
-                self.log.add("trainctl-agent: interrupted; checkpoints synced, leaving the job to the others")
-                return 0
-            if self.stop_requested.is_set():
-                self.log.add("trainctl-agent: training stopped; its checkpoint is in S3")
-                return 0
-            if rc == 0 and not stopped:
-                if ips.index(self.ip) == 0:
-                    self.outputs.upload_model()  # before the marker: `fetch` after `completed` finds it
-                    self.put_marker("completed", f"{self.instance_id} {time.time():.0f}")
-                self.log.add("trainctl-agent: training finished")
-                return 0
-            if rc != 0:
-                # A peer that vanished without a notice breaks the collective; retry a few times.
+            self.peer_lost.clear()
+            rc = self.train_once(ips)
+            verdict = outcome.decide(self, rc, ips)
+            if verdict == "retry":
                 failures += 1
-                self.log.add(f"trainctl-agent: torchrun exited {rc} (failure {failures})")
-                if failures > int(self.cfg.get("max_restarts", 3)):
-                    if ips.index(self.ip) == 0:
-                        self.put_marker("failed", f"torchrun exited {rc} on {self.instance_id}")
-                    return rc
-            else:
-                self.log.add("trainctl-agent: a peer was interrupted; waiting for its replacement")
+                if failures > int(self.cfg.get("max_retries", 0)):
+                    return outcome.fail_job(self, rc)
+                self.log.add(f"trainctl-agent: retry {failures} of {int(self.cfg.get('max_retries', 0))}: the "
+                             f"script exited {rc}; starting it again from its checkpoint")
+            elif verdict is not None:
+                return verdict
             time.sleep(self.setting("peer_poll_s", 5.0))
 
 

@@ -7,8 +7,9 @@ per node (`node_hourly_usd` in config.json: the plan's price, the Spot price it 
 reached when
 - what is spent, plus what the job spends until the next look and the stop's own grace (checkpoint, upload,
   shutdown: `budget_grace_s`), passes the budget; or
-- what is spent plus the projected remainder passes it: the remainder is the steps left (the entrypoint's
-  `--steps`, or the metric line's total_steps=) at the rate the metric lines of this run show, on every node.
+- what is spent plus the projected remainder passes it: the remainder is the steps left (the metric line's
+  total_steps=, else the entrypoint's `--steps`, else the plan's `total_steps` from the spec's samples and batch)
+  at the rate the metric lines of this run show, on every node.
 Then the agent writes the job's stop mark with the reason ("budget $X reached: ..."): every node stops the
 training as a Spot notice does (checkpointed, uploaded), `watch --recover` launches nothing, and the job's
 status names the budget. The dollars here are the launch's price x lifetime; `trainctl cost` shows the
@@ -58,11 +59,15 @@ class Progress:
 
 
 def _steps(cfg: dict) -> int | None:
+    """The run's total steps: the bundled entrypoints' --steps, else the plan's (the spec's samples over the batch
+    of every rank: `total_steps` in the node config), so the projection works for any script."""
     args = [str(a) for a in cfg.get("args") or []]
     try:
-        return int(args[args.index("--steps") + 1]) if "--steps" in args[:-1] else None
+        if "--steps" in args[:-1]:
+            return int(args[args.index("--steps") + 1])
     except ValueError:
-        return None
+        pass
+    return int(cfg["total_steps"]) if cfg.get("total_steps") else None
 
 
 def _guard(agent) -> Progress:
@@ -108,19 +113,20 @@ def verdict(budget: float, spent: float, hourly_all: float, margin_s: float, lef
     return None
 
 
-def reached(agent) -> bool:
-    """Whether the job's budget stops it now; writes the stop mark with the reason the first time."""
+def reached(agent) -> str | None:
+    """Why the job's budget stops it now (the stop mark's text), or None; the caller (outcome.limit_reached) marks
+    the job stopped. Counted from EC2 alone: S3 failing never keeps a budget from stopping the job."""
     cfg = agent.cfg
     budget, node_hourly = cfg.get("budget_usd"), cfg.get("node_hourly_usd")
     if not budget or not node_hourly:
-        return False
+        return None
     progress = _guard(agent)
     now = time.time()
     try:
         spent = spent_usd(agent.ec2, agent.job, float(node_hourly), now)
     except Exception as e:  # noqa: BLE001 - EC2 unreachable this once: look again next round
         agent.log.add(f"trainctl-agent: could not count the job's dollars: {e}")
-        return False
+        return None
     nodes = int(cfg.get("nnodes") or 1)
     margin = agent.setting("stop_poll_s", 30.0) + agent.setting("budget_grace_s", DEFAULT_GRACE_S)
     for mark in MARKS:
@@ -129,12 +135,10 @@ def reached(agent) -> bool:
                                                        f"(${spent:.4f})", spent)
     why = verdict(float(budget), spent, float(node_hourly) * nodes, margin, progress.seconds_left())
     if why is None:
-        return False
+        return None
     agent.log.add(f"trainctl-agent: {why}; stopping the job")
     news(agent, "budget:stop", f"stopping: {why}", spent)
-    if agent.marker() != "stopped":
-        agent.put_marker("stopped", why)
-    return True
+    return why
 
 
 def news(agent, event: str, text: str, spent: float) -> None:

@@ -1,131 +1,146 @@
-"""The node agent's checkpoint exchange with S3 (standard library plus the agent's boto3 client).
+"""The node agent's checkpoint exchange with S3: the whole checkpoint folder (/opt/ml/checkpoints, as SageMaker's
+CheckpointConfig.LocalPath), any names and sub-folders, mirrored to s3://<bucket>/<job>/checkpoints/ and back.
 
-A checkpoint is a unit named by the entrypoints (trainctl/entrypoints): a whole-state file
-`ckpt-<step>-<digest>.pt` (complete once it has its name: the entrypoint renames it into place), or a sharded
-folder `step-<step>/` (complete once its `manifest.json` exists: the entrypoint writes it last, and this
-module uploads it last). Under s3://<bucket>/<job>/checkpoints/ a unit is one key or one key prefix.
+The rule a script follows (docs/your-script.md), as SageMaker's developer guide advises: write a checkpoint under
+a temporary name, then rename it into place. The agent never uploads
+- a file whose name marks it as being written (TEMP_SUFFIXES: `x.tmp`, `x.part`, ...), nor
+- while the training runs, a file whose size and modification time changed since the last look, unless it has
+  not changed for SETTLE_S seconds (a file written in place is taken only once it is still).
+When the training has exited (`final`), every file but the temporary ones is taken.
 
-A long job saves hundreds of checkpoints; a node keeps its disk and the bucket bounded:
-- restore fetches only the newest complete step (or the newest `restore` steps), never the history;
-- after each successful upload the bucket is pruned to the newest `keep` complete steps. Units of steps newer
-  than the newest complete one (another node's upload in flight) are never touched.
+Incremental: a file is uploaded when its (size, mtime) differs from what this agent last uploaded or restored;
+a file this agent uploaded or restored that the script has since deleted is deleted in S3 too, so a script that
+keeps its last K checkpoints keeps the bucket at K. A folder's `manifest.json` (the bundled sharded checkpoints
+write it last) goes up only after every other file of its folder, and is deleted first: an optimization for
+trainctl's own entrypoints, never a requirement of a script.
+
+Restore, before each start: every object under the prefix that this node lacks (or holds with another size),
+downloaded beside and renamed into place, so the script never sees a half-written file.
 """
 from __future__ import annotations
 
 import os
-import re
-import shutil
+import threading
+import time
 
-WHOLE_RE = re.compile(r"^ckpt-(\d{10})-[0-9a-f]{16}\.pt$")
-SHARDED_RE = re.compile(r"^step-(\d{10})$")
+TEMP_SUFFIXES = (".tmp", ".temp", ".part", ".partial", ".download", ".swp", "~")
+SETTLE_S = 2.0
 MANIFEST = "manifest.json"
 
 
-def unit_step(name: str) -> int | None:
-    match = WHOLE_RE.match(name) or SHARDED_RE.match(name)
-    return int(match.group(1)) if match else None
-
-
-def _complete(name: str, files: dict[str, int]) -> bool:
-    return bool(WHOLE_RE.match(name)) or MANIFEST in files
-
-
-def complete_steps(units: dict[str, dict[str, int]]) -> list[int]:
-    """Steps with at least one complete unit, newest first."""
-    return sorted({unit_step(n) for n, files in units.items() if _complete(n, files)}, reverse=True)
+def being_written(rel: str) -> bool:
+    return os.path.basename(rel).endswith(TEMP_SUFFIXES)
 
 
 class CheckpointSync:
-    def __init__(self, s3, bucket: str, prefix: str, local_dir: str, keep: int, say, owner: dict | None = None):
+    def __init__(self, s3, bucket: str, prefix: str, local_dir: str, say, owner: dict | None = None,
+                 settle_s: float = SETTLE_S):
         self.s3, self.bucket, self.prefix = s3, bucket, prefix.rstrip("/") + "/"
-        self.dir, self.keep, self.say = local_dir, max(1, keep), say
+        self.dir, self.say, self.settle_s = local_dir, say, settle_s
         self.owner = owner or {}  # {"ExpectedBucketOwner": account}: a bucket of another account is refused
+        self.synced: dict[str, tuple[int, int]] = {}   # rel path -> (size, mtime_ns) as in S3 now
+        self.seen: dict[str, tuple[int, int]] = {}     # rel path -> (size, mtime_ns) at the previous look
+        self.lock = threading.Lock()
 
     # ------------------------------------------------------------ what exists
-    def remote(self) -> dict[str, dict[str, int]]:
-        """unit name -> {path inside the unit ("" for a whole file): size}."""
-        units: dict[str, dict[str, int]] = {}
+    def remote(self) -> dict[str, int]:
+        """rel path -> size of every object under the prefix."""
+        out: dict[str, int] = {}
         kwargs = {"Bucket": self.bucket, "Prefix": self.prefix, **self.owner}
         while True:
             page = self.s3.list_objects_v2(**kwargs)
             for obj in page.get("Contents", []):
-                name, _, inner = obj["Key"][len(self.prefix):].partition("/")
-                if unit_step(name) is not None:
-                    units.setdefault(name, {})[inner] = obj["Size"]
+                rel = obj["Key"][len(self.prefix):]
+                if rel and not rel.endswith("/"):
+                    out[rel] = obj["Size"]
             if not page.get("IsTruncated"):
-                return units
+                return out
             kwargs["ContinuationToken"] = page["NextContinuationToken"]
 
-    def local(self) -> dict[str, dict[str, int]]:
-        units: dict[str, dict[str, int]] = {}
-        names = os.listdir(self.dir) if os.path.isdir(self.dir) else []
-        for name in names:
-            path = os.path.join(self.dir, name)
-            if WHOLE_RE.match(name) and os.path.isfile(path):
-                units[name] = {"": os.path.getsize(path)}
-            elif SHARDED_RE.match(name) and os.path.isfile(os.path.join(path, MANIFEST)):
-                units[name] = {os.path.relpath(os.path.join(root, f), path): os.path.getsize(os.path.join(root, f))
-                               for root, _, files in os.walk(path) for f in files}
-        return units
+    def local(self) -> dict[str, tuple[int, int]]:
+        """rel path -> (size, mtime_ns) of every regular file under the folder (links are not followed)."""
+        out: dict[str, tuple[int, int]] = {}
+        for top, dirs, files in os.walk(self.dir):
+            dirs.sort()
+            for name in files:
+                path = os.path.join(top, name)
+                try:
+                    st = os.lstat(path)
+                except FileNotFoundError:  # renamed away meanwhile
+                    continue
+                if os.path.isfile(path) and not os.path.islink(path):
+                    out[os.path.relpath(path, self.dir).replace(os.sep, "/")] = (st.st_size, st.st_mtime_ns)
+        return out
 
-    def _key(self, name: str, inner: str) -> str:
-        return self.prefix + name + (f"/{inner}" if inner else "")
+    def _path(self, rel: str) -> str:
+        path = os.path.abspath(os.path.join(self.dir, rel))
+        if os.path.commonpath([path, os.path.abspath(self.dir)]) != os.path.abspath(self.dir):
+            raise SystemExit(f"trainctl-agent: checkpoint key {rel!r} leads outside {self.dir}; refusing it")
+        return path
 
     # ------------------------------------------------------------ restore
-    def restore(self, count: int = 1) -> list[str]:
-        """Fetch the newest `count` complete steps that are not here yet; returns the units fetched."""
-        os.makedirs(self.dir, exist_ok=True)
-        remote, here = self.remote(), self.local()
-        here_steps = {unit_step(n) for n in here}
-        fetched = []
-        for step in complete_steps(remote)[:max(1, count)]:
-            if step in here_steps:
-                continue
-            name = sorted(n for n, files in remote.items() if unit_step(n) == step and _complete(n, files))[-1]
-            self._download(name, remote[name])
-            fetched.append(name)
-        return fetched
+    def restore(self) -> list[str]:
+        """Fetch every checkpoint file S3 holds that this node lacks; returns the files fetched."""
+        with self.lock:
+            os.makedirs(self.dir, exist_ok=True)
+            here, fetched = self.local(), []
+            for rel, size in sorted(self.remote().items(), key=lambda kv: (kv[0].endswith(MANIFEST), kv[0])):
+                if being_written(rel):
+                    continue
+                path = self._path(rel)
+                if rel not in here or here[rel][0] != size:
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    temp = f"{path}.trainctl.download"  # a temporary name: never uploaded, never a checkpoint
+                    self.s3.download_file(self.bucket, self.prefix + rel, temp, ExtraArgs=self.owner)
+                    os.replace(temp, path)
+                    fetched.append(rel)
+                st = os.stat(path)
+                self.synced[rel] = (st.st_size, st.st_mtime_ns)
+            if fetched:
+                self.say(f"trainctl-agent: restored {len(fetched)} checkpoint files from s3://{self.bucket}/"
+                         f"{self.prefix}")
+            return fetched
 
-    def _download(self, name: str, files: dict[str, int]) -> None:
-        # Beside and renamed: the entrypoint must never see a half-written checkpoint. The temp name starts
-        # with a dot, which no entrypoint pattern matches.
-        temp = os.path.join(self.dir, f".{name}.download")
-        shutil.rmtree(temp, ignore_errors=True)
-        for inner in sorted(files):
-            target = os.path.join(temp, inner) if inner else temp
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            self.s3.download_file(self.bucket, self._key(name, inner), target, ExtraArgs=self.owner)
-        os.replace(temp, os.path.join(self.dir, name))
-        self.say(f"trainctl-agent: restored checkpoint {name}")
+    # ------------------------------------------------------------ upload, mirror deletions
+    def _ready(self, rel: str, sig: tuple[int, int], final: bool, now: float) -> bool:
+        if being_written(rel):
+            return False
+        if final:
+            return True
+        still = self.seen.get(rel) == sig
+        return still or now - sig[1] / 1e9 >= self.settle_s
 
-    # ------------------------------------------------------------ upload, then prune
-    def sync(self) -> None:
-        """Upload this node's complete units of the newest `keep` steps that S3 lacks, then prune S3."""
-        remote, here = self.remote(), self.local()
-        kept = set(sorted(set(complete_steps(remote)) | set(complete_steps(here)), reverse=True)[:self.keep])
-        for name in sorted(here):
-            if unit_step(name) in kept:
-                self._upload(name, here[name], remote.get(name, {}))
-        self.prune()
+    def sync(self, final: bool = False) -> int:
+        """Upload what changed and is complete; delete in S3 what this agent synced and the script deleted.
+        `final`: the training has exited, nothing is being written. Returns the files uploaded."""
+        with self.lock:
+            here, now, count = self.local(), time.time(), 0
+            changed = {rel: sig for rel, sig in here.items() if self.synced.get(rel) != sig}
+            ready = {rel for rel, sig in changed.items() if self._ready(rel, sig, final, now)}
+            blocked = {os.path.dirname(rel) for rel in changed if rel not in ready and not being_written(rel)}
+            for rel in sorted(ready, key=lambda r: (os.path.basename(r) == MANIFEST, r)):
+                folder = os.path.dirname(rel)
+                if os.path.basename(rel) == MANIFEST and folder in blocked:
+                    continue  # its folder is not complete yet: the manifest follows next round
+                if self._upload(rel, here[rel]):
+                    count += 1
+                elif os.path.basename(rel) != MANIFEST:
+                    blocked.add(folder)
+            self.seen = here
+            gone = sorted((r for r in self.synced if r not in here), key=lambda r: (os.path.basename(r) != MANIFEST, r))
+            for rel in gone:
+                self.s3.delete_object(Bucket=self.bucket, Key=self.prefix + rel, **self.owner)
+                del self.synced[rel]
+            return count
 
-    def _upload(self, name: str, files: dict[str, int], there: dict[str, int]) -> None:
-        # The manifest goes last: a sharded step is complete in S3 only once every shard is there.
-        for inner in sorted(files, key=lambda f: (f == MANIFEST, f)):
-            if there.get(inner) != files[inner]:
-                path = os.path.join(self.dir, name, inner) if inner else os.path.join(self.dir, name)
-                self.s3.upload_file(path, self.bucket, self._key(name, inner), ExtraArgs=self.owner)
-
-    def prune(self) -> list[str]:
-        """Delete from S3 every unit older than the newest `keep` complete steps; returns the units deleted."""
-        remote = self.remote()
-        steps = complete_steps(remote)
-        if len(steps) <= self.keep:
-            return []
-        oldest_kept = steps[self.keep - 1]
-        gone = sorted(n for n in remote if unit_step(n) < oldest_kept)
-        for name in gone:
-            for inner in sorted(remote[name], key=lambda f: (f != MANIFEST, f)):  # manifest first: incomplete
-                self.s3.delete_object(Bucket=self.bucket, Key=self._key(name, inner), **self.owner)
-        if gone:
-            self.say(f"trainctl-agent: pruned {len(gone)} old checkpoints from S3 (keeping {self.keep} steps)")
-        return gone
+    def _upload(self, rel: str, sig: tuple[int, int]) -> bool:
+        path = os.path.join(self.dir, rel)
+        try:
+            self.s3.upload_file(path, self.bucket, self.prefix + rel, ExtraArgs=self.owner)
+            st = os.stat(path)
+        except FileNotFoundError:  # renamed or deleted while uploading: the next look sees what is there
+            return False
+        if (st.st_size, st.st_mtime_ns) != sig:  # written to while uploading: upload it again next round
+            return False
+        self.synced[rel] = sig
+        return True

@@ -1,5 +1,7 @@
 """The node's torchrun command line and environment: its rank among the job's nodes (sorted private IPs), the
-master's address, the socket interface gloo/NCCL use, and the EFA and Neuron settings of the instance type."""
+master's address, the socket interface gloo/NCCL use, and the EFA and Neuron settings of the instance type.
+The script gets exactly the job's arguments (`entrypoint.args` and, for a bundled entrypoint, the plan's), nothing
+appended: where to checkpoint and write the model is SageMaker's contract (/opt/ml/..., SM_* in sm_env.py)."""
 from __future__ import annotations
 
 import os
@@ -19,7 +21,7 @@ def interface_of(ip: str) -> str | None:
     return None
 
 
-def torchrun_command(cfg: dict, ips: list[str], ip: str, code_dir: str, ckpt_dir: str, master_port: int,
+def torchrun_command(cfg: dict, ips: list[str], ip: str, code_dir: str, master_port: int,
                      env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     rank, master = ips.index(ip), ips[0]
     reach = os.environ.get("TRAINCTL_MASTER_ADDR") or master  # nodes sharing one host (the sandbox's)
@@ -27,7 +29,7 @@ def torchrun_command(cfg: dict, ips: list[str], ip: str, code_dir: str, ckpt_dir
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(ips)), "--node_rank", str(rank),
            "--master_addr", reach, "--master_port", str(master_port),
            "--nproc_per_node", str(nproc), os.path.join(code_dir, cfg["script"]),
-           *cfg.get("args", []), "--checkpoint-dir", ckpt_dir]
+           *[str(a) for a in cfg.get("args", [])]]
     env.setdefault("OMP_NUM_THREADS", "1")
     iface = interface_of(ip)
     if iface:  # gloo/NCCL would otherwise pick whatever the host name resolves to

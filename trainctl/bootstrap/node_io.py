@@ -39,27 +39,38 @@ def read_secrets(client, secrets: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def install_requirements(code_dir: str, log) -> None:
+def install_requirements(code_dir: str, cache_dir: str, log) -> None:
     """`pip install -r requirements.txt` in the job's code, as SageMaker's training toolkit does before the
-    script (sagemaker-training-toolkit `modules.install_requirements`); a failure is the toolkit's
-    InstallRequirementsError, in its words (`errors._CalledProcessError`), and the node stops."""
+    script (sagemaker-training-toolkit `modules.install_requirements`), once per node and requirements: a file
+    named by the requirements' sha256 in cache_dir records a success, so a restart on the node skips pip. Quiet:
+    one line on success; on failure the toolkit's InstallRequirementsError, in its words
+    (`errors._CalledProcessError`), with pip's error lines, and the node stops."""
+    import hashlib
     import subprocess
     import sys
 
-    if not os.path.isfile(os.path.join(code_dir, "requirements.txt")):
+    path = os.path.join(code_dir, "requirements.txt")
+    if not os.path.isfile(path):
         return
-    cmd = [sys.executable, "-m", "pip", "install", "-r", "requirements.txt"]
-    log(f"trainctl-agent: {' '.join(cmd)}")
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    done = os.path.join(cache_dir, f"requirements-{digest[:16]}.installed")
+    if os.path.exists(done):
+        log(f"trainctl-agent: requirements.txt (sha256 {digest[:12]}) already installed on this node")
+        return
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", "requirements.txt"]
+    started = time.time()
     proc = subprocess.run(cmd, cwd=code_dir, capture_output=True, text=True)
-    output = (proc.stdout + proc.stderr).strip().splitlines()
-    for line in output[-20:]:
-        log(line)
     if proc.returncode != 0:
-        error = next((ln for ln in reversed(output) if ln.startswith("ERROR")), output[-1] if output else "")
-        message = (f'InstallRequirementsError:\nExitCode {proc.returncode}\nErrorMessage "{error}"\n'
+        output = (proc.stdout + proc.stderr).strip().splitlines()
+        errors = [ln for ln in output if ln.startswith("ERROR")] or output[-5:]
+        message = (f'InstallRequirementsError:\nExitCode {proc.returncode}\nErrorMessage "{" ".join(errors)[:2000]}"\n'
                    f'Command "{" ".join(cmd)}"')
         log(message)
         raise SystemExit(message)
+    os.makedirs(cache_dir, exist_ok=True)
+    open(done, "w").close()
+    log(f"trainctl-agent: requirements.txt installed ({time.time() - started:.0f} s, sha256 {digest[:12]})")
 
 
 def say(message: str) -> None:

@@ -122,7 +122,9 @@ def finish_args(args: argparse.Namespace, env: dict[str, str] | None = None) -> 
     env = os.environ if env is None else env
     explicit = set(getattr(args, "_explicit", ()))
     if args.checkpoint_dir is None and "checkpoint_dir" not in explicit and on_sagemaker(env):
-        args.checkpoint_dir = SAGEMAKER_CHECKPOINT_DIR
+        # /opt/ml, or where the toolkit's SAGEMAKER_BASE_DIR puts it (an EC2 node agent's folder beside its own)
+        base = env.get("SAGEMAKER_BASE_DIR")
+        args.checkpoint_dir = os.path.join(base, "checkpoints") if base else SAGEMAKER_CHECKPOINT_DIR
     if args.model_dir is None and "model_dir" not in explicit:
         args.model_dir = env.get("SM_MODEL_DIR") or None
     from trainctl_data import train_channel, train_channel_sharded

@@ -54,7 +54,12 @@ class Entrypoint(Strict):
     bundled: Literal["ddp", "neuron", "lm"] | None = None
     script: str | None = Field(None, description="the user's training script, relative to source_dir")
     source_dir: str | None = Field(None, description="directory shipped as the job's code")
+    # Passed as SageMaker's training toolkit passes hyperparameters (mapping.to_cmd_args): `--key value`, keys
+    # sorted, a boolean as Python spells it (`--flag True`), on SageMaker and on EC2 alike (docs/your-script.md).
     args: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # How often an EC2 node reruns the script after its own failure (a non-zero exit that no interruption, stop
+    # or peer explains). SageMaker never reruns a failed script; neither does trainctl unless asked.
+    max_retries: int = Field(0, ge=0, le=10)
 
     @field_validator("args")
     @classmethod

@@ -220,6 +220,16 @@ def summary(view, progress: Progress, record: JobRecord | None, now: float | Non
                             for t in view.transitions]}
 
 
+def ran_to_the_end(view, progress: Progress) -> bool:
+    """Whether the metric lines counted the run's steps to its end (issue 37): a job that stopped early (a script
+    that exits 0 on SIGTERM, half-way) measures nothing later plans should trust. Unknown totals pass: the
+    platform's own outcome (Completed) is then all there is."""
+    steps = total_steps(view) or progress.total_steps
+    if not steps:
+        return True
+    return progress.last_step is not None and progress.last_step >= steps
+
+
 def record_outcome(store: JobStore, view, progress: Progress, record: JobRecord | None) -> str | None:
     """Store the final status and, for a completed job trainctl launched, its measured throughput."""
     if record is None:
@@ -227,7 +237,8 @@ def record_outcome(store: JobStore, view, progress: Progress, record: JobRecord 
     store.set_status(view.job_id, view.status)
     unshared: list[str] = []  # what could not be written to the account's records, said after the outcome
     finished(record, view, progress.samples_per_s, say=unshared.append)
-    if view.status == "Completed" and progress.samples_per_s and view.instance_type and record.model:
+    if (view.status == "Completed" and progress.samples_per_s and view.instance_type and record.model
+            and ran_to_the_end(view, progress)):
         store.record_measured(model=record.model, batch_size=int(record.batch_size or 0),
                               instance_type=view.instance_type, count=int(view.count or 1),
                               samples_per_s=progress.samples_per_s, job_id=view.job_id, account=record.account)

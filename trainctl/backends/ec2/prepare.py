@@ -18,7 +18,7 @@ from typing import Any
 
 from trainctl.catalog.images import DLAMI_PARAMETERS
 from trainctl.aws import clients as aws
-from trainctl.backends.job_args import as_command_line, entrypoint_args, layout_note
+from trainctl.backends.job_args import as_command_line, entrypoint_args, layout_note, total_steps
 from trainctl.naming import resources as naming
 from trainctl.aws import network, zones
 from trainctl.backends.data_checks import refuse_bad_data
@@ -275,6 +275,9 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               "args": as_command_line(entrypoint_args(spec, option, inst)), "nnodes": option.count, "nproc_per_node": nproc_per_node(inst),
               "accelerator": inst.accelerator.kind, "efa": inst.efa, "efa_rdma": efa_rdma_read(inst), "master_port": MASTER_PORT,
               "shutdown_when_done": True, **stopping_condition(option, opts.max_runtime_hours),
+              # the agent's outcome rules (bootstrap/outcome.py): reruns of a failed script, the plan's steps
+              "max_retries": int(getattr(spec.entrypoint, "max_retries", 0) or 0),
+              "total_steps": total_steps(spec, option), "instance_type": option.instance_type,
               # recovery relaunches any of these, within the same cap per node (backends/ec2/fleet.py)
               "instance_types": list(option.instance_types),
               "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None,

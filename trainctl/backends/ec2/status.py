@@ -153,12 +153,16 @@ def markers(s3, job_id: str, bucket: str | None, account: str | None = None) -> 
         "Body"].read().decode(errors="replace") for o in found}
 
 
-def _status(marks: dict, found: list[dict], alive: list[dict], nodes: int | None) -> tuple[str, str, str | None]:
+def _status(marks: dict, found: list[dict], alive: list[dict], nodes: int | None,
+            job_id: str = "JOB") -> tuple[str, str, str | None]:
     """(status, secondary status, failure reason) in SageMaker's words."""
     if "completed" in marks:
         return "Completed", "Completed", None
     if "failed" in marks:
-        return "Failed", "Failed", marks["failed"]
+        running = [i["InstanceId"] for i in alive if i["State"]["Name"] in ("pending", "running")]
+        tail = (f" [still running: {', '.join(running)}; its agent shuts it down within a minute, or end it now "
+                f"with `trainctl down {job_id}`]") if running else ""
+        return "Failed", "Failed", marks["failed"] + tail
     if "stopped" in marks:
         if not alive and not nodes:  # `down` marks the job stopped first, then removes its launch template
             return "Stopped", "Stopped", "stopped; the job's instances and launch template are gone (`trainctl down`)"
@@ -216,7 +220,7 @@ def describe(client_for, job_id: str, region: str) -> JobView:
     alive = [i for i in found if i["State"]["Name"] in LIVE_STATES and tag_map(i).get(STATE_TAG) != "interrupted"]
     lost = [i for i in found if interrupted(i)]
     costs = instance_costs(ec2, found, region, now)
-    status, secondary, failure = _status(marks, found, alive, nodes)
+    status, secondary, failure = _status(marks, found, alive, nodes, job_id)
     silent = never_checked_in(client_for("logs", region), job_id, alive, now) if status == "InProgress" else []
     started = found[0]["LaunchTime"].timestamp() if found else None
     ended = None
