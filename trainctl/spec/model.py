@@ -332,7 +332,7 @@ class JobSpec(Strict):
         return secrets
     data: dict[ChannelName, Channel] | None = Field(
         None, max_length=20, description="input channels: NAME -> s3://bucket/prefix/, {uri, mode}, or {fsx, path}; "
-                                         "`train` is required (spec/data.py)")
+                                         "`train` is required for a bundled entrypoint (spec/data.py)")
 
     @field_validator("data", mode="before")
     @classmethod
@@ -341,8 +341,10 @@ class JobSpec(Strict):
 
     @field_validator("data")
     @classmethod
-    def train_channel(cls, data):
-        problem = channels_problem(data) if data is not None else None
+    def train_channel(cls, data, info: ValidationInfo):
+        entrypoint = info.data.get("entrypoint")
+        bundled = entrypoint is None or getattr(entrypoint, "bundled", None) is not None
+        problem = channels_problem(data, needs_train=bundled) if data is not None else None
         if problem:
             raise ValueError(problem)
         return data
