@@ -28,7 +28,10 @@ def torchrun_command(cfg: dict, ips: list[str], ip: str, code_dir: str, master_p
     nproc = int(os.environ.get("TRAINCTL_NPROC_PER_NODE") or cfg["nproc_per_node"])
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(len(ips)), "--node_rank", str(rank),
            "--master_addr", reach, "--master_port", str(master_port),
-           "--nproc_per_node", str(nproc), os.path.join(code_dir, cfg["script"]),
+           "--nproc_per_node", str(nproc),
+           # the ranks' stderr through a file and back to the console, each line marked with its rank: the agent
+           # tells the script's error (the failure reason) from torchrun's own report (training.py)
+           "--redirects", "2", "--tee", "2", os.path.join(code_dir, cfg["script"]),
            *[str(a) for a in cfg.get("args", [])]]
     env.setdefault("OMP_NUM_THREADS", "1")
     iface = interface_of(ip)

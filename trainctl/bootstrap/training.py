@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -18,13 +19,17 @@ import threading
 from .node_io import children
 
 TAIL_LINES = 20
+# torchrun's tee (--redirects 2 --tee 2, launch_command.py) prefixes each rank's stderr line with [<role><local
+# rank>]: those lines are the script's own; torchrun's (its ChildFailedError dump) are not.
+RANK_LINE = re.compile(r"^\[[A-Za-z_]*\d+\]:(.*)$")
 FAILURE_CHARS = 1024  # SageMaker's FailureReason holds at most 1,024 characters (DescribeTrainingJob)
 
 
 class Training:
     def __init__(self, cmd: list[str], env: dict[str, str], cwd: str, log):
         self.log = log
-        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)       # the ranks' stderr
+        self.other: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)      # torchrun's
         self.killed = threading.Event()
         self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, bufsize=1, errors="replace", start_new_session=True)
@@ -39,7 +44,8 @@ class Training:
         for line in stream:
             line = line.rstrip("\n")
             if is_stderr:
-                self.tail.append(line)
+                rank_line = RANK_LINE.match(line)
+                (self.tail.append(rank_line.group(1)) if rank_line else self.other.append(line))
             self.log(line)
 
     def running(self) -> bool:
@@ -87,7 +93,7 @@ class Training:
         except OSError:
             pass
         if not text:
-            text = "\n".join(self.tail).strip() or "(no output on stderr)"
+            text = "\n".join(self.tail or self.other).strip() or "(no output on stderr)"
         head = f"AlgorithmError: the script exited {rc} on {where}: "
         room = FAILURE_CHARS - len(head)
         return head + (text if len(text) <= room else "..." + text[-(room - 3):])
