@@ -84,9 +84,11 @@ Channel = Annotated[Annotated[S3Channel, Tag("s3")] | Annotated[FsxChannel, Tag(
 ChannelName = Annotated[str, Field(pattern=CHANNEL_NAME)]
 
 
-def channels_problem(channels: dict[str, object], needs_train: bool = True) -> str | None:
+def channels_problem(channels: dict[str, object], entrypoint: object = None) -> str | None:
     """What is wrong with a whole `data:` section, or None. The bundled entrypoints read the channel `train`; a
-    script of the user's reads whichever channels it names (SageMaker's SDK examples use `training`)."""
+    script of the user's (an entrypoint whose `bundled` is None) reads whichever channels it names (SageMaker's SDK
+    examples use `training`). Without a valid entrypoint, `train` is asked for."""
+    needs_train = getattr(entrypoint, "bundled", "") is not None
     if not channels:
         return "data: is empty; name at least the channel `train`, e.g. data: {train: s3://bucket/prefix/}"
     if needs_train and "train" not in channels:

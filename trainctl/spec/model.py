@@ -342,10 +342,7 @@ class JobSpec(Strict):
     @field_validator("data")
     @classmethod
     def train_channel(cls, data, info: ValidationInfo):
-        entrypoint = info.data.get("entrypoint")
-        bundled = entrypoint is None or getattr(entrypoint, "bundled", None) is not None
-        problem = channels_problem(data, needs_train=bundled) if data is not None else None
-        if problem:
+        if problem := data is not None and channels_problem(data, info.data.get("entrypoint")):
             raise ValueError(problem)
         return data
     distribution: Literal["torch_distributed", "smddp", "smp"] = Field(
