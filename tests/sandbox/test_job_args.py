@@ -36,10 +36,14 @@ def _sagemaker_args(doc: dict) -> dict[str, str]:
     return {k: json.loads(v) for k, v in job["HyperParameters"].items() if not k.startswith("sagemaker_")}
 
 
-def _ec2_command_line(doc: dict) -> list[str]:
+def _ec2_config(doc: dict) -> dict:
     lt = next(r for r in doc["requests"] if r["operation"] == "CreateLaunchTemplate")["params"]
     user_data = base64.b64decode(lt["LaunchTemplateData"]["UserData"]).decode()
-    return json.loads(user_data.split("<<'TRAINCTL_CONFIG'\n", 1)[1].split("\nTRAINCTL_CONFIG", 1)[0])["args"]
+    return json.loads(user_data.split("<<'TRAINCTL_CONFIG'\n", 1)[1].split("\nTRAINCTL_CONFIG", 1)[0])
+
+
+def _ec2_command_line(doc: dict) -> list[str]:
+    return _ec2_config(doc)["args"]
 
 
 def _ec2_args(doc: dict) -> dict[str, str]:
@@ -65,6 +69,10 @@ def test_the_plan_s_settings_reach_the_job_alike_on_both_platforms(sandbox, tmp_
     assert ec2 == expected
     # the same command line, in the same order, on both platforms (no --checkpoint-dir appended on EC2)
     assert _ec2_command_line(ec2_doc) == _toolkit_command_line(sm_doc)
+    # the node agent's own knowledge: the plan's steps (the budget projects any script's remainder from them) and
+    # no rerun of a failed script unless the spec asks (entrypoint.max_retries)
+    config = _ec2_config(ec2_doc)
+    assert (config["total_steps"], config["max_retries"], config["instance_type"]) == (10, 0, "g5.12xlarge")
 
 
 def test_ec2_jobs_get_a_maximum_runtime_like_sagemaker(sandbox, tmp_path):

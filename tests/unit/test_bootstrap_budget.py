@@ -45,3 +45,14 @@ def test_progress_measures_a_resumed_run_from_its_own_start():
                  "trainctl step=15 loss=1 samples_per_s=1"):  # resumed from the checkpoint of step 15
         progress.feed(line)
     assert progress.first[0] == 15 and progress.seconds_left() is None  # one line of the new run: no rate yet
+
+
+def test_a_script_without_total_steps_or_steps_is_projected_from_the_plan_s_steps():
+    """Issue 37: any script, not only the bundled ones, is stopped on a projected overrun: the steps come from the
+    node config's total_steps (the spec's samples over every rank's batch) when neither the arguments (--steps)
+    nor the metric lines (total_steps=) say them."""
+    from trainctl.bootstrap.budget import _steps
+
+    assert _steps({"args": ["--lr", "0.1"], "total_steps": 300}) == 300
+    assert _steps({"args": ["--steps", "50"], "total_steps": 300}) == 50
+    assert _steps({"args": []}) is None

@@ -236,9 +236,9 @@ def record_outcome(store: JobStore, view, progress: Progress, record: JobRecord 
         return None
     store.set_status(view.job_id, view.status)
     unshared: list[str] = []  # what could not be written to the account's records, said after the outcome
-    finished(record, view, progress.samples_per_s, say=unshared.append)
-    if (view.status == "Completed" and progress.samples_per_s and view.instance_type and record.model
-            and ran_to_the_end(view, progress)):
+    rate = progress.samples_per_s if ran_to_the_end(view, progress) else None  # never from a run cut short
+    finished(record, view, rate, say=unshared.append)
+    if view.status == "Completed" and rate and view.instance_type and record.model:
         store.record_measured(model=record.model, batch_size=int(record.batch_size or 0),
                               instance_type=view.instance_type, count=int(view.count or 1),
                               samples_per_s=progress.samples_per_s, job_id=view.job_id, account=record.account)
