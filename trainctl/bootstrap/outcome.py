@@ -23,7 +23,9 @@ import time
 from . import budget
 
 NOTICE_PREFIX = "interrupted-"
-PEER_FAILED_GRACE_S = 30.0  # a failed job's other nodes: its checkpoints are no longer worth 120 s of billing
+# A failed job's other nodes: its checkpoints are no longer worth 120 s of billing. With the 30 s status poll, a
+# survivor is gone within a minute of the failure.
+PEER_FAILED_GRACE_S = 20.0
 
 
 def notices_now(agent) -> set[str]:

@@ -42,6 +42,7 @@ def hyperparameters(args: list[str]) -> dict:
 def resource_config(rank: int, nnodes: int, instance_type: str, iface: str) -> dict:
     hosts = [f"algo-{i + 1}" for i in range(nnodes)]
     return {"current_host": hosts[rank], "current_instance_type": instance_type, "current_group_name": GROUP,
+            "current_instance_group": GROUP,
             "hosts": hosts, "instance_groups": [{"instance_group_name": GROUP, "instance_type": instance_type,
                                                  "hosts": hosts}], "network_interface_name": iface}
 
