@@ -2,11 +2,13 @@
 
 It fits y = 3x + 2 by SGD in plain Python so that it runs anywhere in seconds; put your model where
 `train_step` is. What matters is the contract around it:
-- arguments: the spec's `entrypoint.args` arrive as `--name value`; `--checkpoint-dir` is the platform's
-  (EC2's node agent and the sandbox pass it; on SageMaker it is /opt/ml/checkpoints);
-- resume: load the newest complete checkpoint from that folder, write new ones atomically;
+- arguments: exactly the spec's `entrypoint.args`, as `--name value`; nothing is appended;
+- checkpoints: /opt/ml/checkpoints, SageMaker's path, which SageMaker and trainctl's EC2 nodes sync to S3
+  and restore before a restart (`--checkpoint-dir` changes it, e.g. for a local run);
+- resume: load the checkpoint from that folder; write it through a temporary file and a rename;
 - SIGTERM (the Spot notice, `trainctl stop`): checkpoint at the next step and exit 0;
-- one metric line per few steps: `trainctl step=N loss=X samples_per_s=Y total_steps=M`.
+- one metric line per few steps: `trainctl step=N loss=X samples_per_s=Y total_steps=M`;
+- the model: written to $SM_MODEL_DIR (/opt/ml/model), which `trainctl fetch JOB --what model` brings back.
 """
 from __future__ import annotations
 
@@ -22,14 +24,16 @@ SAGEMAKER_CHECKPOINTS = "/opt/ml/checkpoints"  # CheckpointConfig.LocalPath, syn
 
 
 def parse_args() -> argparse.Namespace:
-    on_sagemaker = "SM_MODEL_DIR" in os.environ
+    in_job = "SM_MODEL_DIR" in os.environ  # SageMaker's variables: a job on SageMaker or on an EC2 node
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=300, help="optimizer steps of the whole run")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--checkpoint-every", type=int, default=50)
-    p.add_argument("--checkpoint-dir", default=SAGEMAKER_CHECKPOINTS if on_sagemaker else "checkpoints")
+    p.add_argument("--step-seconds", type=float, default=0.0, help="stands in for a real model's step time")
+    p.add_argument("--checkpoint-dir", default=SAGEMAKER_CHECKPOINTS if in_job else "checkpoints")
+    p.add_argument("--model-dir", default=os.environ.get("SM_MODEL_DIR", "model"))
     return p.parse_args()
 
 
@@ -81,6 +85,7 @@ def main() -> int:
     while state["step"] < args.steps:
         rng = random.Random(state["step"])  # the data of a step does not depend on restarts
         loss = train_step(state, args.batch_size, args.lr, rng)
+        time.sleep(args.step_seconds)
         state["step"] += 1
         window_samples += args.batch_size
         if state["step"] % args.log_every == 0 or state["step"] == args.steps:
@@ -95,6 +100,9 @@ def main() -> int:
         if state["step"] % args.checkpoint_every == 0:
             save_checkpoint(args.checkpoint_dir, state)
     save_checkpoint(args.checkpoint_dir, state)
+    os.makedirs(args.model_dir, exist_ok=True)
+    with open(os.path.join(args.model_dir, "model.json"), "w", encoding="utf-8") as f:
+        json.dump({"w": state["w"], "b": state["b"], "steps": state["step"]}, f)
     print(f"done: w={state['w']:.3f} b={state['b']:.3f}", flush=True)
     return 0
 

@@ -293,14 +293,22 @@ def test_job_gets_the_sagemaker_container_contract(sb):
         assert json.loads(env["SM_TRAINING_ENV"])["hosts"] == ["algo-1", "algo-2"]
         assert json.loads(env["SM_CHANNELS"]) == ["train"]
         host_dir = next(p for p in info["hosts"] if p.endswith(host))
-        assert env["SM_CHANNEL_TRAIN"] == f"{host_dir}/input/data/train"
-        assert (Path(env["SM_CHANNEL_TRAIN"]) / "part-0.csv").read_bytes() == b"1,2\n"
-        assert env["SM_MODEL_DIR"] == f"{host_dir}/model"
-        assert env["SM_OUTPUT_DATA_DIR"] == f"{host_dir}/output/data"
+        # a host sees its own folder at /opt/ml (a private mount namespace), else the folder's own path
+        seen = "/opt/ml" if info["private_opt_ml"] else host_dir
+        assert env["SM_CHANNEL_TRAIN"] == f"{seen}/input/data/train"
+        assert c["channel_files"] == ["part-0.csv"]
+        assert (Path(host_dir) / "input/data/train/part-0.csv").read_bytes() == b"1,2\n"
+        assert env["SM_MODEL_DIR"] == f"{seen}/model"
+        assert env["SM_OUTPUT_DATA_DIR"] == f"{seen}/output/data"
         assert env["TRAINING_JOB_NAME"] == name and env["AWS_ENDPOINT_URL"] == sb.endpoint_url
         assert env["USER_FLAG"] == "on"
-        assert env["USER_CKPT"] == f"{host_dir}/checkpoints/x"  # /opt/ml paths map to the host folder
-        assert argv == ["--learning-rate", "0.5", "--mode", "ok", "--checkpoint-dir", f"{host_dir}/checkpoints"]
+        if info["private_opt_ml"]:  # exactly the hyperparameters, as the training toolkit passes them
+            assert env["USER_CKPT"] == "/opt/ml/checkpoints/x"
+            assert argv == ["--learning-rate", "0.5", "--mode", "ok"]
+            assert c["cwd"] == "/opt/ml/code"
+        else:  # /opt/ml paths map to the host folder, and the checkpoint folder is passed
+            assert env["USER_CKPT"] == f"{host_dir}/checkpoints/x"
+            assert argv == ["--learning-rate", "0.5", "--mode", "ok", "--checkpoint-dir", f"{host_dir}/checkpoints"]
     group = GROUP
     names = [s["logStreamName"] for s in sb.logs.describe_log_streams(logGroupName=group)["logStreams"]]
     assert len([n for n in names if n.startswith(f"{name}/algo-")]) == 2

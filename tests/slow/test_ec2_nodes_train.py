@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from tests.support.ec2_jobs import end_earlier_nodes as _end_earlier_nodes
 from tests.support.helpers import run_cli
 
 REGION = "us-east-1"
@@ -28,15 +29,6 @@ def _launch(sb, home, spec: str, layout: str) -> dict:
                    env=sb.env)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
-
-
-def _end_earlier_nodes(sb) -> None:
-    states = [{"Name": "instance-state-name", "Values": ["pending", "running"]}]
-    for region in ("us-east-1", "us-west-2"):
-        ec2 = sb.client("ec2", region)
-        ids = [i["InstanceId"] for r in ec2.describe_instances(Filters=states)["Reservations"] for i in r["Instances"]]
-        if ids:
-            ec2.terminate_instances(InstanceIds=ids)
 
 
 def _instances(sb, job: str) -> list[dict]:

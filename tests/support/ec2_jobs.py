@@ -64,3 +64,12 @@ def set_capacity(sb, available: bool, instance_type: str = "g5.12xlarge") -> Non
     """Capacity of the launched job's type in every AZ of the region, on or off."""
     for zone in sb.client("ec2").describe_availability_zones()["AvailabilityZones"]:
         sb.admin.set_capacity(instance_type, zone["ZoneName"], available)
+
+
+def end_earlier_nodes(sb) -> None:
+    states = [{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+    for region in ("us-east-1", "us-west-2"):
+        ec2 = sb.client("ec2", region)
+        ids = [i["InstanceId"] for r in ec2.describe_instances(Filters=states)["Reservations"] for i in r["Instances"]]
+        if ids:
+            ec2.terminate_instances(InstanceIds=ids)

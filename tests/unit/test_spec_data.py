@@ -27,6 +27,16 @@ def test_short_long_and_fsx_forms_load(tmp_path):
     assert channel_path("train") == "/opt/ml/input/data/train" and channel_env("train") == "SM_CHANNEL_TRAIN"
 
 
+def test_a_script_of_the_user_s_names_its_own_channels(tmp_path):
+    """SageMaker's SDK examples read SM_CHANNEL_TRAINING: only the bundled entrypoints need `train`."""
+    path = tmp_path / "job.yaml"
+    path.write_text(BASE.replace("{bundled: ddp}", "{script: train.py, source_dir: .}")
+                    .replace("{architecture: vit_micro}", "{params: 2, flops_per_sample: 12}")
+                    + "data: {training: s3://my-bucket/t/}\n")
+    (tmp_path / "train.py").write_text("")
+    assert list(load_spec(path).data) == ["training"]
+
+
 def test_no_data_section_is_none(tmp_path):
     assert _load(tmp_path, "").data is None
 

@@ -19,8 +19,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-# Set by the platform, never by the job's arguments: the agent (EC2) or SageMaker owns the checkpoint folder.
-PLATFORM_OWNED = ("checkpoint-dir",)
 # The plan's strategy as train_lm.py's --sharding.
 LM_SHARDING = {"ddp": "none", "fsdp": "full", "hsdp": "hybrid"}
 
@@ -32,7 +30,8 @@ def _given(args: dict[str, Any], name: str) -> bool:
 def entrypoint_args(spec: Any, option: Any, inst: Any, distribution: str = "torch_distributed") -> dict[str, Any]:
     """The arguments, in order: the user's, then what the plan (and the launch's SageMaker distribution, see
     backends/sagemaker/distribution.py) adds for a bundled entrypoint."""
-    args = {k: v for k, v in spec.entrypoint.args.items() if k.replace("_", "-") not in PLATFORM_OWNED}
+    # Exactly the user's arguments, whatever their names: no platform passes or owns one (docs/your-script.md).
+    args = dict(spec.entrypoint.args)
     if not spec.entrypoint.bundled:
         return args
     batch = spec.workload.batch_size_per_accelerator

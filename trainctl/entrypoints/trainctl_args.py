@@ -14,7 +14,8 @@ import sys
 from typing import Any, Sequence
 
 # Where SageMaker's CheckpointConfig.LocalPath points by default; SageMaker syncs it to S3 and
-# restores it before the script starts again after a Spot interruption.
+# restores it before the script starts again after a Spot interruption. trainctl's EC2 node agent syncs
+# and restores the same folder, so the scripts need no checkpoint argument on either platform.
 SAGEMAKER_CHECKPOINT_DIR = "/opt/ml/checkpoints"
 
 
@@ -59,6 +60,8 @@ def non_negative_float(value: str) -> float:
 
 
 def on_sagemaker(env: dict[str, str] | None = None) -> bool:
+    """In a training container of SageMaker's contract: SageMaker's, or an EC2 node of trainctl, whose agent
+    sets the same variables and paths (docs/your-script.md)."""
     env = os.environ if env is None else env
     # The training toolkit sets these in every SageMaker training container.
     return bool(env.get("SM_TRAINING_ENV") or env.get("SM_MODEL_DIR") or env.get("SM_CURRENT_HOST"))
@@ -94,7 +97,8 @@ def build_parser(description: str, devices: Sequence[str],
         help="bf16 autocast (true|false); on a CPU without native bf16 it is emulated and far "
              "slower than false")
     add("--checkpoint-dir", type=optional_path, default=None,
-        help=f"default {SAGEMAKER_CHECKPOINT_DIR} on SageMaker, else no checkpoints")
+        help=f"default {SAGEMAKER_CHECKPOINT_DIR} where SageMaker's SM_* variables are set (SageMaker, trainctl's "
+             "EC2 nodes), else no checkpoints")
     add("--checkpoint-every", type=non_negative_int, default=0, help="steps; 0 = off")
     add("--checkpoint-seconds", type=non_negative_float, default=600.0,
         help="also checkpoint when this long has passed since the last one; 0 = off")

@@ -84,12 +84,16 @@ Channel = Annotated[Annotated[S3Channel, Tag("s3")] | Annotated[FsxChannel, Tag(
 ChannelName = Annotated[str, Field(pattern=CHANNEL_NAME)]
 
 
-def channels_problem(channels: dict[str, object]) -> str | None:
-    """What is wrong with a whole `data:` section, or None."""
+def channels_problem(channels: dict[str, object], entrypoint: object = None) -> str | None:
+    """What is wrong with a whole `data:` section, or None. The bundled entrypoints read the channel `train`; a
+    script of the user's (an entrypoint whose `bundled` is None) reads whichever channels it names (SageMaker's SDK
+    examples use `training`). Without a valid entrypoint, `train` is asked for."""
+    needs_train = getattr(entrypoint, "bundled", "") is not None
     if not channels:
         return "data: is empty; name at least the channel `train`, e.g. data: {train: s3://bucket/prefix/}"
-    if "train" not in channels:
-        return f"data: has no channel `train` (it has {', '.join(sorted(channels))}); the channel `train` is required"
+    if needs_train and "train" not in channels:
+        return (f"data: has no channel `train` (it has {', '.join(sorted(channels))}); the bundled entrypoints read "
+                "the channel `train`")
     if len({name.upper() for name in channels}) != len(channels):
         return "data: two channel names differ only in case; SM_CHANNEL_<NAME> would be the same variable"
     return None

@@ -329,7 +329,7 @@ class JobSpec(Strict):
         return secrets
     data: dict[ChannelName, Channel] | None = Field(
         None, max_length=20, description="input channels: NAME -> s3://bucket/prefix/, {uri, mode}, or {fsx, path}; "
-                                         "`train` is required (spec/data.py)")
+                                         "`train` is required for a bundled entrypoint (spec/data.py)")
 
     @field_validator("data", mode="before")
     @classmethod
@@ -338,9 +338,8 @@ class JobSpec(Strict):
 
     @field_validator("data")
     @classmethod
-    def train_channel(cls, data):
-        problem = channels_problem(data) if data is not None else None
-        if problem:
+    def train_channel(cls, data, info: ValidationInfo):
+        if problem := data is not None and channels_problem(data, info.data.get("entrypoint")):
             raise ValueError(problem)
         return data
     distribution: Literal["torch_distributed", "smddp", "smp"] = Field(

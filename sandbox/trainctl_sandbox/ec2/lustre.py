@@ -235,10 +235,12 @@ def mount_lustre(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]
     if found is None:
         raise ValueError(f"no instance {payload['instance_id']}")
     backend, instance = found
-    source, target = str(payload["source"]), Path(payload["target"])
+    from trainctl_sandbox.ec2.node_paths import on_machine
+
+    source, target = str(payload["source"]), on_machine(ctx, instance.id, Path(payload["target"]))
     nid, _, path = source.partition(":/")
     host, _, net = nid.partition("@")
-    failed = f"mount.lustre: mount {source} at {target} failed:"
+    failed = f"mount.lustre: mount {source} at {payload['target']} failed:"
     if net != "tcp" or not path:
         raise ValueError(f"mount.lustre: can't parse {source!r}: expected MGSNAME@tcp:/FSNAME[/SUBDIR]")
     fs = _file_system(ctx, backend.region_name, host)
@@ -261,12 +263,12 @@ def mount_lustre(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]
         raise ValueError(f"{failed} No such file or directory (no directory /{subdir.strip('/')} on the file system)")
     node_root = Path(ctx.workdir) / "ec2" / instance.id
     if os.path.commonpath([target.resolve(), node_root.resolve()]) != str(node_root.resolve()):
-        raise ValueError(f"mount.lustre: mount point {target} is not on this instance")
+        raise ValueError(f"mount.lustre: mount point {payload['target']} is not on this instance")
     if not target.is_dir() or target.is_symlink() or any(target.iterdir()):
-        raise ValueError(f"mount.lustre: mount point {target} is not an empty directory")
+        raise ValueError(f"mount.lustre: mount point {payload['target']} is not an empty directory")
     target.rmdir()
     target.symlink_to(view, target_is_directory=True)
-    return {"mounted": str(target), "file_system": fs.file_system_id, "options": payload.get("options", "")}
+    return {"mounted": str(payload["target"]), "file_system": fs.file_system_id, "options": payload.get("options", "")}
 
 
 ADMIN_ACTIONS = {"mount_lustre": mount_lustre}

@@ -20,6 +20,11 @@ What an instance is, on one machine:
   StateReason), naming the limit, and bills nothing.
 Its accelerators are its type's, as its image lets it see them (machines.py: a stand-in `nvidia-smi`, the Neuron
 device files): an image that does not list the instance's family drives no GPU there.
+- its disk: the node's folder (its "root"), seen by the node's processes at the paths of a real node: the user
+  data and everything it starts run in a mount namespace of their own (private_mounts.py) where the folder's
+  `ml/` is /opt/ml (SageMaker's paths, which the node agent gives the script) and its `opt/` is /opt/trainctl
+  (the agent's own folder, TRAINCTL_ROOT). Without root the node uses the folders' own paths instead
+  (TRAINCTL_ROOT=<root>/opt, so the agent's /opt/ml is <root>/ml), and the server's log says so once;
 An instance whose subnet cannot reach S3, EC2 and CloudWatch Logs (vpc_reach) runs nothing, as its agent
 could reach nothing on AWS: it never checks in, and `trainctl watch` says so. An instance without user data
 runs nothing either. `configure_instances(run_user_data=False)` keeps every instance idle (the tests of the
@@ -38,11 +43,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainctl_sandbox.ec2 import imds, lustre, machines
+from trainctl_sandbox.server import private_mounts
+from trainctl_sandbox.ec2 import imds, lustre, machines, node_paths
+from trainctl_sandbox.ec2.node_paths import AGENT_ROOT, OPT_ML
 from trainctl_sandbox.server.context import SandboxContext
 from trainctl_sandbox.sagemaker.processes import MARKER_ENV, free_port, terminate
 
 JOB_TAG = "trainctl:job"
+FALLBACK = ("each node's /opt/ml is <node folder>/ml and its agent's /opt/trainctl is <node folder>/opt: the node agent "
+            "names those paths (SM_* variables), and a script that hard-codes /opt/ml paths fails")
 STOP_GRACE_S = 10.0         # SIGTERM -> SIGKILL when an instance goes down
 WATCH_INTERVAL_S = 0.25     # how soon a node's processes follow its instance's state
 NO_ROOM = ("Server.InsufficientInstanceCapacity",
@@ -77,6 +86,7 @@ class Node:
     root: Path
     proc: subprocess.Popen | None = None
     stopped: bool = False
+    private: bool = False    # its processes see its folders at /opt/ml and /opt/trainctl
 
 
 @dataclass
@@ -133,7 +143,8 @@ def _tag(instance: Any, key: str) -> str | None:
 def _environment(ctx: SandboxContext, node: Node, port: int) -> dict[str, str]:
     base = imds.endpoint(ctx, node.instance.id)
     env = {"PATH": f"{node.root / 'bin'}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
-           "HOME": str(node.root / "home"), "LANG": "C.UTF-8", "TRAINCTL_ROOT": str(node.root / "opt"),
+           "HOME": str(node.root / "home"), "LANG": "C.UTF-8",
+           "TRAINCTL_ROOT": AGENT_ROOT if node.private else str(node.root / "opt"),
            "TRAINCTL_PYTHON": sys.executable, "TRAINCTL_IMDS_ENDPOINT": base,
            # boto3 on the node: the sandbox as its endpoint, credentials from this instance's IMDS only
            "AWS_ENDPOINT_URL": ctx.endpoint_url, "AWS_EC2_METADATA_SERVICE_ENDPOINT": base + "/",
@@ -204,8 +215,11 @@ def start(ctx: SandboxContext, account: str, region: str, instances: list[Any]) 
 
 
 def _boot(ctx: SandboxContext, node: Node, script: str, port: int, region: str) -> None:
-    for sub in ("bin", "home", "opt"):
+    for sub in ("bin", "home", "opt", "ml"):
         (node.root / sub).mkdir(parents=True, exist_ok=True)
+    node.private = private_mounts.unavailable() is None
+    if not node.private:
+        private_mounts.fallback_note("EC2", FALLBACK)
     shutdown = node.root / "bin" / "shutdown"
     shutdown.write_text(SHUTDOWN_SCRIPT.format(python=sys.executable, instance=node.instance.id,
                                                endpoint=ctx.endpoint_url))
@@ -218,6 +232,10 @@ def _boot(ctx: SandboxContext, node: Node, script: str, port: int, region: str) 
     console = open(node.root / "console.log", "ab")  # what GetConsoleOutput would show
     shell = ["bash", str(user_data)] if not script.startswith("#!") else shlex.split(script.splitlines()[0][2:]) \
         + [str(user_data)]
+    if node.private:
+        folders = {OPT_ML: node.root / "ml", AGENT_ROOT: node.root / "opt"}
+        node_paths.register(ctx, node.instance.id, folders)
+        shell = private_mounts.wrap(shell, {k: str(v) for k, v in folders.items()}, str(node.root))
     node.proc = subprocess.Popen(shell, cwd=node.root, env={**_environment(ctx, node, port), **devices},
                                  stdin=subprocess.DEVNULL,
                                  stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
@@ -257,6 +275,7 @@ def info(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
     with state.lock:
         return {"run_user_data": state.run_user_data, "max_nodes": state.max_nodes,
                 "nodes": {i: {"job": n.job, "root": str(n.root), "console": str(n.root / "console.log"),
+                              "private_opt_ml": n.private,
                               "running": n.proc is not None and n.proc.poll() is None}
                           for i, n in state.nodes.items()}}
 

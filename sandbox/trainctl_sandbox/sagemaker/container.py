@@ -1,6 +1,13 @@
 """The SageMaker container contract of a sandbox training job: each host's /opt/ml tree, its config
 files, the command (torchrun, python or sh) and the SM_* environment the SageMaker PyTorch container
-gives a script-mode entry point."""
+gives a script-mode entry point.
+
+Each host's process runs in a mount namespace of its own where its folder is /opt/ml (private_mounts.py), so
+the script sees SageMaker's paths literally and gets exactly its hyperparameters as arguments, as the training
+toolkit passes them (nothing appended). Where private mounts are not possible, the paths are the host folders'
+own: SM_* variables name them, /opt/ml values of hyperparameters and Environment are rewritten to them, and
+the script is given `--checkpoint-dir <host folder>/checkpoints` (unless its hyperparameters name one), which
+real SageMaker never passes; the server's log says so once."""
 from __future__ import annotations
 
 import io
@@ -11,15 +18,20 @@ import subprocess
 import sys
 import tarfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainctl_sandbox.server import private_mounts
 from trainctl_sandbox.sagemaker.processes import MARKER_ENV
 from trainctl_sandbox.sagemaker.storage import write_file
 
 NPROC_ENV = "TRAINCTL_SANDBOX_NPROC_PER_NODE"
+OPT_ML = "/opt/ml"
 DEFAULT_CHECKPOINT_PATH = "/opt/ml/checkpoints"
+FALLBACK = ("each host's /opt/ml is a folder of its own: SM_* variables name it, /opt/ml values of hyperparameters "
+            "and Environment are rewritten to it, and the script gets `--checkpoint-dir <host folder>/checkpoints` "
+            "appended (real SageMaker passes no such argument); a script that hard-codes /opt/ml paths fails")
 GROUP = "homogeneousCluster"
 # What the SageMaker toolkit treats as its own hyperparameters (not passed to the script's SM_HPS).
 TOOLKIT_HYPERPARAMETERS = {
@@ -103,6 +115,12 @@ class Container:
     checkpoint_local: str
     endpoint_url: str
     marker: str
+    # Each host sees its own folder at /opt/ml (a private mount namespace), decided once per job.
+    private: bool = field(default_factory=lambda: private_mounts.unavailable() is None)
+
+    def seen(self, host: Host) -> Path:
+        """The host's /opt/ml as its script sees it."""
+        return Path(OPT_ML) if self.private else host.base
 
     def prepare(self, host: Host, hosts: list[Host], code_tarball: bytes, checkpoints: list[tuple[str, bytes]],
                 channels: dict[str, list[tuple[str, bytes]]]) -> None:
@@ -151,11 +169,14 @@ class Container:
         return out
 
     def map_path(self, value: str, host: Host) -> str:
-        """/opt/ml paths of the container -> this host's folder (the checkpoint path first)."""
+        """/opt/ml paths of the container -> this host's folder (the checkpoint path first), where the host
+        has no private /opt/ml; unchanged where it has."""
+        if self.private:
+            return value
         if value == self.checkpoint_local or value.startswith(self.checkpoint_local + "/"):
             return str(host.checkpoints) + value[len(self.checkpoint_local):]
-        if value == "/opt/ml" or value.startswith("/opt/ml/"):
-            return str(host.base) + value[len("/opt/ml"):]
+        if value == OPT_ML or value.startswith(OPT_ML + "/"):
+            return str(host.base) + value[len(OPT_ML):]
         return value
 
     def command(self, host: Host, hosts: list[Host], port: int) -> tuple[list[str], dict[str, str]]:
@@ -163,14 +184,22 @@ class Container:
         hps = _Hyperparameters.of(self.request)
         user_args = to_cmd_args(hps.user)
         args = [self.map_path(a, host) for a in user_args]
-        # /opt/ml/checkpoints does not exist here: hand the script its host folder, unless the
-        # user chose a checkpoint path (mapped above when it is the container's one).
-        if not any(k in hps.user for k in ("checkpoint-dir", "checkpoint_dir")):
-            args += ["--checkpoint-dir", str(host.checkpoints)]
+        if not self.private:
+            private_mounts.fallback_note("SageMaker", FALLBACK)
+            # /opt/ml/checkpoints is not this host's: hand the script its host folder, unless the user chose
+            # a checkpoint path (mapped above when it is the container's one).
+            if not any(k in hps.user for k in ("checkpoint-dir", "checkpoint_dir")):
+                args += ["--checkpoint-dir", str(host.checkpoints)]
         cmd, shown = self._launcher(hps, host, len(hosts), port, args)
         host.command = shlex.join(shown)
         sm = self._sm_variables(hps, host, hosts, user_args)
-        return cmd, self._environment(host, sm)
+        env = self._environment(host, sm)
+        if self.private:
+            binds = {OPT_ML: str(host.base)}
+            if self.checkpoint_local != DEFAULT_CHECKPOINT_PATH:  # CheckpointConfig.LocalPath elsewhere
+                binds[self.checkpoint_local] = str(host.checkpoints)
+            cmd = private_mounts.wrap(cmd, binds, str(self.seen(host) / "code"))
+        return cmd, env
 
     def _launcher(self, hps: "_Hyperparameters", host: Host, nnodes: int, port: int,
                   args: list[str]) -> tuple[list[str], list[str]]:
@@ -191,7 +220,7 @@ class Container:
     def _training_env(self, hps: "_Hyperparameters", host: Host, hosts: list[Host],
                       channels: dict[str, str]) -> dict[str, Any]:
         """SM_TRAINING_ENV: everything the toolkit knows about the job, as one document."""
-        base, names, program = host.base, [h.name for h in hosts], hps.program
+        base, names, program = self.seen(host), [h.name for h in hosts], hps.program
         resource_config = self.resource_config(host, hosts)
         return {
             "additional_framework_parameters": hps.framework, "channel_input_dirs": channels,
@@ -205,11 +234,11 @@ class Container:
             "instance_groups_dict": {GROUP: resource_config["instance_groups"][0]},
             "is_hetero": False, "is_master": host.index == 1, "is_modelparallel_enabled": None,
             "job_name": self.job_name, "log_level": int(hps.sagemaker.get("sagemaker_container_log_level", 20)),
-            "master_hostname": "algo-1", "model_dir": str(host.model),
+            "master_hostname": "algo-1", "model_dir": str(base / "model"),
             "module_dir": str(hps.all.get("sagemaker_submit_directory")),
             "module_name": program[:-3] if program.endswith(".py") else program,
             "network_interface_name": "eth0", "num_cpus": os.cpu_count() or 1, "num_gpus": 0,
-            "num_neurons": 0, "output_data_dir": str(host.output_data), "output_dir": str(base / "output"),
+            "num_neurons": 0, "output_data_dir": str(base / "output" / "data"), "output_dir": str(base / "output"),
             "output_intermediate_dir": str(base / "output" / "intermediate"),
             "resource_config": resource_config, "user_entry_point": program,
         }
@@ -217,14 +246,14 @@ class Container:
     def _sm_variables(self, hps: "_Hyperparameters", host: Host, hosts: list[Host],
                       user_args: list[str]) -> dict[str, Any]:
         """The SM_* variables (without the prefix), as the SageMaker training toolkit sets them."""
-        base, names = host.base, [h.name for h in hosts]
+        base, names = self.seen(host), [h.name for h in hosts]
         channels = {c["ChannelName"]: str(base / "input" / "data" / c["ChannelName"])
                     for c in self.request.get("InputDataConfig") or []}
         env = self._training_env(hps, host, hosts, channels)
         sm = {
             "hosts": names, "network_interface_name": "eth0", "hps": hps.user, "user_entry_point": hps.program,
             "framework_params": hps.framework, "resource_config": env["resource_config"],
-            "input_data_config": env["input_data_config"], "output_data_dir": str(host.output_data),
+            "input_data_config": env["input_data_config"], "output_data_dir": str(base / "output" / "data"),
             "channels": sorted(channels), "current_host": host.name,
             "current_instance_type": self.instance_type, "current_instance_group": GROUP,
             "current_instance_group_hosts": names, "instance_groups": [GROUP],
@@ -234,7 +263,7 @@ class Container:
             "log_level": env["log_level"], "framework_module": env["framework_module"],
             "input_dir": str(base / "input"), "input_config_dir": str(base / "input" / "config"),
             "output_dir": str(base / "output"), "num_cpus": env["num_cpus"], "num_gpus": 0,
-            "num_neurons": 0, "model_dir": str(host.model), "module_dir": env["module_dir"],
+            "num_neurons": 0, "model_dir": str(base / "model"), "module_dir": env["module_dir"],
             "training_env": env, "user_args": user_args,
             "output_intermediate_dir": env["output_intermediate_dir"],
         }
@@ -252,7 +281,7 @@ class Container:
             "AWS_REGION": self.region, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
             "PYTHONUNBUFFERED": "TRUE", "OMP_NUM_THREADS": "1",
             "TRAINING_JOB_NAME": self.job_name, "TRAINING_JOB_ARN": self.arn,
-            "SAGEMAKER_BASE_DIR": str(host.base), "CURRENT_HOST": host.name,
+            "SAGEMAKER_BASE_DIR": str(self.seen(host)), "CURRENT_HOST": host.name,
         })
         env.pop("AWS_SESSION_TOKEN", None)
         env.pop("AWS_PROFILE", None)

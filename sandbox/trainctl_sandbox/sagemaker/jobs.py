@@ -22,9 +22,8 @@ Choices where the sandbox must stand in for AWS (details in runner.py):
   waits in Starting ("Insufficient capacity error from EC2 while launching instances, retrying!")
   and ends Stopped/MaxWaitTimeExceeded at MaxWaitTimeInSeconds, or starts when capacity returns;
   an On-Demand job fails after a short retry with "CapacityError: ... InsufficientInstanceCapacity".
-- /opt/ml is a folder per host and attempt; a script is given `--checkpoint-dir <host folder>`
-  unless its hyperparameters name a checkpoint dir, and hyperparameter or Environment values
-  under /opt/ml are rewritten to the host's folder.
+- /opt/ml is a folder per host and attempt, seen at /opt/ml by the host's processes (private_mounts.py); where
+  that is not possible (not root) SM_* and /opt/ml values name the folder and `--checkpoint-dir` is appended.
 - torchrun per host only with `sagemaker_torch_distributed_enabled: "true"` (as the PyTorch
   container does); otherwise one python process per host. requirements.txt is not installed:
   the server's own interpreter is the image.

@@ -111,7 +111,7 @@ class JobRunner(threading.Thread):
         return {"name": self.job_name, "workdir": str(self.job_dir), "attempts": self.attempts,
                 "interruptions": self.state.interruptions,
                 "hosts": [str(h.base) for h in self._hosts], "checkpoint_sync_error": self.sync_error,
-                "log_streams": [h.stream for h in self._hosts if h.stream]}
+                "private_opt_ml": self.container.private, "log_streams": [h.stream for h in self._hosts if h.stream]}
 
     # ---- the lifecycle
 

@@ -55,3 +55,25 @@ def test_the_dry_runs_job_settings_are_the_arguments_sent(sandbox_env, flags):
     (create,) = [c for c in doc["requests"] if c["operation"] == "CreateTrainingJob"]
     sent = {k: json.loads(v) for k, v in create["params"]["HyperParameters"].items() if not k.startswith("sagemaker_")}
     assert doc["job_settings"]["args"] == sent
+
+
+def test_every_argument_of_the_spec_reaches_the_script_on_both_platforms_checkpoint_dir_included(sandbox_env,
+                                                                                                 tmp_path):
+    """No platform owns an argument any more (issue 37): a `checkpoint-dir` of the user's is passed like any other,
+    in the training toolkit's form, on SageMaker and on EC2."""
+    sent = {}
+    for platform in ("sagemaker", "ec2"):
+        spec = _project(tmp_path / platform, "{checkpoint-dir: /opt/ml/checkpoints/run-1, log-every: 20}", platform)
+        proc = run_cli(["--output", "json", "launch", str(spec), "--dry-run", "--layout", "g5.xlarge:1:spot"],
+                       Path(os.environ["TRAINCTL_HOME"]), env=sandbox_env.env)
+        assert proc.returncode == 0, proc.stderr
+        calls = {c["operation"]: c["params"] for c in json.loads(proc.stdout)["requests"]}
+        if platform == "sagemaker":
+            hps = calls["CreateTrainingJob"]["HyperParameters"]
+            sent[platform] = {k: json.loads(v) for k, v in hps.items() if not k.startswith("sagemaker_")}
+        else:
+            user_data = base64.b64decode(calls["CreateLaunchTemplate"]["LaunchTemplateData"]["UserData"]).decode()
+            config = json.loads(user_data.split("<<'TRAINCTL_CONFIG'\n", 1)[1].split("\nTRAINCTL_CONFIG\n", 1)[0])
+            sent[platform] = config["args"]
+    assert sent["sagemaker"] == {"checkpoint-dir": "/opt/ml/checkpoints/run-1", "log-every": 20}
+    assert sent["ec2"] == ["--checkpoint-dir", "/opt/ml/checkpoints/run-1", "--log-every", "20"]

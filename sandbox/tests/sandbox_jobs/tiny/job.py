@@ -34,8 +34,11 @@ def main() -> int:
     model_dir = Path(os.environ["SM_MODEL_DIR"])
     model_dir.mkdir(parents=True, exist_ok=True)
     host = os.environ.get("SM_CURRENT_HOST", "?")
-    contract = {"argv": sys.argv[1:], "env": {k: v for k, v in os.environ.items()
-                                              if k.startswith(("SM_", "TRAINING_JOB", "AWS_ENDPOINT", "USER_"))}}
+    channel = os.environ.get("SM_CHANNEL_TRAIN")
+    contract = {"argv": sys.argv[1:], "cwd": os.getcwd(),
+                "channel_files": sorted(os.listdir(channel)) if channel and os.path.isdir(channel) else None,
+                "env": {k: v for k, v in os.environ.items()
+                        if k.startswith(("SM_", "TRAINING_JOB", "AWS_ENDPOINT", "USER_"))}}
     (model_dir / f"contract-{host}.json").write_text(json.dumps(contract))
 
     if args.mode == "fail":
