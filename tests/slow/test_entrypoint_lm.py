@@ -68,7 +68,6 @@ def test_short_run_lowers_the_loss_and_reports_tokens_and_mfu(reference):
                                                if p.name != "manifest.json")
 
 
-@pytest.mark.extended
 def test_sigkill_of_the_whole_job_then_rerun_matches_uninterrupted(reference, tmp_path):
     ckpt = tmp_path / "ckpt"
     job = start(lm(ckpt), tmp_path / "killed.txt")
@@ -135,7 +134,6 @@ def test_sigterm_to_every_rank_stops_at_one_step_and_resumes_exactly(reference, 
     assert final_hash(text) == reference["hash"]
 
 
-@pytest.mark.extended
 def test_token_file_from_the_sagemaker_channel_with_string_hyperparameters(tmp_path):
     # What the container does: the folder's files in /opt/ml/code, the script run by path
     # (one process, no torchrun), hyperparameters as strings, data in SM_CHANNEL_TRAIN.
@@ -169,7 +167,6 @@ def test_token_file_from_the_sagemaker_channel_with_string_hyperparameters(tmp_p
     assert "beyond the model's vocabulary of 1000" in text
 
 
-@pytest.mark.extended
 def test_replicated_ddp_with_accumulation_and_smddp_asked_on_the_cpu(tmp_path):
     """--sharding none (the plan's ddp: the model fits whole) trains with DDP, accumulating 2 micro-batches
     per step; --dist-backend smddp on a CPU says it runs gloo instead. Its DCP checkpoint resumes: a rerun of
