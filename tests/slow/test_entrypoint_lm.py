@@ -144,12 +144,13 @@ def test_token_file_from_the_sagemaker_channel_with_string_hyperparameters(tmp_p
             shutil.copy(path, code / path.name)
     data = tmp_path / "train"
     data.mkdir()
-    # A learnable corpus: a repeating 97-token cycle of ids spread over a 50,000 vocabulary.
-    cycle = (np.arange(97, dtype=np.uint32) * 509) % 50000
+    # A learnable corpus: a repeating 97-token cycle of ids spread over a 5,000 vocabulary (uint16 ids past 255; a
+    # 50,000 one cost 10x the output layer, most of this test's CPU, for nothing the assertions look at).
+    cycle = (np.arange(97, dtype=np.uint32) * 509) % 5000
     np.tile(cycle, 200).astype(np.uint16).tofile(data / "corpus.bin")
     env = clean_env(SM_MODEL_DIR=str(tmp_path / "model"), SM_CHANNEL_TRAIN=str(data),
                     SM_CURRENT_HOST="algo-1", SM_HOSTS='["algo-1"]', PYTHONPATH="")
-    argv = [sys.executable, "train_lm.py", "--preset", "tiny", "--vocab_size", "50000",
+    argv = [sys.executable, "train_lm.py", "--preset", "tiny", "--vocab_size", "5000",
             "--batch_size", "4", "--grad_accum", "2", "--steps", "20", "--log_every", "10",
             "--lr", "0.01", "--bf16", "False", "--checkpoint-dir", "none"]
     rc, text = run_to_end(argv, tmp_path / "log.txt", env=env, cwd=code)
@@ -161,7 +162,7 @@ def test_token_file_from_the_sagemaker_channel_with_string_hyperparameters(tmp_p
     assert (tmp_path / "model" / "model.pt").is_file()
 
     # Ids beyond the vocabulary: one clear line, not an index error deep in the embedding.
-    argv[argv.index("50000")] = "1000"
+    argv[argv.index("5000")] = "1000"
     rc, text = run_to_end(argv, tmp_path / "log2.txt", env=env, cwd=code)
     assert rc != 0
     assert "beyond the model's vocabulary of 1000" in text
