@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # import together (see docs/development.md); timm imports torchvision.
 TORCH := torch==2.14.1 torchvision==0.29.1
 
- .PHONY: demo check test test-extended fuzz-wide test-xla bench install clean catalog
+ .PHONY: demo check test fuzz-wide test-xla bench install clean catalog
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,10 +33,6 @@ check: install
 
 test: install
 	$(BIN)/python -m pytest -q -n 3 --dist loadgroup
-
-# Everything, with the heavy variants `make test` skips (tests marked `extended`): about 500 s of test time more.
-test-extended: install
-	TRAINCTL_TEST_EXTENDED=1 $(BIN)/python -m pytest -q -n 3 --dist loadgroup
 
 # Opt-in: the hostile-input tests with a random, 20 times wider search (`make test` runs them derandomized,
 # the same examples every time, so it is green or red for the code and not for the draw).

@@ -70,16 +70,11 @@ FOLDER_MARKS = {"tests/slow/": "slow"}
 
 
 def pytest_collection_modifyitems(config, items):
-    # `make test` stays under CI's 30 minutes on 2 CPUs: the heavy variants (another SIGTERM path, a second
-    # platform of one end-to-end run, another bench case) run with TRAINCTL_TEST_EXTENDED=1 (`make test-extended`)
-    extended = os.environ.get("TRAINCTL_TEST_EXTENDED") == "1"
     for item in items:
         path = item.nodeid.split("::")[0]
         for folder, mark in FOLDER_MARKS.items():
             if path.startswith(folder):
                 item.add_marker(getattr(pytest.mark, mark))
-        if item.get_closest_marker("extended") and not extended:
-            item.add_marker(pytest.mark.skip(reason="a heavy variant: TRAINCTL_TEST_EXTENDED=1 runs it"))
         group = _training_group(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))

@@ -125,7 +125,6 @@ def test_bench_of_the_sandbox_example_runs_on_the_platform_the_plan_chose(ec2_no
     assert same["throughput_samples_per_s"] == pytest.approx(row["measured_samples_per_s"], rel=0.01)
 
 
-@pytest.mark.extended
 def test_bench_of_two_up_to_nodes_is_recorded_as_burst_and_said_so_in_the_plan(ec2_nodes, tmp_path):
     """configs/llm-tiny.yaml: 2 x g5.xlarge ("up to" 10 Gbps) for a few minutes saw burst bandwidth; the record says
     so and the plan names the regime beside the bench job."""
@@ -163,7 +162,6 @@ candidates: {layouts: ["g5.xlarge:1:spot"], platforms: [sagemaker], regions: [us
 """
 
 
-@pytest.mark.extended
 def test_a_script_that_ignores_the_bench_steps_is_stopped_once_measured(sm, tmp_path):
     """A user's script gets its own arguments (here 100,000 steps): the bench stops it once its metric lines
     passed warm-up + measured steps, and counts only the lines after the warm-up."""

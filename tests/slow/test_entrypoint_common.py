@@ -12,11 +12,12 @@ import sys
 import pytest
 
 from tests.support.entrypoint_helpers import (
-    ENTRYPOINTS, REPO, checkpoint_steps, clean_env, final_hash, import_common, run_to_end,
+    ENTRYPOINTS, REPO, Lazy, checkpoint_steps, clean_env, final_hash, import_common, run_to_end,
 )
 
-torch = pytest.importorskip("torch")
-common = import_common()
+# Loaded by the first test that uses them, not when the file is collected (tests/support/entrypoint_helpers.Lazy)
+torch = Lazy(lambda: pytest.importorskip("torch"))
+common = Lazy(import_common)
 
 
 def parse(argv, env=None):
@@ -152,15 +153,18 @@ def test_rng_state_round_trips_through_a_checkpoint(tmp_path):
 
 # ---- data -----------------------------------------------------------------------------------------
 
-class CpuOps(common.DeviceOps):
-    """One CPU process: no process group to start."""
+def CpuOps():  # noqa: N802 - stands for the class, which subclasses a script's class and so is made on first use
+    class CpuOps(common.DeviceOps):
+        """One CPU process: no process group to start."""
 
-    def setup(self, ctx):
-        pass
+        def setup(self, ctx):
+            pass
 
-    def random_stream(self, seed):
-        generator = torch.Generator().manual_seed(seed)
-        return lambda shape: torch.randn(shape, generator=generator)
+        def random_stream(self, seed):
+            generator = torch.Generator().manual_seed(seed)
+            return lambda shape: torch.randn(shape, generator=generator)
+
+    return CpuOps()
 
 
 def test_synthetic_batches_are_reproducible_per_step_and_rank_and_learnable():

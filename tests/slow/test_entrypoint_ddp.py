@@ -109,7 +109,6 @@ def _assert_every_rank_stopped_at_one_step(text: str, ckpt) -> int:
     return step
 
 
-@pytest.mark.extended
 def test_sigterm_forwarded_by_torchrun_stops_every_rank_with_a_checkpoint(tmp_path):
     ckpt = tmp_path / "ckpt"
     job = start(ddp(ckpt), tmp_path / "term.txt")
@@ -121,7 +120,6 @@ def test_sigterm_forwarded_by_torchrun_stops_every_rank_with_a_checkpoint(tmp_pa
     _assert_every_rank_stopped_at_one_step(job.text(), ckpt)
 
 
-@pytest.mark.extended
 def test_sigterm_to_the_whole_process_tree_like_sagemaker(tmp_path):
     ckpt = tmp_path / "ckpt"
     job = start(ddp(ckpt), tmp_path / "term.txt")

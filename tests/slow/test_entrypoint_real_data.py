@@ -15,7 +15,8 @@ import shutil
 import tarfile
 
 import numpy as np
-import torch
+# torch is imported inside the functions that make data or read checkpoints, not at the top: every pytest process
+# (each xdist worker) collects this file, and a top-level import cost each ~2 s of CPU for nothing
 
 from tests.support.entrypoint_helpers import (RESUME_RE, TRAIN_DDP, TRAIN_LM, checkpoint_steps, clean_env, final_hash,
                                               run_to_end, sharded_checkpoint_steps, start, torchrun_cmd)
@@ -26,6 +27,7 @@ DATA_RE = re.compile(r"^trainctl data rank=(\d) source=(.+?) samples_read=(\d+) 
 
 
 def _png(shade: int, generator) -> bytes:
+    import torch
     from PIL import Image
 
     pixels = (torch.rand(20, 24, 3, generator=generator) * 40 + shade).to(torch.uint8)
@@ -36,6 +38,7 @@ def _png(shade: int, generator) -> bytes:
 
 def image_folder(root):
     """24 tiny images, 3 classes of 8: 3 global batches of 2 ranks x 4 per epoch."""
+    import torch
     generator = torch.Generator().manual_seed(0)
     for label, shade in (("a", 30), ("b", 120), ("c", 210)):
         (root / label).mkdir(parents=True)
@@ -63,7 +66,8 @@ def tar_shards(root, folder):
 
 def token_shards(root):
     root.mkdir()
-    cycle = (np.arange(97, dtype=np.uint32) * 509) % 50000
+    # ids past 255 in a 5,000 vocabulary: uint16 files that need it, without a 50,000-wide output layer's CPU
+    cycle = (np.arange(97, dtype=np.uint32) * 509) % 5000
     np.save(root / "part-000.npy", np.tile(cycle, 30).astype(np.uint32))
     np.tile(cycle[::-1], 40).astype(np.uint16).tofile(root / "part-001.bin")
     return root
@@ -77,7 +81,7 @@ def vit(ckpt, data) -> tuple[list[str], dict]:
 
 
 def lm(ckpt, data) -> tuple[list[str], dict]:
-    cmd = torchrun_cmd(TRAIN_LM, ["--preset", "tiny", "--vocab-size", "50000", "--batch-size", "4", "--steps",
+    cmd = torchrun_cmd(TRAIN_LM, ["--preset", "tiny", "--vocab-size", "5000", "--batch-size", "4", "--steps",
                                   str(STEPS), "--lr", "1e-2", "--seed", "3", "--log-every", "4", "--checkpoint-every",
                                   str(EVERY), "--keep", "5", "--device", "cpu", "--bf16", "false",
                                   "--token-dtype", "uint16", "--checkpoint-dir", str(ckpt)])
@@ -114,6 +118,7 @@ def _reads(text: str) -> dict[int, tuple[str, int, int]]:
 
 
 def test_a_vit_interrupted_on_real_images_resumes_on_exactly_the_same_samples(tmp_path):
+    import torch
     data = image_folder(tmp_path / "train")
     reference, resumed, ckpt = interrupted_then_resumed(vit, data, tmp_path, checkpoint_steps, _remove_full)
     per_rank, resumed_reads = STEPS * 4, (STEPS - RESUME_AT) * 4
@@ -139,6 +144,7 @@ def test_a_vit_interrupted_on_real_images_resumes_on_exactly_the_same_samples(tm
 
 
 def test_the_lm_interrupted_on_npy_and_bin_token_shards_resumes_exactly(tmp_path):
+    import torch
     data = token_shards(tmp_path / "train")
     reference, resumed, ckpt = interrupted_then_resumed(
         lm, data, tmp_path, sharded_checkpoint_steps, lambda ckpt, step: shutil.rmtree(ckpt / f"step-{step:010d}"))
@@ -185,6 +191,7 @@ def test_on_a_sharded_channel_each_host_trains_on_its_own_files_with_the_job_s_l
     """Host 0 holds 12 images of classes a, b, c; host 1 holds 8 of a and c only (its share has no b). Each host's
     rank takes its batches from its own files alone, labels are the job's (3 classes on both, or DDP would refuse
     the two models), and an epoch is the smaller host's 2 batches of 4, so both hosts are at the same place."""
+    import torch
     generator = torch.Generator().manual_seed(0)
     channels = []
     for host, classes in enumerate((("a", "b", "c"), ("a", "c"))):

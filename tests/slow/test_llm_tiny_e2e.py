@@ -35,7 +35,6 @@ def _measured_in_next_plan(sandbox, home: Path, platform: str, layout: str, meas
     assert opt["throughput_samples_per_s"] == pytest.approx(measured, rel=0.01)
 
 
-@pytest.mark.extended
 @pytest.mark.timeout(420)
 def test_llm_tiny_on_sagemaker_launch_watch_completed_and_measured(sm, tmp_path):
     home = tmp_path / "home"

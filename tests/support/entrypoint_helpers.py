@@ -185,6 +185,22 @@ def final_hash(text: str) -> str:
     return hashes[0]
 
 
+class Lazy:
+    """A module loaded on its first attribute, so that a test file can name torch (or the scripts' modules) at its
+    top and still cost nothing to collect: every pytest process, each xdist worker included, imports every test file,
+    and torch's import alone is ~2 s of CPU."""
+
+    def __init__(self, load):
+        self._load, self._module = load, None
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):  # pytest's collection probes every global for its markers: that loads nothing
+            raise AttributeError(name)
+        if self._module is None:
+            self._module = self._load()
+        return getattr(self._module, name)
+
+
 def import_common():
     """trainctl_common the way the scripts see it: a sibling module, not a package member."""
     if str(ENTRYPOINTS) not in sys.path:
