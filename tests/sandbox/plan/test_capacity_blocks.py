@@ -7,25 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 from botocore.exceptions import ClientError
 
+from tests.support.capacity_blocks import block_wins, write_spec
 from tests.support.helpers import run_cli
-
-P_ON_DEMAND = "L-417A185B"  # Running On-Demand P instances (vCPUs)
-
-
-def write_spec(tmp_path, deadline_hours: float | None = None):
-    spec = {"name": "block-test", "entrypoint": {"bundled": "ddp"},
-            "model": {"architecture": "vit_micro", "precision": "fp32", "optimizer": "adam"},
-            "workload": {"samples": 6_500_000_000, "batch_size_per_accelerator": 16},
-            "candidates": {"layouts": ["p4d.24xlarge:1"], "platforms": ["ec2"], "regions": ["us-west-2"],
-                           "markets": ["spot", "on-demand"]},
-            "constraints": {"checkpoint_interval_minutes": 30, "max_spot_wait_hours": 1,
-                            **({"deadline_hours": deadline_hours} if deadline_hours else {})}}
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return str(path)
 
 
 def plan(sandbox, home, spec, *args):
@@ -42,11 +27,9 @@ def blocks(doc):
 def test_a_block_wins_when_spot_misses_the_deadline_and_on_demand_is_held_back(sandbox, tmp_path):
     # the job: ~19 h of p4d work; Spot's interruptions take it to ~20.6 wall hours, past the 20.3 h deadline;
     # On-Demand P capacity is refused to the account (quota 0); a block starting in an hour meets the deadline
-    sandbox.admin.set_quota("ec2", P_ON_DEMAND, 0)
     # offers start in 1 h, 15 h (asked: it starts before the deadline, but the job would end after it) and 30 h
     # (after the deadline: not asked for)
-    sandbox.admin.action("set_capacity_blocks", start_in_hours=[1, 15, 30])
-    doc = plan(sandbox, tmp_path / "home", write_spec(tmp_path, deadline_hours=20.3))
+    doc = plan(sandbox, tmp_path / "home", block_wins(sandbox, tmp_path))
     first = doc["options"][0]
     assert first["market"] == "capacity-block", doc["options"]
     block = first["capacity_block"]
