@@ -45,6 +45,8 @@ def test_a_block_wins_when_spot_misses_the_deadline_and_on_demand_is_held_back(s
     assert ("spot", "misses the deadline") in missed and ("capacity-block", "misses the deadline") in missed
     assert [o["market"] for o in doc["options"]] == ["capacity-block", "on-demand"]
     assert doc["options"][1]["quota_ok"] is False
+    # #1 is not said to be cheaper than the On-Demand option it ranks above only for the quota
+    assert first["why"][0] == f"lowest expected cost: ${first['expected_cost_usd']:,.2f}", first["why"]
 
 
 def test_a_block_loses_on_its_fee(sandbox, tmp_path):
