@@ -65,13 +65,18 @@ def with_block_offers(quotes: Quotes, ranking: list[Option], deadline_hours: flo
     # EndDateRange bounds a block's end; the deadline bounds the job's: a block may end after the deadline, so
     # the range is the latest start (the deadline, or AWS's eight weeks) plus the block's own duration.
     latest_start = now + (min(timedelta(hours=deadline_hours), MAX_AHEAD) if deadline_hours else MAX_AHEAD)
-    cache = DiskCache(caller_account(asks[0][0]), refresh=refresh)
+    try:
+        cache = DiskCache(caller_account(asks[0][0]), refresh=refresh)
+    except Exception:  # noqa: BLE001 - without the account there is no cache to share; the asks say what failed
+        cache = DiskCache("", ttl_s=0)
     found: dict[tuple[str, str, int], tuple[BlockOffer, ...]] = {}
     warnings: list[str] = []
     with interruptible_pool(8) as pool:
         jobs = {a: pool.submit(cached, cache, {"op": "blocks", "region": a[0], "type": a[1], "count": a[2],
-                                               "hours": a[3], "hour": now.strftime("%Y-%m-%dT%H")},
-                               lambda a=a: _offerings(a[0], a[1], a[2], a[3], now, latest_start + timedelta(hours=a[3]))) for a in asks}
+                                               "hours": a[3], "hour": now.strftime("%Y-%m-%dT%H"),
+                                               "deadline": deadline_hours},
+                               lambda a=a: _offerings(a[0], a[1], a[2], a[3], now,
+                                                      latest_start + timedelta(hours=a[3]))) for a in asks}
         for (region, itype, count, _), fut in jobs.items():
             try:
                 raw = fut.result()

@@ -86,3 +86,11 @@ def test_the_sandbox_keeps_aws_duration_and_size_rules(sandbox):
     with pytest.raises(ClientError):  # an offer is sold once
         ec2.purchase_capacity_block(CapacityBlockOfferingId=offers[0]["CapacityBlockOfferingId"],
                                     InstancePlatform="Linux/UNIX")
+
+
+def test_a_refused_ask_is_a_warning_and_the_plan_keeps_spot_and_on_demand(sandbox, tmp_path):
+    sandbox.admin.throttle("DescribeCapacityBlockOfferings", 20)
+    doc = plan(sandbox, tmp_path / "home", write_spec(tmp_path))
+    assert not blocks(doc) and {o["market"] for o in doc["options"]} == {"spot", "on-demand"}
+    assert any("DescribeCapacityBlockOfferings for 1 x p4d.24xlarge failed" in w for w in doc["warnings"]), \
+        doc["warnings"]
