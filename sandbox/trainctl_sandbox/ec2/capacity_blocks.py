@@ -159,3 +159,36 @@ def purchase(ctx: SandboxContext, r) -> dict:
         {k: v for k, v in reservation.items() if k != "CreateDate"} | {"UpfrontFee": offer["UpfrontFee"],
                                                                        "Region": r.region})
     return {"CapacityReservation": reservation}
+
+
+# ----------------------------------------------------------------------------- launching into a block
+def take(ctx: SandboxContext, account: str, region: str, reservation_id: str | None, market: str | None,
+         instance_type: str, az: str, count: int, now: datetime | None = None) -> int:
+    """Hold `count` of a bought block's instances for a launch, as EC2 does: only into a reservation of this
+    account that matches the type and AZ, is active (between its start and its end), and has that many left
+    (EC2 User Guide, "Launch instances into an existing Capacity Reservation"; "Launch instances using Capacity
+    Blocks"). The market must be capacity-block and the target named. Returns the count held. (The error codes
+    are the sandbox's choice: AWS's documentation names the conditions, not the codes.)"""
+    if market != "capacity-block" or not reservation_id:
+        raise AwsError("InvalidParameterCombination", "Launching into a Capacity Block requires "
+                                                      "InstanceMarketOptions.MarketType capacity-block and "
+                                                      "CapacityReservationSpecification.CapacityReservationTarget.")
+    held = next((b for b in _state(ctx)["bought"].get(account, []) if b["CapacityReservationId"] == reservation_id
+                 and b["Region"] == region), None)
+    if held is None:
+        raise AwsError("InvalidCapacityReservationId.NotFound",
+                       f"The Capacity Reservation ID '{reservation_id}' does not exist.")
+    if held["InstanceType"] != instance_type or held["AvailabilityZone"] != az:
+        raise AwsError("InvalidParameterValue",
+                       f"The Capacity Reservation {reservation_id} is for {held['InstanceType']} in "
+                       f"{held['AvailabilityZone']}; the launch asked {instance_type} in {az}.")
+    now = now or datetime.now(timezone.utc)
+    if not held["StartDate"] <= now < held["EndDate"]:
+        raise AwsError("InvalidParameterValue", f"The Capacity Reservation {reservation_id} is not active: it runs "
+                                                f"from {held['StartDate'].isoformat()} to {held['EndDate'].isoformat()}.")
+    if count > held["AvailableInstanceCount"]:
+        raise AwsError("InsufficientInstanceCapacity",
+                       f"The Capacity Reservation {reservation_id} has {held['AvailableInstanceCount']} instances "
+                       f"available; the launch asked {count}.", 500)
+    held["AvailableInstanceCount"] -= count
+    return count
