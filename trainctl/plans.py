@@ -15,7 +15,7 @@ import math
 from typing import Annotated, Any, Literal
 
 from pydantic import (BaseModel, ConfigDict, Field, PlainSerializer, ValidationError, field_validator,
-                      model_validator)
+                      model_serializer, model_validator)
 
 from trainctl.spec import MAX_NODES
 
@@ -27,6 +27,8 @@ def _rounded(digits: int):
 
 Platform = Literal["sagemaker", "ec2"]
 Market = Literal["spot", "on-demand"]
+# An option's market: the spec's markets, or an EC2 Capacity Block offered for the layout (planner/capacity_blocks.py)
+OptionMarket = Literal["spot", "on-demand", "capacity-block"]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 REGION_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$"
 AZ_PATTERN = r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d[a-z]$"
@@ -60,6 +62,19 @@ class DataTerms(_Frozen):
                                                                 "nothing streamed)")
 
 
+class CapacityBlockTerms(_Frozen):
+    """An EC2 Capacity Block offer an option runs on: bought up front, no interruptions, ended by AWS at its end."""
+
+    offering_id: str = Field(min_length=1, max_length=128)
+    availability_zone: str = Field(pattern=AZ_PATTERN)
+    start: str = Field(description="ISO 8601 UTC")
+    end: str = Field(description="ISO 8601 UTC; AWS terminates the instances 30 minutes before it")
+    duration_hours: Annotated[NonNegative, _rounded(2)]
+    wait_hours: Annotated[NonNegative, _rounded(2)] = Field(description="from the plan to the block's start")
+    upfront_fee_usd: Annotated[NonNegative, _rounded(2)] = Field(description="paid when bought, used or not")
+    unused_hours: Annotated[NonNegative, _rounded(2)] = Field(description="block hours the job leaves unused")
+
+
 class Option(_Frozen):
     """One launchable layout with its expected hours and dollars, and why it ranks where it does."""
 
@@ -67,7 +82,7 @@ class Option(_Frozen):
     platform: Platform
     instance_type: str = Field(min_length=1, max_length=64)
     count: int = Field(ge=1, le=MAX_NODES, description="nodes")
-    market: Market
+    market: OptionMarket
     region: str = Field(pattern=REGION_PATTERN)
     availability_zone: str | None = Field(None, pattern=AZ_PATTERN,
                                           description="the AZ with the best placement score (Spot, live plans)")
@@ -115,6 +130,16 @@ class Option(_Frozen):
     volume_gb: int | None = Field(None, ge=1, description="disk per node the launch asks for (planner/disk.py): "
                                                          "SageMaker VolumeSizeInGB, EC2 root GiB; None: the "
                                                          "default, or the type's instance storage on SageMaker")
+    capacity_block: CapacityBlockTerms | None = Field(
+        None, description="market capacity-block: the offer bought (absent from options on other markets)")
+
+    @model_serializer(mode="wrap")
+    def _no_block_key_unless_block(self, handler):
+        # Plans without blocks keep their documents byte for byte: the key exists only on block options.
+        out = handler(self)
+        if isinstance(out, dict) and out.get("capacity_block") is None:
+            out.pop("capacity_block", None)
+        return out
 
     @model_validator(mode="before")
     @classmethod
@@ -156,7 +181,7 @@ class Excluded(_Frozen):
     count: int
     reason: str
     platform: Platform | None = None
-    market: Market | None = None
+    market: OptionMarket | None = None
     region: str | None = None
 
 

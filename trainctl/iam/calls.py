@@ -68,6 +68,8 @@ CALLS: tuple[Call, ...] = (
     Call("ec2:DescribeAvailabilityZones", BOTH, (_g("ec2:DescribeAvailabilityZones", why=DESCRIBE),)),
     Call("ec2:GetSpotPlacementScores", BOTH, (_g("ec2:GetSpotPlacementScores", why=DESCRIBE),)),
     Call("ec2:DescribeSpotPriceHistory", BOTH, (_g("ec2:DescribeSpotPriceHistory", why=DESCRIBE),)),
+    # the plan's Capacity Block offers for the layouts AWS sells as blocks (planner/capacity_blocks.py)
+    Call("ec2:DescribeCapacityBlockOfferings", BOTH, (_g("ec2:DescribeCapacityBlockOfferings", why=DESCRIBE),)),
     Call("pricing:GetProducts", BOTH, (_g("pricing:GetProducts", why="the Price List API has no resources"),)),
     Call("service-quotas:ListServiceQuotas", BOTH, (_g("servicequotas:ListServiceQuotas",
                                                        why="Service Quotas reads have no resources"),)),

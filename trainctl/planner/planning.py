@@ -8,7 +8,7 @@ import dataclasses
 from trainctl.catalog import Catalog
 from trainctl.perf.estimator import MeasuredRate
 from trainctl.planner.quotes import Quotes
-from trainctl.planner import bench_choice, reasons
+from trainctl.planner import bench_choice, capacity_blocks, reasons
 from trainctl.planner.pricing import over_quota_warning
 from trainctl.planner.ranking import PlanRequest, _Planning, candidates
 from trainctl.planner.spot import risk
@@ -41,6 +41,7 @@ class Planner:
             run = _Planning(self.spec, self.catalog, quotes, self.request, self.measured, self._throughputs,
                             self._layouts)
             options = [o for cand in candidates(self.spec, self.catalog, run.request) for o in run.layout_options(cand)]
+            options += capacity_blocks.block_options(options, quotes, run.exclude)
             warnings = run.warnings()
             ranked, kept = run.rank(run.within_constraints(options))
             self._ranked = (quotes, run, ranked, kept, warnings)
@@ -83,4 +84,4 @@ def _same_but_scores(before: Quotes, now: Quotes) -> bool:
     """Whether `now` is `before` with placement scores added (aws/placement.py: with_fixed_scores): every other
     field the very same value."""
     return all(getattr(before, f.name) is getattr(now, f.name) for f in dataclasses.fields(Quotes)
-               if f.name not in ("placement_scores", "score_configs", "warnings"))
+               if f.name not in ("placement_scores", "score_configs", "warnings", "capacity_blocks"))

@@ -15,6 +15,20 @@ class SpotPrice:
 
 
 @dataclass(frozen=True)
+class BlockOffer:
+    """One EC2 Capacity Block offering (DescribeCapacityBlockOfferings), with its start as hours from when it was
+    asked: the planner reads no clock."""
+    offering_id: str
+    availability_zone: str
+    instance_count: int
+    start: str              # ISO 8601, UTC
+    end: str
+    duration_hours: float
+    wait_hours: float       # from the ask to the start (0 when it starts now)
+    upfront_fee_usd: float
+
+
+@dataclass(frozen=True)
 class Quotes:
     source: str                                   # "live" | "offline"
     regions: tuple[str, ...]                      # regions whose data arrived (failed regions are left out)
@@ -32,6 +46,8 @@ class Quotes:
     # The QuotaCode of each SageMaker quota read by name (same keys): the increase request needs it.
     quota_codes: dict[tuple[str, str, str], str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    # EC2 Capacity Block offerings: (region, instance_type, count) -> offers (live plans only; offline: none)
+    capacity_blocks: dict[tuple[str, str, int], tuple[BlockOffer, ...]] = field(default_factory=dict)
 
     @classmethod
     def offline(cls, regions: list[str] | tuple[str, ...], warnings: tuple[str, ...] = ()) -> Quotes:

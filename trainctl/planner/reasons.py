@@ -46,7 +46,10 @@ def ranking_words(o: Option, i: int, ranked: list[Option], objective: str) -> tu
         return ()
     best = ranked[0]
     if i == 0:
-        runner = next((r for r in ranked[1:] if r.market != o.market or r.type_label != o.type_label), None)
+        # the next layout on the same side of the quota line: one ranked after only for being over quota may cost
+        # less, and "$-100 less" says nothing (ranking.py: over-quota layouts go after those within quota)
+        runner = next((r for r in ranked[1:] if (r.market != o.market or r.type_label != o.type_label)
+                       and (r.quota_ok is False) == (o.quota_ok is False)), None)
         if objective == "p90-cost":
             line = f"lowest 90th-percentile cost: ${o.cost_p90_usd:,.2f} (expected ${o.expected_cost_usd:,.2f})"
             if runner:

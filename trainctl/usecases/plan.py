@@ -98,6 +98,9 @@ def _plan_scored(spec: JobSpec, request: PlanRequest, measured: dict, quotes: Qu
         from trainctl.aws.placement import with_fixed_scores
 
         quotes = with_fixed_scores(quotes, planner.ranking(quotes), refresh)
+        from trainctl.aws.capacity_blocks import with_block_offers
+
+        quotes = with_block_offers(quotes, planner.ranking(quotes), spec.constraints.deadline_hours, refresh)
     return planner.plan(quotes), quotes
 
 

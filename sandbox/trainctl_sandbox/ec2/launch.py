@@ -13,8 +13,8 @@ from typing import Any
 
 from moto.core.responses import ActionResult
 
-from trainctl_sandbox.ec2 import actions as ec2_actions, client_tokens, data as ec2_data, node_agents, placement_groups
-from trainctl_sandbox.ec2 import root_volumes, service_linked_roles
+from trainctl_sandbox.ec2 import actions as ec2_actions, capacity_blocks, client_tokens, data as ec2_data, node_agents
+from trainctl_sandbox.ec2 import placement_groups, root_volumes, service_linked_roles
 from trainctl_sandbox.server.context import SandboxContext
 from trainctl_sandbox.server.protocol import AwsError
 
@@ -117,6 +117,10 @@ def run_instances(ctx: SandboxContext, r, call_moto) -> Any:
     market = (r._get_param("InstanceMarketOptions.MarketType")
               or (tmpl.get("InstanceMarketOptions") or {}).get("MarketType"))
 
+    reservation = (r._get_param("CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId")
+                   or ((tmpl.get("CapacityReservationSpecification") or {}).get("CapacityReservationTarget") or {})
+                   .get("CapacityReservationId"))
+
     def launch() -> Any:
         r.error_on_dryrun()
         if market == "spot":  # EC2 needs the Spot service-linked role first (service_linked_roles.py)
@@ -124,7 +128,11 @@ def run_instances(ctx: SandboxContext, r, call_moto) -> Any:
         check_offered(instance_type, az)
         if (conflict := placement_groups.az_conflict(ctx, r.current_account, r.region, backend, group, az)):
             raise AwsError(*conflict)
-        granted = ctx.faults.take_capacity(instance_type, az, max_count, minimum=min_count)
+        if market == "capacity-block" or reservation:  # a bought block holds its capacity for its buyer only
+            granted = capacity_blocks.take(ctx, r.current_account, r.region, reservation, market, instance_type, az,
+                                           max_count)
+        else:
+            granted = ctx.faults.take_capacity(instance_type, az, max_count, minimum=min_count)
         if granted == 0:
             raise insufficient_capacity(instance_type, az)
         # moto launches MinCount instances; EC2 launches as many as it can up to MaxCount.

@@ -96,6 +96,8 @@ def test_policy_matches_the_calls_of_every_command(sandbox, tmp_path, recorder, 
     sandbox.admin.action("remove_spot_service_linked_role")  # the account's first Spot launch creates it
     spec = str(CONFIGS / "vit-base-g5.yaml")
     cli("launch", spec, "--platform", "ec2", "--layout", "g5.xlarge:2:spot", "--dry-run")
+    # a layout AWS sells as Capacity Blocks: the plan asks its offers
+    cli("plan", spec, "--platform", "ec2", "--layout", "p4d.24xlarge:1:on-demand")
     # an FSx channel on EC2: the file system's groups are read from its network interfaces (refused here: the
     # VPC's default group lets in only its own members)
     subnet = sandbox.client("ec2").describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])[

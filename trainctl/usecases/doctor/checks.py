@@ -38,7 +38,8 @@ def check_quotas(plan, spec_path: str, platforms: tuple[str, ...]) -> list[Check
     out = []
     for platform in platforms:
         name = f"quotas ({platform})"
-        options = [o for o in plan.options if o.platform == platform]
+        # a Capacity Block draws on no vCPU quota of the account (its own: 256 instances across blocks)
+        options = [o for o in plan.options if o.platform == platform and o.market != "capacity-block"]
         if not options:
             out.append(_skip(name, f"the plan has no {platform} option (`trainctl plan {spec_path} --show-excluded`)"))
             continue

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from trainctl.backends.calls import SubmitTrace
 from trainctl.state import sync as shared_jobs
+from trainctl.usecases.launch import capacity_block
 from trainctl.usecases.launch.outcomes import after_submit, interrupted, submit_failed
 from trainctl.usecases.jobs.notify import remember as remember_notify
 from trainctl.errors import TrainctlError, UsageError
@@ -179,9 +180,11 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
     from trainctl.backends import BACKENDS, backend_class
 
     spec, plan, options, idx = choose_options(args, store)
+    if options[idx].market == capacity_block.MARKET:  # before any AWS call: a block is never bought implicitly
+        raise capacity_block.refuse(options[idx], options)
     sequence = [options[idx]]
     if args.failover:
-        sequence += [o for o in options[idx + 1:] if o.platform in BACKENDS]
+        sequence += [o for o in capacity_block.without_blocks(options[idx + 1:]) if o.platform in BACKENDS]
     # what each option launches as (Backend.launch_units: a flexible option is one job per type on a platform
     # that takes one type per job)
     sequence = [one for o in sequence for one in backend_class(o.platform).launch_units(o, args.failover, say)]

@@ -1,0 +1,194 @@
+"""EC2 Capacity Blocks for ML: `DescribeCapacityBlockOfferings` and `PurchaseCapacityBlock` (moto has neither).
+
+Offers follow AWS's rules (EC2 User Guide, "Capacity Blocks for ML" and "Find and purchase Capacity Blocks";
+docs/aws-rules.md): only the types and Regions AWS lists, 1 to 64 instances, durations in 1-day steps up to
+14 days and 7-day steps up to 182 days, a start at most eight weeks ahead, inside the asked date range. Each
+offer's AZ, start and fee are a function of (seed, type, Region, count, duration): the fee is the catalog's
+On-Demand price for the block's instance-hours times a seeded factor. A test steers them with the admin action
+`set_capacity_blocks` ({"fee_factor": x, "start_in_hours": [h, ...], "offered": false}); `capacity_blocks` lists
+what each account bought. A purchase becomes a targeted Capacity Reservation of type capacity-block, scheduled
+until its start.
+"""
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta, timezone
+
+from trainctl.catalog import load_catalog
+from trainctl_sandbox.ec2 import actions as ec2_actions, data as ec2_data
+from trainctl_sandbox.market import model as market_model
+from trainctl_sandbox.server.context import SandboxContext
+from trainctl_sandbox.server.protocol import AwsError
+
+# Types and Regions AWS sells blocks in (EC2 User Guide, "Capacity Blocks for ML": supported instance types and
+# Regions) that the sandbox's catalog also prices.
+BLOCK_REGIONS = {"p5.48xlarge": ("us-east-1", "us-east-2", "us-west-2", "ap-northeast-1"),
+                 "p5e.48xlarge": ("us-east-2",), "p4d.24xlarge": ("us-east-2", "us-west-2", "us-east-1"),
+                 "trn1.32xlarge": ("ap-southeast-4", "us-east-1")}
+MAX_INSTANCES = 64
+MAX_AHEAD = timedelta(weeks=8)
+OFFERS_PER_ASK = 3            # AWS shows up to six; three starts a day apart are enough to choose between
+DEFAULT_FIRST_START_H = (2, 30)  # the seeded first start lies this many hours ahead (range)
+
+
+def install(ctx: SandboxContext) -> None:
+    ec2_actions.define("DescribeCapacityBlockOfferings", ctx, describe_offerings)
+    ec2_actions.define("PurchaseCapacityBlock", ctx, purchase)
+
+
+def _state(ctx: SandboxContext) -> dict:
+    return ctx.state.setdefault(__name__, {"fee_factor": 1.0, "start_in_hours": None, "offered": True,
+                                           "offers": {}, "bought": {}})
+
+
+def reset(ctx: SandboxContext) -> None:
+    ctx.state.pop(__name__, None)
+
+
+def set_capacity_blocks(ctx: SandboxContext, payload: dict) -> dict:
+    state = _state(ctx)
+    if "fee_factor" in payload:
+        if float(payload["fee_factor"]) <= 0:
+            raise ValueError("fee_factor must be > 0")
+        state["fee_factor"] = float(payload["fee_factor"])
+    if "start_in_hours" in payload:
+        state["start_in_hours"] = [float(h) for h in payload["start_in_hours"]] if payload["start_in_hours"] else None
+    if "offered" in payload:
+        state["offered"] = bool(payload["offered"])
+    return {k: state[k] for k in ("fee_factor", "start_in_hours", "offered")}
+
+
+def capacity_blocks(ctx: SandboxContext, payload: dict) -> dict:
+    return {"bought": {a: [dict(r, StartDate=r["StartDate"].isoformat(), EndDate=r["EndDate"].isoformat())
+                           for r in rs] for a, rs in _state(ctx)["bought"].items()}}
+
+
+ADMIN_ACTIONS = {"set_capacity_blocks": set_capacity_blocks, "capacity_blocks": capacity_blocks}
+
+
+def _check_duration(hours: int) -> None:
+    daily = hours % 24 == 0 and 24 <= hours <= 14 * 24
+    weekly = hours % (7 * 24) == 0 and 14 * 24 < hours <= 182 * 24
+    if not (daily or weekly):
+        raise AwsError("InvalidParameterValue", f"The CapacityDurationHours {hours} is not valid. Specify the duration "
+                                                "in 1-day increments up to 14 days, and in 7-day increments up to "
+                                                "182 days.")
+
+
+def _utc(t: datetime | None, default: datetime) -> datetime:
+    if t is None:
+        return default
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+
+
+def offers(ctx: SandboxContext, region: str, itype: str, count: int, hours: int, earliest: datetime,
+           latest: datetime, now: datetime) -> list[dict]:
+    state = _state(ctx)
+    if not state["offered"] or region not in BLOCK_REGIONS.get(itype, ()):
+        return []
+    zones = [(name, zid) for name, zid in ec2_data.zones(region) if ec2_data.offered(itype, region, zid)]
+    price = load_catalog().on_demand_price("ec2", region, itype)
+    if not zones or price is None:
+        return []
+    base = max(earliest, now).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    lo, hi = DEFAULT_FIRST_START_H
+    first = lo + round((hi - lo) * market_model.noise(ctx.seed, "block-start", itype, region, count, hours))
+    starts = ([now + timedelta(hours=h) for h in state["start_in_hours"]] if state["start_in_hours"] is not None
+              else [base + timedelta(hours=first + 24 * k) for k in range(OFFERS_PER_ASK)])
+    out = []
+    for k, start in enumerate(starts):
+        start = start.replace(second=0, microsecond=0)
+        end = start + timedelta(hours=hours)
+        if start < earliest.replace(second=0, microsecond=0) or end > latest or start > now + MAX_AHEAD:
+            continue
+        az = zones[int(market_model.noise(ctx.seed, "block-az", itype, region, k) * len(zones))][0]
+        factor = (0.85 + 0.3 * market_model.noise(ctx.seed, "block-fee", itype, region, count, hours, k))
+        fee = price.usd_per_hour * count * hours * factor * state["fee_factor"]
+        oid = "cb-" + hashlib.sha256(repr((region, itype, count, hours, az, start.isoformat(), ctx.seed))
+                                     .encode()).hexdigest()[:17]
+        offer = {"CapacityBlockOfferingId": oid, "InstanceType": itype, "AvailabilityZone": az,
+                 "InstanceCount": count, "StartDate": start, "EndDate": end, "CapacityBlockDurationHours": hours,
+                 "CapacityBlockDurationMinutes": 0, "UpfrontFee": f"{fee:.2f}", "CurrencyCode": "USD",
+                 "Tenancy": "default"}
+        state["offers"][oid] = dict(offer, Region=region)
+        out.append(offer)
+    return out
+
+
+def describe_offerings(ctx: SandboxContext, r) -> dict:
+    itype = r._get_param("InstanceType")
+    count = r._get_param("InstanceCount")
+    hours = r._get_param("CapacityDurationHours")
+    if not itype or count is None or hours is None:
+        raise AwsError("MissingParameter", "InstanceType, InstanceCount and CapacityDurationHours are required.")
+    count, hours = int(count), int(hours)
+    if not 1 <= count <= MAX_INSTANCES:
+        raise AwsError("InvalidParameterValue", f"The InstanceCount {count} is not valid. Each Capacity Block can "
+                                                f"have up to {MAX_INSTANCES} instances.")
+    _check_duration(hours)
+    r.error_on_dryrun()
+    now = datetime.now(timezone.utc)
+    earliest = _utc(r._get_param("StartDateRange"), now)
+    latest = _utc(r._get_param("EndDateRange"), now + MAX_AHEAD + timedelta(hours=hours))
+    return {"CapacityBlockOfferings": offers(ctx, r.region, itype, count, hours, earliest, latest, now)}
+
+
+def purchase(ctx: SandboxContext, r) -> dict:
+    oid = r._get_param("CapacityBlockOfferingId")
+    platform = r._get_param("InstancePlatform")
+    if not oid or not platform:
+        raise AwsError("MissingParameter", "CapacityBlockOfferingId and InstancePlatform are required.")
+    state = _state(ctx)
+    offer = state["offers"].get(oid)
+    if offer is None or offer["Region"] != r.region:
+        raise AwsError("InvalidCapacityBlockOfferingId.NotFound" if offer is None else "InvalidParameterValue",
+                       f"The Capacity Block offering ID '{oid}' does not exist.")
+    r.error_on_dryrun()
+    now = datetime.now(timezone.utc)
+    tags = [t for spec in (r._get_param("TagSpecifications") or []) for t in spec.get("Tags", [])]
+    cr_id = "cr-" + hashlib.sha256(f"{oid}{r.current_account}".encode()).hexdigest()[:17]
+    reservation = {"CapacityReservationId": cr_id, "InstanceType": offer["InstanceType"],
+                   "InstancePlatform": platform, "AvailabilityZone": offer["AvailabilityZone"], "Tenancy": "default",
+                   "TotalInstanceCount": offer["InstanceCount"], "AvailableInstanceCount": offer["InstanceCount"],
+                   "StartDate": offer["StartDate"], "EndDate": offer["EndDate"], "EndDateType": "limited",
+                   "InstanceMatchCriteria": "targeted", "ReservationType": "capacity-block",
+                   "State": "active" if offer["StartDate"] <= now else "scheduled", "Tags": tags,
+                   "OwnerId": r.current_account, "CreateDate": now}
+    del state["offers"][oid]   # an offer is sold once
+    state["bought"].setdefault(r.current_account, []).append(
+        {k: v for k, v in reservation.items() if k != "CreateDate"} | {"UpfrontFee": offer["UpfrontFee"],
+                                                                       "Region": r.region})
+    return {"CapacityReservation": reservation}
+
+
+# ----------------------------------------------------------------------------- launching into a block
+def take(ctx: SandboxContext, account: str, region: str, reservation_id: str | None, market: str | None,
+         instance_type: str, az: str, count: int, now: datetime | None = None) -> int:
+    """Hold `count` of a bought block's instances for a launch, as EC2 does: only into a reservation of this
+    account that matches the type and AZ, is active (between its start and its end), and has that many left
+    (EC2 User Guide, "Launch instances into an existing Capacity Reservation"; "Launch instances using Capacity
+    Blocks"). The market must be capacity-block and the target named. Returns the count held. (The error codes
+    are the sandbox's choice: AWS's documentation names the conditions, not the codes.)"""
+    if market != "capacity-block" or not reservation_id:
+        raise AwsError("InvalidParameterCombination", "Launching into a Capacity Block requires "
+                                                      "InstanceMarketOptions.MarketType capacity-block and "
+                                                      "CapacityReservationSpecification.CapacityReservationTarget.")
+    held = next((b for b in _state(ctx)["bought"].get(account, []) if b["CapacityReservationId"] == reservation_id
+                 and b["Region"] == region), None)
+    if held is None:
+        raise AwsError("InvalidCapacityReservationId.NotFound",
+                       f"The Capacity Reservation ID '{reservation_id}' does not exist.")
+    if held["InstanceType"] != instance_type or held["AvailabilityZone"] != az:
+        raise AwsError("InvalidParameterValue",
+                       f"The Capacity Reservation {reservation_id} is for {held['InstanceType']} in "
+                       f"{held['AvailabilityZone']}; the launch asked {instance_type} in {az}.")
+    now = now or datetime.now(timezone.utc)
+    if not held["StartDate"] <= now < held["EndDate"]:
+        raise AwsError("InvalidParameterValue", f"The Capacity Reservation {reservation_id} is not active: it runs "
+                                                f"from {held['StartDate'].isoformat()} to {held['EndDate'].isoformat()}.")
+    if count > held["AvailableInstanceCount"]:
+        raise AwsError("InsufficientInstanceCapacity",
+                       f"The Capacity Reservation {reservation_id} has {held['AvailableInstanceCount']} instances "
+                       f"available; the launch asked {count}.", 500)
+    held["AvailableInstanceCount"] -= count
+    return count
