@@ -10,7 +10,7 @@ from pathlib import Path
 
 from trainctl.aws import clients as aws
 
-SPEC = str(Path(__file__).parents[1] / "support" / "launch_specs" / "bench-vit.yaml")
+SPEC = str(Path(__file__).parents[2] / "support" / "launch_specs" / "bench-vit.yaml")
 
 
 class _Raw:
@@ -34,7 +34,7 @@ def test_a_bench_whose_follow_gave_up_says_its_dollars_are_not_known(sm, sandbox
         return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.1"}, _Raw(body))
 
     aws.session().events.register("before-send.sagemaker.DescribeTrainingJob", refuse)
-    monkeypatch.setattr(sys, "argv", ["trainctl", *"bench --max-usd 5 --max-minutes 10 --steps 20 --warmup-steps "
+    monkeypatch.setattr(sys, "argv", ["trainctl", *"bench --yes --max-usd 5 --max-minutes 10 --steps 20 --warmup-steps "
                                       "10 --interval 0.5 --layout g5.xlarge:1:spot".split(), SPEC])
     try:
         main()
@@ -45,6 +45,8 @@ def test_a_bench_whose_follow_gave_up_says_its_dollars_are_not_known(sm, sandbox
         OPTS.output = "table"
         aws.reset_session()
     out = capsys.readouterr()
-    (job,) = [j["TrainingJobName"] for j in sm.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]]
+    jobs = [j["TrainingJobName"] for j in sm.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]]
+    assert len(jobs) == 1, out
+    (job,) = jobs
     assert "spent: $0.0000" not in out.out
     assert f"spent: at least $0.0000; not known for {job}" in " ".join(out.out.split()), out.out + out.err

@@ -267,7 +267,7 @@ def test_an_fsx_file_system_outside_the_job_s_az_is_refused_and_one_inside_becom
     closed = sandbox_env.client("fsx").create_file_system(
         FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnets["us-east-1b"]],
         LustreConfiguration={"DeploymentType": "SCRATCH_1"})["FileSystem"]["FileSystemId"]
-    spec = _project(tmp_path / "closed", f"{{train: {{fsx: {closed}, path: /fsx/data}}}}")
+    spec = project(tmp_path / "closed", f"{{train: {{fsx: {closed}, path: /fsx/data}}}}")
     for platform in ("ec2", "sagemaker"):
         refused = _dry_run(sandbox_env, home, spec, platform, "--subnet", subnets["us-east-1b"])
         assert refused.returncode != 0 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
@@ -277,13 +277,13 @@ def test_an_fsx_file_system_outside_the_job_s_az_is_refused_and_one_inside_becom
 def test_keys_that_cannot_be_files_are_named_at_launch_before_anything_is_created(sandbox_env, tmp_path):
     """Issue 36, item 13: `a` beside `a/b`, or a 300-character name, failed the node after it was billed, without
     naming the key; the launch now checks the listing's first page and names it."""
-    _dataset(sandbox_env)
+    dataset(sandbox_env)
     s3, home = sandbox_env.client("s3"), tmp_path / "home"
     long_name = "x" * 300
     for prefix, keys, words in (("clash/", ["clash/a", "clash/a/b"], "'clash/a'"),
                                 ("long/", [f"long/{long_name}"], "longer than 255 bytes")):
         for key in keys:
             s3.put_object(Bucket="my-datasets", Key=key, Body=b"1")
-        proc = _dry_run(sandbox_env, home, _project(tmp_path / prefix[:-1], f"{{train: s3://my-datasets/{prefix}}}"))
+        proc = _dry_run(sandbox_env, home, project(tmp_path / prefix[:-1], f"{{train: s3://my-datasets/{prefix}}}"))
         assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert words in proc.stderr and "cannot be a file on the job's hosts" in proc.stderr, proc.stderr
