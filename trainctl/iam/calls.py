@@ -133,8 +133,9 @@ CALLS: tuple[Call, ...] = (
            condition=TAGGED_REQUEST),
         _g("iam:PassRole", resources=("arn:aws:iam::*:role/trainctl/*", "arn:aws:iam::*:role/{execution_role}"),
            condition=SAGEMAKER_PASS, why="only the per-job execution roles and a given role, only to SageMaker"))),
-    Call("sagemaker:DescribeTrainingJob", SM, (_g("sagemaker:DescribeTrainingJob",
-                                                  resources=("arn:aws:sagemaker:*:*:training-job/*",)),)),
+    # EC2's `down` too: a job that runs on SageMaker is refused there (backends/ec2/cleanup.py)
+    Call("sagemaker:DescribeTrainingJob", BOTH, (_g("sagemaker:DescribeTrainingJob",
+                                                    resources=("arn:aws:sagemaker:*:*:training-job/*",)),)),
     Call("sagemaker:ListTrainingJobs", SM, (_g("sagemaker:ListTrainingJobs", why="`ls --all`: a list call has no "
                                                                             "resource to scope it to"),)),
     # `ls --all`: the account's resources tagged trainctl:job (both platforms)
@@ -154,7 +155,8 @@ CALLS: tuple[Call, ...] = (
         why="the Deep Learning AMI ids AWS publishes"),)),
     Call("ec2:DescribeInstanceTypeOfferings", E2, (_g("ec2:DescribeInstanceTypeOfferings", why=DESCRIBE),)),
     Call("ec2:DescribeImages", E2, (_g("ec2:DescribeImages", why=DESCRIBE),)),  # the AMI's root device name
-    Call("ec2:DescribeInstances", E2, (_g("ec2:DescribeInstances", why=DESCRIBE),)),
+    # SageMaker's `down` too: a job whose EC2 nodes live is refused there (backends/sagemaker/cleanup.py)
+    Call("ec2:DescribeInstances", BOTH, (_g("ec2:DescribeInstances", why=DESCRIBE),)),
     Call("ec2:DescribeLaunchTemplates", E2, (_g("ec2:DescribeLaunchTemplates", why=DESCRIBE),)),
     Call("ec2:DescribeLaunchTemplateVersions", E2, (_g("ec2:DescribeLaunchTemplateVersions", why=DESCRIBE),)),
     Call("ec2:DescribeFleets", E2, (_g("ec2:DescribeFleets", why=DESCRIBE),)),
