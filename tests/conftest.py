@@ -65,7 +65,7 @@ def _training_group(item) -> str | None:
 
 
 # A tier's marks come from its folder, never from a hand in the test file: every test under tests/slow/ (real
-# torchrun, or a sandbox training job) is `slow`, so `-m "not slow"` is exactly the other tiers.
+# torchrun, or a sandbox training job) is `slow`, so deselecting that mark leaves exactly the other tiers.
 FOLDER_MARKS = {"tests/slow/": "slow"}
 
 

@@ -10,6 +10,8 @@ user data, and the job resumes from the checkpoint and completes.
 """
 from __future__ import annotations
 
+from tests.support.helpers import gpu_stand_in
+
 import base64
 import http.server
 import ipaddress
@@ -282,7 +284,8 @@ def test_two_hosts_train_get_interrupted_and_resume_on_a_replacement(sandbox_env
             "LaunchTemplateVersions"][0]["LaunchTemplateData"]
         user_data = base64.b64decode(data["UserData"]).decode()
         # What the instance profile gives a real node, the sandbox's fake keys give these hosts.
-        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8",
+        smi = gpu_stand_in(tmp_path / "bin", 1)  # each host's one A10G (g5.xlarge), as the image's driver lists it
+        env = {"PATH": f"{smi}:{os.environ['PATH']}", "HOME": str(tmp_path), "LANG": "C.UTF-8",
                "AWS_ENDPOINT_URL": f"http://{BRIDGE_IP}:{forwarder.server_address[1]}",
                "AWS_ACCESS_KEY_ID": sb.env["AWS_ACCESS_KEY_ID"],
                "AWS_SECRET_ACCESS_KEY": sb.env["AWS_SECRET_ACCESS_KEY"],

@@ -45,7 +45,7 @@ def _log_text(sb, home, job: str) -> str:
 
 def test_an_ec2_spot_job_checkpoints_on_the_notice_and_resumes_on_a_replacement_in_the_same_az(ec2_nodes, tmp_path):
     sb, home = ec2_nodes, tmp_path / "home"
-    job = _launch(sb, home, _spec(tmp_path, steps=120), "g5.xlarge:1:spot")["job_id"]
+    job = _launch(sb, home, _spec(tmp_path, steps=600), "g5.xlarge:1:spot")["job_id"]
     (first,) = _instances(sb, job)
     # EC2's reclaim once the node has logged step 20: the notice then, the termination 3 s later.
     interrupt = run_cli(["sandbox", "interrupt", job, "--at-step", "20", "--after-seconds", "3"], sb.state_dir.parent,
@@ -60,7 +60,7 @@ def test_an_ec2_spot_job_checkpoints_on_the_notice_and_resumes_on_a_replacement_
     assert "spot interruption notice" in logs and "trainctl stopped " in logs, logs  # the notice's checkpoint
     stopped_at = int(logs.split("trainctl stopped ")[1].split("step=")[1].split()[0])
     assert stopped_at >= 20
-    assert f"trainctl resume step={stopped_at} " in logs and "trainctl step=120 " in logs
+    assert f"trainctl resume step={stopped_at} " in logs and "trainctl step=600 " in logs
     nodes = _instances(sb, job)
     assert len(nodes) == 2
     assert {i["Placement"]["AvailabilityZone"] for i in nodes} == {first["Placement"]["AvailabilityZone"]}

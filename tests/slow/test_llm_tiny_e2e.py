@@ -17,7 +17,7 @@ from pathlib import Path
 from tests.support.node_agent_helpers import FakeImds
 import pytest
 
-from tests.support.helpers import CONFIGS, run_cli
+from tests.support.helpers import CONFIGS, run_cli, gpu_stand_in
 
 SPEC = str(CONFIGS / "llm-tiny.yaml")
 
@@ -71,6 +71,7 @@ def _run_node(sb, tmp_path: Path, user_data: str, instance: dict) -> subprocess.
     bin_dir.mkdir()
     (bin_dir / "shutdown").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "shutdown-called"}\n')
     (bin_dir / "shutdown").chmod(0o755)
+    gpu_stand_in(bin_dir, 1)  # g5.xlarge's one A10G, as its image's driver lists it
     script = tmp_path / "user-data.sh"
     script.write_text(user_data)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path), "LANG": "C.UTF-8",

@@ -42,3 +42,15 @@ def fuzz_examples(n: int) -> int:
     """A hypothesis test's number of examples: its own under `make test` (the "ci" profile of conftest.py,
     derandomized), 20 times as many under `make fuzz-wide` (TRAINCTL_FUZZ=wide, random)."""
     return n * 20 if os.environ.get("TRAINCTL_FUZZ") == "wide" else n
+
+
+def gpu_stand_in(bin_dir: Path, count: int, name: str = "NVIDIA A10G") -> Path:
+    """A node's `nvidia-smi` for tests that run an EC2 node's user data by hand (outside the sandbox's instances,
+    which get theirs from trainctl_sandbox/ec2/machines.py): `-L` lists `count` GPUs as the driver does, so the
+    node agent's accelerator check (bootstrap/accelerator_check.py) finds what the type has."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    smi = bin_dir / "nvidia-smi"
+    lines = "".join(f"echo 'GPU {i}: {name} (UUID: GPU-test-{i})'\n" for i in range(count))
+    smi.write_text("#!/bin/sh\n" + lines)
+    smi.chmod(0o755)
+    return bin_dir

@@ -49,3 +49,9 @@ class ChoosesDistribution(abc.ABC):
 
 class NodesPublishBudget:
     """The job's nodes publish its budget marks to the `launch --notify` topic themselves, so `watch` does not."""
+
+
+class ArchivesModel:
+    """The platform packs the job's model into one archive (SageMaker: `model.tar.gz` of /opt/ml/model, the key
+    DescribeTrainingJob's `S3ModelArtifacts` names); `fetch` extracts it. A backend without it leaves the model's
+    files as they are under its output prefix."""

@@ -7,14 +7,14 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from trainctl.backends.base import Backend, Capabilities, JobView, LaunchRequest, LaunchSettings, LogLine, RunningJob
-from trainctl.backends.features import ChoosesDistribution, OneTypePerJob
+from trainctl.backends.features import ArchivesModel, ChoosesDistribution, OneTypePerJob
 from trainctl.backends.options import SageMakerOptions
 from trainctl.backends.sagemaker import cleanup as _cleanup
 from trainctl.backends.sagemaker import listing, preflight, status, stopping
 from trainctl.backends.sagemaker.prepare import prepare
 
 
-class SageMakerBackend(OneTypePerJob, ChoosesDistribution, Backend):
+class SageMakerBackend(OneTypePerJob, ChoosesDistribution, ArchivesModel, Backend):
     """CreateTrainingJob takes one instance type (ResourceConfig.InstanceType): OneTypePerJob."""
 
     platform = "sagemaker"

@@ -160,13 +160,14 @@ def _fetch(ref, what: str, dest: str, bucket: str | None, cap: int) -> Fetched:
     if what == "logs":
         return _fetch_logs(ref, dest)
     from trainctl.backends import get_backend
+    from trainctl.backends.features import ArchivesModel
 
     account = ref.record.account if ref.record else aws.client("sts", ref.region).get_caller_identity()["Account"]
     places = where(ref.job_id, ref.platform, account, ref.region, bucket)
     places.update(get_backend(ref.platform).output_places(ref.job_id, ref.region))
     mine = places[what].startswith(f"s3://{bucket or layout.job_bucket(account, ref.region)}/")
     s3, owner = aws.client("s3", ref.region), layout.owner(account if mine else None)
-    if ref.platform == "sagemaker" and what == "model":
+    if what == "model" and isinstance(get_backend(ref.platform), ArchivesModel):
         got = _archive(s3, places[what], dest, owner, cap)
     else:
         got = _download(s3, places[what], dest, owner, cap)

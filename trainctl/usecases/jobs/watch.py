@@ -77,8 +77,9 @@ def locate(store: JobStore, job_id: str, platform: str | None = None) -> JobRef:
         if platform is None:
             raise
         record, broken = None, True  # the user named the platform: AWS alone answers
-    if platform is not None and platform not in ("sagemaker", "ec2"):
-        raise UsageError(f"--platform {platform!r}: use sagemaker or ec2")
+    from trainctl.backends import check_platform
+
+    check_platform(platform)
     if record is not None:  # --platform decides over a record (which a colleague's hand may have written)
         return JobRef(job_id, platform or record.platform, record.region or aws.default_region(), record)
     region = aws.default_region()

@@ -311,7 +311,14 @@ def _foreign_topic(target: str | None, account: str | None, platform: str, previ
     if previous is None and theirs and account and theirs != account:
         say(f"warning: --notify {target} is a topic of account {theirs}, not of this one ({account}): that account "
             "reads the job's news (status and dollars)" + (" and the job's nodes may publish to it"
-                                                           if platform == "ec2" else ""))
+                                                           if _nodes_publish(platform) else ""))
+
+
+def _nodes_publish(platform: str) -> bool:
+    from trainctl.backends import backend_class
+    from trainctl.backends.features import NodesPublishBudget
+
+    return issubclass(backend_class(platform), NodesPublishBudget)
 
 
 def _attempt(run: _Run, backend, request, option: Option, previous: str | None) -> tuple[Attempt, str | None]:
