@@ -8,14 +8,15 @@ from trainctl.catalog import load_catalog
 from trainctl.planner import plan
 from trainctl.planner.capacity_blocks import duration_to_ask, offered_for
 from trainctl.planner.quotes import BlockOffer, Quotes
-from trainctl.spec import JobSpec
+from trainctl.spec import JobSpec, Layout
 
 CAT = load_catalog()
 SPEC = JobSpec.model_validate({
     "name": "blocks", "entrypoint": {"bundled": "ddp"},
     "model": {"architecture": "vit_micro", "precision": "fp32", "optimizer": "adam"},
     "workload": {"samples": 6_500_000_000, "batch_size_per_accelerator": 16},
-    "candidates": {"layouts": ["p4d.24xlarge:1:on-demand"], "platforms": ["ec2"], "regions": ["us-west-2"]}})
+    "candidates": {"layouts": ["p4d.24xlarge:1"], "markets": ["on-demand"], "platforms": ["ec2"],
+                   "regions": ["us-west-2"]}})
 
 
 def offer(oid: str, hours: float, wait: float, fee: float) -> BlockOffer:
@@ -47,3 +48,14 @@ def test_a_block_costs_its_fee_waits_for_its_start_and_a_short_one_is_left_out()
     assert len(short) == 1 and "cb-short holds 12 h" in short[0].reason
     assert "capacity_block" not in od.model_dump(mode="json")
     assert block.model_dump(mode="json")["capacity_block"]["offering_id"] == "cb-long"
+
+
+def test_a_layout_that_names_its_market_gets_no_block():
+    """`--layout p4d.24xlarge:1:on-demand` is the user's choice of market: a block there is not offered (the launch
+    would otherwise stop on a block ranked first); the same layout without a market gets its offers."""
+    quotes = Quotes(source="live", regions=("us-west-2",), capacity_blocks={
+        ("us-west-2", "p4d.24xlarge", 1): (offer("cb-long", 24, 0.0, 1.0),)})
+    pinned = SPEC.model_copy(update={"candidates": SPEC.candidates.model_copy(update={
+        "layouts": [Layout.parse("p4d.24xlarge:1:on-demand")]})})
+    assert not [o for o in plan(pinned, CAT, quotes).options if o.market == "capacity-block"]
+    assert [o for o in plan(SPEC, CAT, quotes).options if o.market == "capacity-block"]

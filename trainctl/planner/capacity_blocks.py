@@ -40,13 +40,14 @@ def duration_to_ask(job_hours: float) -> int | None:
     return hours if hours <= MAX_BLOCK_HOURS else None
 
 
-def block_options(priced: list[risk.Priced], quotes: Quotes, exclude) -> list[risk.Priced]:
+def block_options(priced: list[risk.Priced], quotes: Quotes, exclude, pinned=frozenset()) -> list[risk.Priced]:
     """The block options of every EC2 On-Demand option whose layout has offers in the quotes; an offer too short for
-    the job is left out with its reason (`exclude(type, count, reason, **where)`)."""
+    the job is left out with its reason (`exclude(type, count, reason, **where)`). `pinned`: the (type, count) of
+    layouts that named their market (`--layout p4d.24xlarge:2:on-demand`): the user chose it, so no block there."""
     out = []
     for p in priced:
         o = p.option
-        if o.platform != "ec2" or o.market != "on-demand" or o.flexible_group:
+        if o.platform != "ec2" or o.market != "on-demand" or o.flexible_group or (o.instance_type, o.count) in pinned:
             continue
         for offer in quotes.capacity_blocks.get((o.region, o.instance_type, o.count), ()):
             made = _block_option(p, offer)

@@ -41,7 +41,9 @@ class Planner:
             run = _Planning(self.spec, self.catalog, quotes, self.request, self.measured, self._throughputs,
                             self._layouts)
             options = [o for cand in candidates(self.spec, self.catalog, run.request) for o in run.layout_options(cand)]
-            options += capacity_blocks.block_options(options, quotes, run.exclude)
+            pinned = {(lay.instance_type, lay.count)  # a layout that names its market gets that market, no block
+                      for lay in (run.request.layouts or self.spec.candidates.layouts) if lay.market}
+            options += capacity_blocks.block_options(options, quotes, run.exclude, frozenset(pinned))
             warnings = run.warnings()
             ranked, kept = run.rank(run.within_constraints(options))
             self._ranked = (quotes, run, ranked, kept, warnings)
