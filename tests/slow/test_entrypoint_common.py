@@ -18,6 +18,8 @@ from tests.support.entrypoint_helpers import (
 # Loaded by the first test that uses them, not when the file is collected (tests/support/entrypoint_helpers.Lazy)
 torch = Lazy(lambda: pytest.importorskip("torch"))
 common = Lazy(import_common)
+if str(ENTRYPOINTS) not in sys.path:  # the scripts' sibling modules, as they import each other (imports nothing now)
+    sys.path.insert(0, str(ENTRYPOINTS))
 
 
 def parse(argv, env=None):
@@ -293,9 +295,9 @@ def test_sagemaker_layout_with_an_image_folder_and_string_hyperparameters(tmp_pa
 def test_a_full_checkpoint_disk_names_the_device_and_the_last_good_checkpoint(tmp_path):
     import socket
 
+    store = common.CheckpointStore(str(tmp_path), keep=5)  # loads the scripts' modules (and puts them on the path)
     import trainctl_checkpoint
 
-    store = common.CheckpointStore(str(tmp_path), keep=5)
     for step in (1, 2):
         store.save(step, payload(step))
     # the next save's temp file writes to /dev/full: every write fails with ENOSPC, as on a full disk
