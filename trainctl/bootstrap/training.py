@@ -73,10 +73,19 @@ class Training:
             pass
         self.log(f"trainctl-agent: the training did not exit within {grace_s:.0f} s of SIGTERM; killing it")
         self.killed.set()
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        # torchrun starts each rank in a session of its own, so torchrun's group alone misses them: every process
+        # of the tree, found before any dies (an orphan's parent is no longer torchrun), and each one's group
+        tree, todo = [self.proc.pid], [self.proc.pid]
+        while todo:
+            found = children(todo.pop())
+            tree += found
+            todo += found
+        for pid in tree:
+            for kill in (lambda p: os.killpg(os.getpgid(p), signal.SIGKILL), lambda p: os.kill(p, signal.SIGKILL)):
+                try:
+                    kill(pid)
+                except (ProcessLookupError, PermissionError):
+                    pass
 
     def wait(self) -> int:
         rc = self.proc.wait()
