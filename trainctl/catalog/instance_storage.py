@@ -1,5 +1,6 @@
 """Each catalog type's NVMe instance storage, GB (pure data): EC2 DescribeInstanceTypes
-`InstanceStorageInfo.TotalSizeInGB` (as shipped in moto 5's instance_types.json, read 2026-11-28; EC2 User Guide,
+`InstanceStorageInfo.TotalSizeInGB` (AWS's answers as recorded in the sandbox's instance-type data, read 2026-11-28,
+checked against the EC2 User Guide,
 "Instance store volume limits": the same figures). 0: EBS only (p3: "EBS-only").
 
 SageMaker uses it in place of an EBS volume: "When using an ML instance with NVMe SSD volumes, SageMaker doesn't
