@@ -54,17 +54,6 @@ def where_line(job_id: str, platform: str, account: str, region: str) -> str:
             f"{places['checkpoints']} (trainctl fetch {job_id} --what model|tensorboard|logs|checkpoints)")
 
 
-def _sagemaker_places(sm, job_id: str) -> dict[str, str]:
-    job = sm.describe_training_job(TrainingJobName=job_id)
-    out = {"model": (job.get("ModelArtifacts") or {}).get("S3ModelArtifacts") or
-           f"{job['OutputDataConfig']['S3OutputPath'].rstrip('/')}/{job_id}/output/model.tar.gz"}
-    if job.get("TensorBoardOutputConfig"):
-        out["tensorboard"] = job["TensorBoardOutputConfig"]["S3OutputPath"]
-    if job.get("CheckpointConfig"):
-        out["checkpoints"] = job["CheckpointConfig"]["S3Uri"]
-    return out
-
-
 def _listing(s3, bucket: str, prefix: str, owner: dict) -> list[tuple[str, int, str]]:
     found = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, **owner):
