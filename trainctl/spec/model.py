@@ -265,13 +265,7 @@ class Candidates(Strict):
         return v
 
 
-class Constraints(Strict):
-    deadline_hours: float | None = Field(None, gt=0)
-    budget_usd: float | None = Field(None, gt=0)
-    # at least 6 s, at most a week: 1e-300 minutes overflowed the Spot rework arithmetic (lam value too large)
-    checkpoint_interval_minutes: float = Field(30, ge=0.1, le=7 * 24 * 60)
-    max_spot_wait_hours: float = Field(4, ge=0)
-    restart_minutes: float = Field(10, ge=0, description="time to get back to training after an interruption")
+from trainctl.spec.recovery import Constraints, Elastic  # noqa: E402
 
 
 PATH_OFF = ("", "none", "null", "off", "false")
@@ -296,6 +290,7 @@ class JobSpec(Strict):
                     "(A10G, L4, V100, A100, H100, Trainium1)")
     candidates: Candidates = Field(default_factory=Candidates)
     constraints: Constraints = Field(default_factory=Constraints)
+    elastic: Elastic | None = Field(None, description="keep training on fewer nodes while a lost one is replaced")
     role: str | None = Field(None, description="SageMaker execution role ARN or name")
     # The channel for secrets (API tokens, passwords): the job reads them at start from SSM or Secrets Manager
     # into env vars; the values never pass through user data, hyperparameters, logs or trainctl itself.
