@@ -285,7 +285,10 @@ def test_two_hosts_train_get_interrupted_and_resume_on_a_replacement(sandbox_env
         user_data = base64.b64decode(data["UserData"]).decode()
         # What the instance profile gives a real node, the sandbox's fake keys give these hosts.
         smi = gpu_stand_in(tmp_path / "bin", 1)  # each host's one A10G (g5.xlarge), as the image's driver lists it
+        # CUDA shows these hosts' processes no GPU (this machine has none): the agent tells the training
+        # SM_NUM_GPUS=0 and the bundled script runs on the CPU, as on a sandbox node (sandbox ec2/machines.py)
         env = {"PATH": f"{smi}:{os.environ['PATH']}", "HOME": str(tmp_path), "LANG": "C.UTF-8",
+               "CUDA_VISIBLE_DEVICES": "",
                "AWS_ENDPOINT_URL": f"http://{BRIDGE_IP}:{forwarder.server_address[1]}",
                "AWS_ACCESS_KEY_ID": sb.env["AWS_ACCESS_KEY_ID"],
                "AWS_SECRET_ACCESS_KEY": sb.env["AWS_SECRET_ACCESS_KEY"],

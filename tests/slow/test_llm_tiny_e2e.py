@@ -74,7 +74,9 @@ def _run_node(sb, tmp_path: Path, user_data: str, instance: dict) -> subprocess.
     gpu_stand_in(bin_dir, 1)  # g5.xlarge's one A10G, as its image's driver lists it
     script = tmp_path / "user-data.sh"
     script.write_text(user_data)
+    # CUDA shows the node's processes no GPU (this machine has none): SM_NUM_GPUS=0, the script runs on the CPU
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path), "LANG": "C.UTF-8",
+           "CUDA_VISIBLE_DEVICES": "",
            "TRAINCTL_ROOT": str(tmp_path / "root"), "TRAINCTL_PYTHON": sys.executable,
            "TRAINCTL_IMDS_ENDPOINT": imds.endpoint,
            "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": str(tmp_path / "none"),

@@ -47,7 +47,9 @@ def fuzz_examples(n: int) -> int:
 def gpu_stand_in(bin_dir: Path, count: int, name: str = "NVIDIA A10G") -> Path:
     """A node's `nvidia-smi` for tests that run an EC2 node's user data by hand (outside the sandbox's instances,
     which get theirs from trainctl_sandbox/ec2/machines.py): `-L` lists `count` GPUs as the driver does, so the
-    node agent's accelerator check (bootstrap/accelerator_check.py) finds what the type has."""
+    node agent's accelerator check (bootstrap/accelerator_check.py) finds what the type has. On this GPU-less
+    machine the node's environment also needs CUDA_VISIBLE_DEVICES="" (CUDA shows its processes no GPU), or the
+    agent tells the training SM_NUM_GPUS=count and the bundled scripts stop, torch seeing none."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     smi = bin_dir / "nvidia-smi"
     lines = "".join(f"echo 'GPU {i}: {name} (UUID: GPU-test-{i})'\n" for i in range(count))

@@ -78,6 +78,7 @@ class Agent:
         self.training: Training | None = None
         self.known_notices: set[str] = set()  # the job's notice marks before this run: an earlier run's
         self.stop_reason = ""
+        self.devices: dict[str, int] = {}  # SM_NUM_GPUS/SM_NUM_NEURONS, as the accelerator check counted them
 
     def setting(self, name: str, default: float) -> float:
         """A timing from the environment (TRAINCTL_SPOT_POLL_S, ...: tests poll faster), the config, or the default."""
@@ -210,7 +211,7 @@ class Agent:
     def command(self, ips: list[str]) -> tuple[list[str], dict[str, str]]:
         rank = ips.index(self.ip)
         sm = sm_env.sm_variables(self.cfg, self.ml, rank, len(ips), self.channels.env(),
-                                 self.cfg.get("instance_type") or "", interface_of(self.ip) or "eth0")
+                                 self.cfg.get("instance_type") or "", interface_of(self.ip) or "eth0", self.devices)
         base = dict(os.environ, **self.secrets, PYTHONUNBUFFERED="1", TRAINCTL_JOB=self.job,
                     TRAINING_JOB_NAME=self.job, CURRENT_HOST=sm["SM_CURRENT_HOST"])
         if os.path.abspath(self.ml) != "/opt/ml":  # the toolkit's own relocation of /opt/ml (SAGEMAKER_BASE_DIR)
@@ -254,7 +255,8 @@ class Agent:
 
     def _run(self) -> int:
         self.log.add(f"trainctl-agent: instance {self.instance_id} ip {self.ip} job {self.job}")
-        check_accelerators(self.cfg, self.log.add)  # the GPUs/Neuron devices paid for, or fail now
+        # the GPUs/Neuron devices paid for, or fail now; what it counts is what the training is told it has
+        self.devices = check_accelerators(self.cfg, self.log.add)
         threading.Thread(target=self.watch_spot_notice, daemon=True).start()
         self.fetch_code()
         install_requirements(self.code_dir, self.root, self.log.add)  # as SageMaker's toolkit does, once per node

@@ -59,13 +59,13 @@ def write_config(ml: str, hps: dict, resources: dict) -> None:
 
 
 def sm_variables(cfg: dict, ml: str, rank: int, nnodes: int, channel_env: dict[str, str], instance_type: str,
-                 iface: str) -> dict[str, str]:
-    """The SM_* variables of this node's training (channel variables from channels.py included)."""
+                 iface: str, devices: dict[str, int]) -> dict[str, str]:
+    """The SM_* variables of this node's training (channel variables from channels.py included). `devices` is what
+    the node has, counted as the toolkit counts it (accelerator_check.check), never the plan's guess: the bundled
+    scripts take their device from SM_NUM_GPUS/SM_NUM_NEURONS."""
     hps = hyperparameters(cfg.get("args") or [])
     resources = resource_config(rank, nnodes, instance_type, iface)
     program = cfg["script"]
-    accelerators = int(cfg.get("nproc_per_node") or 0)
-    neuron = cfg.get("accelerator") == "neuron"
     channels = json.loads(channel_env.get("SM_CHANNELS", "[]"))
     props = {
         "hosts": resources["hosts"], "current_host": resources["current_host"],
@@ -79,7 +79,7 @@ def sm_variables(cfg: dict, ml: str, rank: int, nnodes: int, channel_env: dict[s
         "output_dir": os.path.join(ml, "output"), "output_data_dir": os.path.join(ml, "output", "data"),
         "output_intermediate_dir": os.path.join(ml, "output", "intermediate"),
         "model_dir": os.path.join(ml, "model"), "num_cpus": os.cpu_count() or 1,
-        "num_gpus": 0 if neuron else accelerators, "num_neurons": accelerators if neuron else 0,
+        "num_gpus": int(devices.get("num_gpus", 0)), "num_neurons": int(devices.get("num_neurons", 0)),
         "user_args": [str(a) for a in cfg.get("args") or []], "channels": channels,
     }
     props["training_env"] = {**{k: v for k, v in props.items() if k not in ("hps", "user_args", "framework_params")},

@@ -104,6 +104,29 @@ class XlaDeviceOps(common.DeviceOps):
             common.emit(f"xla compiles={data[0] if data else 0}")
 
 
+def launched_neuron_check(env=None) -> None:
+    """The device the launch gave, not a guess: SM_NUM_NEURONS (the SageMaker training contract's NeuronCore
+    count; the toolkit counts `neuron-ls`, trainctl's EC2 agent sets it from the node's Neuron devices) > 0
+    means the NeuronCores, so torch_xla must not run on the CPU (PJRT_DEVICE=CPU); 0 means a node without
+    Neuron devices, where only an explicit PJRT_DEVICE=CPU (the CPU test, `make test-xla`) runs. Neither set:
+    torch_xla's own choice."""
+    env = os.environ if env is None else env
+    raw = env.get("SM_NUM_NEURONS", "").strip()
+    if not raw:
+        return
+    if not raw.isdigit():
+        raise SystemExit(f"trainctl: SM_NUM_NEURONS={raw!r} is not a number of NeuronCores")
+    pjrt = env.get("PJRT_DEVICE", "").strip().upper()
+    if int(raw) > 0 and pjrt not in ("", "NEURON"):
+        raise SystemExit(f"trainctl: this node was launched with {raw} NeuronCores (SM_NUM_NEURONS) but "
+                         f"PJRT_DEVICE={pjrt}; it stops instead of training on that device (unset PJRT_DEVICE)")
+    if int(raw) == 0 and pjrt != "CPU":
+        gpus = env.get("SM_NUM_GPUS", "0")
+        raise SystemExit(f"trainctl: this node was launched with no Neuron device (SM_NUM_NEURONS=0, "
+                         f"SM_NUM_GPUS={gpus}); train_neuron.py trains on Trainium/Inferentia, train_ddp.py "
+                         "on GPUs and CPUs")
+
+
 def main(argv=None) -> int:
     parser = common.build_parser("Train a timm ViT on Trainium with torch_xla (trainctl "
                                  "entrypoint)", devices=("cuda", "xla", "cpu"))
@@ -112,6 +135,7 @@ def main(argv=None) -> int:
     args = common.parse_args(parser, argv)
     if (args.device or "xla") != "xla":
         parser.error(f"--device {args.device} is train_ddp.py's job; this script runs xla")
+    launched_neuron_check()
     if args.stochastic_rounding:
         # Read by the Neuron runtime when it starts, i.e. at the first device use below.
         os.environ["NEURON_RT_STOCHASTIC_ROUNDING_EN"] = "1"

@@ -5,6 +5,8 @@ Each script subclasses ``TorchDeviceOps`` for how it wraps the model (DDP, FSDP)
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.distributed as dist
 from trainctl_runtime import DeviceOps, DistContext, warn
@@ -88,12 +90,49 @@ class TorchDeviceOps(DeviceOps):
             torch.cuda.synchronize(self.device)
 
 
+def launched_gpus(env=None) -> int | None:
+    """The GPUs the launch gave this node: SM_NUM_GPUS, the SageMaker training contract's variable (the toolkit
+    counts `nvidia-smi --list-gpus`; trainctl's EC2 agent sets it the same way, bootstrap/sm_env.py), or None
+    where no launch says (a run on a laptop)."""
+    raw = (os.environ if env is None else env).get("SM_NUM_GPUS", "").strip()
+    try:
+        return int(raw) if raw else None
+    except ValueError:
+        raise SystemExit(f"trainctl: SM_NUM_GPUS={raw!r} is not a number of GPUs") from None
+
+
 def pick_device(parser, requested: str | None) -> str:
-    """--device, or what is there; a parser error for a GPU that is not."""
-    kind = requested or ("cuda" if torch.cuda.is_available() else "cpu")
-    if kind == "xla":
-        parser.error("--device xla is train_neuron.py's job (torch_xla); this script runs "
-                     "cuda or cpu")
+    """--device, else the device the launch gave (SM_NUM_GPUS), else what is there.
+
+    On a node launched with GPUs the script runs on them or fails in one line: falling back to the CPU
+    there would bill the GPUs for hours of CPU training. A Neuron node (SM_NUM_NEURONS > 0) is
+    train_neuron.py's."""
+    if requested == "xla":
+        parser.error("--device xla is train_neuron.py's job (torch_xla); this script runs cuda or cpu")
+    gpus = launched_gpus()
+    if requested is None and gpus is None:
+        kind = "cuda" if torch.cuda.is_available() else "cpu"
+    else:
+        kind = requested or ("cuda" if gpus else "cpu")
+    neurons = os.environ.get("SM_NUM_NEURONS", "0").strip()
+    if requested is None and not gpus and neurons.isdigit() and int(neurons) > 0:
+        raise SystemExit(f"trainctl: this node was launched with {neurons} NeuronCores and no GPU "
+                         "(SM_NUM_NEURONS); train_neuron.py trains on Trainium, this script would use the CPU")
     if kind == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda but torch sees no GPU")
+        given = f"this node was launched with {gpus} GPU(s) (SM_NUM_GPUS={gpus})" if gpus else "--device cuda"
+        raise SystemExit(f"trainctl: {given} but torch {torch.__version__} sees none "
+                         f"({cuda_says()}); it stops instead of training on the CPU")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if kind == "cuda" and local >= torch.cuda.device_count():
+        raise SystemExit(f"trainctl: rank {local} of this node has no GPU: torch sees "
+                         f"{torch.cuda.device_count()} (run at most that many processes per node)")
     return kind
+
+
+def cuda_says() -> str:
+    """Why torch has no GPU, in its own words: a CPU-only build, or CUDA's count."""
+    if not torch.version.cuda:
+        return "a CPU-only build"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    hidden = f", CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
+    return f"built for CUDA {torch.version.cuda}, device_count={torch.cuda.device_count()}{hidden}"

@@ -93,6 +93,7 @@ class Node:
 class Nodes:
     run_user_data: bool = True
     max_nodes: int = 0
+    cuda: str = "host"   # the GPUs CUDA shows a node's processes (machines.py CUDA_MODES)
     nodes: dict[str, Node] = field(default_factory=dict)
     refused: list[tuple[Any, str]] = field(default_factory=list)   # (instance, StateReason message)
     ports: dict[str, int] = field(default_factory=dict)
@@ -226,7 +227,8 @@ def _boot(ctx: SandboxContext, node: Node, script: str, port: int, region: str) 
     shutdown.chmod(0o755)
     (node.root / "bin" / "poweroff").symlink_to(shutdown)
     lustre.helpers(ctx, node.root / "bin", node.instance.id)  # the AMI's Lustre client: mount -t lustre
-    devices = machines.install(node.root, node.instance, region)  # its GPUs/Neuron devices, as its image sees them
+    # its GPUs/Neuron devices, as its image sees them, and the ones CUDA shows its processes
+    devices = machines.install(node.root, node.instance, region, _nodes(ctx).cuda)
     user_data = node.root / "user-data"
     user_data.write_text(script)
     console = open(node.root / "console.log", "ab")  # what GetConsoleOutput would show
@@ -273,7 +275,7 @@ def _power_off(node: Node, grace: float) -> None:
 def info(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
     state = _nodes(ctx)
     with state.lock:
-        return {"run_user_data": state.run_user_data, "max_nodes": state.max_nodes,
+        return {"run_user_data": state.run_user_data, "max_nodes": state.max_nodes, "cuda": state.cuda,
                 "nodes": {i: {"job": n.job, "root": str(n.root), "console": str(n.root / "console.log"),
                               "private_opt_ml": n.private,
                               "running": n.proc is not None and n.proc.poll() is None}
@@ -281,12 +283,17 @@ def info(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def configure_instances(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
-    """run_user_data (bool), max_nodes (int >= 1); answers the settings now in force."""
+    """run_user_data (bool), max_nodes (int >= 1), cuda (machines.CUDA_MODES); answers the settings now in
+    force."""
     state = _nodes(ctx)
-    unknown = set(payload) - {"run_user_data", "max_nodes"}
+    unknown = set(payload) - {"run_user_data", "max_nodes", "cuda"}
     if unknown:
-        raise ValueError(f"unknown setting(s) {', '.join(sorted(unknown))}; known: run_user_data, max_nodes")
+        raise ValueError(f"unknown setting(s) {', '.join(sorted(unknown))}; known: run_user_data, max_nodes, cuda")
+    if "cuda" in payload and payload["cuda"] not in machines.CUDA_MODES:
+        raise ValueError(f"cuda must be one of {', '.join(machines.CUDA_MODES)}")
     with state.lock:
+        if "cuda" in payload:
+            state.cuda = payload["cuda"]
         if "run_user_data" in payload:
             state.run_user_data = bool(payload["run_user_data"])
         if "max_nodes" in payload:
