@@ -44,3 +44,11 @@ def test_no_image_trainctl_chooses_is_past_its_end_of_patch():
     assert "ubuntu-22.04" not in NEURON_AMI_PARAMETER and "multi-framework" not in NEURON_AMI_PARAMETER
     assert "ubuntu20.04" not in IMAGES["neuron"][1]
 
+
+
+def test_the_neuron_image_is_the_last_that_carries_pytorch_xla_and_says_why():
+    """The bundled Neuron script runs on torch_xla: Neuron 2.32 and later DLAMIs carry no torch-neuronx (XLA), the
+    2.33 TorchNeuron DLAMI is another backend on Trn2/Trn3 only; the catalog keeps the SDK 2.31 image and says so."""
+    row = support_of(NEURON_AMI_PARAMETER)
+    assert row.toolkit == "Neuron SDK 2.31 (the last with PyTorch/XLA)"
+    assert "2.32" in row.source and "TorchNeuron 2.14" in row.source and "trn1" in row.families

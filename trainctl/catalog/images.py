@@ -99,12 +99,21 @@ SUPPORT = (
                                          "p5en", "p6-b200"),
             min_compute_capability=CUDA13_MIN_CC, os="Amazon Linux 2023", driver="595.91.07 (open kernel modules)",
             toolkit="CUDA 13.0", root_device="/dev/xvda"),
+    # The current image for the bundled Neuron script (torch_xla): no newer one can run it. Neuron 2.30 ended
+    # PyTorch/XLA for training ("PyTorch 2.9 was the last version based on the PyTorch/XLA backend"); from 2.32 no
+    # Neuron DLAMI pre-installs torch-neuronx ("use one associated with SDK 2.31.0 or earlier"), and the 2.33
+    # TorchNeuron 2.14 DLAMI is the native backend (device "neuron", not XLA) on Trn2/Trn3 only. The SSM prefix's
+    # `latest` stays the SDK 2.31 build; the XLA torch-neuronx is in maintenance (fixes and security patches).
     Support(DLAMI_PARAMETERS["neuron"], "PyTorch 2.9 (Neuron DLAMI, Ubuntu 24.04)", "",
             "Neuron DLAMI guide (SSM prefix /aws/service/neuron/dlami/pytorch-2.9/ubuntu-24.04); Neuron update-dlami "
-            "page 2.33: PyTorch 2.9 (PyTorch/XLA) DLAMIs no longer published after Neuron 2.31, the TorchNeuron 2.14 "
-            "DLAMI that follows supports Trn2/Trn3 only; no end date published",
+            "page 2.32 (\"Starting with Neuron SDK 2.32.0, PyTorch (torch-neuronx) is no longer pre-installed on "
+            "Neuron DLAMIs ... use one associated with SDK 2.31.0 or earlier\") and 2.33 (PyTorch 2.9 (PyTorch/XLA) "
+            "DLAMIs no longer published after Neuron 2.31; the TorchNeuron 2.14 DLAMI is the native backend on "
+            "Trn2/Trn3 only); Neuron announcement \"Neuron no longer supports PyTorch/XLA for training starting with "
+            "Neuron 2.30\"; PyTorch Support on Neuron: torch-neuronx (XLA) in maintenance status as of 2.32, not end "
+            "of support; no end date published",
             accelerator="neuron", families=("trn1", "trn1n", "trn2", "inf2"), os="Ubuntu 24.04",
-            driver="aws-neuronx-dkms", toolkit="Neuron SDK 2.31", root_device="/dev/sda1"),
+            driver="aws-neuronx-dkms", toolkit="Neuron SDK 2.31 (the last with PyTorch/XLA)", root_device="/dev/sda1"),
     # kept so a job launched before the change still gets its support line (and its warning)
     Support("/aws/service/deeplearning/ami/x86_64/oss-nvidia-driver-gpu-pytorch-2.7-ubuntu-22.04/latest/ami-id",
             "PyTorch 2.7 (GPU DLAMI)", "2026-04-23", "DLAMI Support Policy table: PyTorch 2.7.0 end of patch 2026-04-23"),
