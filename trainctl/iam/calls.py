@@ -51,6 +51,9 @@ def _g(*actions: str, resources: tuple[str, ...] = ("*",), condition: dict | Non
 EC2 = "arn:aws:ec2:*:*"
 S3_BUCKET = f"arn:aws:s3:::{BUCKET}"
 S3_OBJECTS = f"arn:aws:s3:::{BUCKET}/*"
+# naming/bucket.job_bucket: trainctl-ACCOUNT-REGION; aws:PrincipalAccount is a global key, so a policy variable in a
+# Resource (IAM User Guide, "IAM policy elements: Variables and tags")
+OWN_BUCKETS = "arn:aws:s3:::trainctl-${aws:PrincipalAccount}-*"
 SPOT_ROLE = "arn:aws:iam::*:role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot"
 ON_BUCKET = {"resources": (S3_BUCKET,), "condition": SAME_ACCOUNT}
 ON_OBJECTS = {"resources": (S3_OBJECTS,), "condition": SAME_ACCOUNT}
@@ -96,7 +99,11 @@ CALLS: tuple[Call, ...] = (
     Call("s3:PutBucketEncryption", BOTH, (_g("s3:PutEncryptionConfiguration", **ON_BUCKET),)),
     Call("s3:PutPublicAccessBlock", BOTH, (_g("s3:PutBucketPublicAccessBlock", **ON_BUCKET),)),
     Call("s3:GetBucketLifecycleConfiguration", BOTH, (_g("s3:GetLifecycleConfiguration", **ON_BUCKET),)),
-    Call("s3:PutBucketLifecycleConfiguration", BOTH, (_g("s3:PutLifecycleConfiguration", **ON_BUCKET),)),
+    # A lifecycle rule can expire every object of its bucket, and S3 has no condition key on a rule's content
+    # (Service Authorization Reference, Amazon S3: PutLifecycleConfiguration): so only the job buckets trainctl
+    # names for the caller's own account, never any other bucket whose name starts with trainctl-.
+    Call("s3:PutBucketLifecycleConfiguration", BOTH, (_g("s3:PutLifecycleConfiguration", resources=(OWN_BUCKETS,),
+                                                         condition=SAME_ACCOUNT),)),
     Call("s3:HeadObject", BOTH, (_g("s3:GetObject", **ON_OBJECTS),)),
     Call("s3:PutObject", BOTH, (_g("s3:PutObject", "s3:PutObjectTagging", **ON_OBJECTS),)),
     Call("ec2:DescribeVpcs", BOTH, (_g("ec2:DescribeVpcs", why=DESCRIBE),)),

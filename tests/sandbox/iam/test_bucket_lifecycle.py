@@ -53,3 +53,17 @@ def test_the_job_bucket_aborts_incomplete_uploads_and_keeps_other_rules(sandbox_
     assert again.returncode == 0, again.stderr
     assert not any(r["operation"] == "PutBucketLifecycleConfiguration" for r in json.loads(again.stdout)["requests"])
     assert run_cli(["down", json.loads(proc.stdout)["job_id"]], tmp_path / "home", env=sb.env).returncode == 0
+
+
+def test_the_cli_may_set_lifecycle_rules_on_its_own_job_buckets_only():
+    """A lifecycle rule can expire every object of a bucket: the CLI policy grants it on trainctl's job buckets of
+    the caller's account (trainctl-ACCOUNT-REGION), not on any bucket whose name starts with trainctl-."""
+    from trainctl.iam.calls import cli_policy
+
+    def put(bucket: str) -> str:
+        return decide(Request("s3:PutLifecycleConfiguration", f"arn:aws:s3:::{bucket}",
+                              {"aws:PrincipalAccount": ACCOUNT, "s3:ResourceAccount": ACCOUNT}), [cli_policy()])
+
+    assert put(BUCKET) == "Allow" and put(f"trainctl-{ACCOUNT}-eu-west-1") == "Allow"
+    assert put("trainctl-datasets") == "ImplicitDeny"
+    assert put("trainctl-210987654321-us-east-1") == "ImplicitDeny"
