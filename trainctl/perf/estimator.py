@@ -214,7 +214,7 @@ def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_bat
     traffic = fit.cnn_traffic * cnn_s + fit.transformer_traffic * transformer_s
     peak = device.peak(shape.precision, perf_fit.allows_tf32(shape))
     words = (f"throughput modelled on {fit.rows} published measurements, assuming {STACK_WORDS[shape.stack]} "
-             f"({shape.stack_basis}): {device_key} {peak:g} TFLOPS {shape.precision}{_tf32_words(shape, device)} per "
+             f"({shape.stack_basis}): {device_key} {peak:.4g} TFLOPS {shape.precision}{_tf32_words(shape, device)} per "
              f"{unit} x {eff:.0%} ({basis}){width_words}"
              + (f", + {traffic * 1e3:.3g} ms per sample of memory traffic at {device.memory_gbytes_s:,.0f} GB/s"
                 if traffic > 0 else "")
