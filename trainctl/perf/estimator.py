@@ -180,6 +180,13 @@ def band_kind(shape: perf.ModelShape, fit: perf_fit.Fit) -> str:
     return "stack" if shape.stack in fit.stacks else "auto"
 
 
+def band_span(shape: perf.ModelShape, device: perf_fit.Device, fit: perf_fit.Fit) -> tuple[float, float]:
+    """The factors the plan's band is widened to at least: every fitted stack where the stack is not known, fp32 with
+    and without TF32 where that is not known (scripts/eval_model.py measures coverage on the same band)."""
+    stack, tf32 = fit.stack_span(shape.stack), device.tf32_span(shape.precision, perf_fit.allows_tf32(shape))
+    return stack[0] * tf32[0], stack[1] * tf32[1]
+
+
 def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_batch: int, unit: str,
                   catalog: Catalog, calibration: Calibration, fit: perf_fit.Fit, residuals: dict) -> ModelledRate:
     """The calibrated compute rate of one rank for a spec's model shape: the one predictor, called by the plan
@@ -198,11 +205,11 @@ def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_bat
     if res:
         low, high = residuals.get("band_percentiles", (1.0, 99.0))
         origin = f"percentiles {low:g}-{high:g} of the model's errors on published sources left out of its fit"
-        stack_span, tf32_span = fit.stack_span(shape.stack), device.tf32_span(shape.precision, perf_fit.allows_tf32(shape))
-        span = (stack_span[0] * tf32_span[0], stack_span[1] * tf32_span[1])
+        span, tf32_unknown = band_span(shape, device, fit), device.tf32_span(shape.precision,
+                                                                             perf_fit.allows_tf32(shape))[0] < 1
         lo, hi = min(res["ratio_low"], span[0]), max(res["ratio_high"], span[1])
         if (lo, hi) != (res["ratio_low"], res["ratio_high"]):
-            origin += (f", widened to hold every fitted stack{' and fp32 with or without TF32' if tf32_span[0] < 1 else ''}"
+            origin += (f", widened to hold every fitted stack{' and fp32 with or without TF32' if tf32_unknown else ''}"
                        f" (x{span[0]:.2f} to x{span[1]:.2f})")
         band = (lo, hi, origin if seen else f"{origin}; no published {device_key} {family}-model row: the "
                                            "cross-device spread")
