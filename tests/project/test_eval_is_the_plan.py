@@ -107,3 +107,21 @@ def test_a_plan_says_when_its_band_could_change_the_top_choice_and_the_price_of_
                                         f"it for at most ${price:,.2f}") in unsure(mixed)[0]
     assert not unsure(made(["p5.48xlarge:1:on-demand", "p5.48xlarge:2:on-demand"]))
     assert not unsure(made(["p5.48xlarge:1:on-demand", "p4d.24xlarge:2:on-demand"], {"H100": 5.0, "A100": 2.5}))
+
+
+def test_coverage_is_measured_on_the_band_the_plan_states_fp32_included():
+    """An fp32 transformer whose code does not say whether TF32 is on: the plan widens its band to hold both peaks
+    as well as every stack; eval_model measures coverage on that same band (it once left the TF32 widening out and
+    reported 78% where the plan's bands held 84%)."""
+    row = ROWS["lambda-bertl-a100-80gb-1gpu-fp32"]
+    spec = eval_model.row_spec(row, CAL.shapes[row.model])
+    shape = ranking.model_shape(spec)
+    device = compute_rate.device_for(CAT, CAL, row.device)
+    span = estimator.band_span(shape, device, FIT)
+    assert span[0] < FIT.stack_span("auto")[0] and span[1] > FIT.stack_span("auto")[1]
+    point = next(p for p in compute_rate.points(CAT, CAL) if p.row.id == row.id)
+    result = next(r for r in eval_model._predict_fold(compute_rate.points(CAT, CAL), [point], CAT, CAL, "-", False)
+                  if r.way == "auto")
+    assert result.span == pytest.approx(span)
+    modelled = estimator.modelled_rate(shape, row.device, 1, row.micro_batch, "GPU", CAT, CAL, FIT, RES)
+    assert modelled.band[0] <= span[0] and modelled.band[1] >= span[1]

@@ -3,19 +3,22 @@
 Pure: the table is trainctl/catalog/calibration.json (every row names its source and its software stack); this
 module fits a handful of numbers to it and predicts any (model, device, precision, stack):
 
-    seconds per sample = [F / (P x e x knee(h))  +  c x F / B (CNNs)] x (1 + sync)  +  overhead(layers) / micro-batch
+    seconds per sample = [F / (P x e x knee(h))  +  c x T / B] x (1 + sync)  +  overhead(layers) / micro-batch
 
 - F: training FLOPs per sample (3 x forward, 4 x with activation checkpointing); P: the device's dense peak.
 - e = exp(G[die group] + M[model family] + S[software stack] + I[group/family]): main effects of the die, the
   family (vision transformer, language transformer, convolutional network) and the stack (`tuned`: vendor-tuned
   recipes; `amp`: plain PyTorch with autocast; `compile`: torch.compile), plus the group/family interaction where
-  rows of that pair exist (shrunk towards 0 by SHRINK rows). A die without rows takes the least efficient die's
-  effect (conservative: L4 is not promised more than the dies that have rows), a family without rows the mean of
-  the families. The stack is the one thing a user's spec rarely says: `auto` with nothing read from the code is
+  rows of that pair exist (shrunk towards 0 by SHRINK rows). A die without rows takes the median die's effect
+  (the least efficient die's, Trainium's, under-predicted V100 and A10 x2.5 when they were left out; the unseen
+  band carries the spread), a family without rows the mean of the families. The stack is the one thing a user's spec rarely says: `auto` with nothing read from the code is
   centred between the fitted stacks (the midpoint of the least and most efficient), and the plan's band holds both.
 - knee(h) = h / (h + h0) for transformers of width h (small GEMMs keep tensor cores idle); 1 for CNNs.
-- c x F / B: a convolutional network's memory traffic over the device's bandwidth. (No eager-attention term: no
-  spec field says whether attention is fused, so the plan could never apply it; the stack's effect carries it.)
+- c x T / B: the memory traffic of the elementwise work eager PyTorch runs at the bandwidth B, not the peak
+  (perf/memory_traffic.py): T = F bytes for a CNN (fp32 twice), a transformer's activation bytes; c fitted per
+  kind. A published row that ran eager attention is fitted with its scores' bytes; a plan assumes fused attention
+  (what PyTorch 2, Hugging Face and timm run by default).
+- P for fp32: the TF32 peak where TF32 is allowed, as a CNN's cuDNN convolutions are by default (allows_tf32).
 - sync: the synchronous data-parallel step's loss (every rank waits for the slowest; stragglers, the data loader
   sharing the host), fitted as the median over published 1-GPU vs n-GPU pairs of the same script and batch after
   the network model has taken its share; applied to every layout of more than one rank.
@@ -24,7 +27,7 @@ module fits a handful of numbers to it and predicts any (model, device, precisio
   overhead-bound; order of magnitude of CUDA's ~5-10 us per kernel launch x ~20 kernels per layer): it bounds
   tiny models (a 1,218-parameter MLP no longer runs at 200 million samples/s) and costs large ones < 2%.
 
-The fit: a grid over (h0, k); for each, the effects by alternating least squares on the log of what each row
+The fit: a grid over (h0, c_cnn, c_transformer); for each, the effects by alternating least squares on the log of what each row
 implies; the grid point with the least squared log error wins. A multi-rank row is first reduced to one rank's
 compute time by inverting the network model (perf.invert_compute_rate) for the cluster it was measured on.
 """
@@ -36,17 +39,20 @@ from dataclasses import dataclass
 
 from trainctl import perf
 from trainctl.catalog import Calibration, CalibrationRow, Catalog, ModelDims
-from trainctl.perf.memory import PARAMS_PER_WIDTH_CUBED  # width of a model given by params only (ASSUMED)
+from trainctl.perf.memory_traffic import cnn_traffic_seconds, layers, transformer_traffic_seconds, width
 from trainctl.perf.network import Fabric, cluster_fabric
 
 SIZE_KNEE_GRID = tuple(range(0, 1201, 100))
 # Bytes of memory traffic per training FLOP of a convolutional network (activations, batch norm, elementwise):
 # ResNet-50's published rate follows memory bandwidth more than peak across six GPUs (Lambda's table).
 CNN_TRAFFIC_GRID = tuple(b / 100 for b in range(0, 9))
+# A transformer's memory traffic in multiples of its activation bytes (perf/memory_traffic.py).
+TRANSFORMER_TRAFFIC_GRID = tuple(float(k) for k in range(0, 13))
 ALS_ROUNDS = 8
 SHRINK = 2.0             # rows of prior weight pulling a group/family interaction towards 0
 STACKS = ("tuned", "amp", "compile")
 UNKNOWN_STACK = "auto"   # nothing read from the user's code: centred between the fitted stacks
+UNSEEN_DIE = statistics.median
 STEP_OVERHEAD_S = 1.0e-3
 LAYER_OVERHEAD_S = 0.1e-3
 
@@ -87,16 +93,17 @@ class Fit:
     stacks: dict[str, float]
     pairs: dict[str, float]               # "group/family" interactions
     rows: int
+    transformer_traffic: float = 0.0      # memory traffic per activation byte of a transformer
 
     def efficiency(self, group: str, family: str | None, stack: str) -> tuple[float, str]:
         """(efficiency, the rows it rests on, in words)."""
         family = family or "language"
-        g = self.groups.get(group, min(self.groups.values()))
+        g = self.groups.get(group, UNSEEN_DIE(self.groups.values()))
         m = self.families.get(family, statistics.fmean(self.families.values()))
         s = self.stacks[stack] if stack in self.stacks else self.stack_centre()
         pair = self.pairs.get(f"{group}/{family}", 0.0)
         if group not in self.groups:
-            basis = f"no {group} rows: the least efficient die's effect"
+            basis = f"no {group} rows: the median die's effect"
         elif f"{group}/{family}" in self.pairs:
             basis = f"{group} {family} rows"
         else:
@@ -124,7 +131,8 @@ class Fit:
 
     def to_json(self) -> dict:
         return {"size_knee": self.size_knee,
-                "cnn_traffic": self.cnn_traffic, "sync_loss": self.sync_loss,
+                "cnn_traffic": self.cnn_traffic, "transformer_traffic": self.transformer_traffic,
+                "sync_loss": self.sync_loss,
                 "groups": self.groups, "families": self.families, "stacks": self.stacks, "pairs": self.pairs,
                 "rows": self.rows}
 
@@ -149,12 +157,6 @@ class Point:
 
 
 # ----------------------------------------------------------------------------- terms
-def width(shape: perf.ModelShape) -> float:
-    if shape.hidden:
-        return float(shape.hidden)
-    return (shape.params / PARAMS_PER_WIDTH_CUBED) ** (1.0 / 3.0)
-
-
 def knee(shape: perf.ModelShape, size_knee: float) -> float:
     if shape.family == "cnn":
         return 1.0
@@ -162,18 +164,24 @@ def knee(shape: perf.ModelShape, size_knee: float) -> float:
     return h / (h + size_knee)
 
 
-def layers(shape: perf.ModelShape) -> int:
-    """The layer count, or for a transformer given by size alone the likely one: params / (12 x width^2), the
-    width estimated from the parameter count as above (a CNN without a shape: 1)."""
-    if shape.layers:
-        return shape.layers
-    if shape.family == "cnn":
-        return 1
-    return max(1, round(shape.params / (12.0 * width(shape) ** 2)))
+def traffic_seconds(shape: perf.ModelShape, device: Device, eager: float = 0.0) -> tuple[float, float]:
+    """(CNN, transformer) memory-traffic seconds of one sample at unit coefficients (perf/memory_traffic.py)."""
+    return (cnn_traffic_seconds(shape, device.memory_gbytes_s),
+            transformer_traffic_seconds(shape, device.memory_gbytes_s, eager))
 
 
 def step_overhead_seconds(shape: perf.ModelShape) -> float:
     return STEP_OVERHEAD_S + LAYER_OVERHEAD_S * layers(shape)
+
+
+def allows_tf32(shape: perf.ModelShape) -> bool | None:
+    """fp32 with TF32: what the spec or the code says; where neither says, a CNN's convolutions do (PyTorch's
+    torch.backends.cudnn.allow_tf32 defaults to True, 'CUDA semantics: TF32 on Ampere devices'), a transformer's
+    matmuls are not known (torch.backends.cuda.matmul.allow_tf32 defaults to False since PyTorch 1.12; NGC
+    containers turn it on)."""
+    if shape.tf32 is None and shape.family == "cnn":
+        return True
+    return shape.tf32
 
 
 def device_for(catalog: Catalog, calibration: Calibration, key: str) -> Device:
@@ -190,20 +198,14 @@ def device_for(catalog: Catalog, calibration: Calibration, key: str) -> Device:
     return Device(key, group, {p: v / per_acc for p, v in peak.items()}, bandwidth, per_acc)
 
 
-def traffic_seconds(shape: perf.ModelShape, device: Device) -> float:
-    """A CNN's traffic seconds at 1 byte per FLOP at the memory bandwidth (0 for a transformer)."""
-    if device.memory_gbytes_s <= 0 or shape.family != "cnn":
-        return 0.0
-    return shape.training_flops_per_sample / (device.memory_gbytes_s * 1e9)
-
-
 def seconds_per_sample(shape: perf.ModelShape, device: Device, efficiency: float, fit: Fit, micro_batch: int,
                        multi_rank: bool) -> float:
     """One rank's seconds per sample: compute and memory traffic, slowed by the synchronous step's loss on more
     than one rank, plus the fixed per-step overhead spread over the micro-batch."""
-    compute = shape.training_flops_per_sample / (device.peak(shape.precision, shape.tf32) * 1e12 * efficiency
+    compute = shape.training_flops_per_sample / (device.peak(shape.precision, allows_tf32(shape)) * 1e12 * efficiency
                                                  * knee(shape, fit.size_knee))
-    compute += fit.cnn_traffic * traffic_seconds(shape, device)
+    cnn_s, transformer_s = traffic_seconds(shape, device)
+    compute += fit.cnn_traffic * cnn_s + fit.transformer_traffic * transformer_s
     return compute * (1.0 + (fit.sync_loss if multi_rank else 0.0)) + step_overhead_seconds(shape) / max(1, micro_batch)
 
 
@@ -240,7 +242,8 @@ def sync_loss(pts: tuple[Point, ...] | list[Point]) -> float:
 
 
 def fit(pts: tuple[Point, ...] | list[Point]) -> Fit:
-    """Coordinate search: h0 on a grid with no CNN traffic, then the traffic, then h0 again."""
+    """Coordinate search: h0 on a grid with no memory traffic, then the CNN traffic, then the transformer traffic,
+    then h0 again."""
     if not pts:
         raise ValueError("no calibration rows to fit")
     sync = sync_loss(pts)
@@ -248,32 +251,34 @@ def fit(pts: tuple[Point, ...] | list[Point]) -> Fit:
     for p in pts:
         # what does not depend on the fitted numbers: ideal compute at e = 1 without the knee, the traffic terms,
         # the compute seconds the row leaves once its sync loss and step overhead are taken out
-        ideal = p.shape.training_flops_per_sample / (p.device.peak(p.shape.precision, p.shape.tf32) * 1e12)
-        cnn_s = traffic_seconds(p.shape, p.device)
+        ideal = p.shape.training_flops_per_sample / (p.device.peak(p.shape.precision, allows_tf32(p.shape)) * 1e12)
         left = (p.seconds_per_sample - step_overhead_seconds(p.shape) / p.row.micro_batch) / \
             (1.0 + (sync if p.multi_rank else 0.0))
         terms.append((ideal, 1.0 if p.shape.family == "cnn" else width(p.shape), p.shape.family == "cnn",
-                      cnn_s, left, (p.device.group, p.shape.family or "language", p.row.stack)))
-    best = _best(terms, SIZE_KNEE_GRID, (0.0,), sync)
-    best = _best(terms, (best[1].size_knee,), CNN_TRAFFIC_GRID, sync)
-    return _best(terms, SIZE_KNEE_GRID, (best[1].cnn_traffic,), sync)[1]
+                      traffic_seconds(p.shape, p.device, float(p.row.attention == "eager")), left,
+                      (p.device.group, p.shape.family or "language", p.row.stack)))
+    best = _best(terms, SIZE_KNEE_GRID, (0.0,), (0.0,), sync)[1]
+    best = _best(terms, (best.size_knee,), CNN_TRAFFIC_GRID, (0.0,), sync)[1]
+    best = _best(terms, (best.size_knee,), (best.cnn_traffic,), TRANSFORMER_TRAFFIC_GRID, sync)[1]
+    return _best(terms, SIZE_KNEE_GRID, (best.cnn_traffic,), (best.transformer_traffic,), sync)[1]
 
 
-def _best(terms, knees, traffics, sync: float) -> tuple[float, Fit]:
+def _best(terms, knees, traffics, tr_traffics, sync: float) -> tuple[float, Fit]:
     best: tuple[float, Fit] | None = None
     for h0 in knees:
         for beta in traffics:
-            found = _fit_effects(terms, float(h0), beta, sync)
-            if found is not None and (best is None or found[0] < best[0] - 1e-12):
-                best = found
+            for k in tr_traffics:
+                found = _fit_effects(terms, float(h0), (beta, k), sync)
+                if found is not None and (best is None or found[0] < best[0] - 1e-12):
+                    best = found
     assert best is not None, "no traffic is always a candidate"
     return best
 
 
-def _fit_effects(terms, h0: float, beta: float, sync: float) -> tuple[float, Fit] | None:
+def _fit_effects(terms, h0: float, coef: tuple[float, float], sync: float) -> tuple[float, Fit] | None:
     ys, keys = [], []
-    for ideal, h, cnn, cnn_s, left, key in terms:
-        compute = left - beta * cnn_s
+    for ideal, h, cnn, traffic, left, key in terms:
+        compute = left - coef[0] * traffic[0] - coef[1] * traffic[1]
         if compute <= 0:
             return None          # these factors claim more time than the row took: not a candidate
         ys.append(math.log(ideal * (1.0 if cnn else (h + h0) / h) / compute))
@@ -285,10 +290,11 @@ def _fit_effects(terms, h0: float, beta: float, sync: float) -> tuple[float, Fit
         resid.setdefault(f"{g}/{f}", []).append(y - groups[g] - families[f] - stacks[s])
     pairs = {pair: sum(v) / (len(v) + SHRINK) for pair, v in resid.items()}
     err = 0.0
-    for (ideal, h, cnn, cnn_s, left, (g, f, s)) in terms:
+    for (ideal, h, cnn, traffic, left, (g, f, s)) in terms:
         e = math.exp(groups[g] + families[f] + stacks[s] + pairs[f"{g}/{f}"])
-        err += math.log((ideal * (1.0 if cnn else (h + h0) / h) / e + beta * cnn_s) / left) ** 2
-    return err, Fit(h0, beta, sync, groups, families, stacks, pairs, len(terms))
+        err += math.log((ideal * (1.0 if cnn else (h + h0) / h) / e + coef[0] * traffic[0]
+                         + coef[1] * traffic[1]) / left) ** 2
+    return err, Fit(h0, coef[0], sync, groups, families, stacks, pairs, len(terms), coef[1])
 
 
 def _alternating_least_squares(ys: list[float], keys: list[tuple[str, str, str]]):

@@ -118,7 +118,7 @@ def _compute_rate(job: Job, inst: InstanceType, count: int, platform: str, measu
         seen = "burst" if measured.network == "burst" else "baseline"
         fab = fabric(inst, rk.per_node, measured.count, measured.platform or platform, seen)
         device = perf_fit.device_for(catalog, calibration, inst.accelerator.key)
-        peak_rate = device.peak(job.shape.precision, job.shape.tf32) * 1e12 / job.shape.training_flops_per_sample
+        peak_rate = device.peak(job.shape.precision, perf_fit.allows_tf32(job.shape)) * 1e12 / job.shape.training_flops_per_sample
         rate = perf.invert_compute_rate(job.shape, fab, measured.count, job.batch, measured.samples_per_s,
                                         job.strategy, job.accum, max_rate=peak_rate)
         where = "this layout" if measured.count == count else \
@@ -180,6 +180,13 @@ def band_kind(shape: perf.ModelShape, fit: perf_fit.Fit) -> str:
     return "stack" if shape.stack in fit.stacks else "auto"
 
 
+def band_span(shape: perf.ModelShape, device: perf_fit.Device, fit: perf_fit.Fit) -> tuple[float, float]:
+    """The factors the plan's band is widened to at least: every fitted stack where the stack is not known, fp32 with
+    and without TF32 where that is not known (scripts/eval_model.py measures coverage on the same band)."""
+    stack, tf32 = fit.stack_span(shape.stack), device.tf32_span(shape.precision, perf_fit.allows_tf32(shape))
+    return stack[0] * tf32[0], stack[1] * tf32[1]
+
+
 def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_batch: int, unit: str,
                   catalog: Catalog, calibration: Calibration, fit: perf_fit.Fit, residuals: dict) -> ModelledRate:
     """The calibrated compute rate of one rank for a spec's model shape: the one predictor, called by the plan
@@ -198,11 +205,11 @@ def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_bat
     if res:
         low, high = residuals.get("band_percentiles", (1.0, 99.0))
         origin = f"percentiles {low:g}-{high:g} of the model's errors on published sources left out of its fit"
-        stack_span, tf32_span = fit.stack_span(shape.stack), device.tf32_span(shape.precision, shape.tf32)
-        span = (stack_span[0] * tf32_span[0], stack_span[1] * tf32_span[1])
+        span, tf32_unknown = band_span(shape, device, fit), device.tf32_span(shape.precision,
+                                                                             perf_fit.allows_tf32(shape))[0] < 1
         lo, hi = min(res["ratio_low"], span[0]), max(res["ratio_high"], span[1])
         if (lo, hi) != (res["ratio_low"], res["ratio_high"]):
-            origin += (f", widened to hold every fitted stack{' and fp32 with or without TF32' if tf32_span[0] < 1 else ''}"
+            origin += (f", widened to hold every fitted stack{' and fp32 with or without TF32' if tf32_unknown else ''}"
                        f" (x{span[0]:.2f} to x{span[1]:.2f})")
         band = (lo, hi, origin if seen else f"{origin}; no published {device_key} {family}-model row: the "
                                            "cross-device spread")
@@ -210,10 +217,14 @@ def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_bat
         (f" x width {perf_fit.width(shape):,.0f}{'' if shape.hidden else ' (estimated from the parameter count)'}"
          f"/(+{fit.size_knee:g})")
     overhead = perf_fit.step_overhead_seconds(shape)
+    cnn_s, transformer_s = perf_fit.traffic_seconds(shape, device)
+    traffic = fit.cnn_traffic * cnn_s + fit.transformer_traffic * transformer_s
+    peak = device.peak(shape.precision, perf_fit.allows_tf32(shape))
     words = (f"throughput modelled on {fit.rows} published measurements, assuming {STACK_WORDS[shape.stack]} "
-             f"({shape.stack_basis}): {device_key} {device.peak(shape.precision, shape.tf32):g} TFLOPS {shape.precision}"
-             f"{_tf32_words(shape, device)} per "
+             f"({shape.stack_basis}): {device_key} {peak:.4g} TFLOPS {shape.precision}{_tf32_words(shape, device)} per "
              f"{unit} x {eff:.0%} ({basis}){width_words}"
+             + (f", + {traffic * 1e3:.3g} ms per sample of memory traffic at {device.memory_gbytes_s:,.0f} GB/s"
+                if traffic > 0 else "")
              + (f", {fit.sync_loss:.0%} synchronous-step loss over {ranks} ranks" if multi else "")
              + f", {overhead * 1e3:.1f} ms fixed per step = {rate:,.1f} samples/s per {unit}")
     return ModelledRate(rate, words, band)
@@ -222,6 +233,8 @@ def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_bat
 def _tf32_words(shape: perf.ModelShape, device: perf_fit.Device) -> str:
     if shape.precision != "fp32" or "tf32" not in device.peak_tflops:
         return ""
+    if shape.tf32 is None and perf_fit.allows_tf32(shape):
+        return " (TF32: cuDNN convolutions allow it by default)"
     return {True: " (TF32 allowed)", False: " (TF32 off)"}.get(
         shape.tf32, " (TF32 not known: between the fp32 and TF32 peaks)")
 
