@@ -74,3 +74,52 @@ def test_a_watcher_that_found_no_capacity_releases_the_claim_for_the_next_attemp
     set_capacity(sb, True)
     assert second(backend.describe(JOB, REGION)) is True, second_said
     assert len(live(sb)) == 2
+
+
+def test_watch_recover_says_in_one_line_that_another_laptop_relaunches_and_launches_nothing(sandbox_env, tmp_path):
+    """Through the CLI: a colleague's `watch --recover` holds this loss's claim (written as it writes it); this
+    machine's `watch --once --recover` launches nothing, exits 0 and says who relaunches, in one line."""
+    import json
+
+    from tests.support.helpers import CONFIGS, run_cli
+    from trainctl.bootstrap.relaunch_claim import RelaunchClaim, claim_key
+
+    sb, home = sandbox_env, tmp_path / "home"
+    launched = run_cli(["--output", "json", "--region", REGION, "launch", str(CONFIGS / "vit-base-g5.yaml"),
+                        "--platform", "ec2", "--layout", "g5.12xlarge:2:spot", "--yes"], home, env=sb.env)
+    assert launched.returncode == 0, launched.stderr
+    job = json.loads(launched.stdout)["job_id"]
+    lost = live(sb, job)[1]["InstanceId"]
+    sb.admin.action("reclaim_spot_instances", job=job, instance_ids=[lost])
+    bucket = job_bucket(sb)
+    assert RelaunchClaim(sb.client("s3"), bucket, claim_key(job, [lost])).take("`watch --recover` on laptop-1") is None
+    proc = run_cli(["watch", job, "--once", "--recover"], home, env=sb.env)
+    assert proc.returncode == 0, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if "relaunched by another process" in line]
+    assert len(said) == 1 and "`watch --recover` on laptop-1 holds it since" in said[0], proc.stderr
+    assert len(live(sb, job)) == 1  # nothing launched here
+    assert run_cli(["down", job], home, env=sb.env).returncode == 0
+
+
+def test_a_claim_whose_holder_died_is_taken_over_once_stale(sandbox_env):
+    """A holder that never released its claim (its laptop closed mid-relaunch) blocks the loss only STALE_S, counted
+    on S3's clock: its answer's Date moved past that (a botocore hook) lets the next claimant take it over."""
+    from trainctl.bootstrap.relaunch_claim import STALE_S, RelaunchClaim
+
+    s3 = sandbox_env.client("s3")
+    s3.create_bucket(Bucket="claims")
+    assert RelaunchClaim(s3, "claims", "j/status/relaunch/x").take("laptop-1") is None
+    assert "laptop-1 holds it since" in RelaunchClaim(s3, "claims", "j/status/relaunch/x").take("laptop-2")
+
+    def later(http_response, parsed, **_):
+        from email.utils import formatdate
+
+        headers = parsed["ResponseMetadata"]["HTTPHeaders"]
+        headers["date"] = formatdate(parsed["LastModified"].timestamp() + STALE_S + 1, usegmt=True)
+
+    s3.meta.events.register("after-call.s3.GetObject", later)
+    try:
+        assert RelaunchClaim(s3, "claims", "j/status/relaunch/x").take("laptop-2") is None
+    finally:
+        s3.meta.events.unregister("after-call.s3.GetObject", later)
+    assert "laptop-2 holds it" in RelaunchClaim(s3, "claims", "j/status/relaunch/x").take("laptop-3")
