@@ -103,6 +103,24 @@ def test_ctrl_c_takes_down_the_running_bench_job(sm, tmp_path):
     _nothing_left(sm)
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_terminal_closed_or_a_kill_takes_down_the_running_bench_job(sm, tmp_path, signum):
+    """Issue 36, item 3: a bench ended by SIGTERM (`kill`, a cancelled CI job) or SIGHUP (its terminal closed) died
+    at once and left its job training and billing; it now takes it down as on Ctrl-C."""
+    bench = subprocess.Popen([sys.executable, "-m", "trainctl.cli", *BENCH, "--layout", "g5.xlarge:1:spot",
+                              "--steps", "100000"], cwd=ROOT, env=clean_env(tmp_path, sm.env),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job = _first_job(sm)
+    while sm.client("sagemaker").describe_training_job(TrainingJobName=job)["SecondaryStatus"] != "Training":
+        time.sleep(0.2)
+    bench.send_signal(signum)
+    _, err = bench.communicate(timeout=300)
+    assert bench.returncode != 0
+    # the job being followed is taken down on the way out (measure's finally); any other by take_down_all
+    assert f"{job}: taken down" in err or f"interrupted ({signum.name}): taking {job} down" in err, err
+    _nothing_left(sm)
+
+
 def test_bench_of_the_sandbox_example_runs_on_the_platform_the_plan_chose(ec2_nodes, tmp_path):
     """configs/vit-micro-sandbox.yaml: the plan puts EC2 first; the bench's job runs there (the node agent's
     deadline is its hard maximum runtime), is taken down, and the plan then ranks with the measurement."""

@@ -56,3 +56,38 @@ def test_a_script_without_total_steps_or_steps_is_projected_from_the_plan_s_step
     assert _steps({"args": ["--lr", "0.1"], "total_steps": 300}) == 300
     assert _steps({"args": ["--steps", "50"], "total_steps": 300}) == 50
     assert _steps({"args": []}) is None
+
+
+def _instance(itype: str, state: str = "running", hours: float = 1.0, now: float = 10 * 3600.0) -> dict:
+    from datetime import datetime, timezone
+
+    return {"InstanceType": itype, "State": {"Name": state}, "StateTransitionReason": "",
+            "LaunchTime": datetime.fromtimestamp(now - hours * 3600, tz=timezone.utc)}
+
+
+def test_each_instance_is_counted_at_its_own_types_price():
+    """Issue 36, item 11 (the agent's part): a flexible layout's fleet launched one node of the plan's $0.589/h type
+    and one of a $1.624/h type; the agent counts each at its own price from the config's node_hourly_by_type, not
+    every node at one price."""
+    from trainctl.bootstrap.budget import dollars, node_prices
+
+    cfg = {"budget_usd": 5.0, "node_hourly_usd": 1.624, "node_hourly_by_type": {"g5.xlarge": 0.589,
+                                                                                "g5.4xlarge": 1.624}}
+    by_type, other = node_prices(cfg)
+    assert by_type == {"g5.xlarge": 0.589, "g5.4xlarge": 1.624} and other == 1.624
+    now = 10 * 3600.0
+    spent, hourly, running = dollars([_instance("g5.xlarge"), _instance("g5.4xlarge")], by_type, other, now)
+    assert round(spent, 6) == 0.589 + 1.624 and round(hourly, 6) == 2.213 and running == 2
+    # an ended node counts its lifetime, not its price per hour from now; a type the config does not price: the dearest
+    ended = _instance("g5.xlarge", state="terminated", hours=2.0)
+    ended["StateTransitionReason"] = "User initiated (1970-01-01 09:00:00 GMT)"  # an hour after its launch
+    spent, hourly, running = dollars([ended, _instance("g5.8xlarge")], by_type, other, now)
+    assert round(spent, 6) == 0.589 + 1.624 and round(hourly, 6) == 1.624 and running == 1
+
+
+def test_an_older_config_without_prices_per_type_counts_every_node_at_its_one_price():
+    from trainctl.bootstrap.budget import dollars, node_prices
+
+    by_type, other = node_prices({"budget_usd": 1.0, "node_hourly_usd": 0.5})
+    assert by_type == {} and other == 0.5
+    assert dollars([_instance("g5.xlarge"), _instance("g6.xlarge")], by_type, other, 10 * 3600.0)[0] == 1.0

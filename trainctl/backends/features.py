@@ -16,7 +16,8 @@ class RecoversLostNodes(abc.ABC):
 
     @abc.abstractmethod
     def recover(self, job_id: str, region: str, progress: Callable[[str], None] | None = None) -> dict:
-        """Relaunch lost capacity; returns what was done, as one JSON document."""
+        """Relaunch lost capacity; returns what was done, as one JSON document. Exactly one of several callers
+        that saw the same loss relaunches it: the others launch nothing and get `held_elsewhere` (who does)."""
 
 
 class OneTypePerJob:

@@ -2,9 +2,10 @@
 
 The node agent asks `reached(agent)` each time it looks at the stop mark and the maximum runtime (every
 stop_poll_s while torchrun runs, and before each start). The job has spent its instances' lifetimes (every
-instance tagged trainctl:job=<job>, ended ones included: a reclaimed node was billed too) at the launch's price
-per node (`node_hourly_usd` in config.json: the plan's price, the Spot price it expected for Spot). The budget is
-reached when
+instance tagged trainctl:job=<job>, ended ones included: a reclaimed node was billed too), each at its own type's
+price per node (`node_hourly_by_type` in config.json: a flexible layout's fleet may launch a dearer type than the
+one the plan priced), else at `node_hourly_usd` (the plan's price, the Spot price it expected for Spot; the dearest
+type's for a flexible layout). The budget is reached when
 - what is spent, plus what the job spends until the next look and the stop's own grace (checkpoint, upload,
   shutdown: `budget_grace_s`), passes the budget; or
 - what is spent plus the projected remainder passes it: the remainder is the steps left (the metric line's
@@ -89,16 +90,36 @@ def _ended_at(inst: dict, now: float) -> float:
     return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
 
 
-def spent_usd(ec2, job: str, node_hourly: float, now: float) -> float:
-    """Every instance of the job, from launch to its end (or now), at the launch's price per node."""
-    seconds = 0.0
+def node_prices(cfg: dict) -> tuple[dict[str, float], float]:
+    """({instance type: $/h per node}, the $/h of a type the config does not price): the launch's prices."""
+    by_type = {str(t): float(p) for t, p in (cfg.get("node_hourly_by_type") or {}).items() if p}
+    other = float(cfg.get("node_hourly_usd") or 0.0) or max(by_type.values(), default=0.0)
+    return by_type, max(other, *by_type.values()) if by_type else other
+
+
+def dollars(found: list[dict], by_type: dict[str, float], other: float, now: float) -> tuple[float, float, int]:
+    """(what the instances spent from launch to their end, or now; the $/h of those still running; how many run),
+    each instance at its own type's price. Pure: the tests check it directly."""
+    spent, hourly, running = 0.0, 0.0, 0
+    for inst in found:
+        price = by_type.get(inst.get("InstanceType", ""), other)
+        start = inst["LaunchTime"].timestamp()
+        spent += max(0.0, _ended_at(inst, now) - start) / 3600 * price
+        if inst["State"]["Name"] in ("pending", "running"):
+            hourly, running = hourly + price, running + 1
+    return spent, hourly, running
+
+
+def job_instances(ec2, job: str) -> list[dict]:
+    """Every instance tagged for the job, ended ones included."""
     pages = ec2.get_paginator("describe_instances").paginate(Filters=[{"Name": "tag:trainctl:job", "Values": [job]}])
-    for page in pages:
-        for reservation in page["Reservations"]:
-            for inst in reservation["Instances"]:
-                start = inst["LaunchTime"].timestamp()
-                seconds += max(0.0, _ended_at(inst, now) - start)
-    return seconds / 3600 * node_hourly
+    return [inst for page in pages for reservation in page["Reservations"] for inst in reservation["Instances"]]
+
+
+def spent_usd(ec2, job: str, cfg: dict, now: float) -> tuple[float, float, int]:
+    """(the job's dollars so far, the $/h of its running instances, how many run), each at its own type's price."""
+    by_type, other = node_prices(cfg)
+    return dollars(job_instances(ec2, job), by_type, other, now)
 
 
 def verdict(budget: float, spent: float, hourly_all: float, margin_s: float, left_s: float | None) -> str | None:
@@ -117,23 +138,26 @@ def reached(agent) -> str | None:
     """Why the job's budget stops it now (the stop mark's text), or None; the caller (outcome.limit_reached) marks
     the job stopped. Counted from EC2 alone: S3 failing never keeps a budget from stopping the job."""
     cfg = agent.cfg
-    budget, node_hourly = cfg.get("budget_usd"), cfg.get("node_hourly_usd")
+    budget = cfg.get("budget_usd")
+    node_hourly = node_prices(cfg)[1]   # the dearest type's: a node not up yet may be of it
     if not budget or not node_hourly:
         return None
     progress = _guard(agent)
     now = time.time()
     try:
-        spent = spent_usd(agent.ec2, agent.job, float(node_hourly), now)
+        spent, hourly, running = spent_usd(agent.ec2, agent.job, cfg, now)
     except Exception as e:  # noqa: BLE001 - EC2 unreachable this once: look again next round
         agent.log.add(f"trainctl-agent: could not count the job's dollars: {e}")
         return None
-    nodes = int(cfg.get("nnodes") or 1)
+    # what the job spends per hour from now: its running nodes at their own prices, a node not up yet (a
+    # replacement on its way) at the dearest price the fleet may launch
+    hourly_all = hourly + node_hourly * max(0, int(cfg.get("nnodes") or 1) - running)
     margin = agent.setting("stop_poll_s", 30.0) + agent.setting("budget_grace_s", DEFAULT_GRACE_S)
     for mark in MARKS:
         if spent >= mark * float(budget):
             news(agent, f"budget:{round(mark * 100)}", f"{round(mark * 100)}% of the ${float(budget):g} budget spent "
                                                        f"(${spent:.4f})", spent)
-    why = verdict(float(budget), spent, float(node_hourly) * nodes, margin, progress.seconds_left())
+    why = verdict(float(budget), spent, hourly_all, margin, progress.seconds_left())
     if why is None:
         return None
     agent.log.add(f"trainctl-agent: {why}; stopping the job")

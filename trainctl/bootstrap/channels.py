@@ -13,6 +13,7 @@ the job's tree follows.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -53,19 +54,51 @@ def keys_under(s3, bucket: str, prefix: str) -> list[str]:
     return sorted(keys)
 
 
+def not_a_file(keys: list[str], prefix: str) -> tuple[str, str] | None:
+    """The first key (and why) that cannot become a file under the channel's folder: a name part over 255 bytes
+    (Linux's NAME_MAX), or a key that is also another key's folder (`a` beside `a/b`). The launch checks the same
+    on the listing's first page (backends/data_checks.py: unmaterialisable; the agent imports nothing of trainctl);
+    the node checks every key before it copies one, so a bad key fails it at once, named, not after hours of copy."""
+    files, folders = {}, set()
+    for key in keys:
+        parts = [p for p in key[len(prefix):].split("/") if p not in ("", ".")]
+        if not parts:
+            continue
+        if any(len(p.encode()) > 255 for p in parts):
+            return key, "a part of its name is longer than 255 bytes, Linux's limit"
+        files["/".join(parts)] = key
+        folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
+    clash = sorted(set(files) & folders)
+    return (files[clash[0]], "another key uses it as a folder (keys `a` and `a/b`)") if clash else None
+
+
+def _refuse(bucket: str, key: str, why: str) -> SystemExit:
+    return SystemExit(f"trainctl-agent: data object s3://{bucket}/{key} cannot be a file on this node: {why}; "
+                      "rename it in the bucket and launch again")
+
+
 def download(s3, bucket: str, prefix: str, keys: list[str], dest: str) -> int:
-    """The keys to dest, relative to the prefix, in parallel; the bytes written."""
+    """The keys to dest, relative to the prefix, in parallel; the bytes written. A key that cannot be a file here
+    fails the node before anything is copied, naming the key (any other refusal of the file system names it too)."""
     from boto3.s3.transfer import TransferConfig
 
     config = TransferConfig(max_concurrency=4)
+    bad = not_a_file(keys, prefix)
+    if bad:
+        raise _refuse(bucket, *bad)
 
     def one(key: str) -> int:
         rel = key[len(prefix):].lstrip("/") or key.rsplit("/", 1)[-1]
         path = os.path.join(dest, rel)
         if os.path.commonpath([os.path.abspath(path), os.path.abspath(dest)]) != os.path.abspath(dest):
             raise SystemExit(f"trainctl-agent: object key {key!r} leads outside {dest}; refusing it")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        s3.download_file(bucket, key, path, Config=config)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            s3.download_file(bucket, key, path, Config=config)
+        except OSError as e:  # a name the file system refuses: named; any other error (disk full, ...) as it is
+            if e.errno not in (errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG):
+                raise
+            raise _refuse(bucket, key, f"{e.strerror or e} at {path}") from None
         return os.path.getsize(path)
 
     with ThreadPoolExecutor(PARALLEL_OBJECTS) as pool:

@@ -55,15 +55,27 @@ REGIMES = {"none": "none: one node, no network between nodes to measure",
            "unknown": "unknown: an \"up to\" type measured past its burst credits"}
 
 
+def _footnote(rows: list[dict], width: int) -> str:
+    """What the columns shown at this width mean: a column left out (a narrow terminal) is not explained."""
+    from trainctl.render.columns import shown_headers
+
+    shown = shown_headers(_COLUMNS, rows, width)
+    words = ["samples/s of the whole layout"]
+    if "band" in shown:
+        words.append("band: the model's out-of-source band")
+    seen = [REGIMES[r] for r in dict.fromkeys(row.get("regime") for row in rows) if r in REGIMES]
+    if seen and "regime" in shown:
+        words.append(f"regime {'; '.join(seen)}")
+    return "; ".join(words)
+
+
 def bench_table(doc: dict) -> None:
     from trainctl.render.columns import fitted_table
 
     con = table_console(100)
     if doc["layouts"]:
         con.print(fitted_table(_COLUMNS, doc["layouts"], con.width))
-        seen = [REGIMES[r] for r in dict.fromkeys(row.get("regime") for row in doc["layouts"]) if r in REGIMES]
-        con.print("samples/s of the whole layout; band: the model's out-of-source band"
-                  + (f"; regime {'; '.join(seen)}" if seen else ""), style="dim", markup=False)
+        con.print(_footnote(doc["layouts"], con.width), style="dim", markup=False)
     notes: dict[str, list[str]] = {}   # each message once, with every layout it concerns
     for row in doc["layouts"]:
         if row.get("note"):

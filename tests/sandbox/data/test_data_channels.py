@@ -287,3 +287,30 @@ def test_keys_that_cannot_be_files_are_named_at_launch_before_anything_is_create
         proc = _dry_run(sandbox_env, home, project(tmp_path / prefix[:-1], f"{{train: s3://my-datasets/{prefix}}}"))
         assert proc.returncode != 0 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
         assert words in proc.stderr and "cannot be a file on the job's hosts" in proc.stderr, proc.stderr
+
+
+def test_the_node_names_a_key_that_cannot_be_a_file_before_it_copies_anything(sandbox_env, tmp_path):
+    """Issue 36, item 13 (the agent's part): past the launch's first page, `a` beside `a/b` or a 300-byte name failed
+    the billed node with the file system's bare error (FileExistsError, 'File name too long'), naming no key. The
+    agent now checks every key of its share before it copies one and fails at once with the key's s3:// name."""
+    import boto3
+    import pytest
+
+    from trainctl.bootstrap.channels import Channels
+
+    dataset(sandbox_env)
+    s3 = boto3.client("s3", region_name="us-east-1", endpoint_url=sandbox_env.endpoint_url)
+    long_name = "x" * 300
+    for prefix, keys, bad, words in (
+            ("clash/", ["clash/0", "clash/a", "clash/a/b"], "clash/a", "another key uses it as a folder"),
+            ("long/", ["long/0", f"long/{long_name}"], f"long/{long_name}", "a part of its name is longer than 255 bytes")):
+        for key in keys:
+            s3.put_object(Bucket="my-datasets", Key=key, Body=b"1")
+        ml = tmp_path / prefix[:-1] / "ml"
+        with pytest.raises(SystemExit) as failed:
+            Channels(s3, {"train": {"bucket": "my-datasets", "prefix": prefix, "mode": "copy"}}, str(ml),
+                     lambda line: None).prepare(0, 1)
+        message = str(failed.value)
+        assert f"data object s3://my-datasets/{bad} cannot be a file on this node: {words}" in message, message
+        assert "\n" not in message
+        assert not any((ml / "input" / "data" / "train").iterdir())  # refused before anything was copied

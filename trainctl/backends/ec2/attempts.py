@@ -19,18 +19,34 @@ from typing import Callable
 from trainctl.naming.bucket import owner
 from trainctl.backends.ec2.common import bucket_of, instances, job_config
 from trainctl.backends.ec2.prepare import token
+from trainctl.bootstrap.relaunch_claim import RelaunchClaim, claim_key
 
 
 def recovery_prefix(job_id: str, lost_set: str) -> str:
     return f"{job_id}/recovery/{lost_set}/"
 
 
+def watcher() -> str:
+    """Who holds a relaunch claim this process takes, as the other claimants are told."""
+    import os
+    import socket
+
+    return f"`watch --recover` on {socket.gethostname()} (pid {os.getpid()})"
+
+
 class RecoveryAttempts:
     def __init__(self, client_for, ec2, job_id: str, region: str):
         self.ec2, self.job_id = ec2, job_id
         self.s3 = client_for("s3", region)
-        self.bucket, account = bucket_of(client_for, region, job_config(ec2, job_id))
-        self.owner = owner(account)  # every S3 call names the bucket's owner
+        self.bucket, self.account = bucket_of(client_for, region, job_config(ec2, job_id))
+        self.owner = owner(self.account)  # every S3 call names the bucket's owner
+
+    def claim(self, lost_ids: list[str]) -> tuple[RelaunchClaim | None, str]:
+        """(the relaunch claim of this loss, held by this process; or None and who holds it): exactly one of the
+        processes that saw the same loss relaunches it (bootstrap/relaunch_claim.py)."""
+        claim = RelaunchClaim(self.s3, self.bucket, claim_key(self.job_id, lost_ids), self.account or None)
+        holder = claim.take(watcher())
+        return (None, holder) if holder else (claim, "")
 
     def next(self, what: str) -> tuple[str, Callable[[], None]]:
         """(the ClientToken of this attempt, a function that records its refusal)."""

@@ -134,7 +134,8 @@ def _recover(backend, job_id: str, region: str, progress: Callable[[str], None] 
     can hold all N. The nodes resume from the last checkpoint in S3 by themselves.
 
     Returns {"launched": [ids], "availability_zone", "moved": bool, "interruptions": [{instance_id,
-    cost_usd}] (every interruption of the job so far), "missing": n before, "messages": [..]}.
+    cost_usd}] (every interruption of the job so far), "missing": n before, "messages": [..]}, and
+    "held_elsewhere" (who) when another process holds this loss's relaunch claim (bootstrap/relaunch_claim.py).
     A job that is finished, stopped or whole launches nothing."""
     messages: list[str] = []
 
@@ -149,10 +150,37 @@ def _recover(backend, job_id: str, region: str, progress: Callable[[str], None] 
                               "interruptions": view.raw.get("interruptions", []), "messages": messages}
     if view.finished or view.status == "Stopping" or not view.count:
         return result
-    alive = [i for i in instances(ec2, job_id, LIVE_STATES) if tag_map(i).get(STATE_TAG) != "interrupted"]
+    every = instances(ec2, job_id)
+    alive = [i for i in every if i["State"]["Name"] in LIVE_STATES and tag_map(i).get(STATE_TAG) != "interrupted"]
     result["missing"] = missing = view.count - len(alive)
     if missing <= 0:
         return result
+    attempts = RecoveryAttempts(backend.client_for, ec2, job_id, region)
+    # one relaunch per loss, whoever else saw it (another watcher, the nodes' agents): the claim first
+    claim, holder = attempts.claim(_lost(every, alive))
+    if claim is None:  # the caller says it (once per holder: `watch` asks at every poll)
+        return {**result, "held_elsewhere": holder}
+    try:
+        done = _relaunch(backend, ec2, view, job_id, region, alive, missing, attempts, result, say)
+    except BaseException:
+        claim.release()
+        raise
+    if not done["launched"]:
+        claim.release()
+    return done
+
+
+def _lost(every: list[dict], alive: list[dict]) -> list[str]:
+    """The instances a loss took: not alive (or Spot-noticed), and not ended by trainctl itself (a short fleet
+    given back, survivors moved): the set stays the same while a relaunch of it runs."""
+    kept = {i["InstanceId"] for i in alive}
+    return [i["InstanceId"] for i in every
+            if i["InstanceId"] not in kept and tag_map(i).get(TERMINATED_BY_TAG) != "trainctl"]
+
+
+def _relaunch(backend, ec2, view, job_id: str, region: str, alive: list[dict], missing: int,
+              attempts: RecoveryAttempts, result: dict, say: Callable[[str], None]) -> dict:
+    """`_recover` once this process holds the loss's claim: same AZ first, else the whole job elsewhere."""
     stopped = lambda: _stopped_meanwhile(backend, ec2, job_id, region, say)  # noqa: E731
     by_az = _subnets_by_az(ec2, job_id, stopped)
     if by_az is None:
@@ -162,7 +190,6 @@ def _recover(backend, job_id: str, region: str, progress: Callable[[str], None] 
     shape = _flexible_shape(config, alive)
     home = alive[0]["Placement"]["AvailabilityZone"] if alive else (
         view.raw["instances"][-1]["availability_zone"] if view.raw.get("instances") else None)
-    attempts = RecoveryAttempts(backend.client_for, ec2, job_id, region)
     if alive:
         if stopped():
             return result
@@ -186,7 +213,7 @@ def _recover(backend, job_id: str, region: str, progress: Callable[[str], None] 
         if got is not None:
             return {**result, "launched": [] if _undo_if_stopped(ec2, got, stopped) else got,
                     "availability_zone": az, "moved": az != home or bool(alive)}
-    raise CapacityError(f"no capacity to recover {job_id}: " + "; ".join(messages[-3:]))
+    raise CapacityError(f"no capacity to recover {job_id}: " + "; ".join(result["messages"][-3:]))
 
 
 def _subnets_by_az(ec2, job_id: str, stopped: Callable[[], bool]) -> dict[str, list[str]] | None:

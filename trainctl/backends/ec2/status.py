@@ -149,8 +149,10 @@ def markers(s3, job_id: str, bucket: str | None, account: str | None = None) -> 
                                    **layout.owner(account)).get("Contents", [])
     except Exception:  # noqa: BLE001 - no bucket, no markers
         return {}
+    prefix = layout.status_prefix(job_id)
     return {o["Key"].rsplit("/", 1)[-1]: s3.get_object(Bucket=bucket, Key=o["Key"], **layout.owner(account))[
-        "Body"].read().decode(errors="replace") for o in found}
+        "Body"].read().decode(errors="replace") for o in found
+        if "/" not in o["Key"][len(prefix):]}  # status/relaunch/...: claims (bootstrap/relaunch_claim.py), no status
 
 
 def _status(marks: dict, found: list[dict], alive: list[dict], nodes: int | None,

@@ -14,8 +14,8 @@ choice, for a bounded number of dollars, before the big run.
 3. Record (record.py): the median measured rate in the store's measured throughput (per endpoint, as
    every measurement) and the conditions as the job's `bench` event; the next plan uses it.
    The plan after the bench is the first plan's quotes priced again with the measured throughput (plan_again).
-Ctrl-C: every bench job launched so far is taken down (stopped, its resources removed) before the
-KeyboardInterrupt goes on.
+Ctrl-C, SIGTERM or SIGHUP (a closed terminal, a cancelled CI job): every bench job launched so far is taken down
+(stopped, its resources removed) before the interrupt goes on.
 """
 from __future__ import annotations
 
@@ -123,16 +123,19 @@ def bench(inputs: BenchInputs, store: JobStore, say: Callable[[str], None],
                                       f"${choice.bound_usd:,.2f}, each job stopped at {inputs.max_minutes:g} min "
                                       "at the latest?"):
         raise TrainctlError("not benched: nothing launched", exit_code=1)
+    from trainctl.usecases.bench.run import Hangup, ending_signals_as_ctrl_c
+
     try:
-        for row, c in zip(doc["layouts"], choice.chosen):
-            try:
-                row.update(runner.measure(c))
-            except TrainctlError as e:  # no capacity, a launch refused: that layout's row says so, the rest run
-                row.update(status="not measured", measured_samples_per_s=None, spent_usd=None, note=str(e),
-                           **({"job_id": e.job_id} if getattr(e, "job_id", None) else {}))
-                say(f"bench {c.layout}: not measured (the summary says why)")  # the message itself once, there
-    except KeyboardInterrupt:
-        runner.take_down_all()
+        with ending_signals_as_ctrl_c():  # a closed terminal or `kill` takes the jobs down as Ctrl-C does
+            for row, c in zip(doc["layouts"], choice.chosen):
+                try:
+                    row.update(runner.measure(c))
+                except TrainctlError as e:  # no capacity, a refused launch: that layout's row says so, the rest run
+                    row.update(status="not measured", measured_samples_per_s=None, spent_usd=None, note=str(e),
+                               **({"job_id": e.job_id} if getattr(e, "job_id", None) else {}))
+                    say(f"bench {c.layout}: not measured (the summary says why)")  # the message once, there
+    except KeyboardInterrupt as e:
+        runner.take_down_all(f"interrupted ({e.args[0]})" if isinstance(e, Hangup) and e.args else "interrupted")
         raise
     after = _plan_after(planned, store)
     # a job that ran but whose follow gave up has dollars nobody counted: the total is then not known (at least the

@@ -2,10 +2,13 @@
 down, record what it measured (see usecases/bench/measure.py)."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import signal
 import statistics
+import threading
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 from trainctl.errors import TrainctlError
 from trainctl.planner.bench_choice import Candidate
@@ -28,6 +31,49 @@ class CountedRates:
     @property
     def done(self) -> bool:
         return bool(self.rates) and (self.reader.last_step or 0) >= self.warmup_steps + self.steps
+
+
+class Hangup(KeyboardInterrupt):
+    """SIGTERM or SIGHUP during a bench (its terminal closed, its CI job cancelled, `kill`): taken as Ctrl-C is, so
+    the bench jobs it launched are taken down instead of billing on with nobody following them."""
+
+
+# the signals that end a bench as Ctrl-C does (SIGHUP: the terminal went away; not on every system)
+ENDING_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s)
+
+
+@contextlib.contextmanager
+def ending_signals_as_ctrl_c() -> Iterator[None]:
+    """While the bench runs its jobs: SIGTERM and SIGHUP raise Hangup (a KeyboardInterrupt). Python handles
+    signals in the main thread only; elsewhere (a test's thread) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def hang_up(signum, _frame):
+        raise Hangup(signal.Signals(signum).name)
+
+    before = {s: signal.signal(s, hang_up) for s in ENDING_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def _ending_signals_ignored() -> Iterator[None]:
+    """While the bench takes its jobs down: a second SIGTERM or SIGHUP (a terminal sends SIGHUP, then its shell
+    SIGTERM) must not cut the take-down short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {s: signal.signal(s, signal.SIG_IGN) for s in ENDING_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
 
 
 class _Measured(Exception):
@@ -154,11 +200,21 @@ class BenchRun:
         self.running.pop(job_id, None)
         self.say(f"  {job_id}: taken down")
 
-    def take_down_all(self) -> None:
-        """Ctrl-C: every bench job still up is stopped and its resources removed."""
-        for job_id in list(self.running):
-            self.say(f"interrupted: taking {job_id} down")
-            self._down(job_id)
+    def take_down_all(self, why: str = "interrupted") -> None:
+        """Ctrl-C, SIGTERM or SIGHUP: every bench job still up is stopped and its resources removed, whatever
+        happens to the terminal meanwhile (a closed one fails every write: the take-down goes on silently)."""
+        say = self.say
+
+        def quiet(line: str) -> None:
+            try:
+                say(line)
+            except (OSError, ValueError):  # EIO or a closed stream: the terminal is gone
+                pass
+        self.say = quiet
+        with _ending_signals_ignored():
+            for job_id in list(self.running):
+                quiet(f"{why}: taking {job_id} down")
+                self._down(job_id)
 
     def _record(self, c: Candidate, job_id: str, view, counted: CountedRates) -> dict:
         from trainctl.usecases.bench import record as bench_record

@@ -1,6 +1,8 @@
 """`watch --recover` of an EC2 job: relaunch the Spot capacity it lost, within a budget and with a back-off, and
 record each interruption once. Only Spot reclaims are replaced (the backend's describe says which nodes a
-reclaim took); a node lost otherwise fails the job, and a job marked stopped is left alone."""
+reclaim took); a node lost otherwise fails the job, and a job marked stopped is left alone. Of several watchers (two
+laptops) exactly one relaunches a loss: the backend takes a claim in the job bucket first (a loser launches nothing,
+says who holds it once, and goes on watching)."""
 from __future__ import annotations
 
 import json
@@ -31,6 +33,7 @@ class Recovery:
     refused: int = 0
     not_before: float = 0.0
     last: str = ""
+    held_by: str = ""     # the last "another process relaunches it" answer: said once, not at every poll
 
     def __call__(self, view) -> bool:
         from trainctl.backends.base import CapacityError
@@ -52,6 +55,14 @@ class Recovery:
             self.say(f"recovery of {job_id} found no capacity ({e}); trying again in {wait:.0f} s")
             return False
         self._record(result)
+        holder = result.get("held_elsewhere")
+        if holder:  # another watcher (or the nodes) relaunches this loss: said once, then watched
+            who = holder.split(" holds it since ")[0]
+            if who != self.held_by:
+                self.say(f"{job_id}: its lost nodes are relaunched by another process ({holder}); launching "
+                         "nothing here, watching on")
+            self.held_by = who
+            return False
         if result.get("launched"):
             self.launched += 1
             self.last = f"{len(result['launched'])} relaunched in {result.get('availability_zone')}"
