@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import secrets
 
-from trainctl_sandbox.ec2 import actions as ec2_actions
+from trainctl_sandbox.server import ec2_actions
 from trainctl_sandbox.server.context import SandboxContext
 from trainctl_sandbox.server.protocol import AwsError
 

@@ -6,7 +6,7 @@ Structure (one server per process):
   has, after the core seed and again after each reset), `reset(ctx)`, `shutdown(ctx)`, `ADMIN_ACTIONS`
   {name: fn(ctx, payload) -> dict}, `JSON_OPERATIONS` {(service, operation): fn(ctx, call, params) -> dict} and
   `PATHS` {path prefix: WSGI handler fn(ctx, environ, start_response)}. EC2 extensions patch moto's EC2Response
-  (ec2/actions.py); JSON-protocol services moto lacks are answered by the middleware.
+  (server/ec2_actions.py); JSON-protocol services moto lacks are answered by the middleware.
 - Start-up is split for speed: importing moto's EC2 takes about a second (its data files), so the
   server listens as soon as the core is ready and a warm-up thread imports EC2, installs the EC2
   extensions and seeds EC2/SSM; only EC2-dependent calls wait for it.
