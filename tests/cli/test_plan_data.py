@@ -2,20 +2,10 @@
 a channel's size is not known."""
 from __future__ import annotations
 
-import yaml
-
-from tests.support.helpers import CONFIGS, run_cli, run_json
+from tests.support.data_specs import spec_file
+from tests.support.helpers import run_cli, run_json
 
 REFERENCE = ("--layout", "g5.12xlarge:1:on-demand", "--layout", "g5.2xlarge:4:spot", "--layout", "g5.4xlarge:4:spot")
-
-
-def spec_file(tmp_path, train, regions=("us-east-1",)):
-    spec = yaml.safe_load((CONFIGS / "vit-imagenet-data.yaml").read_text())
-    spec["data"] = {"train": train}
-    spec["candidates"]["regions"] = list(regions)
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return str(path)
 
 
 def test_plan_shows_the_copy_and_carries_the_data_terms_in_json(tmp_path):

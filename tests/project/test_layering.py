@@ -146,16 +146,7 @@ def test_function_level_imports_count():
 # ----------------------------------------------------------------------------- the folder table
 # What the code still does against the table, as (folder, folder it imports). Each entry names the issue whose
 # work removes it; the test fails on an entry the code no longer needs, so this list only shrinks.
-ALLOWED_FOR_NOW = {
-    # issue 30, use cases grouped: the flat modules reach up into their concepts (plan records a bench's
-    # measurement through usecases/bench/record.py, cost follows a job through usecases/jobs/watch.py)
-    # issue 30, the sandbox's folders: shared things still live above their users (EC2's action registry and
-    # instance data in ec2/, the process and storage helpers in sagemaker/, the jobs Cost Explorer bills in
-    # sagemaker/)
-    ("sandbox/trainctl_sandbox/market/", "sandbox/trainctl_sandbox/ec2/"),
-    ("sandbox/trainctl_sandbox/market/", "sandbox/trainctl_sandbox/sagemaker/"),
-    ("sandbox/trainctl_sandbox/ec2/", "sandbox/trainctl_sandbox/sagemaker/"),
-}
+ALLOWED_FOR_NOW: set[tuple[str, str]] = set()  # empty: every folder keeps to its row
 
 ROW = re.compile(r"^\| `([^`]+)` \| (.*) \|$")
 NAMED = re.compile(r"`([^`]+)`")

@@ -114,6 +114,15 @@ def replan(planned: Planned, spec_path: str, platform: str, store: JobStore | No
     return spec, _plan_scored(spec, request, measured_rates(store, spec), planned.quotes)[0]
 
 
+def pinned(planned: Planned, spec_path: str, option) -> tuple[JobSpec, Plan]:
+    """A spec made of one of `planned`'s layouts (a bench job's spec: usecases/bench/spec.py) with the option the
+    plan ranked for it, and no planning run: a launch's checks read where and what it launches (type, count,
+    market, region, zone, disk, strategy), which the option says as `replan` would. Its hours and dollars are the
+    first spec's workload: a launch that records them prices the spec's own (`replan`)."""
+    spec = only_region(load_spec(spec_path, catalog=load_catalog()))
+    return spec, planned.plan.model_copy(update={"options": (option,)})
+
+
 def plan_again(planned: Planned, store: JobStore | None) -> Plan:
     """`planned`'s spec planned again from its quotes with the throughput the store holds now (after a bench
     measured some): AWS is asked only the placement scores of layouts that became the best."""

@@ -19,7 +19,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from trainctl.catalog import load_catalog
-from trainctl_sandbox.ec2 import actions as ec2_actions, client_tokens, data as ec2_data, fleet_errors, launch
+from trainctl_sandbox.ec2 import client_tokens, fleet_errors, launch
+from trainctl_sandbox.server import ec2_actions, ec2_data
 from trainctl_sandbox.ec2 import node_agents, placement_groups, root_volumes
 from trainctl_sandbox.ec2.fleet_budget import Budget
 from trainctl_sandbox.market import model as market_model, spot_prices, spot_scores

@@ -71,7 +71,8 @@ def _credentials() -> dict[str, str]:
 
 
 def _item(ctx: SandboxContext, backend: Any, instance: Any, key: str) -> str | None:
-    from trainctl_sandbox.ec2 import data as ec2_data, interrupts as ec2_interrupts
+    from trainctl_sandbox.ec2 import interrupts as ec2_interrupts
+    from trainctl_sandbox.server import ec2_data
 
     az = instance.placement.zone if hasattr(instance.placement, "zone") else instance.placement
     values = {"instance-id": instance.id, "instance-type": instance.instance_type, "ami-id": instance.image_id,

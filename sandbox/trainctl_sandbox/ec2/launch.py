@@ -13,7 +13,8 @@ from typing import Any
 
 from moto.core.responses import ActionResult
 
-from trainctl_sandbox.ec2 import actions as ec2_actions, capacity_blocks, client_tokens, data as ec2_data, node_agents
+from trainctl_sandbox.ec2 import capacity_blocks, client_tokens, node_agents
+from trainctl_sandbox.server import ec2_actions, ec2_data
 from trainctl_sandbox.ec2 import placement_groups, root_volumes, service_linked_roles
 from trainctl_sandbox.server.context import SandboxContext
 from trainctl_sandbox.server.protocol import AwsError

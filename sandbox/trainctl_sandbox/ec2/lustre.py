@@ -83,7 +83,7 @@ def _mount_name(fs_id: str, deployment: str | None) -> str:
 
 def _import(ctx: SandboxContext, account: str, region: str, fs_id: str, import_path: str | None) -> None:
     """The objects under the ImportPath as the file system's files, read-only."""
-    from trainctl_sandbox.sagemaker.storage import MotoS3, parse_s3_uri
+    from trainctl_sandbox.server.moto_s3 import MotoS3, parse_s3_uri
 
     root = folder(ctx, fs_id)
     root.mkdir(parents=True, exist_ok=True)

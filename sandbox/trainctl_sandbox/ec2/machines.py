@@ -56,7 +56,7 @@ else:
 
 def accelerators(instance_type: str) -> tuple[str, str, int]:
     """(kind "gpu"/"neuron"/"", device name, devices) of an instance type, from moto's EC2 instance-type data."""
-    from trainctl_sandbox.ec2 import data as ec2_data
+    from trainctl_sandbox.server import ec2_data
 
     if instance_type in V100_COUNTS:
         return "gpu", "Tesla V100-SXM2-16GB", V100_COUNTS[instance_type]

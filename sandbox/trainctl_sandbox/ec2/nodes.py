@@ -47,7 +47,7 @@ from trainctl_sandbox.server import private_mounts
 from trainctl_sandbox.ec2 import imds, lustre, machines, node_paths
 from trainctl_sandbox.ec2.node_paths import AGENT_ROOT, OPT_ML
 from trainctl_sandbox.server.context import SandboxContext
-from trainctl_sandbox.sagemaker.processes import MARKER_ENV, free_port, terminate
+from trainctl_sandbox.server.marked_processes import MARKER_ENV, free_port, terminate
 
 JOB_TAG = "trainctl:job"
 FALLBACK = ("each node's /opt/ml is <node folder>/ml and its agent's /opt/trainctl is <node folder>/opt: the node agent "

@@ -1,6 +1,6 @@
 """EC2 placement groups: Create/Describe/DeletePlacementGroup (moto lacks them).
 
-Groups live per account and region in the sandbox context. Launches (RunInstances, CreateFleet)
+Groups live per account and region in the sandbox context (kept across a restart: kept_state). Launches (RunInstances, CreateFleet)
 look groups up here through `require`, so naming an unknown group fails as on AWS, and deleting a
 group that running instances use fails with InvalidPlacementGroup.InUse, as does a launch into a cluster group
 in another AZ than its first instance's (`az_conflict`).
@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import secrets
 
-from trainctl_sandbox.ec2 import actions as ec2_actions
+from trainctl_sandbox.server import ec2_actions
 from trainctl_sandbox.server.context import SandboxContext
 from trainctl_sandbox.server.protocol import AwsError
 
@@ -26,6 +26,15 @@ def install(ctx: SandboxContext) -> None:
 
 def reset(ctx: SandboxContext) -> None:
     ctx.state.pop(__name__, None)
+
+
+def kept_state(ctx: SandboxContext) -> dict:
+    """The groups, kept across a sandbox restart as the account's (server/persist.py)."""
+    return dict(ctx.state.get(__name__) or {})
+
+
+def restore_state(ctx: SandboxContext, data: dict | None) -> None:
+    ctx.state[__name__] = dict(data or {})
 
 
 def _groups(ctx: SandboxContext, account: str, region: str) -> dict[str, dict]:

@@ -34,6 +34,8 @@ COST_METRICS = ("UnblendedCost", "BlendedCost", "NetUnblendedCost", "AmortizedCo
 SERVICES = {"ec2": "Amazon Elastic Compute Cloud - Compute", "sagemaker": "Amazon SageMaker"}
 
 Usage = tuple[dict[str, str], str, float, float, Callable[[float, float], float]]  # tags, service, start, end, $
+# service -> its billed usage, registered by the service's extension (process-wide, like moto's backends)
+_USAGE: dict[str, Callable[[SandboxContext], list[Usage]]] = {}
 
 
 def _state(ctx: SandboxContext) -> dict:
@@ -44,7 +46,7 @@ def reset(ctx: SandboxContext) -> None:
     ctx.state.pop(__name__, None)
 
 
-def _epoch(value: Any) -> float:
+def epoch(value: Any) -> float:
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, datetime):
@@ -60,7 +62,7 @@ def _ended(instance: Any, now: float) -> float:
         return now
     m = re.search(r"\((\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (?:GMT|UTC)\)", instance._reason or "")
     if not m:
-        return float(int(_epoch(instance.launch_time)))
+        return float(int(epoch(instance.launch_time)))
     return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
 
 
@@ -93,7 +95,7 @@ def _instance_usage(ctx: SandboxContext, now: float) -> list[Usage]:
     for region in ctx.regions:
         backend = ec2_backends[ctx.account_id][region]
         for inst in backend.all_instances():
-            start = float(int(_epoch(inst.launch_time)))  # to the second, as EC2 states LaunchTime
+            start = float(int(epoch(inst.launch_time)))  # to the second, as EC2 states LaunchTime
             end = max(start, _ended(inst, now))
             tags = {t["key"]: t["value"] for t in backend.describe_tags(filters={"resource-id": [inst.id]})}
             if inst.lifecycle == "spot":
@@ -107,25 +109,14 @@ def _instance_usage(ctx: SandboxContext, now: float) -> list[Usage]:
     return out
 
 
-def _training_usage(ctx: SandboxContext) -> list[Usage]:
-    try:
-        from trainctl_sandbox.sagemaker.jobs import _jobs
-    except ImportError:
-        return []
-    out: list[Usage] = []
-    catalog = load_catalog()
-    for (_, region, _), job in list(_jobs(ctx).items()):
-        d = job.describe()
-        if not d.get("BillableTimeInSeconds") or not d.get("TrainingStartTime") or not d.get("TrainingEndTime"):
-            continue  # billed once it has ended, as DescribeTrainingJob reports billable seconds
-        rc = d["ResourceConfig"]
-        price = catalog.on_demand_price("sagemaker", region, rc["InstanceType"].removeprefix("ml."))
-        total = d["BillableTimeInSeconds"] / 3600 * (price.usd_per_hour if price else 0.0) * rc["InstanceCount"]
-        start, end = _epoch(d["TrainingStartTime"]), _epoch(d["TrainingEndTime"])
-        span = max(end - start, 1e-9)
-        rate = (lambda a, b, t=total, s=span: max(0.0, b - a) / s * t)
-        out.append(({t["Key"]: t["Value"] for t in job.tags}, "sagemaker", start, end, rate))
-    return out
+def bill(service: str, usage: Callable[[SandboxContext], list[Usage]]) -> None:
+    """Bill what another part of the sandbox runs (SageMaker's jobs: sagemaker/billing.py), without this
+    module importing it: the service's own extension registers its usage when it is installed."""
+    _USAGE[service] = usage
+
+
+def _usage(ctx: SandboxContext, now: float) -> list[Usage]:
+    return _instance_usage(ctx, now) + [u for usage in list(_USAGE.values()) for u in usage(ctx)]
 
 
 def _periods(start: str, end: str, granularity: str) -> list[tuple[datetime, datetime]]:
@@ -197,7 +188,7 @@ def get_cost_and_usage(ctx: SandboxContext, call: AwsCall, params: dict) -> dict
         raise AwsError("ValidationException", "the sandbox's Cost Explorer groups and filters by one tag key")
     key = tag_key or (flt[0] if flt else None)
     active = dict(_state(ctx)["active"])
-    usage = _instance_usage(ctx, now) + _training_usage(ctx)
+    usage = _usage(ctx, now)
     results = []
     for a, b in _periods(period["Start"], period["End"], params.get("Granularity") or "MONTHLY"):
         sums: dict[tuple[str, ...], float] = {}
@@ -230,7 +221,7 @@ def _tag_keys(ctx: SandboxContext) -> dict[str, float]:
     """User-defined tag keys the sandbox's resources carry -> when last seen (now: they are there)."""
     now = time.time()
     keys: dict[str, float] = {}
-    for tags, *_ in _instance_usage(ctx, now) + _training_usage(ctx):
+    for tags, *_ in _usage(ctx, now):
         for k in tags:
             if not k.startswith("aws:"):
                 keys[k] = now

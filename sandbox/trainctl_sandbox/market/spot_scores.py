@@ -13,7 +13,7 @@ import json
 import time
 
 from trainctl.catalog import load_catalog
-from trainctl_sandbox.ec2 import actions as ec2_actions, data as ec2_data
+from trainctl_sandbox.server import ec2_actions, ec2_data
 from trainctl_sandbox.market import model as market_model
 from trainctl_sandbox.server.context import SandboxContext
 from trainctl_sandbox.server.protocol import AwsError

@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timezone
 
+from trainctl.catalog import load_catalog
 from trainctl_sandbox.market import model as market_model
+from trainctl_sandbox.market.cost_explorer import Usage, epoch
 
 
 def _changes(seed: int, itype: str, az: str, start: float, end: float) -> list[tuple[float, float]]:
@@ -49,7 +51,7 @@ def billed_fraction(seed: int, region: str, instance_type: str, azs: list[str | 
                     at: float) -> Callable[[float, float], float]:
     """A function (start, end) -> the fraction of On-Demand a Spot stretch of the job costs; 1.0 for a type
     without Spot prices here (billed as On-Demand, as the sandbox cannot say better)."""
-    from trainctl_sandbox.ec2 import data as ec2_data
+    from trainctl_sandbox.server import ec2_data
 
     itype = instance_type.removeprefix("ml.")
     zones = [az for az in azs if az] or [name for name, _ in ec2_data.zones(region)]
@@ -68,3 +70,22 @@ def spot_rate(seed: int, region: str, request: dict, azs: list[str | None]) -> C
         return None
     return billed_fraction(seed, region, (request.get("ResourceConfig") or {}).get("InstanceType", ""), azs,
                            time.time())
+
+
+def training_usage(jobs: dict) -> list[Usage]:
+    """What Cost Explorer bills for the jobs (registered by jobs.py): an ended job's BillableTimeInSeconds x
+    instance count x the catalog's SageMaker On-Demand price, spread evenly over its training time."""
+    out: list[Usage] = []
+    catalog = load_catalog()
+    for (_, region, _), job in list(jobs.items()):
+        d = job.describe()
+        if not d.get("BillableTimeInSeconds") or not d.get("TrainingStartTime") or not d.get("TrainingEndTime"):
+            continue  # billed once it has ended, as DescribeTrainingJob reports billable seconds
+        rc = d["ResourceConfig"]
+        price = catalog.on_demand_price("sagemaker", region, rc["InstanceType"].removeprefix("ml."))
+        total = d["BillableTimeInSeconds"] / 3600 * (price.usd_per_hour if price else 0.0) * rc["InstanceCount"]
+        start, end = epoch(d["TrainingStartTime"]), epoch(d["TrainingEndTime"])
+        span = max(end - start, 1e-9)
+        rate = (lambda a, b, t=total, s=span: max(0.0, b - a) / s * t)
+        out.append(({t["Key"]: t["Value"] for t in job.tags}, "sagemaker", start, end, rate))
+    return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainctl_sandbox.sagemaker.storage import MotoS3, parse_s3_uri, s3_error
+from trainctl_sandbox.server.moto_s3 import MotoS3, parse_s3_uri, s3_error
 
 TENSORBOARD_LOCAL = "/opt/ml/output/tensorboard"
 

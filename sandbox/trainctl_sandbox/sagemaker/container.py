@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from trainctl_sandbox.server import private_mounts
-from trainctl_sandbox.sagemaker.processes import MARKER_ENV
+from trainctl_sandbox.server.marked_processes import MARKER_ENV
 from trainctl_sandbox.sagemaker.storage import write_file
 
 NPROC_ENV = "TRAINCTL_SANDBOX_NPROC_PER_NODE"

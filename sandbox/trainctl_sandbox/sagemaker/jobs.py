@@ -48,8 +48,9 @@ from moto.sagemaker.exceptions import ResourceInUseException, ResourceNotFound, 
 from moto.sagemaker.models import FakeTrainingJob, sagemaker_backends
 from moto.sagemaker.responses import SageMakerResponse
 
-from trainctl_sandbox.sagemaker.billing import spot_rate
-from trainctl_sandbox.sagemaker.processes import kill_marked, marked_pids
+from trainctl_sandbox.market import cost_explorer
+from trainctl_sandbox.sagemaker.billing import spot_rate, training_usage
+from trainctl_sandbox.server.marked_processes import kill_marked, marked_pids
 from trainctl_sandbox.sagemaker.runner import JobRunner
 from trainctl_sandbox.sagemaker.ended import saved_as  # noqa: F401 (the server keeps a running job as its description)
 from trainctl_sandbox.sagemaker.state import JobState, Settings
@@ -286,6 +287,7 @@ def install(ctx: SandboxContext) -> None:
     global _ctx
     with _lock:
         _ctx = ctx
+        cost_explorer.bill("sagemaker", lambda c: training_usage(_jobs(c)))  # Cost Explorer bills the jobs
         scale = os.environ.get(TIME_SCALE_ENV)
         if scale:
             _settings.time_scale = float(scale)

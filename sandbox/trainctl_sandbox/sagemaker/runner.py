@@ -24,11 +24,12 @@ from typing import Any, Callable
 from trainctl_sandbox.ec2 import vpc_reach
 from trainctl_sandbox.sagemaker.container import DEFAULT_CHECKPOINT_PATH, Container, Host
 from trainctl_sandbox.sagemaker.output import algorithm_error, pump
-from trainctl_sandbox.sagemaker.processes import free_port, kill_marked, marked_pids, terminate
 from trainctl_sandbox.sagemaker.state import Aborted, JobState, Settings
 from trainctl_sandbox.sagemaker.channels import fsx_files, input_channels, log_notes, sync_tensorboard
-from trainctl_sandbox.sagemaker.storage import CheckpointSync, MotoLogs, MotoS3, parse_s3_uri, s3_error, upload_artifacts
+from trainctl_sandbox.sagemaker.storage import CheckpointSync, MotoLogs, upload_artifacts
 from trainctl_sandbox.sagemaker.validation import script_mode_refusal
+from trainctl_sandbox.server.marked_processes import free_port, kill_marked, marked_pids, terminate
+from trainctl_sandbox.server.moto_s3 import MotoS3, parse_s3_uri, s3_error
 
 
 class JobRunner(threading.Thread):
@@ -269,8 +270,7 @@ class JobRunner(threading.Thread):
             self.logs.create_stream(host.stream)
             log_notes(self.logs, host.stream, self.request)
             host.proc = subprocess.Popen(cmd, cwd=host.code, env=env, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         start_new_session=True)
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
             host.readers = tuple(
                 threading.Thread(target=pump, args=(host, pipe, is_err, self.logs, self._local_log(host),
                                                     self._step_seen), daemon=True,

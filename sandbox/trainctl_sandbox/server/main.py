@@ -3,10 +3,11 @@
 Structure (one server per process):
 - `SandboxApp` (middleware.py) is the WSGI app; moto's DomainDispatcherApplication sits behind it.
 - Extension modules add what moto lacks. Each may define `install(ctx)`, `seed(ctx)` (what a new account
-  has, after the core seed and again after each reset), `reset(ctx)`, `shutdown(ctx)`, `ADMIN_ACTIONS`
+  has, after the core seed and again after each reset), `reset(ctx)`, `shutdown(ctx)`, `stopping(ctx)` (before a
+  kept account is saved), `kept_state(ctx)` / `restore_state(ctx, data)` (its part of a kept account), `ADMIN_ACTIONS`
   {name: fn(ctx, payload) -> dict}, `JSON_OPERATIONS` {(service, operation): fn(ctx, call, params) -> dict} and
   `PATHS` {path prefix: WSGI handler fn(ctx, environ, start_response)}. EC2 extensions patch moto's EC2Response
-  (ec2/actions.py); JSON-protocol services moto lacks are answered by the middleware.
+  (server/ec2_actions.py); JSON-protocol services moto lacks are answered by the middleware.
 - Start-up is split for speed: importing moto's EC2 takes about a second (its data files), so the
   server listens as soon as the core is ready and a warm-up thread imports EC2, installs the EC2
   extensions and seeds EC2/SSM; only EC2-dependent calls wait for it.
@@ -50,7 +51,7 @@ EC2_EXTENSIONS = ("trainctl_sandbox.ec2.placement_groups", "trainctl_sandbox.mar
                   "trainctl_sandbox.market.cost_explorer", "trainctl_sandbox.ec2.capacity_blocks",
                   "trainctl_sandbox.market.spot_prices", "trainctl_sandbox.ec2.launch", "trainctl_sandbox.ec2.fleet",
                   "trainctl_sandbox.ec2.interrupts", "trainctl_sandbox.ec2.nodes", "trainctl_sandbox.ec2.imds",
-                  "trainctl_sandbox.ec2.lustre")
+                  "trainctl_sandbox.ec2.lustre", "trainctl_sandbox.ec2.restart")
 # Services whose moto backends do not import moto's EC2: their calls need not wait for the warm-up.
 NO_EC2_NEEDED = frozenset({"s3", "iam", "sts", "sagemaker", "logs", "pricing", "service-quotas"})
 WARMUP_TIMEOUT_S = 120.0
@@ -108,6 +109,7 @@ class SandboxServer:
             if self.fresh:
                 persist.forget(self.state_dir)
             self.restored = persist.restore(self.state_dir)
+            self._restore_extensions(self.modules)
         self._seed_extensions()  # after the restore: each seed adds only what the account lacks
         self._serve_thread = threading.Thread(target=self._httpd.serve_forever, name="sandbox-http", daemon=True)
         self._serve_thread.start()
@@ -136,13 +138,43 @@ class SandboxServer:
             if hasattr(module, "seed"):
                 module.seed(self.ctx)
 
+    def _restore_extensions(self, modules: list[ModuleType]) -> None:
+        if self.state_dir is None:
+            return
+        from trainctl_sandbox.server import persist
+
+        kept = persist.extension_state(self.state_dir)
+        for module in modules:
+            if module.__name__ in kept and hasattr(module, "restore_state"):
+                module.restore_state(self.ctx, kept[module.__name__])
+
+    def _save(self) -> None:
+        """The account as it is now, into the state folder: EC2 only once it has warmed up (else the kept one
+        stays as it was saved, rather than an empty one: persist.save carries it over)."""
+        from trainctl_sandbox.server import persist
+
+        warm = self.warm.is_set() and self.warm_error is None
+        for module in self.modules:  # e.g. the instances that run end with the server (ec2/restart.py)
+            if hasattr(module, "stopping"):
+                module.stopping(self.ctx)
+        services = persist.SERVICES + (persist.EC2_SERVICES if warm else ())
+        extensions = {m.__name__: m.kept_state(self.ctx) for m in self.modules if hasattr(m, "kept_state")}
+        persist.save(self.state_dir, [m.saved_as for m in self.modules if hasattr(m, "saved_as")], services,
+                     extensions)
+
     def _warm_up(self) -> None:
         try:
             import moto.ec2.responses  # noqa: F401 - the slow import, done off the serving path
 
             from trainctl_sandbox.server import seed
 
+            if self.state_dir is not None:  # the kept account's EC2 (`up --fresh` removed it already)
+                from trainctl_sandbox.server import persist
+
+                persist.restore(self.state_dir, persist.EC2_SERVICES)
+            first = len(self.modules)
             self._install(list(EC2_EXTENSIONS))
+            self._restore_extensions(self.modules[first:])
             seed.seed_ec2(self.ctx)
         except BaseException as e:  # noqa: BLE001 - reported to every EC2 call and to `info`
             self.warm_error = e
@@ -170,10 +202,8 @@ class SandboxServer:
                 self._httpd.shutdown()
                 self._httpd.server_close()
             if self.state_dir is not None and self.ctx is not None:  # before the jobs end: they are kept as they are
-                from trainctl_sandbox.server import persist
-
                 try:
-                    persist.save(self.state_dir, [m.saved_as for m in self.modules if hasattr(m, "saved_as")])
+                    self._save()
                 except Exception:  # noqa: BLE001 - a stop must stop
                     logging.getLogger(__name__).exception("the sandbox's account was not saved")
             for module in reversed(self.modules):

@@ -121,7 +121,8 @@ def seed_core(ctx: SandboxContext) -> None:
 def _default_vpc_internet(ec2) -> None:
     """AWS's default VPC has an internet gateway and a main route table with 0.0.0.0/0 to it (public subnets,
     no NAT: VPC User Guide, "Default VPCs"); moto's has neither."""
-    for vpc in [v for v in ec2.vpcs.values() if v.is_default]:
+    attached = {igw.vpc.id for igw in ec2.internet_gateways.values() if getattr(igw, "vpc", None) is not None}
+    for vpc in [v for v in ec2.vpcs.values() if v.is_default and v.id not in attached]:  # a kept account has it
         igw = ec2.create_internet_gateway()
         ec2.attach_internet_gateway(igw.id, vpc.id)
         for table in [t for t in ec2.route_tables.values() if t.vpc_id == vpc.id and t.main_association_id]:

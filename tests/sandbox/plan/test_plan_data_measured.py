@@ -2,17 +2,8 @@
 (ListObjectsV2, every page) and the bucket's Region (HeadBucket), and prices reading across Regions."""
 from __future__ import annotations
 
-import yaml
-
-from tests.support.helpers import CONFIGS, run_json
-
-def spec_file(tmp_path, train, regions=("us-east-1",)):
-    spec = yaml.safe_load((CONFIGS / "vit-imagenet-data.yaml").read_text())
-    spec["data"] = {"train": train}
-    spec["candidates"]["regions"] = list(regions)
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return str(path)
+from tests.support.data_specs import spec_file
+from tests.support.helpers import run_json
 
 
 def test_a_live_plan_measures_the_prefix_in_the_sandbox(sandbox, tmp_path):

@@ -5,8 +5,9 @@ choice, for a bounded number of dollars, before the big run.
    choice (or `--top N`, `--layout`), refuse in one line when their dollar bound is over the cap.
 2. Run, one layout after the other: a bench spec (spec.py: the user's spec, its workload cut to
    warm-up + measured steps on this layout, pinned to the option's platform, market and region) goes through
-   the normal launch path (planned from the first plan's quotes: usecases/plan.py: replan; AWS is not asked for
-   them again) with the hard maximum runtime (`max_runtime_hours`: SageMaker's
+   the normal launch path (its checks, and all of a dry run, take the option the plan ranked: usecases/plan.py:
+   pinned, no planning run; a job that runs is priced for its short workload from the first plan's quotes:
+   replan; AWS is not asked for them again) with the hard maximum runtime (`max_runtime_hours`: SageMaker's
    StoppingCondition.MaxRuntimeInSeconds, the EC2 node agent's deadline); the job's metric lines are read
    the way `watch` reads them, the steps up to the warm-up are not counted; a job still running once it
    logged the measured steps (a script that ignores the shortened workload) is stopped; then `down`.

@@ -84,8 +84,9 @@ class BenchRun:
     """The bench jobs of one `trainctl bench`: each is taken down when measured, all of them on Ctrl-C."""
 
     def __init__(self, inputs, spec, store: JobStore, say: Callable[[str], None], planned=None):
-        """`planned`: the plan the layouts were chosen from (usecases/plan.py: Planned); each bench job's spec is
-        planned from its quotes (usecases/plan.py: replan), not from AWS again."""
+        """`planned`: the plan the layouts were chosen from (usecases/plan.py: Planned): the launch's checks take its
+        options as ranked (usecases/plan.py: pinned); each bench job that runs is priced from its quotes (replan),
+        not from AWS again."""
         self.inputs, self.spec, self.store, self.say, self.planned = inputs, spec, store, say, planned
         self.stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         self.running: dict[str, tuple[str, str]] = {}   # job id -> (platform, region), until taken down
@@ -135,10 +136,13 @@ class BenchRun:
         from trainctl.usecases.launch.launch_job import LaunchArgs
 
         planned = None
-        if self.planned is not None:  # the bench job's spec planned from the bench's quotes, not AWS again
-            from trainctl.usecases.plan import replan
+        if self.planned is not None:  # from the bench's plan, not AWS again
+            from trainctl.usecases.plan import pinned, replan
 
-            planned = replan(self.planned, path, c.option.platform, self.store)
+            # the checks (a dry run) launch the option the plan ranked, planning nothing; a bench job that runs is
+            # priced for its own short workload, which its launch line and the job store show
+            planned = pinned(self.planned, path, c.option) if dry_run else \
+                replan(self.planned, path, c.option.platform, self.store)
         return LaunchArgs(spec_path=path, platform=c.option.platform, offline=self.inputs.offline, yes=True,
                           allow_duplicate=True, dry_run=dry_run, planned=planned,
                           platform_options={"max_runtime_hours": self.inputs.max_minutes / 60.0})
