@@ -152,7 +152,7 @@ def recovery_words(model: simulate.RunModel, exp: simulate.Expected) -> list[str
     base = simulate.expected(replace(model, elastic_min_nodes=0, shortage="wait", shortage_after_hours=math.inf))
     out = []
     if model.elastic_min_nodes > 0:
-        out.append(f"elastic: ${exp.cost_usd - exp.fallback_usd - base.cost_usd:+,.2f} and "
+        out.append(f"elastic: {_signed_usd(exp.cost_usd - exp.fallback_usd - base.cost_usd)} and "
                    f"{exp.wall_hours - base.wall_hours:+.2f} wall h expected against idling until replaced")
     if model.shortage == "on-demand":
         out.append(f"on-demand fallback: +${exp.fallback_usd:,.2f} expected (the On-Demand premium of replacements "
@@ -163,6 +163,10 @@ def recovery_words(model: simulate.RunModel, exp: simulate.Expected) -> list[str
                    f"waits past {model.shortage_after_hours:.2f} h); the dollars shown are those of a run that "
                    "finishes")
     return out
+
+
+def _signed_usd(x: float) -> str:
+    return f"{'-' if x < 0 else '+'}${abs(x):,.2f}"
 
 
 def with_spread(priced: Priced) -> Option:
