@@ -196,7 +196,8 @@ def productive_seconds(events) -> float:
     return total
 
 
-def measure(b: Bench, job: str) -> dict:
+def measure(b: Bench, job: str, dump: Path | None = None) -> dict:
+    """The job's numbers; `dump`: also write its instances and log events beside that path (for a second look)."""
     now, found, events = time.time(), b.instances(job), b.events(job)
     spans = [(i["LaunchTime"].timestamp(), ended_at(i, now)) for i in found]
     billed = sum(max(0.0, e - s) for s, e in spans)
@@ -209,6 +210,11 @@ def measure(b: Bench, job: str) -> dict:
             continue
         back.append(round(again - r, 1))
         idle += sum(max(0.0, min(e, again) - max(s, r)) for s, e in spans)
+    if dump:
+        (dump.parent / f"{dump.stem}-{job}.json").write_text(json.dumps({
+            "instances": [{"id": i["InstanceId"], "launched": i["LaunchTime"].timestamp(), "ended": ended_at(i, now),
+                           "reason": (i.get("StateReason") or {}).get("Code")} for i in found],
+            "events": events}, indent=1))
     finals = {m.group(1) for _, _, text in events if (m := FINAL.search(text))}
     return {"instances": len(found), "reclaims": len(reclaims), "billed_node_s": round(billed, 1),
             "productive_node_s": round(productive_seconds(events), 1),
@@ -235,12 +241,14 @@ def run(a, b: Bench) -> dict:
             watcher.terminate()
             watcher.wait(30)
     say(f"{job}: {status}")
-    result = {"job": job, "status": status, **measure(b, job)}
+    dump = Path(a.json) if a.json else None
+    result = {"job": job, "status": status, **measure(b, job, dump)}
     b.cli("down", job)
     if not a.no_baseline:
         base = b.launch(SPEC.format(steps=a.steps, samples=a.steps * 8 * NODES, extra=extra), "uninterrupted")
         say(f"uninterrupted run {base}")
-        result["uninterrupted"] = {"job": base, "status": follow(b, base, a.timeout), **measure(b, base)}
+        result["uninterrupted"] = {"job": base, "status": follow(b, base, a.timeout),
+                                  **measure(b, base, dump)}
         b.cli("down", base)
         mine, theirs = result["final_state_sha256"], result["uninterrupted"]["final_state_sha256"]
         result["final_model_identical"] = bool(mine) and mine == theirs
