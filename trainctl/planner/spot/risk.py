@@ -146,18 +146,20 @@ def shortage_after(model: simulate.RunModel, times: JobTimes) -> tuple[float, st
 
 
 def recovery_words(model: simulate.RunModel, exp: simulate.Expected) -> list[str]:
-    """The dollars of the recovery the spec asks for, against today's fixed-size wait (nothing for the default)."""
+    """The dollars of the recovery the spec asks for, each choice against the same run without it (nothing for
+    the default: fixed size, wait)."""
     if model.hazard <= 0 or (model.elastic_min_nodes <= 0 and model.shortage == "wait"):
         return []
-    base = simulate.expected(replace(model, elastic_min_nodes=0, shortage="wait", shortage_after_hours=math.inf))
     out = []
     if model.elastic_min_nodes > 0:
-        out.append(f"elastic: {_signed_usd(exp.cost_usd - exp.fallback_usd - base.cost_usd)} and "
-                   f"{exp.wall_hours - base.wall_hours:+.2f} wall h expected against idling until replaced")
+        fixed = simulate.expected(replace(model, elastic_min_nodes=0))
+        out.append(f"elastic: {_signed_usd(exp.cost_usd - fixed.cost_usd)} and {exp.wall_hours - fixed.wall_hours:+.2f} "
+                   "wall h expected against idling until replaced")
     if model.shortage == "on-demand":
+        waiting = simulate.expected(replace(model, shortage="wait", shortage_after_hours=math.inf))
         out.append(f"on-demand fallback: +${exp.fallback_usd:,.2f} expected (the On-Demand premium of replacements "
-                   f"bought after {model.shortage_after_hours:.2f} h; {exp.wall_hours - base.wall_hours:+.2f} wall h "
-                   "against waiting for Spot)")
+                   f"bought after {model.shortage_after_hours:.2f} h; {_signed_usd(exp.cost_usd - waiting.cost_usd)} "
+                   f"and {exp.wall_hours - waiting.wall_hours:+.2f} wall h in all against waiting for Spot)")
     elif model.shortage == "fail":
         out.append(f"on_spot_shortage fail: {exp.fail_probability:.1%} chance the job ends unfinished (a replacement "
                    f"waits past {model.shortage_after_hours:.2f} h); the dollars shown are those of a run that "
