@@ -14,7 +14,9 @@ StateTransitionReason; CloudWatch Logs: the time of every `trainctl step=` line 
   from launch to its end (EC2 bills per second from running);
 - seconds from each reclaim to training again (the first step line after the first resume that follows it);
 - idle billed node-seconds: nodes billed in the windows from a reclaim to training again;
-- whether the final model equals the uninterrupted run's.
+- whether the final model equals the uninterrupted run's (`final_state_sha256`: model and optimizer state), and
+  whether the loss of every logged step does (the samples trained, in order); `--baselines 2` also says whether
+  two uninterrupted runs give the same digest (CPU gloo all-reduce need not be bitwise reproducible).
 
 --mode only changes what the job is launched with and which trainctl process runs beside it (MODES):
   watch       today's recovery: `trainctl watch JOB --recover` runs for the whole job;
@@ -22,7 +24,7 @@ StateTransitionReason; CloudWatch Logs: the time of every `trainctl step=` line 
   elastic     the same, with `elastic: {min_nodes: 2}` in the spec.
 The script itself only reads AWS (DescribeInstances, logs) and flips the sandbox's fault switches.
 
-    python scripts/bench_recovery.py [--mode watch] [--steps 1600] [--json out.json]
+    python scripts/bench_recovery.py [--mode watch] [--steps 1600] [--baselines 1] [--json out.json]
 
 A benchmark, not a test: its numbers go to docs/benchmarks.md with the machine and the date.
 """
@@ -62,6 +64,7 @@ MODES = {
     "elastic": ("elastic: {min_nodes: 2}\n", None),
 }
 STEP = re.compile(r"trainctl step=(\d+) ")
+LOSS = re.compile(r"trainctl step=(\d+) loss=(\S+) ")
 START = re.compile(r"trainctl start .*world_size=(\d+) ")
 RESUME = re.compile(r"trainctl resume step=(\d+) ")
 FINAL = re.compile(r"trainctl final_state_sha256=(\w+)")
@@ -216,11 +219,12 @@ def measure(b: Bench, job: str, dump: Path | None = None) -> dict:
                            "reason": (i.get("StateReason") or {}).get("Code")} for i in found],
             "events": events}, indent=1))
     finals = {m.group(1) for _, _, text in events if (m := FINAL.search(text))}
+    losses = {int(m.group(1)): m.group(2) for _, _, text in events if (m := LOSS.search(text))}  # the last run of each
     return {"instances": len(found), "reclaims": len(reclaims), "billed_node_s": round(billed, 1),
             "productive_node_s": round(productive_seconds(events), 1),
             "goodput": round(productive_seconds(events) / billed, 4) if billed else None,
             "reclaim_to_training_s": back, "idle_billed_node_s": round(idle, 1),
-            "final_state_sha256": sorted(finals)}
+            "final_state_sha256": sorted(finals), "losses": losses}
 
 
 def run(a, b: Bench) -> dict:
@@ -244,14 +248,20 @@ def run(a, b: Bench) -> dict:
     dump = Path(a.json) if a.json else None
     result = {"job": job, "status": status, **measure(b, job, dump)}
     b.cli("down", job)
-    if not a.no_baseline:
-        base = b.launch(SPEC.format(steps=a.steps, samples=a.steps * 8 * NODES, extra=extra), "uninterrupted")
+    bases = []
+    for n in range(a.baselines):
+        base = b.launch(SPEC.format(steps=a.steps, samples=a.steps * 8 * NODES, extra=extra), f"uninterrupted{n}")
         say(f"uninterrupted run {base}")
-        result["uninterrupted"] = {"job": base, "status": follow(b, base, a.timeout),
-                                  **measure(b, base, dump)}
+        bases.append({"job": base, "status": follow(b, base, a.timeout), **measure(b, base, dump)})
         b.cli("down", base)
-        mine, theirs = result["final_state_sha256"], result["uninterrupted"]["final_state_sha256"]
+    if bases:
+        mine, theirs = result["final_state_sha256"], bases[0]["final_state_sha256"]
         result["final_model_identical"] = bool(mine) and mine == theirs
+        result["uninterrupted_runs_agree"] = len({tuple(x["final_state_sha256"]) for x in bases}) == 1
+        result["loss_trace_identical"] = result["losses"] == bases[0]["losses"]
+        result["uninterrupted"] = bases
+    for run_ in (result, *bases):
+        run_["logged_steps"] = len(run_.pop("losses"))
     return result
 
 
@@ -260,7 +270,8 @@ def main() -> int:
     ap.add_argument("--mode", choices=sorted(MODES), default="watch")
     ap.add_argument("--steps", type=int, default=1600)
     ap.add_argument("--timeout", type=float, default=3600, help="seconds a run may take before the bench gives up")
-    ap.add_argument("--no-baseline", action="store_true", help="skip the uninterrupted run")
+    ap.add_argument("--baselines", type=int, default=1, help="uninterrupted runs to compare the final model with "
+                                                                 "(2: also whether they agree among themselves)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
 

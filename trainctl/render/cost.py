@@ -51,6 +51,9 @@ def cost_table(doc: dict) -> None:
         con.print(compare_line(doc["compare"]), markup=False)
 
 
+_MARKETS = {"spot": "Spot", "on-demand": "On-Demand"}
+
+
 def market_lines(rows: list[dict]) -> list[str]:
     """A Spot and an On-Demand line for each job that ran on both markets (an EC2 job whose replacements were
     bought On-Demand): the running dollars of each."""
@@ -58,8 +61,9 @@ def market_lines(rows: list[dict]) -> list[str]:
     for r in rows:
         markets = r.get("running_by_market_usd") or {}
         if len(markets) > 1:
-            out += [f"{r['job_id']}: {name} {_usd(markets.get(key))}" for key, name in
-                    (("spot", "Spot"), ("on-demand", "On-Demand"))]
+            out += [f"{r['job_id']}: {_MARKETS.get(key, key)} {_usd(usd)}" for key, usd in sorted(markets.items())
+                    if key in _MARKETS] + [f"{r['job_id']}: {key} {_usd(usd)}" for key, usd in sorted(markets.items())
+                                           if key not in _MARKETS]
     return out
 
 

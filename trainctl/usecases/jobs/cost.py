@@ -5,7 +5,8 @@
   seconds x the On-Demand price; EC2: each instance's lifetime x the Spot price history of its type and AZ,
   On-Demand at the catalog's price), and split by market: an EC2 job whose lost Spot nodes were replaced
   On-Demand has instances of both (DescribeInstances says `InstanceLifecycle` "spot" for a Spot instance and
-  leaves it out for an On-Demand one: EC2 API Reference, Instance); a SageMaker job is all of its one market;
+  leaves it out for an On-Demand one; its other values, capacity-block among them, are markets of their own: EC2
+  API Reference, Instance, and botocore's InstanceLifecycleType); a SageMaker job is all of its one market;
 - billed: what AWS charged, from Cost Explorer `GetCostAndUsage` filtered and grouped by the `trainctl:job`
   cost allocation tag (every resource trainctl makes carries it: instances, volumes, buckets' objects are not
   tagged by object, so S3 storage is billed to the bucket, not the job). Cost Explorer refreshes at least once
@@ -90,7 +91,7 @@ def by_market(view, running: float | None) -> dict[str, float] | None:
     if instances and all("lifecycle" in i and "cost_usd" in i for i in instances):
         out: dict[str, float] = {}
         for inst in instances:
-            market = "spot" if inst["lifecycle"] == "spot" else "on-demand"
+            market = inst["lifecycle"]   # spot, on-demand (no InstanceLifecycle), capacity-block, ...
             out[market] = round(out.get(market, 0.0) + float(inst["cost_usd"]), 6)
         return out
     if running is None or not view.market:
