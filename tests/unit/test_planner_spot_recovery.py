@@ -106,3 +106,16 @@ def test_the_slack_is_the_deadlines_share_per_expected_interruption():
     assert model.fallback_price_ratio == 2.5 and model.shortage == "on-demand"
     loose, _ = risk.run_model("ec2", "spot", 4, 1.0, replace(times, deadline_hours=None), None, ">20%", table, 0.5)
     assert loose.shortage_after_hours == 4.0
+
+
+def test_a_long_run_never_pays_more_fallback_than_every_node_on_demand_throughout():
+    # 2,000 h with a 0.5 h slack: hundreds of events each buy nodes On-Demand "for the rest of the run"; summed
+    # per event they would pay the premium many times over. The cap: all 4 nodes On-Demand for the whole run.
+    long = replace(ONE, work_hours=2000.0, hazard=0.06, shortage="on-demand", shortage_after_hours=0.5,
+                   fallback_price_ratio=3.0)
+    cap = 4 * 2000.0 * (3.0 - 1.0)
+    assert simulate.expected(long).fallback_usd == cap
+    # the same random runs without a premium (On-Demand at the Spot price): no run pays more than the cap above them
+    paid, free = simulate.simulate(long), simulate.simulate(replace(long, fallback_price_ratio=1.0))
+    assert free.mean_cost_usd < paid.mean_cost_usd <= free.mean_cost_usd + cap
+    assert paid.cost_range_usd[1] <= free.cost_range_usd[1] + cap

@@ -63,6 +63,12 @@ def event_costs(m, lost, nodes_lost, wait, left):
     return node_h, wall, premium, cut if m.shortage == "fail" else None
 
 
+def premium_cap(m) -> float:
+    """The most the On-Demand fallback can add to a run: every node On-Demand for all of it (the per-event premium
+    does not see that nodes bought On-Demand are no longer Spot; in a long run its sum would pass this)."""
+    return m.nodes * m.work_hours * max(m.fallback_price_ratio - 1.0, 0.0)
+
+
 def _capped_mean(median: float, sd: float, cap: float) -> float:
     """E[min(w, cap)] of a lognormal w (median, log sd): its mean less E[(w - cap)+]."""
     mean = median * math.exp(sd * sd / 2.0)

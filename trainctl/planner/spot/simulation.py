@@ -171,7 +171,7 @@ def _expected_unit(m: RunModel) -> tuple[float, float, float, float, float, floa
     elif k:
         survivor_hours, wait, per_premium, per_end = recovery.expected_event(m, *_event_pmf(m))
         # a run ends when any of its events waits past the slack: Poisson thinning, over the run's level
-        premium = k * per_premium
+        premium = min(k * per_premium, recovery.premium_cap(m))
         ended = float((_GH_W / math.sqrt(math.pi)) @ (1.0 - np.exp(-_level_counts(m) * per_end)))
     else:
         wait = survivor_hours = 0.0
@@ -247,7 +247,7 @@ def _clt_sums(m: RunModel, rng, counts: np.ndarray, node_hours: np.ndarray, wall
     root = np.sqrt(counts)
     node_hours = node_hours + counts * node_h.mean() + root * node_h.std() * rng.standard_normal(counts.size)
     wall = wall + counts * wall_h.mean() + root * wall_h.std() * rng.standard_normal(counts.size)
-    extra = counts * float(np.mean(premium))
+    extra = np.minimum(counts * float(np.mean(premium)), recovery.premium_cap(m))
     failed = float(np.mean(1.0 - (1.0 - float(np.mean(ended))) ** counts)) if ended is not None else 0.0
     return np.maximum(node_hours, 0.0), np.maximum(wall, 0.0), extra, failed
 
@@ -284,7 +284,7 @@ def _simulate_unit(m: RunModel, seed, runs: int):
             node_hours += np.bincount(run_of, event_node_hours, runs)
             wall += np.bincount(run_of, event_wall, runs)
             if not np.isscalar(premium):
-                extra = np.bincount(run_of, premium, runs)
+                extra = np.minimum(np.bincount(run_of, premium, runs), recovery.premium_cap(m))
             if ended is not None:
                 failed = float(np.count_nonzero(np.bincount(run_of, ended, runs))) / runs
     cost = node_hours + extra
