@@ -22,7 +22,8 @@ StateTransitionReason; CloudWatch Logs: the time of every `trainctl step=` line 
   watch       today's recovery: `trainctl watch JOB --recover` runs for the whole job;
   unattended  nothing of trainctl runs after `launch` (recovery by AWS / the nodes themselves);
   elastic     the same, with `elastic: {min_nodes: 2}` in the spec.
-The script itself only reads AWS (DescribeInstances, logs) and flips the sandbox's fault switches.
+The script itself only reads AWS (DescribeInstances, logs, the job's S3 status marks) and flips the sandbox's
+fault switches: no trainctl process of its own follows the job.
 
     python scripts/bench_recovery.py [--mode watch] [--steps 1600] [--baselines 1] [--json out.json]
 
@@ -84,6 +85,7 @@ class Bench:
                                         aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name=REGION)
         self.ec2 = session.client("ec2", endpoint_url=endpoint)
         self.logs = session.client("logs", endpoint_url=endpoint)
+        self.s3 = session.client("s3", endpoint_url=endpoint)
 
     def cli(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "trainctl.cli", *args], cwd=ROOT, env=self.env,
@@ -117,11 +119,17 @@ class Bench:
         return sorted(out)
 
     def status(self, job: str) -> str:
-        proc = self.cli("--output", "json", "watch", job, "--once", timeout=120)
-        try:
-            return json.loads(proc.stdout)["status"]
-        except (ValueError, KeyError):
-            return "unknown"
+        """The job's end as its nodes (or `stop`) mark it in the job bucket (<job>/status/<status>), read
+        directly: the bench itself runs no trainctl process beside the job."""
+        marks = {"completed": "Completed", "failed": "Failed", "stopped": "Stopped"}
+        for bucket in self.s3.list_buckets()["Buckets"]:
+            if not bucket["Name"].startswith("trainctl-"):
+                continue
+            found = self.s3.list_objects_v2(Bucket=bucket["Name"], Prefix=f"{job}/status/").get("Contents", [])
+            for key in (o["Key"].rsplit("/", 1)[-1] for o in found):
+                if key in marks:
+                    return marks[key]
+        return "InProgress"
 
 
 def ended_at(inst: dict, now: float) -> float:
