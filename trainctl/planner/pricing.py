@@ -39,7 +39,10 @@ def job_times(spec: JobSpec, shape: perf.ModelShape, inst: InstanceType, count: 
     return risk.JobTimes(work_hours=base_hours * (1 + ckpt_share),
                          step_s=spec.workload.batch_size_per_accelerator * n_ranks / samples_per_s,
                          checkpoint_s=ckpt_s, interval_hours=cons.checkpoint_interval_minutes / 60.0,
-                         restart_minutes=cons.restart_minutes, accelerator_kind=inst.accelerator.kind)
+                         restart_minutes=cons.restart_minutes, accelerator_kind=inst.accelerator.kind,
+                         elastic_min_nodes=spec.elastic.min_nodes if spec.elastic else 0,
+                         on_spot_shortage=cons.on_spot_shortage, max_spot_wait_hours=cons.max_spot_wait_hours,
+                         deadline_hours=cons.deadline_hours)
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,7 @@ def price_option(catalog, quotes, inst, count, platform, region, market, od, od_
         if "On-Demand x" in price_src:  # a discount off the On-Demand price: say where that price came from
             price_src += f"; On-Demand price: {od_src}"
     model, risk_words = risk.run_model(platform, market, count, hourly_node, times, odds, band, load_hazard_table(),
-                                       CAPACITY_RETRY_HOURS)
+                                       CAPACITY_RETRY_HOURS, od)
     if market == "spot" and model.event_rate * model.lost_per_event >= 0.5:
         exclude(inst.name, count, f"interrupted too often for its checkpoint interval ({band} band)",
                 platform=platform, market=market, region=region)
@@ -154,7 +157,7 @@ def price_option(catalog, quotes, inst, count, platform, region, market, od, od_
         assumed = "" if catalog.spot_advice(region, inst.name) else " (assumed: no advisor data)"
         why.append(f"Spot: interruption band {band}{assumed} -> {exp.interruptions:.2f} interruptions expected")
         why.append(_score_words(quotes, score_key or inst.name, count, region, az, score, odds))
-    why.extend(risk_words)
+    why.extend(risk_words + risk.recovery_words(model, exp))
     quota_ok = quota_check(catalog, quotes, quota_inst or inst, count, platform, region, market, why)
     why.extend(tp.words)
     if feed.words:

@@ -40,6 +40,8 @@ def cost_table(doc: dict) -> None:
     else:
         by = Column(doc["group_by"], _GROUP_COLUMNS[0].cell, keep=True)
         con.print(fitted_table((by,) + _GROUP_COLUMNS[1:], doc["groups"], con.width))
+    for line in market_lines(doc["jobs"]):
+        con.print(line, markup=False)
     t = doc["total"]
     con.print(f"total: predicted {_usd(t['predicted_usd'])} (p90 {_usd(t['predicted_p90_usd'])}), running "
               f"{_usd(t['running_usd'])}, billed {_usd(t['billed_usd'])}"
@@ -47,6 +49,22 @@ def cost_table(doc: dict) -> None:
     con.print(doc["billed_note"], style="dim", markup=False)
     if "compare" in doc:
         con.print(compare_line(doc["compare"]), markup=False)
+
+
+_MARKETS = {"spot": "Spot", "on-demand": "On-Demand"}
+
+
+def market_lines(rows: list[dict]) -> list[str]:
+    """A Spot and an On-Demand line for each job that ran on both markets (an EC2 job whose replacements were
+    bought On-Demand): the running dollars of each."""
+    out = []
+    for r in rows:
+        markets = r.get("running_by_market_usd") or {}
+        if len(markets) > 1:
+            out += [f"{r['job_id']}: {_MARKETS.get(key, key)} {_usd(usd)}" for key, usd in sorted(markets.items())
+                    if key in _MARKETS] + [f"{r['job_id']}: {key} {_usd(usd)}" for key, usd in sorted(markets.items())
+                                           if key not in _MARKETS]
+    return out
 
 
 def compare_line(c: dict) -> str:

@@ -7,7 +7,7 @@ The planner prices an option and calls `run_model`; after constraints it calls `
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trainctl.planner.spot import launch_overheads
 from trainctl.planner.spot import simulation as simulate
@@ -37,6 +37,11 @@ class JobTimes:
     accelerator_kind: str   # gpu | neuron
     copy_start_hours: float = 0.0     # the input data's copy at start (planner/data_terms.py), billed
     copy_restart_hours: float = 0.0   # its copy again after each replacement, billed on every node
+    # the recovery the spec asks for (spec/recovery.py; recovery.py prices it)
+    elastic_min_nodes: int = 0        # 0: fixed size
+    on_spot_shortage: str = "wait"
+    max_spot_wait_hours: float = 4.0
+    deadline_hours: float | None = None
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,10 @@ def notice_terms(platform: str, times: JobTimes, notice_s: float) -> tuple[bool,
 
 
 def run_model(platform: str, market: str, count: int, node_usd: float, times: JobTimes, odds: float | None,
-              band: str | None, table: HazardTable, capacity_retry_hours: float) -> tuple[simulate.RunModel, list[str]]:
+              band: str | None, table: HazardTable, capacity_retry_hours: float,
+              od_usd: float | None = None) -> tuple[simulate.RunModel, list[str]]:
+    """The option's run model and the words that explain it. od_usd: the On-Demand price per node that an
+    on-demand fallback pays (None: the Spot price, no premium)."""
     start = launch_overheads.start_cost(platform, times.accelerator_kind)
     base = dict(work_hours=times.work_hours, nodes=count, node_usd_per_hour=node_usd,
                 start_unbilled_hours=start.unbilled_hours,
@@ -89,7 +97,78 @@ def run_model(platform: str, market: str, count: int, node_usd: float, times: Jo
     if count > 1:
         words.append("EC2 bills the surviving nodes while replacements come" if platform == "ec2" else
                      "SageMaker bills no node while it waits for capacity")
+    return with_recovery(model, platform, times, node_usd, od_usd, words)
+
+
+def with_recovery(model: simulate.RunModel, platform: str, times: JobTimes, node_usd: float, od_usd: float | None,
+                  words: list[str]) -> tuple[simulate.RunModel, list[str]]:
+    """The run model with the recovery the spec asks for: elastic survivors (EC2 only) and what a replacement
+    waiting past the slack does (recovery.py). The default (fixed size, wait) leaves the model as it was."""
+    n, m = model.nodes, times.elastic_min_nodes
+    if m and n > 1:
+        if platform != "ec2":
+            words.append(f"elastic (min_nodes {m}) does not apply: SageMaker cannot change a running job's size; "
+                         "its managed Spot restarts the whole job on new capacity")
+        elif m >= n:
+            words.append(f"elastic: min_nodes {m} leaves no room below this {n}-node layout: it waits whole")
+        else:
+            model = replace(model, elastic_min_nodes=m)
+            words.append(f"elastic: trains on {n - 1} of {n} nodes while a node is replaced (down to {m} of {n}; "
+                         "the survivors restart at the smaller size, then again when the newcomer joins)")
+    if times.on_spot_shortage == "wait":
+        return model, words
+    slack, said = shortage_after(model, times)
+    model = replace(model, shortage=times.on_spot_shortage, shortage_after_hours=slack,
+                    fallback_price_ratio=(od_usd / node_usd) if od_usd and node_usd > 0 else 1.0,
+                    fallback_whole=platform != "ec2")
+    words.append(f"on_spot_shortage {times.on_spot_shortage}: a replacement waiting past {slack:.2f} h ({said}) "
+                 + ("is bought On-Demand for the rest of the run"
+                    + (" (SageMaker: the whole job moves to On-Demand)" if platform != "ec2" else "")
+                    if times.on_spot_shortage == "on-demand" else "ends the job"))
     return model, words
+
+
+def shortage_after(model: simulate.RunModel, times: JobTimes) -> tuple[float, str]:
+    """(hours a replacement may wait for Spot before the shortage policy acts, why): max_spot_wait_hours, or less
+    when the deadline's slack is smaller. The slack (the deadline less the run's wall hours without replacement
+    waits) is shared equally by the interruptions the run expects, so that their waits together fit it."""
+    cap = times.max_spot_wait_hours
+    if times.deadline_hours is None:
+        return cap, "max_spot_wait_hours"
+    k = simulate.expected_events(model)
+    busy = (model.start_unbilled_hours + model.start_billed_hours + model.capacity_wait() + model.work_hours
+            + k * (model.lost_per_event + model.restart_hours))
+    share = max(times.deadline_hours - busy, 0.0) / max(k, 1.0)
+    if share >= cap:
+        return cap, "max_spot_wait_hours"
+    return share, f"the deadline's slack of {max(times.deadline_hours - busy, 0.0):.2f} h over {max(k, 1.0):.1f} " \
+                  "expected interruptions"
+
+
+def recovery_words(model: simulate.RunModel, exp: simulate.Expected) -> list[str]:
+    """The dollars of the recovery the spec asks for, each choice against the same run without it (nothing for
+    the default: fixed size, wait)."""
+    if model.hazard <= 0 or (model.elastic_min_nodes <= 0 and model.shortage == "wait"):
+        return []
+    out = []
+    if model.elastic_min_nodes > 0:
+        fixed = simulate.expected(replace(model, elastic_min_nodes=0))
+        out.append(f"elastic: {_signed_usd(exp.cost_usd - fixed.cost_usd)} and {exp.wall_hours - fixed.wall_hours:+.2f} "
+                   "wall h expected against idling until replaced")
+    if model.shortage == "on-demand":
+        waiting = simulate.expected(replace(model, shortage="wait", shortage_after_hours=math.inf))
+        out.append(f"on-demand fallback: +${exp.fallback_usd:,.2f} expected (the On-Demand premium of replacements "
+                   f"bought after {model.shortage_after_hours:.2f} h; {_signed_usd(exp.cost_usd - waiting.cost_usd)} "
+                   f"and {exp.wall_hours - waiting.wall_hours:+.2f} wall h in all against waiting for Spot)")
+    elif model.shortage == "fail":
+        out.append(f"on_spot_shortage fail: {exp.fail_probability:.1%} chance the job ends unfinished (a replacement "
+                   f"waits past {model.shortage_after_hours:.2f} h); the dollars shown are those of a run that "
+                   "finishes")
+    return out
+
+
+def _signed_usd(x: float) -> str:
+    return f"{'-' if x < 0 else '+'}${abs(x):,.2f}"
 
 
 def with_spread(priced: Priced) -> Option:

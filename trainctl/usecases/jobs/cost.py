@@ -3,7 +3,10 @@
 - predicted: the plan's option stored with the job at launch (expected and p90 dollars);
 - running: what trainctl computes from the platform's own figures, the same as `watch` (SageMaker: billable
   seconds x the On-Demand price; EC2: each instance's lifetime x the Spot price history of its type and AZ,
-  On-Demand at the catalog's price);
+  On-Demand at the catalog's price), and split by market: an EC2 job whose lost Spot nodes were replaced
+  On-Demand has instances of both (DescribeInstances says `InstanceLifecycle` "spot" for a Spot instance and
+  leaves it out for an On-Demand one; its other values, capacity-block among them, are markets of their own: EC2
+  API Reference, Instance, and botocore's InstanceLifecycleType); a SageMaker job is all of its one market;
 - billed: what AWS charged, from Cost Explorer `GetCostAndUsage` filtered and grouped by the `trainctl:job`
   cost allocation tag (every resource trainctl makes carries it: instances, volumes, buckets' objects are not
   tagged by object, so S3 storage is billed to the bucket, not the job). Cost Explorer refreshes at least once
@@ -65,8 +68,9 @@ def select(store: JobStore, job: str | None, spec: str | None, since: float | No
     return [r for r in records if (spec is None or r.spec_name == spec) and (since is None or r.created_at >= since)]
 
 
-def running_usd(record: JobRow, client_for=None) -> tuple[float | None, str | None, str | None]:
-    """(dollars so far as the platform's figures give them, the job's status, why there is no figure)."""
+def running_usd(record: JobRow, client_for=None) -> tuple[float | None, str | None, str | None, dict | None]:
+    """(dollars so far as the platform's figures give them, the job's status, why there is no figure, those dollars
+    by market)."""
     from trainctl.backends import get_backend
     from trainctl.usecases.jobs.watch import Progress, summary
     from trainctl.aws import clients as aws
@@ -74,9 +78,25 @@ def running_usd(record: JobRow, client_for=None) -> tuple[float | None, str | No
     try:
         view = get_backend(record.platform, client_for).describe(record.job_id, record.region or aws.default_region())
     except Exception as e:  # noqa: BLE001 - one job's platform not answering must not hide the others
-        return None, record.status, f"{record.job_id}: the running figure is unknown ({aws.error_summary(e)})"
+        return None, record.status, f"{record.job_id}: the running figure is unknown ({aws.error_summary(e)})", None
     # the running figure needs no log lines: an empty Progress
-    return summary(view, Progress(), record)["cost_usd"], view.status, None
+    running = summary(view, Progress(), record)["cost_usd"]
+    return running, view.status, None, by_market(view, running)
+
+
+def by_market(view, running: float | None) -> dict[str, float] | None:
+    """Dollars per market: per instance where the platform names them (EC2: each instance's lifecycle and
+    dollars, backends/ec2/status.py), else the job's one market."""
+    instances = (view.raw or {}).get("instances") if isinstance(view.raw, dict) else None
+    if instances and all("lifecycle" in i and "cost_usd" in i for i in instances):
+        out: dict[str, float] = {}
+        for inst in instances:
+            market = inst["lifecycle"]   # spot, on-demand (no InstanceLifecycle), capacity-block, ...
+            out[market] = round(out.get(market, 0.0) + float(inst["cost_usd"]), 6)
+        return out
+    if running is None or not view.market:
+        return None
+    return {view.market: running}
 
 
 def _day(ts: float) -> str:
@@ -161,7 +181,8 @@ def _billed_or_warning(records: list[JobRow], client_for, now: float) -> tuple[d
                            "needs ce:GetCostAndUsage (`trainctl iam-policy`)"]
 
 
-def job_row(record: JobRow, running: float | None, status: str | None, billed: float | None) -> dict:
+def job_row(record: JobRow, running: float | None, status: str | None, billed: float | None,
+            markets: dict[str, float] | None = None) -> dict:
     opt = record.option
     return {"job_id": record.job_id, "platform": record.platform, "region": record.region,
             "spec": record.spec_name, "user": getattr(record, "launched_by", None) or record.account or None,
@@ -169,7 +190,7 @@ def job_row(record: JobRow, running: float | None, status: str | None, billed: f
             "layout": f"{opt.count} x {opt.instance_type} {opt.market}" if opt is not None else None,
             "predicted_usd": opt.expected_cost_usd if opt is not None else None,
             "predicted_p90_usd": (opt.cost_p90_usd or None) if opt is not None else None,
-            "running_usd": running, "billed_usd": billed}
+            "running_usd": running, "running_by_market_usd": markets, "billed_usd": billed}
 
 
 def _sum(values) -> float | None:
@@ -214,10 +235,10 @@ def report(store: JobStore, *, job: str | None = None, spec: str | None = None, 
 
         warnings.append(skipped_note(store))
     for record in records:
-        running, status, why = running_usd(record, client_for)
+        running, status, why, markets = running_usd(record, client_for)
         if why:
             warnings.append(why)
-        rows.append(job_row(record, running, status, billed.get(record.job_id)))
+        rows.append(job_row(record, running, status, billed.get(record.job_id), markets))
     doc = {"endpoint": store.endpoint or "aws", "group_by": group_by, "jobs": rows, "groups": group(rows, group_by),
            "total": {f: _sum(r[f] for r in rows) for f in ("predicted_usd", "predicted_p90_usd", "running_usd",
                                                          "billed_usd")},
