@@ -33,7 +33,7 @@ import tarfile
 import threading
 import time
 
-from . import budget, outcome, sm_env
+from . import budget, membership, outcome, sm_env
 from .accelerator_check import check as check_accelerators
 from .channels import Channels, ml_root
 from .checkpoints import CheckpointSync
@@ -78,6 +78,7 @@ class Agent:
         self.training: Training | None = None
         self.known_notices: set[str] = set()  # the job's notice marks before this run: an earlier run's
         self.stop_reason = ""
+        self.members = membership.Membership(self)  # an elastic job's generations (membership.py)
 
     def setting(self, name: str, default: float) -> float:
         """A timing from the environment (TRAINCTL_SPOT_POLL_S, ...: tests poll faster), the config, or the default."""
@@ -215,8 +216,8 @@ class Agent:
                     TRAINING_JOB_NAME=self.job, CURRENT_HOST=sm["SM_CURRENT_HOST"])
         if os.path.abspath(self.ml) != "/opt/ml":  # the toolkit's own relocation of /opt/ml (SAGEMAKER_BASE_DIR)
             base["SAGEMAKER_BASE_DIR"] = self.ml
-        return torchrun_command(self.cfg, ips, self.ip, self.code_dir, int(self.setting("master_port", 29500)),
-                                dict(base, **sm))
+        port = membership.master_port(int(self.setting("master_port", 29500)), self.members.generation)
+        return torchrun_command(self.cfg, ips, self.ip, self.code_dir, port, dict(base, **sm))
 
     def train_once(self, ips: list[str]) -> int:
         """Run torchrun once, watching the job while it runs; its exit code."""
@@ -274,7 +275,7 @@ class Agent:
                 return 0
             if outcome.limit_reached(self):
                 return 0
-            ips = self.wait_for_peers()
+            ips = self.members.wait() if membership.min_nodes(self.cfg) else self.wait_for_peers()
             if self.notice.is_set():
                 # Reclaimed before (or between) runs: nothing to checkpoint here. Leave now rather than loop
                 # on S3 and EC2 until the reclaim, on every node that got the notice.
