@@ -9,7 +9,8 @@ everything from what it knows, never from what the script prints or accepts. Wha
 2. fetches the job's code tarball from S3 by its content hash and checks its sha256 against the config's;
    installs its requirements.txt once per node; reads the job's secrets into the training's env;
 3. finds its peers by the tag trainctl:job through the EC2 API, waits for all N, ranks the nodes by
-   sorted private IP (rank 0 is the master), restores the whole checkpoint folder from S3 (checkpoints.py);
+   sorted private IP (rank 0 is the master), restores the whole checkpoint folder from S3 (checkpoints.py); an
+   elastic job (elastic_min_nodes) trains on the generation of live nodes its agents agree on (membership.py);
 4. runs `torchrun --nnodes N --node_rank R --master_addr <rank 0> --nproc_per_node P <script> <args>`,
    shipping every output line to CloudWatch Logs (/trainctl/<job>, one stream per instance), syncing the
    checkpoint folder to S3 while it runs, and watching the job's limits (outcome.py);
