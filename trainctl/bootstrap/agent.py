@@ -276,7 +276,8 @@ class Agent:
                 return 0
             if outcome.limit_reached(self):
                 return 0
-            ips = self.members.wait() if membership.min_nodes(self.cfg) else self.wait_for_peers()
+            ips = (self.members.wait(lambda: outcome.limit_reached(self) or self.notice.is_set())
+                   if membership.min_nodes(self.cfg) else self.wait_for_peers())
             if self.notice.is_set():
                 # Reclaimed before (or between) runs: nothing to checkpoint here. Leave now rather than loop
                 # on S3 and EC2 until the reclaim, on every node that got the notice.

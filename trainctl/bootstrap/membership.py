@@ -102,15 +102,13 @@ class Membership:
                            f"({', '.join(nodes)})")
         return nodes
 
-    def wait(self) -> list[str]:
-        """The next generation's nodes, sorted by IP (rank 0 first); [] when the job ended meanwhile (a status, a
-        limit, this node's notice), as Agent.wait_for_peers. The limits are checked on every round."""
-        from . import outcome
-
+    def wait(self, ended) -> list[str]:
+        """The next generation's nodes, sorted by IP (rank 0 first); [] when the job ended meanwhile (`ended()`: a
+        limit, this node's notice; or a status), as Agent.wait_for_peers. `ended` is asked on every round."""
         a, said = self.agent, None
         deadline = time.time() + float(a.cfg.get("peer_wait_s", 3600))
         while time.time() < deadline:
-            if outcome.limit_reached(a) or a.notice.is_set():
+            if ended():
                 return []
             try:
                 if a.marker():

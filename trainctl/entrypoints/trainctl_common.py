@@ -128,6 +128,16 @@ def _vision_step(args: argparse.Namespace, ops: DeviceOps, model: torch.nn.Modul
     return step_fn
 
 
+def _chunk_plan(args: argparse.Namespace, ctx: DistContext) -> ChunkPlan:
+    """The step's global batch, kept whatever the number of ranks (an elastic job's shrunk world accumulates more)."""
+    plan = plan_chunks(getattr(args, "global_batch_size", None), args.batch_size, ctx.rank, ctx.world_size)
+    args.global_batch_size = plan.global_batch
+    if ctx.is_main and plan.chunks != ctx.world_size:
+        emit(f"elastic global_batch={plan.global_batch} chunks={plan.chunks} world_size={ctx.world_size} "
+             f"chunks_per_rank={plan.passes}")
+    return plan
+
+
 def run(args: argparse.Namespace, ops: DeviceOps, stop: StopSignal) -> int:
     """The whole job: set up, resume, train, checkpoint, write the model, print the hash."""
     ctx = DistContext.from_env()
@@ -139,12 +149,7 @@ def run(args: argparse.Namespace, ops: DeviceOps, stop: StopSignal) -> int:
         if args.checkpoint_dir is None:
             warn("no --checkpoint-dir: this run cannot be resumed after an interruption")
     args.num_classes = _num_classes(args, ctx)
-    # The step's global batch, kept whatever the number of ranks (an elastic job's shrunk world accumulates more)
-    plan = plan_chunks(getattr(args, "global_batch_size", None), args.batch_size, ctx.rank, ctx.world_size)
-    args.global_batch_size = plan.global_batch
-    if ctx.is_main and plan.chunks != ctx.world_size:
-        emit(f"elastic global_batch={plan.global_batch} chunks={plan.chunks} world_size={ctx.world_size} "
-             f"chunks_per_rank={plan.passes}")
+    plan = _chunk_plan(args, ctx)
 
     # Same initial weights on every rank and in every run: seeded before the model is built.
     seed_host_rngs(mix_seed(args.seed, "init"))

@@ -34,14 +34,14 @@ def test_generations_follow_the_live_nodes_whichever_is_lost(sandbox_env, tmp_pa
         ids = dict((ip, i) for i, ip in _launch(sb, 4))
         for ip, instance_id in ids.items():
             node(instance_id, ip)
-        first = [a.members.wait() for a in agents.values()]
+        first = [a.members.wait(lambda: False) for a in agents.values()]
         everyone = sorted(ids, key=ipaddress.ip_address)
         assert first == [everyone] * 4 and {a.members.generation for a in agents.values()} == {1}
 
         master = everyone[0]   # the first node, rank 0 and the rendezvous' master, is reclaimed
         sb.client("ec2").terminate_instances(InstanceIds=[ids[master]])
         survivors = [agents[ip] for ip in everyone[1:]]
-        second = [a.members.wait() for a in survivors]
+        second = [a.members.wait(lambda: False) for a in survivors]
         assert second == [everyone[1:]] * 3 and {a.members.generation for a in survivors} == {2}
         ports = {membership.master_port(29500, g) for g in (1, 2)}
         assert len(ports) == 2   # a straggler of generation 1 cannot reach generation 2's store
@@ -49,9 +49,9 @@ def test_generations_follow_the_live_nodes_whichever_is_lost(sandbox_env, tmp_pa
         (newcomer_id, newcomer_ip), = _launch(sb, 1)   # the replacement
         newcomer = node(newcomer_id, newcomer_ip)
         assert membership.newcomers(survivors[0].peers(), second[0]) == [newcomer_ip]   # the running nodes see it
-        third = newcomer.members.wait()
+        third = newcomer.members.wait(lambda: False)
         assert sorted(third, key=ipaddress.ip_address) == third and set(third) == {*everyone[1:], newcomer_ip}
-        assert [a.members.wait() for a in survivors] == [third] * 3 and newcomer.members.generation == 3
+        assert [a.members.wait(lambda: False) for a in survivors] == [third] * 3 and newcomer.members.generation == 3
 
         sb.client("ec2").terminate_instances(InstanceIds=[ids[everyone[1]], ids[everyone[2]]])
         left = agents[everyone[3]]
