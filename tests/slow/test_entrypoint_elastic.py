@@ -27,9 +27,11 @@ COMMON = ["--batch-size", "2", "--global-batch-size", "8", "--steps", str(STEPS)
           "--log-every", "4", "--checkpoint-every", "2", "--keep", "2", "--device", "cpu", "--bf16", "false"]
 VIT = (TRAIN_DDP, ["--model", "vit_micro", "--lr", "1e-3", *COMMON], checkpoint_steps)
 LM = (TRAIN_LM, ["--preset", "tiny", "--lr", "1e-2", *COMMON], sharded_checkpoint_steps)
-# Adam's steps on gradients that differ in their last bits: measured max |difference| ~1e-6; a different global
-# batch moves weights by ~lr (1e-3) per step.
-TOLERANCE = 1e-4
+# Adam's steps on gradients that differ in their last bits: a weight whose gradient is near 0 (Adam divides by its
+# running size) moves by up to ~lr differently, so the largest difference is bounded by the learning rate
+# (measured 5e-5), the mean one by rounding. Not keeping the global batch (6 samples a step on 3 ranks): largest
+# difference measured 5.5e-3, every weight's update different.
+MAX_DIFFERENCE, MEAN_DIFFERENCE = 1e-3, 1e-5
 
 
 def _cmd(kind, root, nproc: int) -> list[str]:
@@ -77,5 +79,8 @@ def test_a_run_that_went_4_then_3_then_4_ranks_ends_with_the_uninterrupted_model
 
     want, got = _state(reference), _state(elastic)
     assert sorted(want) == sorted(got)
-    worst = max(float((want[name].float() - got[name].float()).abs().max()) for name in want)
-    print("WORST", worst); assert worst <= TOLERANCE, f"max |difference| {worst:.3g} from the uninterrupted run"
+    gaps = [(want[name].float() - got[name].float()).abs().flatten() for name in want]
+    worst, mean = max(float(g.max()) for g in gaps), float(torch.cat(gaps).mean())
+    print(f"largest |difference| {worst:.3g}, mean {mean:.3g}")
+    assert worst <= MAX_DIFFERENCE and mean <= MEAN_DIFFERENCE, \
+        f"|difference| from the uninterrupted run: largest {worst:.3g}, mean {mean:.3g}"
