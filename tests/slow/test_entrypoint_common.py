@@ -326,15 +326,17 @@ def _tokens(paths, rank=0, world=1, per_rank_step=4, local=None, sharded=False, 
 
     ctx = common.DistContext(rank=rank, world_size=world, local_rank=rank % (local or world),
                              local_world_size=local or world)
-    return TokenShards(paths, "uint16", 5, 1000, seq_len, torch.device("cpu"), ctx, per_rank_step, sharded)
+    # a step's samples: every rank's (a host's ranks' on a sharded channel)
+    return TokenShards(paths, "uint16", 5, 1000, seq_len, torch.device("cpu"), ctx,
+                       per_rank_step * ctx.local_world_size if sharded else per_rank_step * world, sharded)
 
 
 def test_a_step_takes_the_same_token_windows_however_the_ranks_and_micro_batches_split_it(tmp_path):
     paths = _token_files(tmp_path)
-    # 8 sequences per step: 2 ranks x 1 micro-batch of 4, or 1 rank x 2 micro-batches of 4
-    two = [_tokens(paths, rank, 2, per_rank_step=4).batch(3, rank, 0, 4) for rank in (0, 1)]
+    # 8 sequences per step, 2 chunks of 4: one each on 2 ranks, or both on 1 rank (trainctl_elastic.py)
+    two = [_tokens(paths, rank, 2, per_rank_step=4).batch(3, rank, 4) for rank in (0, 1)]
     one = _tokens(paths, 0, 1, per_rank_step=8)
-    assert torch.equal(torch.cat(two), torch.cat([one.batch(3, 0, micro, 4) for micro in (0, 1)]))
+    assert torch.equal(torch.cat(two), torch.cat([one.batch(3, chunk, 4) for chunk in (0, 1)]))
     assert torch.equal(one.rows(24, 8), torch.cat(two))   # step 3 of 8 a step: samples 24..31 of the stream
     assert not torch.equal(one.rows(0, 8), one.rows(8, 8))
 
@@ -346,8 +348,8 @@ def test_the_lm_resumes_at_the_saved_position_even_with_another_batch_size(tmp_p
     assert saved[0]["read"] == 40 and saved[0]["files"] == [["part-0.npy", 3000], ["part-1.npy", 2000]]
     resumed = _tokens(paths, per_rank_step=2)       # a quarter of the tokens per step
     resumed.start(5, saved)
-    assert torch.equal(resumed.batch(5, 0, 0, 2), first.rows(40, 2))
-    assert torch.equal(resumed.batch(6, 0, 0, 2), first.rows(42, 2))
+    assert torch.equal(resumed.batch(5, 0, 2), first.rows(40, 2))
+    assert torch.equal(resumed.batch(6, 0, 2), first.rows(42, 2))
     assert resumed.position(7)["read"] == 44
     fresh = _tokens(paths, per_rank_step=2)
     fresh.start(5, None)                             # no position saved: the step's
@@ -371,7 +373,7 @@ def test_on_a_sharded_channel_each_host_s_ranks_split_the_host_s_own_stream(tmp_
     host1 = [_tokens(paths, rank, 4, per_rank_step=4, local=2, sharded=True) for rank in (2, 3)]
     assert [t.host for t in host1] == [1, 1] and host1[0].kind == "2 token shards, host 1's shard"
     own = _tokens(paths, 2, 4, per_rank_step=8, local=2, sharded=True)   # one rank's view of host 1's stream
-    assert torch.equal(torch.cat([t.batch(2, 0, 0, 4) for t in host1]), own.rows(16, 8))
+    assert torch.equal(torch.cat([t.batch(2, t.ctx.local_rank, 4) for t in host1]), own.rows(16, 8))
     host0 = _tokens(paths, 0, 4, per_rank_step=4, local=2, sharded=True)
-    assert not torch.equal(host0.batch(2, 0, 0, 4), host1[0].batch(2, 0, 0, 4))
+    assert not torch.equal(host0.batch(2, 0, 4), host1[0].batch(2, 0, 4))
     assert host1[0].position(2) == {"read": 16, "host": 1, "files": host1[0].files(), "seq_len": 16}

@@ -40,6 +40,8 @@ def entrypoint_args(spec: Any, option: Any, inst: Any, distribution: str = "torc
         "batch-size": batch,
         "steps": max(1, math.ceil(spec.workload.total_samples / (batch * ranks))),
         "checkpoint-seconds": int(spec.constraints.checkpoint_interval_minutes * 60),
+        # the step's batch over every rank of the layout: an elastic job on fewer nodes keeps it (more accumulation)
+        "global-batch-size": batch * ranks,
         # The bundled entrypoints train in bf16 or fp32: an fp32 plan must not train bf16 (and vice versa).
         "bf16": spec.model.precision == "bf16",
     }

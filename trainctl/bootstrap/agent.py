@@ -9,7 +9,8 @@ everything from what it knows, never from what the script prints or accepts. Wha
 2. fetches the job's code tarball from S3 by its content hash and checks its sha256 against the config's;
    installs its requirements.txt once per node; reads the job's secrets into the training's env;
 3. finds its peers by the tag trainctl:job through the EC2 API, waits for all N, ranks the nodes by
-   sorted private IP (rank 0 is the master), restores the whole checkpoint folder from S3 (checkpoints.py);
+   sorted private IP (rank 0 is the master), restores the whole checkpoint folder from S3 (checkpoints.py); an
+   elastic job (elastic_min_nodes) trains on the generation of live nodes its agents agree on (membership.py);
 4. runs `torchrun --nnodes N --node_rank R --master_addr <rank 0> --nproc_per_node P <script> <args>`,
    shipping every output line to CloudWatch Logs (/trainctl/<job>, one stream per instance), syncing the
    checkpoint folder to S3 while it runs, and watching the job's limits (outcome.py);
@@ -33,7 +34,7 @@ import tarfile
 import threading
 import time
 
-from . import budget, outcome, sm_env
+from . import budget, membership, outcome, sm_env
 from .accelerator_check import check as check_accelerators
 from .channels import Channels, ml_root
 from .checkpoints import CheckpointSync
@@ -79,6 +80,7 @@ class Agent:
         self.known_notices: set[str] = set()  # the job's notice marks before this run: an earlier run's
         self.stop_reason = ""
         self.devices: dict[str, int] = {}  # SM_NUM_GPUS/SM_NUM_NEURONS, as the accelerator check counted them
+        self.members = membership.Membership(self)  # an elastic job's generations (membership.py)
 
     def setting(self, name: str, default: float) -> float:
         """A timing from the environment (TRAINCTL_SPOT_POLL_S, ...: tests poll faster), the config, or the default."""
@@ -216,8 +218,8 @@ class Agent:
                     TRAINING_JOB_NAME=self.job, CURRENT_HOST=sm["SM_CURRENT_HOST"])
         if os.path.abspath(self.ml) != "/opt/ml":  # the toolkit's own relocation of /opt/ml (SAGEMAKER_BASE_DIR)
             base["SAGEMAKER_BASE_DIR"] = self.ml
-        return torchrun_command(self.cfg, ips, self.ip, self.code_dir, int(self.setting("master_port", 29500)),
-                                dict(base, **sm))
+        port = membership.master_port(int(self.setting("master_port", 29500)), self.members.generation)
+        return torchrun_command(self.cfg, ips, self.ip, self.code_dir, port, dict(base, **sm))
 
     def train_once(self, ips: list[str]) -> int:
         """Run torchrun once, watching the job while it runs; its exit code."""
@@ -276,7 +278,8 @@ class Agent:
                 return 0
             if outcome.limit_reached(self):
                 return 0
-            ips = self.wait_for_peers()
+            ips = (self.members.wait(lambda: outcome.limit_reached(self) or self.notice.is_set())
+                   if membership.min_nodes(self.cfg) else self.wait_for_peers())
             if self.notice.is_set():
                 # Reclaimed before (or between) runs: nothing to checkpoint here. Leave now rather than loop
                 # on S3 and EC2 until the reclaim, on every node that got the notice.

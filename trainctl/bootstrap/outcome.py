@@ -20,7 +20,7 @@ import os
 import threading
 import time
 
-from . import budget
+from . import budget, membership
 
 NOTICE_PREFIX = "interrupted-"
 # A failed job's other nodes: its checkpoints are no longer worth 120 s of billing. With the 30 s status poll, a
@@ -102,9 +102,21 @@ def _signal(agent, known: set[str], ips: list[str]) -> str | None:
     if why is None:
         lost = lost_peers(agent, ips)
         why = f"interrupted: node {', '.join(lost)} is gone" if lost else None
+    if why is None and membership.min_nodes(agent.cfg):
+        why = _joined(agent, ips)
     if why:
         agent.peer_lost.set()
     return why
+
+
+def _joined(agent, ips: list[str]) -> str | None:
+    """An elastic job: a live node outside the running generation (a replacement) joins at this checkpoint."""
+    try:
+        joined = membership.newcomers(agent.peers(), ips)
+    except Exception as e:  # noqa: BLE001 - the next poll looks again
+        agent.log.add(f"trainctl-agent: could not look for the job's nodes: {e}")
+        return None
+    return f"growing: node {', '.join(joined)} joins the training (elastic)" if joined else None
 
 
 def lost_peers(agent, ips: list[str]) -> list[str]:

@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import threading
+import time
 
 from .node_io import children
 
@@ -23,6 +24,10 @@ TAIL_LINES = 20
 # rank>]: those lines are the script's own; torchrun's (its ChildFailedError dump) are not.
 RANK_LINE = re.compile(r"^\[[A-Za-z_]*\d+\]:(.*)$")
 FAILURE_CHARS = 1024  # SageMaker's FailureReason holds at most 1,024 characters (DescribeTrainingJob)
+# After a stop, once the ranks are gone: how long torchrun may wait at its exit barrier for the other nodes' torchrun.
+# A node whose rank the SIGTERM found already exiting reports a failure and skips the barrier, and the others would
+# wait there for torchrun's 300 s; the agent decides the run's outcome itself, so the barrier is worth no more.
+EXIT_BARRIER_GRACE_S = 10.0
 
 
 class Training:
@@ -64,6 +69,24 @@ class Training:
             except ProcessLookupError:
                 pass
         threading.Thread(target=self._kill_after, args=(grace_s,), daemon=True).start()
+        threading.Thread(target=self._end_after_ranks, daemon=True).start()
+
+    def _end_after_ranks(self) -> None:
+        """SIGTERM torchrun if it outlives its ranks by EXIT_BARRIER_GRACE_S (its exit barrier, see above)."""
+        gone_since = None
+        while self.running():
+            if children(self.proc.pid):
+                gone_since = None
+            elif gone_since is None:
+                gone_since = time.monotonic()
+            elif time.monotonic() - gone_since >= EXIT_BARRIER_GRACE_S:
+                self.log("trainctl-agent: the ranks have exited; not waiting for the other nodes' torchrun")
+                try:
+                    os.kill(self.proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                return
+            time.sleep(0.5)
 
     def _kill_after(self, grace_s: float) -> None:
         try:

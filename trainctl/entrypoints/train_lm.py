@@ -29,6 +29,7 @@ import torch  # noqa: E402  (after the early handler on purpose)
 import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import trainctl_args as targs  # noqa: E402
+from trainctl_elastic import ChunkPlan  # noqa: E402
 from trainctl_lm_args import build_lm_parser, resolve_lm_args  # noqa: E402
 from trainctl_lm_data import SyntheticTokens, TokenShards, find_token_files  # noqa: E402
 from trainctl_lm_model import (DecoderLM, config_from_args, param_count,  # noqa: E402
@@ -119,13 +120,18 @@ def make_optimizer(model: torch.nn.Module, args) -> torch.optim.Optimizer:
                              lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
 
 
-def make_data(args, config, ops, ctx: DistContext, accum: int):
+def make_data(args, config, ops, ctx: DistContext, plan: ChunkPlan):
+    """The data source and the chunks this rank takes of it. A sharded channel is a stream per host: its ranks
+    split the host's chunks of each step (no elastic promise: the hosts' files decide)."""
     if args.data_dir:
+        sharded = getattr(args, "data_sharded", False)
+        if sharded:
+            plan = ChunkPlan(plan.passes * ctx.local_world_size, args.batch_size, ctx.local_rank,
+                             ctx.local_world_size)
         paths = find_token_files(args.data_dir, args.data_file)
         return TokenShards(paths, args.token_dtype, args.seed, config.vocab_size, config.seq_len,
-                           ops.device, ctx, per_rank_step=args.batch_size * accum,
-                           sharded=getattr(args, "data_sharded", False))
-    return SyntheticTokens(args.seed, config.vocab_size, config.seq_len, ops)
+                           ops.device, ctx, step_samples=plan.global_batch, sharded=sharded), plan
+    return SyntheticTokens(args.seed, config.vocab_size, config.seq_len, ops), plan
 
 
 def final_state(model, optimizer, ctx: DistContext, args, config) -> None:
@@ -162,19 +168,23 @@ def replicated_forward(model, args, ops, last: bool):
 
 
 def lm_step(args, ops, ctx: DistContext, trainer: Trainer, model, optimizer, scheduler, data,
-            accum: int):
-    """Optimizer step number trainer.step over ``accum`` micro-batches; returns the loss."""
+            plan: ChunkPlan):
+    """Optimizer step number trainer.step over this rank's chunks of the global batch
+    (trainctl_elastic.py); returns the loss."""
+    passes = plan.padded()
+
     def step_fn() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         total = torch.zeros((), device=ops.device)
         # FSDP reduce-scatters each micro-batch's gradients into the sharded ones (no
         # no_sync): unsharded gradients of a whole model would not fit where FSDP is needed.
-        # DDP (which holds them anyway) all-reduces once, after the last micro-batch.
-        for micro in range(accum):
-            tokens = data.batch(trainer.step, ctx.rank, micro, args.batch_size)
-            with replicated_forward(model, args, ops, last=micro == accum - 1):
+        # So every rank runs the same number of micro-batches: a rank with one chunk fewer
+        # runs a weight-0 one. DDP (which holds them anyway) all-reduces once, after the last.
+        for index, (chunk, weight) in enumerate(passes):
+            tokens = data.batch(trainer.step, chunk, args.batch_size)
+            with replicated_forward(model, args, ops, last=index == len(passes) - 1):
                 logits = model(tokens[:, :-1])
-            loss = F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten()) / accum
+            loss = F.cross_entropy(logits.float().flatten(0, 1), tokens[:, 1:].flatten()) * weight
             loss.backward()
             total += loss.detach()
         if args.grad_clip > 0:
@@ -188,13 +198,14 @@ def lm_step(args, ops, ctx: DistContext, trainer: Trainer, model, optimizer, sch
 def run(args, config, ops: FsdpDeviceOps, stop: StopSignal) -> int:
     ctx = DistContext.from_env()
     ops.setup(ctx)
-    accum = resolve_lm_args(args, ctx.world_size)
+    plan = resolve_lm_args(args, ctx.rank, ctx.world_size)
+    accum = plan.passes
     if ctx.is_main:
         summary = " ".join(f"{k}={v}" for k, v in targs.platform_summary().items())
         emit(f"start device={ops.name} world_size={ctx.world_size} model=lm-{args.preset} "
              f"params={param_count(config)} seq_len={config.seq_len} "
              f"batch_size={args.batch_size} grad_accum={accum} "
-             f"global_batch={args.batch_size * accum * ctx.world_size} sharding={args.sharding} "
+             f"global_batch={plan.global_batch} sharding={args.sharding} "
              f"precision={'bf16' if args.bf16 else 'fp32'} steps={args.steps} {summary}")
         if args.checkpoint_dir is None:
             warn("no --checkpoint-dir: this run cannot be resumed after an interruption")
@@ -207,17 +218,17 @@ def run(args, config, ops: FsdpDeviceOps, stop: StopSignal) -> int:
     if args.checkpoint_dir:
         identity = {**config.as_dict(), **{key: getattr(args, key) for key in (
             "preset", "batch_size", "steps", "lr", "warmup_steps", "seed", "bf16", "data_dir",
-            "data_file", "weight_decay", "grad_clip")}, "grad_accum": accum}
+            "data_file", "weight_decay", "grad_clip", "global_batch_size")}}
         checkpointer = ShardedCheckpointer(
             ShardedCheckpointStore(args.checkpoint_dir, args.keep), ops, ctx, model, optimizer,
             scheduler, identity=identity, seed=args.seed)
-    sequences = args.batch_size * accum * ctx.world_size
+    sequences = plan.global_batch
     work = StepWork(samples=sequences, tokens=sequences * config.seq_len,
                     model_flops=training_flops_per_token(config) * sequences * config.seq_len,
                     peak_flops=args.peak_tflops * 1e12 * ctx.world_size)
     trainer = Trainer(args=args, ops=ops, ctx=ctx, stop=stop, checkpointer=checkpointer,
                       work=work)
-    data = make_data(args, config, ops, ctx, accum)
+    data, plan = make_data(args, config, ops, ctx, plan)
     if checkpointer is not None and isinstance(data, TokenShards):
         checkpointer.data_state = data.position   # where the data stands, in every checkpoint
     trainer.resume()
@@ -225,11 +236,11 @@ def run(args, config, ops: FsdpDeviceOps, stop: StopSignal) -> int:
         data.start(trainer.step, checkpointer.resumed_data if checkpointer else None)
     model.train()
     outcome = trainer.train(lm_step(args, ops, ctx, trainer, model, optimizer, scheduler, data,
-                                    accum))
+                                    plan))
     trainer.save()  # where a stop resumes from; makes a rerun of a finished job a no-op
     if isinstance(data, TokenShards):   # sequences this rank read: in this run, and in the whole job
         emit(f"data rank={ctx.rank} source={data.kind} samples_read={data.rows_read} "
-             f"total_read={trainer.step * accum * args.batch_size} "
+             f"total_read={trainer.step * len(plan.mine) * args.batch_size} "
              f"position={data.read_at(trainer.step)}")
     if outcome != "done":
         emit(f"stopped rank={ctx.rank} step={trainer.step} signal={outcome} exit=0")

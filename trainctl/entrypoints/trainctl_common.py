@@ -17,8 +17,9 @@ everything, and adds ``run``: the whole ViT job for a given ``DeviceOps``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +30,7 @@ from trainctl_args import build_parser as _base_parser
 from trainctl_checkpoint import (CHECKPOINT_FORMAT, CHECKPOINT_RE, CheckpointStore,  # noqa: F401
                                  FullStateCheckpointer, checkpoint_name, file_sha256,
                                  load_checkpoint_file, state_sha256, tree_to_cpu)
+from trainctl_elastic import ChunkPlan, plan_chunks
 from trainctl_loop import StepWork, Trainer, warmup_cosine  # noqa: F401
 from trainctl_runtime import (DeviceOps, DistContext, StopSignal, capture_rng,  # noqa: F401
                               emit, mix_seed, restore_rng, seed_host_rngs, warn)
@@ -37,7 +39,7 @@ from trainctl_vision import (DEFAULT_MODEL, HostShare, ImageFolderData, ShardedE
                              default_num_classes, model_image_size)
 
 # Recorded in every checkpoint; a resume with different values of these is a different run.
-RUN_IDENTITY = ("model", "num_classes", "batch_size", "steps", "lr", "warmup_steps", "seed",
+RUN_IDENTITY = ("model", "num_classes", "batch_size", "global_batch_size", "steps", "lr", "warmup_steps", "seed",
                 "bf16", "data_dir")
 
 
@@ -50,31 +52,26 @@ def build_parser(description: str, devices: Sequence[str]) -> argparse.ArgumentP
 
 
 def _real_data(args: argparse.Namespace, ctx: DistContext, ops: DeviceOps,
-               image_size: int) -> ImageFolderData | None:
+               image_size: int, plan: ChunkPlan) -> ImageFolderData | None:
     if not args.data_dir:
         return None
     share = HostShare(ctx, args.data_classes) if getattr(args, "data_sharded", False) else None
     return ImageFolderData(args.data_dir, image_size=image_size, seed=args.seed, ctx=ctx,
                            batch_size=args.batch_size, workers=args.data_workers,
-                           pin_memory=ops.name == "cuda", share=share)
+                           pin_memory=ops.name == "cuda", share=share, plan=plan)
 
 
-def _synthetic(args: argparse.Namespace, ctx: DistContext, ops: DeviceOps, num_classes: int,
-               image_size: int, start: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    task = SyntheticTask(args.seed, num_classes, image_size, ops)
-    step = start
-    while True:
-        yield task.batch(step, ctx.rank, args.batch_size)
-        step += 1
-
-
-def _stream(args: argparse.Namespace, ctx: DistContext, ops: DeviceOps, image_size: int,
-            data: ImageFolderData | None, checkpointer, start: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """The batches from `start` on: the channel's from the checkpoint's data position, or synthetic ones."""
+def _source(args: argparse.Namespace, ctx: DistContext, ops: DeviceOps, image_size: int,
+            data: ImageFolderData | None, checkpointer, start: int
+            ) -> Callable[[int, int], tuple[torch.Tensor, torch.Tensor]]:
+    """chunk(step, c): micro-batch c of optimizer step `step` (trainctl_elastic.py). Synthetic chunks are drawn from
+    (seed, step, c) alone; the channel's come in this rank's order from the data position (ImageFolderData)."""
     if data is None:
-        return _synthetic(args, ctx, ops, args.num_classes, image_size, start)
+        task = SyntheticTask(args.seed, args.num_classes, image_size, ops)
+        return lambda step, chunk: task.batch(step, chunk, args.batch_size)
     data.start(start, checkpointer.resumed_data(ctx.rank) if checkpointer else None)
-    return data.batches()
+    stream = data.batches()
+    return lambda step, chunk: next(stream)
 
 
 def _data_line(data: ImageFolderData, rank: int, step: int) -> str:
@@ -101,23 +98,44 @@ def _num_classes(args: argparse.Namespace, ctx: DistContext) -> int:
 
 
 def _vision_step(args: argparse.Namespace, ops: DeviceOps, model: torch.nn.Module,
-                 optimizer: torch.optim.Optimizer, scheduler: Any,
-                 stream: Iterator[tuple[torch.Tensor, torch.Tensor]]):
-    """One optimizer step on the next batch; returns its loss, still on the device."""
+                 optimizer: torch.optim.Optimizer, scheduler: Any, trainer: Trainer, plan: ChunkPlan,
+                 chunk: Callable[[int, int], tuple[torch.Tensor, torch.Tensor]]):
+    """One optimizer step on this rank's chunks of the global batch (trainctl_elastic.py); returns its loss, still on
+    the device. DDP all-reduces once, in the last chunk's backward: ranks with one chunk more or less each still
+    reduce exactly once per step."""
     def step_fn() -> torch.Tensor:
-        images, labels = next(stream)
-        images = images.to(ops.device, non_blocking=True)
-        labels = labels.to(ops.device, non_blocking=True)
-        with ops.autocast(args.bf16):
-            logits = model(images)
-        loss = F.cross_entropy(logits.float(), labels)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        mine = plan.mine
+        total = None
+        for index, c in enumerate(mine):
+            images, labels = chunk(trainer.step, c)
+            images = images.to(ops.device, non_blocking=True)
+            labels = labels.to(ops.device, non_blocking=True)
+            # no_sync covers the backward too: DDP reads the flag that the forward recorded
+            quiet = index < len(mine) - 1 and hasattr(model, "no_sync")
+            with (model.no_sync() if quiet else contextlib.nullcontext()):
+                with ops.autocast(args.bf16):
+                    logits = model(images)
+                loss = F.cross_entropy(logits.float(), labels)
+                if plan.weight != 1.0:   # the full layout's one chunk per rank: today's step, bit for bit
+                    loss = loss * plan.weight
+                loss.backward()
+            total = loss.detach() if total is None else total + loss.detach()
         ops.optimizer_step(optimizer)
         scheduler.step()
         ops.step_end()
-        return loss.detach()
+        return total
     return step_fn
+
+
+def _chunk_plan(args: argparse.Namespace, ctx: DistContext) -> ChunkPlan:
+    """The step's global batch, kept whatever the number of ranks (an elastic job's shrunk world accumulates more)."""
+    plan = plan_chunks(getattr(args, "global_batch_size", None), args.batch_size, ctx.rank, ctx.world_size)
+    args.global_batch_size = plan.global_batch
+    if ctx.is_main and plan.chunks != ctx.world_size:
+        emit(f"elastic global_batch={plan.global_batch} chunks={plan.chunks} world_size={ctx.world_size} "
+             f"chunks_per_rank={plan.passes}")
+    return plan
 
 
 def run(args: argparse.Namespace, ops: DeviceOps, stop: StopSignal) -> int:
@@ -131,6 +149,7 @@ def run(args: argparse.Namespace, ops: DeviceOps, stop: StopSignal) -> int:
         if args.checkpoint_dir is None:
             warn("no --checkpoint-dir: this run cannot be resumed after an interruption")
     args.num_classes = _num_classes(args, ctx)
+    plan = _chunk_plan(args, ctx)
 
     # Same initial weights on every rank and in every run: seeded before the model is built.
     seed_host_rngs(mix_seed(args.seed, "init"))
@@ -150,15 +169,15 @@ def run(args: argparse.Namespace, ops: DeviceOps, stop: StopSignal) -> int:
             CheckpointStore(args.checkpoint_dir, args.keep), ops, ctx, model, optimizer,
             scheduler, identity={key: getattr(args, key, None) for key in RUN_IDENTITY},
             seed=args.seed)
-    data = _real_data(args, ctx, ops, image_size)
+    data = _real_data(args, ctx, ops, image_size, plan)
     if checkpointer is not None and data is not None:
         checkpointer.data_state = data.position   # each rank's place in the data, in every checkpoint
     trainer = Trainer(args=args, ops=ops, ctx=ctx, stop=stop, checkpointer=checkpointer,
-                      work=StepWork(samples=args.batch_size * ctx.world_size))
+                      work=StepWork(samples=plan.global_batch))
     trainer.resume()
-    stream = _stream(args, ctx, ops, image_size, data, checkpointer, trainer.step)
+    chunk = _source(args, ctx, ops, image_size, data, checkpointer, trainer.step)
     model.train()
-    outcome = trainer.train(_vision_step(args, ops, model, optimizer, scheduler, stream))
+    outcome = trainer.train(_vision_step(args, ops, model, optimizer, scheduler, trainer, plan, chunk))
     # Always leave a checkpoint of where we are: after a stop it is what the platform resumes
     # from; after the last step it makes a rerun of a finished job a no-op.
     trainer.save()

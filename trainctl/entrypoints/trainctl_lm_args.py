@@ -50,18 +50,15 @@ def build_lm_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def resolve_lm_args(args: argparse.Namespace, world_size: int) -> int:
-    """The micro-batches per optimizer step, checked against --global-batch-size."""
-    per_pass = args.batch_size * world_size
-    if args.global_batch_size is None:
-        args.grad_accum = args.grad_accum or 1
-        return args.grad_accum
-    accum, rest = divmod(args.global_batch_size, per_pass)
-    if rest or accum < 1 or (args.grad_accum and args.grad_accum != accum):
-        raise SystemExit(
-            f"trainctl: --global-batch-size {args.global_batch_size} is not a multiple of "
-            f"--batch-size {args.batch_size} x {world_size} ranks"
-            + (f" x --grad-accum {args.grad_accum}" if args.grad_accum else "")
-            + "; change one of them")
-    args.grad_accum = accum
-    return accum
+def resolve_lm_args(args: argparse.Namespace, rank: int, world_size: int):
+    """The step's chunks of --batch-size sequences and this rank's share (trainctl_elastic.ChunkPlan).
+
+    --global-batch-size is the step's batch over every rank, kept on any number of ranks that it can be cut for (an
+    elastic job on fewer nodes accumulates more); --grad-accum is then what the full layout accumulates, told in the
+    start line. Without it: --batch-size x ranks x --grad-accum."""
+    from trainctl_elastic import plan_chunks
+
+    plan = plan_chunks(args.global_batch_size, args.batch_size, rank, world_size, args.grad_accum or 1)
+    args.grad_accum = plan.passes
+    args.global_batch_size = plan.global_batch
+    return plan

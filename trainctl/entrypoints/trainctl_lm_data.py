@@ -1,8 +1,9 @@
 """Token batches for train_lm.py: synthetic sequences generated on the device, or windows of
 pre-tokenized shards (.bin or .npy of uint16 or uint32 ids, e.g. the `train` channel).
 
-Both are pure functions of (seed, step, rank, micro-batch): any batch can be regenerated
-exactly, which is what makes a resumed run bit-identical to an uninterrupted one.
+Both are pure functions of (seed, step, chunk of the step's global batch): any batch can be
+regenerated exactly, whichever rank and however many ranks take it, which is what makes a resumed
+run identical to an uninterrupted one (trainctl_elastic.py).
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ class SyntheticTokens:
         # Made on the CPU so the task is the same on every device kind.
         self.order = torch.randperm(vocab_size, generator=generator).to(ops.device)
 
-    def batch(self, step: int, rank: int, micro: int, batch_size: int) -> torch.Tensor:
-        """(batch, seq_len + 1) int64 tokens: inputs are [:, :-1], targets [:, 1:]."""
-        generator = self.ops.generator(mix_seed(self.seed, "tokens", step, rank, micro))
+    def batch(self, step: int, chunk: int, batch_size: int) -> torch.Tensor:
+        """Chunk `chunk` of optimizer step `step` (trainctl_elastic.py), whichever rank takes it: (batch,
+        seq_len + 1) int64 tokens, inputs [:, :-1], targets [:, 1:]."""
+        generator = self.ops.generator(mix_seed(self.seed, "tokens", step, chunk))
         device, length = self.ops.device, self.seq_len + 1
         start = torch.randint(0, self.vocab_size, (batch_size, 1), generator=generator,
                               device=device)
@@ -88,7 +90,7 @@ class TokenShards:
     BLOCK = 4096   # samples drawn per generator: one seeding per 4096 windows, not per window
 
     def __init__(self, paths: list[str], dtype: str, seed: int, vocab_size: int, seq_len: int,
-                 device: torch.device, ctx, per_rank_step: int, sharded: bool = False) -> None:
+                 device: torch.device, ctx, step_samples: int, sharded: bool = False) -> None:
         self.shards = [_open_tokens(path, dtype) for path in paths]
         self.paths, self.seed, self.vocab_size = paths, seed, vocab_size
         self.seq_len, self.device = seq_len, device
@@ -97,8 +99,7 @@ class TokenShards:
             raise SystemExit(f"trainctl: {', '.join(paths[:3])}: no shard holds one sequence of {seq_len + 1} "
                              "tokens; lower --seq-len")
         self.ctx, self.host = ctx, (ctx.rank // ctx.local_world_size if sharded else None)
-        self.slot, slots = (ctx.local_rank, ctx.local_world_size) if sharded else (ctx.rank, ctx.world_size)
-        self.per_rank_step, self.per_step = per_rank_step, per_rank_step * slots   # samples of one step
+        self.per_step = step_samples   # samples of one step: the global batch (a host's share of it when sharded)
         self.start_step = self.start_read = self.rows_read = 0
         self._block: tuple[int, list[int]] = (-1, [])
 
@@ -159,9 +160,10 @@ class TokenShards:
         self.rows_read += count
         return torch.from_numpy(rows).to(self.device, non_blocking=True)
 
-    def batch(self, step: int, rank: int, micro: int, batch_size: int) -> torch.Tensor:
-        """This rank's micro-batch `micro` of optimizer step `step` (its slice of the step's samples)."""
-        return self.rows(self.read_at(step) + self.slot * self.per_rank_step + micro * batch_size, batch_size)
+    def batch(self, step: int, chunk: int, batch_size: int) -> torch.Tensor:
+        """Chunk `chunk` of optimizer step `step` (trainctl_elastic.py): the step's samples from its chunk x
+        batch size on, whichever rank takes it."""
+        return self.rows(self.read_at(step) + chunk * batch_size, batch_size)
 
 
 def resume_problem(saved: dict | None, now: dict, paths: list[str]) -> str | None:

@@ -88,34 +88,42 @@ class SyntheticTask:
 
 
 class ShardedEpochSampler(torch.utils.data.Sampler):
-    """This rank's indices of one epoch, starting at a given batch, for exact mid-epoch resume.
+    """This rank's indices of one epoch, starting at a given step, for exact mid-epoch resume.
 
     The epoch's permutation depends only on (seed, epoch), so every rank and every restart sees
-    the same order; ranks take interleaved slices of whole batches.
+    the same order. Step j of the epoch takes the permutation's samples j x G .. (j + 1) x G - 1
+    (G: the step's global batch of `chunks` micro-batches, trainctl_elastic.py), and chunk c of
+    the step its c-th run of `batch_size`; a rank takes its own chunks (`mine`) of every step. By
+    default one chunk per rank (chunk = rank), the fixed-size layout.
     """
 
     def __init__(self, size: int, seed: int, epoch: int, rank: int, world_size: int,
-                 batch_size: int, start_batch: int, batches: int | None = None) -> None:
+                 batch_size: int, start_batch: int, batches: int | None = None,
+                 chunks: int | None = None, mine: list[int] | None = None) -> None:
         self.size, self.seed, self.epoch = size, seed, epoch
         self.rank, self.world_size = rank, world_size
         self.batch_size, self.start_batch = batch_size, start_batch
-        # An epoch's batches when the caller decides (a sharded channel: the smallest host's count, so that every
+        self.chunks = world_size if chunks is None else chunks
+        self.mine = [rank] if mine is None else list(mine)
+        # An epoch's steps when the caller decides (a sharded channel: the smallest host's count, so that every
         # host runs the same steps per epoch); at most what `size` allows.
         self.batches = batches
 
     def batches_per_epoch(self) -> int:
-        own = self.size // (self.batch_size * self.world_size)
+        own = self.size // (self.batch_size * self.chunks)
         return own if self.batches is None else min(own, self.batches)
 
     def __iter__(self) -> Iterator[int]:
         generator = torch.Generator().manual_seed(mix_seed(self.seed, "epoch", self.epoch))
-        order = torch.randperm(self.size, generator=generator)
-        per_rank = self.batches_per_epoch() * self.batch_size
-        mine = order[self.rank::self.world_size][:per_rank]
-        return iter(mine[self.start_batch * self.batch_size:].tolist())
+        order = torch.randperm(self.size, generator=generator).tolist()
+        step_samples, b = self.batch_size * self.chunks, self.batch_size
+        for step in range(self.start_batch, self.batches_per_epoch()):
+            for chunk in self.mine:
+                first = step * step_samples + chunk * b
+                yield from order[first:first + b]
 
     def __len__(self) -> int:
-        return (self.batches_per_epoch() - self.start_batch) * self.batch_size
+        return (self.batches_per_epoch() - self.start_batch) * self.batch_size * len(self.mine)
 
 
 class HostShare:
@@ -154,7 +162,7 @@ class ImageFolderData:
 
     def __init__(self, root: str, image_size: int, seed: int, ctx: DistContext,
                  batch_size: int, workers: int | None, pin_memory: bool,
-                 share: HostShare | None = None) -> None:
+                 share: HostShare | None = None, plan=None) -> None:
         from torchvision import transforms
         from trainctl_data import open_images
 
@@ -171,24 +179,26 @@ class ImageFolderData:
         cpus = os.cpu_count() or 1
         self.workers = workers if workers is not None else max(0, cpus // ctx.local_world_size)
         self.pin_memory = pin_memory
-        if share:
+        if share:   # the host's files, dealt to its ranks: one chunk each (no elastic promise here)
             self.kind += f", host {share.host}'s shard"
-            self.slot, self.slots = ctx.local_rank, ctx.local_world_size
+            self.slot, self.chunks, self.mine = ctx.local_rank, ctx.local_world_size, [ctx.local_rank]
             self.batches_per_epoch = share.batches_per_epoch(ctx, len(self.dataset), batch_size)
-        else:
-            self.slot, self.slots = ctx.rank, ctx.world_size
-            self.batches_per_epoch = len(self.dataset) // (batch_size * ctx.world_size)
+        else:       # the job's global batch in chunks, whatever the number of ranks (trainctl_elastic.py)
+            self.slot = ctx.rank
+            self.chunks = plan.chunks if plan else ctx.world_size
+            self.mine = plan.mine if plan else [ctx.rank]
+            self.batches_per_epoch = len(self.dataset) // (batch_size * self.chunks)
         if self.batches_per_epoch < 1:
             raise SystemExit(
                 f"trainctl: {root} has {len(self.dataset)} images, fewer than one global batch "
-                f"({batch_size} x {ctx.world_size} ranks); lower --batch-size")
+                f"({batch_size} x {self.chunks} micro-batches); lower --batch-size")
         self.start_step, self.start_batches, self.read_before = 0, 0, 0
 
     def start(self, step: int, saved: dict | None) -> None:
         """Where this run starts: the checkpoint's position when it has one, else the step's."""
         self.start_step = step
         self.start_batches = step
-        self.read_before = step * self.batch_size
+        self.read_before = step * self.batch_size * len(self.mine)
         if saved:
             self.start_batches = saved["epoch"] * self.batches_per_epoch + saved["batch"]
             self.read_before = saved["read"]
@@ -200,15 +210,16 @@ class ImageFolderData:
     def position(self, step: int) -> dict:
         """This rank's position after `step` optimizer steps (each takes one batch)."""
         epoch, batch = divmod(self.start_batches + step - self.start_step, self.batches_per_epoch)
-        read = self.read_before + (step - self.start_step) * self.batch_size
+        read = self.read_before + (step - self.start_step) * self.batch_size * len(self.mine)
         return {"epoch": epoch, "batch": batch, "read": read, "samples": len(self.dataset),
                 "world_size": self.ctx.world_size, "host": self.share.host if self.share else None}
 
     def batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         epoch, start_batch = divmod(self.start_batches, self.batches_per_epoch)
         while True:
-            sampler = ShardedEpochSampler(len(self.dataset), self.seed, epoch, self.slot, self.slots,
-                                          self.batch_size, start_batch, batches=self.batches_per_epoch)
+            sampler = ShardedEpochSampler(len(self.dataset), self.seed, epoch, self.slot, self.chunks,
+                                          self.batch_size, start_batch, batches=self.batches_per_epoch,
+                                          chunks=self.chunks, mine=self.mine)
             loader = torch.utils.data.DataLoader(
                 self.dataset, batch_size=self.batch_size, sampler=sampler, drop_last=True,
                 num_workers=self.workers, pin_memory=self.pin_memory,
@@ -230,5 +241,9 @@ def add_vision_options(parser) -> None:
     add_option(parser, "--num-classes", type=positive_int, default=None,
                help="classes of the head (default: 10 for vit_micro, 1000 otherwise, or the "
                     "folder count)")
+    add_option(parser, "--global-batch-size", type=positive_int, default=None,
+               help="samples per optimizer step over all ranks, kept when the job runs on fewer ranks (an "
+                    "elastic job: more accumulation per rank); a multiple of --batch-size. Default: batch-size "
+                    "x ranks")
     add_option(parser, "--data-workers", type=non_negative_int, default=None,
                help="DataLoader workers per rank for --data-dir (default: cpus / local ranks)")

@@ -14,13 +14,13 @@ BUNDLED_ARGS: dict[str, tuple[str, float | None]] = {
     "bf16": ("bool", None), "checkpoint-dir": ("str", None), "checkpoint-every": ("int", 0),
     "checkpoint-seconds": ("float", 0), "keep": ("int", 1), "log-every": ("int", 1), "data-dir": ("str", None),
     "data-workers": ("int", 0), "model-dir": ("str", None), "peak-tflops": ("float", 0),
-    "dist-backend": ("str", None),
+    "dist-backend": ("str", None), "global-batch-size": ("int", 1),
 }
 # train_lm.py's own arguments (trainctl/entrypoints/trainctl_lm_args.py), on top of the shared ones.
 LM_ARGS: dict[str, tuple[str, float | None]] = {
     "preset": ("str", None), "vocab-size": ("int", 1), "seq-len": ("int", 1), "layers": ("int", 1),
     "hidden": ("int", 1), "heads": ("int", 1), "ffn-hidden": ("int", 1), "grad-accum": ("int", 1),
-    "global-batch-size": ("int", 1), "sharding": ("str", None), "activation-checkpointing": ("bool", None),
+    "sharding": ("str", None), "activation-checkpointing": ("bool", None),
     "meta-init": ("str", None), "compile": ("bool", None), "weight-decay": ("float", 0), "grad-clip": ("float", 0),
     "data-file": ("str", None), "token-dtype": ("str", None),
 }

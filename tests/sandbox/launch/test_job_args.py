@@ -38,7 +38,8 @@ def test_the_plan_s_settings_reach_the_job_alike_on_both_platforms(sandbox, tmp_
     sm, ec2 = sagemaker_args(sm_doc), ec2_args(ec2_doc)
     # 640 samples / (8 per rank x 2 nodes x 4 A10G) = 10 optimizer steps; fp32 plans train fp32.
     expected = {"model": "vit_micro", "device": "cpu", "batch-size": "8", "steps": "10",
-                "checkpoint-seconds": "900", "bf16": "False", "peak-tflops": "31.2"}
+                "checkpoint-seconds": "900", "bf16": "False", "peak-tflops": "31.2",
+                "global-batch-size": "64"}   # 8 x 8 ranks: kept by an elastic job on fewer nodes
     assert {k: str(v) for k, v in sm.items()} == expected
     assert ec2 == expected
     # the same command line, in the same order, on both platforms (no --checkpoint-dir appended on EC2)

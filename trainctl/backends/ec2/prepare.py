@@ -285,6 +285,8 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               # the agent's outcome rules (bootstrap/outcome.py): reruns of a failed script, the plan's steps
               "max_retries": int(getattr(spec.entrypoint, "max_retries", 0) or 0),
               "total_steps": total_steps(spec, option),
+              # an elastic job trains on at least this many of its nodes while one is replaced (bootstrap/membership.py)
+              "elastic_min_nodes": spec.elastic.min_nodes if spec.elastic else None,
               # recovery relaunches any of these, within the same cap per node (backends/ec2/fleet.py)
               "instance_types": list(option.instance_types),
               "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None,

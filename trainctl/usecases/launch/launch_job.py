@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from trainctl.backends.calls import SubmitTrace
 from trainctl.state import sync as shared_jobs
-from trainctl.usecases.launch import capacity_block
+from trainctl.usecases.launch import capacity_block, elastic
 from trainctl.usecases.launch.outcomes import after_submit, interrupted, submit_failed
 from trainctl.usecases.jobs.notify import remember as remember_notify
 from trainctl.errors import TrainctlError, UsageError
@@ -188,6 +188,7 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
     # what each option launches as (Backend.launch_units: a flexible option is one job per type on a platform
     # that takes one type per job)
     sequence = [one for o in sequence for one in backend_class(o.platform).launch_units(o, args.failover, say)]
+    elastic.check(spec, sequence, say)  # min_nodes against each layout; SageMaker's fixed size said once
     run = _Run(args, spec, plan, store, say)
     try:
         return _launch_sequence(run, sequence, confirm, show)
