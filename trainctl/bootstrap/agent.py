@@ -33,7 +33,7 @@ import tarfile
 import threading
 import time
 
-from . import budget, outcome, sm_env
+from . import budget, outcome, replacement, sm_env
 from .accelerator_check import check as check_accelerators
 from .channels import Channels, ml_root
 from .checkpoints import CheckpointSync
@@ -172,6 +172,8 @@ class Agent:
                 ips = []
             if len(ips) == n and self.ip in ips:
                 return ips
+            if self.ip in ips:
+                replacement.tend(self, ips)  # the survivors replace a reclaimed node themselves (no laptop)
             if said != len(ips):
                 self.log.add(f"trainctl-agent: {len(ips)} of {n} nodes up; waiting for the rest")
                 said = len(ips)
@@ -250,6 +252,7 @@ class Agent:
         try:
             return self._run()
         finally:
+            replacement.announce_end(self)  # the end as news to the job's topic, once per job
             self.finished.set()
 
     def _run(self) -> int:

@@ -89,16 +89,19 @@ def _ended_at(inst: dict, now: float) -> float:
     return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
 
 
-def spent_usd(ec2, job: str, node_hourly: float, now: float) -> float:
-    """Every instance of the job, from launch to its end (or now), at the launch's price per node."""
-    seconds = 0.0
+def spent_usd(ec2, job: str, node_hourly: float, now: float, on_demand_hourly: float | None = None) -> float:
+    """Every instance of the job, from launch to its end (or now), at the launch's price per node; an On-Demand
+    replacement of a Spot job (tagged trainctl:market=on-demand, replacement.py) at `on_demand_hourly`."""
+    usd = 0.0
     pages = ec2.get_paginator("describe_instances").paginate(Filters=[{"Name": "tag:trainctl:job", "Values": [job]}])
     for page in pages:
         for reservation in page["Reservations"]:
             for inst in reservation["Instances"]:
                 start = inst["LaunchTime"].timestamp()
-                seconds += max(0.0, _ended_at(inst, now) - start)
-    return seconds / 3600 * node_hourly
+                fallback = {"Key": "trainctl:market", "Value": "on-demand"} in inst.get("Tags", [])
+                price = on_demand_hourly if fallback and on_demand_hourly else node_hourly
+                usd += max(0.0, _ended_at(inst, now) - start) / 3600 * price
+    return usd
 
 
 def verdict(budget: float, spent: float, hourly_all: float, margin_s: float, left_s: float | None) -> str | None:
@@ -123,7 +126,8 @@ def reached(agent) -> str | None:
     progress = _guard(agent)
     now = time.time()
     try:
-        spent = spent_usd(agent.ec2, agent.job, float(node_hourly), now)
+        spent = spent_usd(agent.ec2, agent.job, float(node_hourly), now,
+                          (cfg.get("replacement") or {}).get("on_demand_hourly_usd"))
     except Exception as e:  # noqa: BLE001 - EC2 unreachable this once: look again next round
         agent.log.add(f"trainctl-agent: could not count the job's dollars: {e}")
         return None
@@ -141,7 +145,7 @@ def reached(agent) -> str | None:
     return why
 
 
-def news(agent, event: str, text: str, spent: float) -> None:
+def news(agent, event: str, text: str, spent: float | None) -> None:
     """One message to the job's SNS topic, once per job whatever the number of nodes: the node whose S3 write of
     <job>/status/news-<event> succeeds (If-None-Match: *, S3's conditional write) sends it."""
     topic = agent.cfg.get("notify_topic")
@@ -156,7 +160,7 @@ def news(agent, event: str, text: str, spent: float) -> None:
         if "PreconditionFailed" not in str(e) and "412" not in str(e):
             agent.log.add(f"trainctl-agent: could not record the news {event}: {e}")
         return
-    body = {"job_id": agent.job, "event": event, "message": f"{agent.job}: {text}", "spent_usd": round(spent, 6),
+    body = {"job_id": agent.job, "event": event, "message": f"{agent.job}: {text}", "spent_usd": None if spent is None else round(spent, 6),
             "budget_usd": agent.cfg.get("budget_usd"), "sender": f"node agent on {agent.instance_id}"}
     try:
         aws_session(topic.split(":")[3])("sns").publish(TopicArn=topic, Subject=f"trainctl {agent.job}: {event}"[:100],

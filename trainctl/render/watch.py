@@ -141,6 +141,9 @@ _JOB_COLUMNS = (
     Column("market", lambda j: j["market"] or "-"),
     Column("expected $", lambda j: _money(j["expected_cost_usd"]), "right"),
     Column("$ so far", lambda j: _money(j.get("cost_usd")), "right"),
+    # Spot reclaims and the nodes that replaced them (the survivors' own, or `watch --recover`'s)
+    Column("reclaimed/replaced", lambda j: "-" if j.get("interruptions") is None else
+           f"{j['interruptions']}/{j.get('replacements') or 0}", "right"),
     Column("by", lambda j: (j.get("launched_by") or "-").rsplit("/", 1)[-1]),
     Column("platform", lambda j: j["platform"]),
     Column("region", lambda j: j["region"] or "-"),
