@@ -325,8 +325,8 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as e:  # noqa: BLE001 - every failure ends in the shutdown below
         (agent.log.add if agent else say)(f"trainctl-agent: failed: {e!r}; shutting this node down")
         rc = 1
-        if agent is not None:
-            agent.record_failure(e)
+        if agent is not None and not agent.notice.is_set():  # a node reclaimed mid-setup did not fail the job:
+            agent.record_failure(e)                           # the survivors replace it (replacement.py)
     finally:
         if agent is not None:
             agent.log.stopping.set()

@@ -113,7 +113,9 @@ def summary_table(doc: dict) -> None:
                          f"{doc.get('steps') or '?'}, loss {doc.get('loss') if doc.get('loss') is not None else '-'}"),
             ("throughput", "-" if doc.get("throughput_samples_per_s") is None
              else f"{doc['throughput_samples_per_s']:,.2f} samples/s (median of the metric lines)"),
-            ("interruptions", str(doc["interruptions"])),
+            ("interruptions", str(doc["interruptions"]) + "".join(
+                f"; replaced by {', '.join(r.get('instance_ids') or [])} ({r.get('market')})"
+                for r in doc.get("replacements") or [])),
             ("training / billable", f"{doc.get('training_seconds') if doc.get('training_seconds') is not None else '-'}"
                                     f" s / {doc.get('billable_seconds') if doc.get('billable_seconds') is not None else '-'} s"),
             ("Spot savings", "-" if savings is None else f"{savings:.1f}% ({doc.get('spot_savings_basis') or '1 - billable/training'})"),

@@ -160,7 +160,7 @@ def _recover(backend, job_id: str, region: str, progress: Callable[[str], None] 
     attempts = RecoveryAttempts(backend.client_for, ec2, job_id, region)
     held = replacement_claim.claim(backend.client_for, job_id, region, config)
     if held is None:  # the survivors' own agents hold a try now (bootstrap/replacement.py): never launch twice
-        say(f"{job_id}'s nodes are replacing the lost one themselves; launching nothing")
+        say(f"another replacement of {job_id} is under way (its nodes' own, or another watch's); launching nothing")
         return result
     if alive:
         if stopped():
