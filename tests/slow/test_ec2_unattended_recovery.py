@@ -19,13 +19,13 @@ entrypoint: {{bundled: ddp, args: {{model: vit_micro, batch-size: 4, steps: {ste
                                    checkpoint-every: 5, log-every: 5, checkpoint-seconds: 0}}}}
 model: {{architecture: vit_micro}}
 workload: {{samples: {samples}, batch_size_per_accelerator: 4}}
-"""
+{extra}"""
 WAIT_S = 600  # the longest any one awaited event may take on a loaded 2-core machine (a bound, not a measurement)
 
 
-def _launch(sb, home, tmp_path, nodes: int, steps: int) -> str:
+def _launch(sb, home, tmp_path, nodes: int, steps: int, extra: str = "") -> str:
     spec = tmp_path / "job.yaml"
-    spec.write_text(SPEC.format(steps=steps, samples=steps * 4 * nodes))
+    spec.write_text(SPEC.format(steps=steps, samples=steps * 4 * nodes, extra=extra))
     proc = run_cli(["--output", "json", "--region", REGION, "launch", str(spec), "--platform", "ec2", "--layout",
                     f"g5.xlarge:{nodes}:spot", "--yes"], home, env=sb.env)
     assert proc.returncode == 0, proc.stderr
@@ -117,3 +117,25 @@ def test_stop_or_down_while_a_replacement_waits_for_capacity_leaves_nothing_behi
     names = _status_names(sb, job) if command == "stop" else set()
     assert not any(n.startswith("replaced-") for n in names), names
     assert len(_instances(sb, job)) == 2  # the two launched; no replacement ever started
+
+
+@pytest.mark.timeout(1200)
+def test_a_deadline_that_cannot_wait_gets_an_on_demand_replacement_and_says_so(ec2_nodes, tmp_path):
+    sb, home = ec2_nodes, tmp_path / "home"
+    end_earlier_nodes(sb)
+    sb.admin.action("configure_instances", max_nodes=3)
+    # a restart of 10 h against a 5 h deadline: no Spot wait fits, so the first try is On-Demand (`on-demand`)
+    extra = "constraints: {deadline_hours: 5, restart_minutes: 600, on_spot_shortage: on-demand}\n"
+    job = _launch(sb, home, tmp_path, nodes=2, steps=20, extra=extra)
+    armed = run_cli(["sandbox", "interrupt", job, "--at-step", "5"], sb.state_dir.parent, env=sb.env)
+    assert armed.returncode == 0, armed.stderr
+    _until("the On-Demand replacement recorded", lambda: "replaced-1" in _status_names(sb, job))
+    newest = max(_instances(sb, job), key=lambda i: i["LaunchTime"])
+    assert {"Key": "trainctl:market", "Value": "on-demand"} in newest["Tags"]
+    assert newest.get("InstanceLifecycle") != "spot"  # what EC2 bills it as: On-Demand
+    watched = run_cli(["--output", "json", "watch", job, "--once"], home, env=sb.env)
+    (replaced,) = json.loads(watched.stdout)["replacements"]
+    assert replaced["market"] == "on-demand" and replaced["instance_ids"] == [newest["InstanceId"]]
+    logs = run_cli(["logs", job], home, env=sb.env).stdout
+    assert "On-Demand (+$" in logs or "the deadline cannot wait for Spot" in logs, logs[-3000:]
+    assert run_cli(["down", job], home, env=sb.env).returncode == 0

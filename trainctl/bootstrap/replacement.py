@@ -131,8 +131,9 @@ def _tend(agent, cfg: dict, ips: list[str]) -> None:
         return
     if why:
         hourly = float(cfg.get("on_demand_hourly_usd") or 0) * missing
-        _news(agent, f"fallback:{ledger.k}", f"{why}: replacing {missing} node{'s' * (missing > 1)} On-Demand "
-                                             f"(+${hourly:.4f}/h)")
+        said = f"{why}: replacing {missing} node{'s' * (missing > 1)} On-Demand (+${hourly:.4f}/h)"
+        agent.log.add(f"trainctl-agent: {said}")
+        _news(agent, f"fallback:{ledger.k}", said)
     got, codes = _launch(agent, cfg, ledger.k, t, missing, market)
     _settle(agent, cfg, ledger, t, missing, market, got, codes, live)
 
