@@ -23,11 +23,11 @@ workload: {{samples: {samples}, batch_size_per_accelerator: 4}}
 WAIT_S = 600  # the longest any one awaited event may take on a loaded 2-core machine (a bound, not a measurement)
 
 
-def _launch(sb, home, tmp_path, nodes: int, steps: int, extra: str = "") -> str:
+def _launch(sb, home, tmp_path, nodes: int, steps: int, extra: str = "", notify: list[str] = ()) -> str:
     spec = tmp_path / "job.yaml"
     spec.write_text(SPEC.format(steps=steps, samples=steps * 4 * nodes, extra=extra))
     proc = run_cli(["--output", "json", "--region", REGION, "launch", str(spec), "--platform", "ec2", "--layout",
-                    f"g5.xlarge:{nodes}:spot", "--yes"], home, env=sb.env)
+                    f"g5.xlarge:{nodes}:spot", "--yes", *notify], home, env=sb.env)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)["job_id"]
 
@@ -126,7 +126,12 @@ def test_a_deadline_that_cannot_wait_gets_an_on_demand_replacement_and_says_so(e
     sb.admin.action("configure_instances", max_nodes=3)
     # a restart of 10 h against a 5 h deadline: no Spot wait fits, so the first try is On-Demand (`on-demand`)
     extra = "constraints: {deadline_hours: 5, restart_minutes: 600, on_spot_shortage: on-demand}\n"
-    job = _launch(sb, home, tmp_path, nodes=2, steps=20, extra=extra)
+    sns, sqs = sb.client("sns", REGION), sb.client("sqs", REGION)  # the news reach a topic with no laptop open
+    topic = sns.create_topic(Name="trainctl-news")["TopicArn"]
+    queue = sqs.create_queue(QueueName="news")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"})
+    job = _launch(sb, home, tmp_path, nodes=2, steps=20, extra=extra, notify=["--notify", topic])
     armed = run_cli(["sandbox", "interrupt", job, "--at-step", "5"], sb.state_dir.parent, env=sb.env)
     assert armed.returncode == 0, armed.stderr
     _until("the On-Demand replacement recorded", lambda: "replaced-1" in _status_names(sb, job))
@@ -137,5 +142,9 @@ def test_a_deadline_that_cannot_wait_gets_an_on_demand_replacement_and_says_so(e
     (replaced,) = json.loads(watched.stdout)["replacements"]
     assert replaced["market"] == "on-demand" and replaced["instance_ids"] == [newest["InstanceId"]]
     logs = run_cli(["logs", job], home, env=sb.env).stdout
-    assert "On-Demand (+$" in logs or "the deadline cannot wait for Spot" in logs, logs[-3000:]
+    assert "the deadline cannot wait for Spot: replacing 1 node On-Demand (+$" in logs, logs[-3000:]
+    news = [json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10)["Messages"]]
+    events = {n["event"] for n in news}
+    assert {"interruption:1", "fallback:1", "replacement:1"} <= events, events
+    assert all(n["sender"].startswith("node agent on i-") for n in news)
     assert run_cli(["down", job], home, env=sb.env).returncode == 0
