@@ -144,7 +144,6 @@ def test_a_deadline_that_cannot_wait_gets_an_on_demand_replacement_and_says_so(e
     logs = run_cli(["logs", job], home, env=sb.env).stdout
     assert "the deadline cannot wait for Spot: replacing 1 node On-Demand (+$" in logs, logs[-3000:]
     news = [json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10)["Messages"]]
-    events = {n["event"] for n in news}
-    assert {"interruption:1", "fallback:1", "replacement:1"} <= events, events
-    assert all(n["sender"].startswith("node agent on i-") for n in news)
+    from_nodes = {n["event"] for n in news if str(n.get("sender")).startswith("node agent on i-")}  # not `watch`
+    assert {"interruption:1", "fallback:1", "replacement:1"} <= from_nodes, news
     assert run_cli(["down", job], home, env=sb.env).returncode == 0

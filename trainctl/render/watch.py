@@ -67,9 +67,9 @@ class LiveView:
 def interrupted_hint(view) -> str:
     lost = view.count - len(view.hosts) if view.count else None
     nodes = f"{lost} Spot node{'s' if lost != 1 else ''}" if lost else "Spot nodes"
-    return (f"{view.job_id} lost {nodes} to a Spot reclaim and waits for a replacement: `trainctl watch "
-            f"{view.job_id} --recover` relaunches it (same AZ first) and the job resumes from its last checkpoint; "
-            f"`trainctl stop {view.job_id}` ends it")
+    return (f"{view.job_id} lost {nodes} to a Spot reclaim and waits for a replacement, which its surviving nodes "
+            f"launch themselves; `trainctl watch {view.job_id} --recover` relaunches it (same AZ first) now and the "
+            f"job resumes from its last checkpoint; `trainctl stop {view.job_id}` ends it")
 
 
 def fmt_time(epoch: float | None) -> str:
