@@ -158,16 +158,17 @@ def replacement_bounds() -> list[dict]:
     """An EC2 job's survivors replace a reclaimed node (iam/node_role.py narrows each to its own job): launches from
     a trainctl job's launch template only, creating resources that carry a job tag, passing a trainctl role to EC2."""
     launch, job_tag = ["ec2:CreateFleet", "ec2:RunInstances"], "aws:ResourceTag/trainctl:job"
+    used = [f"arn:aws:ec2:*:*:{r}/*" for r in ("subnet", "security-group", "placement-group", "key-pair")] + [
+        "arn:aws:ec2:*::image/*"]
     return [
         {"Sid": "ReplaceFromJobTemplates", "Effect": "Allow", "Action": launch,
          "Resource": "arn:aws:ec2:*:*:launch-template/*", "Condition": {"Null": {job_tag: "false"}}},
         {"Sid": "ReplaceTaggedResources", "Effect": "Allow", "Action": [*launch, "ec2:CreateTags"],
          "Resource": [f"arn:aws:ec2:*:*:{r}/*" for r in ("fleet", "instance", "volume", "network-interface")],
          "Condition": {"Null": {"aws:RequestTag/trainctl:job": "false"}}},
-        {"Sid": "ReplaceWithTemplateResources", "Effect": "Allow", "Action": launch,
-         "Resource": [f"arn:aws:ec2:*:*:{r}/*" for r in ("subnet", "security-group", "placement-group", "key-pair")]
-         + ["arn:aws:ec2:*::image/*"],
+        {"Sid": "ReplaceWithTemplateResources", "Effect": "Allow", "Action": "ec2:RunInstances", "Resource": used,
          "Condition": {"ArnLike": {"ec2:LaunchTemplate": "arn:aws:ec2:*:*:launch-template/*"}}},
+        {"Sid": "FleetUsesTemplateResources", "Effect": "Allow", "Action": "ec2:CreateFleet", "Resource": used},
         {"Sid": "PassJobRolesToEc2", "Effect": "Allow", "Action": "iam:PassRole", "Resource": TRAINCTL_ROLES,
          "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
         {"Sid": "EndJobInstances", "Effect": "Allow", "Action": "ec2:TerminateInstances",

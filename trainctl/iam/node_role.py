@@ -75,9 +75,13 @@ def replacement_statements(job_id: str, region: str, account: str) -> list[dict]
          "Condition": tagged},
         {"Sid": "ReplaceJobInstances", "Effect": "Allow", "Action": launch, "Resource": [ec2(r) for r in LAUNCHED],
          "Condition": tagged},
-        {"Sid": "ReplaceWithTemplateResources", "Effect": "Allow", "Action": launch,
+        # ec2:LaunchTemplate is a condition key of RunInstances only (Service Authorization Reference); the instant
+        # fleet's own RunInstances is what launches, so the resources it uses are bounded there
+        {"Sid": "ReplaceWithTemplateResources", "Effect": "Allow", "Action": "ec2:RunInstances",
          "Resource": [*(ec2(r) for r in USED), arn(region, "ec2", "", "image/*")],
          "Condition": {"ArnLike": {"ec2:LaunchTemplate": ec2("launch-template/*")}}},
+        {"Sid": "FleetUsesTemplateResources", "Effect": "Allow", "Action": "ec2:CreateFleet",
+         "Resource": [*(ec2(r) for r in USED), arn(region, "ec2", "", "image/*")]},
         {"Sid": "TagReplacementsOnCreate", "Effect": "Allow", "Action": "ec2:CreateTags",
          "Resource": [ec2(r) for r in ("fleet/*", *LAUNCHED)],
          "Condition": {**tagged, "StringEquals": {**tagged["StringEquals"],
