@@ -34,7 +34,7 @@ import tarfile
 import threading
 import time
 
-from . import budget, membership, outcome, sm_env
+from . import budget, membership, outcome, replacement, sm_env
 from .accelerator_check import check as check_accelerators
 from .channels import Channels, ml_root
 from .checkpoints import CheckpointSync
@@ -175,6 +175,8 @@ class Agent:
                 ips = []
             if len(ips) == n and self.ip in ips:
                 return ips
+            if self.ip in ips:
+                replacement.tend(self, ips)  # the survivors replace a reclaimed node themselves (no laptop)
             if said != len(ips):
                 self.log.add(f"trainctl-agent: {len(ips)} of {n} nodes up; waiting for the rest")
                 said = len(ips)
@@ -253,6 +255,7 @@ class Agent:
         try:
             return self._run()
         finally:
+            replacement.announce_end(self)  # the end as news to the job's topic, once per job
             self.finished.set()
 
     def _run(self) -> int:
@@ -327,8 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as e:  # noqa: BLE001 - every failure ends in the shutdown below
         (agent.log.add if agent else say)(f"trainctl-agent: failed: {e!r}; shutting this node down")
         rc = 1
-        if agent is not None:
-            agent.record_failure(e)
+        if agent is not None and not agent.notice.is_set():  # a node reclaimed mid-setup did not fail the job:
+            agent.record_failure(e)                           # the survivors replace it (replacement.py)
     finally:
         if agent is not None:
             agent.log.stopping.set()

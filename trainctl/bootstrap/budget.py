@@ -97,12 +97,15 @@ def node_prices(cfg: dict) -> tuple[dict[str, float], float]:
     return by_type, max(other, *by_type.values()) if by_type else other
 
 
-def dollars(found: list[dict], by_type: dict[str, float], other: float, now: float) -> tuple[float, float, int]:
+def dollars(found: list[dict], by_type: dict[str, float], other: float, now: float,
+            on_demand_hourly: float | None = None) -> tuple[float, float, int]:
     """(what the instances spent from launch to their end, or now; the $/h of those still running; how many run),
-    each instance at its own type's price. Pure: the tests check it directly."""
+    each instance at its own type's price; an On-Demand replacement of a Spot job (tagged trainctl:market=on-demand
+    by replacement.py) at `on_demand_hourly`. Pure: the tests check it directly."""
     spent, hourly, running = 0.0, 0.0, 0
     for inst in found:
-        price = by_type.get(inst.get("InstanceType", ""), other)
+        fallback = {"Key": "trainctl:market", "Value": "on-demand"} in inst.get("Tags", [])
+        price = on_demand_hourly if fallback and on_demand_hourly else by_type.get(inst.get("InstanceType", ""), other)
         start = inst["LaunchTime"].timestamp()
         spent += max(0.0, _ended_at(inst, now) - start) / 3600 * price
         if inst["State"]["Name"] in ("pending", "running"):
@@ -117,9 +120,11 @@ def job_instances(ec2, job: str) -> list[dict]:
 
 
 def spent_usd(ec2, job: str, cfg: dict, now: float) -> tuple[float, float, int]:
-    """(the job's dollars so far, the $/h of its running instances, how many run), each at its own type's price."""
+    """(the job's dollars so far, the $/h of its running instances, how many run), each at its own type's price,
+    an On-Demand replacement at the On-Demand price the launch wrote (node_recovery.py)."""
     by_type, other = node_prices(cfg)
-    return dollars(job_instances(ec2, job), by_type, other, now)
+    od = (cfg.get("replacement") or {}).get("on_demand_hourly_usd")
+    return dollars(job_instances(ec2, job), by_type, other, now, float(od) if od else None)
 
 
 def verdict(budget: float, spent: float, hourly_all: float, margin_s: float, left_s: float | None) -> str | None:
@@ -165,7 +170,7 @@ def reached(agent) -> str | None:
     return why
 
 
-def news(agent, event: str, text: str, spent: float) -> None:
+def news(agent, event: str, text: str, spent: float | None) -> None:
     """One message to the job's SNS topic, once per job whatever the number of nodes: the node whose S3 write of
     <job>/status/news-<event> succeeds (If-None-Match: *, S3's conditional write) sends it."""
     topic = agent.cfg.get("notify_topic")
@@ -180,7 +185,7 @@ def news(agent, event: str, text: str, spent: float) -> None:
         if "PreconditionFailed" not in str(e) and "412" not in str(e):
             agent.log.add(f"trainctl-agent: could not record the news {event}: {e}")
         return
-    body = {"job_id": agent.job, "event": event, "message": f"{agent.job}: {text}", "spent_usd": round(spent, 6),
+    body = {"job_id": agent.job, "event": event, "message": f"{agent.job}: {text}", "spent_usd": None if spent is None else round(spent, 6),
             "budget_usd": agent.cfg.get("budget_usd"), "sender": f"node agent on {agent.instance_id}"}
     try:
         aws_session(topic.split(":")[3])("sns").publish(TopicArn=topic, Subject=f"trainctl {agent.job}: {event}"[:100],

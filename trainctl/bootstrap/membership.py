@@ -25,6 +25,8 @@ import json
 import re
 import time
 
+from . import replacement
+
 PREFIX = "membership"
 GEN_RE = re.compile(r"^gen-(\d{10})\.json$")
 PORT_SPAN = 100  # generation g uses master_port + g % PORT_SPAN
@@ -120,6 +122,8 @@ class Membership:
                 live, chosen = [], None
             if chosen:
                 return chosen
+            if a.ip in live:
+                replacement.tend(a, live)  # too few to train: the lowest live node asks for the missing ones
             if said != len(live):
                 a.log.add(f"trainctl-agent: {len(live)} of {a.cfg['nnodes']} nodes up (elastic: at least "
                           f"{min_nodes(a.cfg)}); waiting")

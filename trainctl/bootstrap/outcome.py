@@ -20,7 +20,7 @@ import os
 import threading
 import time
 
-from . import budget, membership
+from . import budget, membership, replacement
 
 NOTICE_PREFIX = "interrupted-"
 # A failed job's other nodes: its checkpoints are no longer worth 120 s of billing. With the 30 s status poll, a
@@ -133,12 +133,25 @@ def watch_job(agent, done: threading.Event, known: set[str], ips: list[str]) -> 
     """While the training runs: stop it (checkpointed, as a Spot notice does) on any of the job's signals."""
     while not done.wait(agent.setting("stop_poll_s", 30.0)):
         why = _signal(agent, known, ips)
+        if why is None and membership.min_nodes(agent.cfg) and len(ips) < int(agent.cfg["nnodes"]):
+            _tend_while_training(agent)
         if why:
             agent.log.add(f"trainctl-agent: the job is {why}; checkpointing and stopping the training")
             agent.terminate_training(min(PEER_FAILED_GRACE_S, agent.stop_grace_s())
                                      if agent.peer_failed.is_set() else None)
             _sync_now(agent)
             return
+
+
+def _tend_while_training(agent) -> None:
+    """An elastic job training below its size: its lowest live node asks for the missing ones meanwhile
+    (replacement.py), so the job grows back with nobody watching; the newcomer joins at the next poll."""
+    try:
+        live = agent.peers()  # sorted by IP: the lowest is the one to ask
+    except Exception as e:  # noqa: BLE001 - the next poll looks again
+        agent.log.add(f"trainctl-agent: could not look for the job's nodes: {e}")
+        return
+    replacement.tend(agent, live)
 
 
 def decide(agent, rc: int, ips: list[str]) -> int | str | None:

@@ -124,7 +124,8 @@ def boundary_policy(data_buckets: tuple[str, ...] = ()) -> dict:
         {"Sid": "JobNews", "Effect": "Allow", "Action": "sns:Publish", "Resource": f"arn:aws:sns:*:{ACCOUNT}:*"},
         {"Sid": "MarkInterrupted", "Effect": "Allow", "Action": "ec2:CreateTags",
          "Resource": "arn:aws:ec2:*:*:instance/*",
-         "Condition": {"ForAllValues:StringEquals": {"aws:TagKeys": ["trainctl:state"]}}},
+         "Condition": {"ForAllValues:StringEquals": {"aws:TagKeys": ["trainctl:state", "trainctl:terminated-by"]}}},
+        *replacement_bounds(),
         *secret_statements([SECRET_PARAMETERS], [SECRET_VALUES], sid="Secrets"),
         *data_read_statements([(bucket, "") for bucket in data_buckets], sid="ReadDataBucket"),
         # objects of a data bucket encrypted with the user's own KMS key: decrypted through S3 only, so a role can
@@ -151,3 +152,25 @@ def cli_denies() -> list[dict]:
 
 def boundary_arn(account: str, partition: str = "aws") -> str:
     return BOUNDARY_ARN.replace("${aws:PrincipalAccount}", account).replace("arn:aws:", f"arn:{partition}:", 1)
+
+
+def replacement_bounds() -> list[dict]:
+    """An EC2 job's survivors replace a reclaimed node (iam/node_role.py narrows each to its own job): launches from
+    a trainctl job's launch template only, creating resources that carry a job tag, passing a trainctl role to EC2."""
+    launch, job_tag = ["ec2:CreateFleet", "ec2:RunInstances"], "aws:ResourceTag/trainctl:job"
+    used = [f"arn:aws:ec2:*:*:{r}/*" for r in ("subnet", "security-group", "placement-group", "key-pair")] + [
+        "arn:aws:ec2:*::image/*"]
+    return [
+        {"Sid": "ReplaceFromJobTemplates", "Effect": "Allow", "Action": launch,
+         "Resource": "arn:aws:ec2:*:*:launch-template/*", "Condition": {"Null": {job_tag: "false"}}},
+        {"Sid": "ReplaceTaggedResources", "Effect": "Allow", "Action": [*launch, "ec2:CreateTags"],
+         "Resource": [f"arn:aws:ec2:*:*:{r}/*" for r in ("fleet", "instance", "volume", "network-interface")],
+         "Condition": {"Null": {"aws:RequestTag/trainctl:job": "false"}}},
+        {"Sid": "ReplaceWithTemplateResources", "Effect": "Allow", "Action": "ec2:RunInstances", "Resource": used,
+         "Condition": {"ArnLike": {"ec2:LaunchTemplate": "arn:aws:ec2:*:*:launch-template/*"}}},
+        {"Sid": "FleetUsesTemplateResources", "Effect": "Allow", "Action": "ec2:CreateFleet", "Resource": used},
+        {"Sid": "PassJobRolesToEc2", "Effect": "Allow", "Action": "iam:PassRole", "Resource": TRAINCTL_ROLES,
+         "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
+        {"Sid": "EndJobInstances", "Effect": "Allow", "Action": "ec2:TerminateInstances",
+         "Resource": "arn:aws:ec2:*:*:instance/*", "Condition": {"Null": {job_tag: "false"}}},
+    ]

@@ -67,9 +67,9 @@ class LiveView:
 def interrupted_hint(view) -> str:
     lost = view.count - len(view.hosts) if view.count else None
     nodes = f"{lost} Spot node{'s' if lost != 1 else ''}" if lost else "Spot nodes"
-    return (f"{view.job_id} lost {nodes} to a Spot reclaim and waits for a replacement: `trainctl watch "
-            f"{view.job_id} --recover` relaunches it (same AZ first) and the job resumes from its last checkpoint; "
-            f"`trainctl stop {view.job_id}` ends it")
+    return (f"{view.job_id} lost {nodes} to a Spot reclaim and waits for a replacement, which its surviving nodes "
+            f"launch themselves; `trainctl watch {view.job_id} --recover` relaunches it (same AZ first) now and the "
+            f"job resumes from its last checkpoint; `trainctl stop {view.job_id}` ends it")
 
 
 def fmt_time(epoch: float | None) -> str:
@@ -113,7 +113,9 @@ def summary_table(doc: dict) -> None:
                          f"{doc.get('steps') or '?'}, loss {doc.get('loss') if doc.get('loss') is not None else '-'}"),
             ("throughput", "-" if doc.get("throughput_samples_per_s") is None
              else f"{doc['throughput_samples_per_s']:,.2f} samples/s (median of the metric lines)"),
-            ("interruptions", str(doc["interruptions"])),
+            ("interruptions", str(doc["interruptions"]) + "".join(
+                f"; replaced by {', '.join(r.get('instance_ids') or [])} ({r.get('market')})"
+                for r in doc.get("replacements") or [])),
             ("training / billable", f"{doc.get('training_seconds') if doc.get('training_seconds') is not None else '-'}"
                                     f" s / {doc.get('billable_seconds') if doc.get('billable_seconds') is not None else '-'} s"),
             ("Spot savings", "-" if savings is None else f"{savings:.1f}% ({doc.get('spot_savings_basis') or '1 - billable/training'})"),
@@ -141,6 +143,9 @@ _JOB_COLUMNS = (
     Column("market", lambda j: j["market"] or "-"),
     Column("expected $", lambda j: _money(j["expected_cost_usd"]), "right"),
     Column("$ so far", lambda j: _money(j.get("cost_usd")), "right"),
+    # Spot reclaims and the nodes that replaced them (the survivors' own, or `watch --recover`'s)
+    Column("reclaimed/replaced", lambda j: "-" if j.get("interruptions") is None else
+           f"{j['interruptions']}/{j.get('replacements') or 0}", "right"),
     Column("by", lambda j: (j.get("launched_by") or "-").rsplit("/", 1)[-1]),
     Column("platform", lambda j: j["platform"]),
     Column("region", lambda j: j["region"] or "-"),

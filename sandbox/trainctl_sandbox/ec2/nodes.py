@@ -59,7 +59,10 @@ NO_ROOM = ("Server.InsufficientInstanceCapacity",
 # The node agent's timings (trainctl/bootstrap/agent.py reads TRAINCTL_<NAME>): shorter here, as the SageMaker
 # jobs' simulated waits are, so that a demo's interruption and recovery take seconds.
 AGENT_TIMINGS = {"TRAINCTL_SPOT_POLL_S": "1", "TRAINCTL_PEER_POLL_S": "1", "TRAINCTL_STOP_POLL_S": "2",
-                 "TRAINCTL_CHECKPOINT_SYNC_S": "3"}
+                 "TRAINCTL_CHECKPOINT_SYNC_S": "3",
+                 # unattended recovery (bootstrap/replacement.py): refused tries again after 2 s (AWS: 15 s, doubling),
+                 # and an on-demand fallback after 20 s of Spot refusals (AWS: 10 minutes)
+                 "TRAINCTL_REPLACE_BACKOFF_S": "2", "TRAINCTL_SPOT_TRY_S": "20"}
 
 SHUTDOWN_SCRIPT = """#!{python}
 # `shutdown` inside sandbox instance {instance}: asks the sandbox (its EC2) to shut this instance down.

@@ -32,7 +32,9 @@ def test_watch_recover_relaunches_a_reclaimed_node(sandbox_env, tmp_path):
     seen = run_cli(["--output", "json", "watch", job, "--once"], home, env=sb.env)
     doc = json.loads(seen.stdout)
     assert doc["interruptions"] == 1 and doc["secondary_status"] == "Interrupted"
-    assert f"`trainctl watch {job} --recover` relaunches it (same AZ first)" in " ".join(seen.stderr.split())
+    said = " ".join(seen.stderr.split())
+    assert "its surviving nodes launch themselves" in said
+    assert f"`trainctl watch {job} --recover` relaunches it (same AZ first) now" in said
     assert len(live_instances(ec2, job)) == 1
 
     for _ in range(2):  # a second run finds the job whole and records nothing twice

@@ -10,6 +10,7 @@ from botocore.exceptions import ClientError
 from trainctl.backends.base import AwsCall, CapacityError, Verdict, tags
 from trainctl.backends.ec2.common import (LIVE_STATES, MAX_AZ_ATTEMPTS, STATE_TAG, TERMINATED_BY_TAG,
                                           group_for, instances, job_config, name_for, security_group, tag_map)
+from trainctl.backends.ec2 import replacement_claim
 from trainctl.backends.ec2.attempts import RecoveryAttempts
 from trainctl.backends.ec2.prepare import az_order, fleet_params
 from trainctl.errors import TrainctlError
@@ -138,12 +139,7 @@ def _recover(backend, job_id: str, region: str, progress: Callable[[str], None] 
     "held_elsewhere" (who) when another process holds this loss's relaunch claim (bootstrap/relaunch_claim.py).
     A job that is finished, stopped or whole launches nothing."""
     messages: list[str] = []
-
-    def say(m: str) -> None:
-        messages.append(m)
-        if progress:
-            progress(m)
-
+    say = _sayer(messages, progress)
     ec2 = backend.client_for("ec2", region)
     view = backend.describe(job_id, region)
     result: dict[str, Any] = {"launched": [], "availability_zone": None, "moved": False, "missing": 0,
@@ -190,14 +186,19 @@ def _relaunch(backend, ec2, view, job_id: str, region: str, alive: list[dict], m
     shape = _flexible_shape(config, alive)
     home = alive[0]["Placement"]["AvailabilityZone"] if alive else (
         view.raw["instances"][-1]["availability_zone"] if view.raw.get("instances") else None)
+    held = replacement_claim.claim(backend.client_for, job_id, region, config)
+    if held is None:  # the survivors' own agents hold a try now (bootstrap/replacement.py): never launch twice
+        say(f"another replacement of {job_id} is under way (its nodes' own, or another watch's); launching nothing")
+        return result
     if alive:
         if stopped():
             return result
         got = _launch(ec2, job_id, view.instance_type, missing, market, home, sorted(by_az.get(home, [])),
                       f"r-{home}", say, attempts, shape, alive[0].get("Placement", {}).get("GroupName"))
+        kept = [] if got is None or _undo_if_stopped(ec2, got, stopped) else got
+        replacement_claim.settle(backend.client_for, job_id, region, config, held, kept, market, home)
         if got is not None:
-            return {**result, "launched": [] if _undo_if_stopped(ec2, got, stopped) else got,
-                    "availability_zone": home}
+            return {**result, "launched": kept, "availability_zone": home}
         say(f"{home} has no room for the {missing} missing; moving the whole job to another AZ")
         # The survivors' agents get SIGTERM at shutdown: they checkpoint and sync before going.
         terminate(ec2, [i["InstanceId"] for i in alive])
@@ -211,9 +212,19 @@ def _relaunch(backend, ec2, view, job_id: str, region: str, alive: list[dict], m
         got = _launch(ec2, job_id, view.instance_type, view.count, market, az, sorted(by_az[az]), f"m-{az}",
                       say, attempts, shape, az_group(ec2, job_id, az, say))
         if got is not None:
-            return {**result, "launched": [] if _undo_if_stopped(ec2, got, stopped) else got,
-                    "availability_zone": az, "moved": az != home or bool(alive)}
+            kept = [] if _undo_if_stopped(ec2, got, stopped) else got
+            replacement_claim.settle(backend.client_for, job_id, region, config, held, kept, market, az)
+            return {**result, "launched": kept, "availability_zone": az, "moved": az != home or bool(alive)}
+    replacement_claim.settle(backend.client_for, job_id, region, config, held, None, market, None)
     raise CapacityError(f"no capacity to recover {job_id}: " + "; ".join(result["messages"][-3:]))
+
+
+def _sayer(messages: list[str], progress: Callable[[str], None] | None) -> Callable[[str], None]:
+    def say(m: str) -> None:
+        messages.append(m)
+        if progress:
+            progress(m)
+    return say
 
 
 def _subnets_by_az(ec2, job_id: str, stopped: Callable[[], bool]) -> dict[str, list[str]] | None:

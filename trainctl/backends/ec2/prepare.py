@@ -25,6 +25,7 @@ from trainctl.backends.data_checks import refuse_bad_data
 from trainctl.backends.data_keys import data_keys
 from trainctl.backends.ec2 import data as job_data, image_facts, pip_reach, spot_role
 from trainctl.backends.ec2.agent_upload import agent_calls
+from trainctl.backends.ec2.node_recovery import node_config as recovery_config
 from trainctl.backends.base import Alternatives, AwsCall, CapacityError, LaunchRequest, LaunchSettings, tags
 from trainctl.backends.ec2.placement_groups import placement_group_calls
 from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMPTS, NODES_TAG, PLATFORM, group_for, instances, launch_template, log_group, name_for, security_group)
@@ -285,12 +286,12 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               # the agent's outcome rules (bootstrap/outcome.py): reruns of a failed script, the plan's steps
               "max_retries": int(getattr(spec.entrypoint, "max_retries", 0) or 0),
               "total_steps": total_steps(spec, option),
-              # an elastic job trains on at least this many of its nodes while one is replaced (bootstrap/membership.py)
-              "elastic_min_nodes": spec.elastic.min_nodes if spec.elastic else None,
+              "elastic_min_nodes": spec.elastic.min_nodes if spec.elastic else None,  # membership.py: trains on fewer
               # recovery relaunches any of these, within the same cap per node (backends/ec2/fleet.py)
               "instance_types": list(option.instance_types),
               "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None,
               **budget.node_config(spec, option, opts.notify),  # the node agent enforces the budget, sends news
+              **recovery_config(spec, option, job),  # the survivors replace a reclaimed node (no laptop)
               **job_data.node_channels(spec.data, client_for, region, net.by_az[azs[0]], opts.security_group,
                                       option, notes)}
     calls += upload + agent_upload

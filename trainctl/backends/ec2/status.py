@@ -210,7 +210,23 @@ def _raw(config: dict, marks: dict, nodes, found: list[dict], lost: list[dict], 
                            "launched": i["LaunchTime"].timestamp(), "cost_usd": round(costs[i["InstanceId"]], 6),
                            "interrupted": interrupted(i), "tags": tag_map(i)} for i in found],
             "interruptions": [{"instance_id": i["InstanceId"], "cost_usd": round(costs[i["InstanceId"]], 6)}
-                              for i in lost]}
+                              for i in lost],
+            "replacements": replacements(marks)}
+
+
+def replacements(marks: dict) -> list[dict]:
+    """The replacements the job's survivors (bootstrap/replacement.py) or `watch --recover` recorded, in order:
+    status/replaced-<k> holds {instance_ids, market, availability_zone, tries, at, by, hourly_usd_per_node}."""
+    import json
+
+    found = []
+    for name, text in marks.items():
+        if re.fullmatch(r"replaced-\d+", name):
+            try:
+                found.append({"replacement": int(name.split("-")[1]), **json.loads(text)})
+            except ValueError:
+                continue  # not ours: written by hand
+    return sorted(found, key=lambda r: r["replacement"])
 
 
 def describe(client_for, job_id: str, region: str) -> JobView:

@@ -76,7 +76,8 @@ def _listed(job: JobRow) -> dict:
             "layout": f"{o.count}x {o.instance_type}" if o else "-", "market": o.market if o else None,
             "status": job.status or "-", "secondary_status": None, "recorded_status": job.status,
             "expected_cost_usd": o.expected_cost_usd if o else None, "created_at": job.created_at,
-            "spec": job.spec_path, "failover_from": job.failover_from, "cost_usd": None, "launched_by": None}
+            "spec": job.spec_path, "failover_from": job.failover_from, "cost_usd": None, "launched_by": None,
+            "interruptions": None, "replacements": None}
 
 
 # Recorded outcomes of launches that started nothing: AWS has nothing to say about them.
@@ -101,7 +102,8 @@ def _live_status(job: JobRow, account: str | None) -> dict:
 
         return {"status": f"unknown ({error_summary(e)})"}
     return {"status": v.status, "secondary_status": v.secondary_status, "from_aws": True,
-            "cost_usd": _cost_so_far(v, job)}
+            "cost_usd": _cost_so_far(v, job), "interruptions": v.interruptions,
+            "replacements": len((v.raw or {}).get("replacements") or [])}
 
 
 def _cost_so_far(view, job: JobRow) -> float | None:

@@ -231,6 +231,7 @@ def summary(view, progress: Progress, record: JobRow | None, now: float | None =
             "secondary_status": view.secondary_status, "training_seconds": training, "billable_seconds": billable,
             "spot_savings_pct": savings, "spot_savings_basis": basis, "cost_usd": cost, "throughput_samples_per_s": progress.samples_per_s,
             "interruptions": view.interruptions, "hosts": list(view.hosts),
+            "replacements": (view.raw or {}).get("replacements") or [],  # EC2: by the survivors or --recover
             "region": view.region, "instance_type": view.instance_type, "count": view.count, "market": view.market,
             "step": progress.last_step, "steps": steps, "loss": progress.last_loss,
             "projected_cost_usd": projected, "expected_cost_usd": expected,

@@ -1,0 +1,149 @@
+"""A Spot job launched and left alone: no `trainctl watch` runs, and its survivors' node agents replace each
+reclaimed node themselves (bootstrap/replacement.py) with CreateFleet from the job's own launch template, over
+the sandbox's HTTP with the node role's credentials from IMDS. And a stop or `down` while a replacement is
+pending (no Spot capacity) ends the job for good: nothing is launched after it, nothing is left running."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.support.ec2_jobs import end_earlier_nodes
+from tests.support.helpers import run_cli
+
+REGION = "us-east-1"
+SPEC = """\
+name: unattended
+entrypoint: {{bundled: ddp, args: {{model: vit_micro, batch-size: 4, steps: {steps}, device: cpu, bf16: false,
+                                   checkpoint-every: 5, log-every: 5, checkpoint-seconds: 0}}}}
+model: {{architecture: vit_micro}}
+workload: {{samples: {samples}, batch_size_per_accelerator: 4}}
+{extra}"""
+WAIT_S = 600  # the longest any one awaited event may take on a loaded 2-core machine (a bound, not a measurement)
+
+
+def _launch(sb, home, tmp_path, nodes: int, steps: int, extra: str = "", notify: list[str] = ()) -> str:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(SPEC.format(steps=steps, samples=steps * 4 * nodes, extra=extra))
+    proc = run_cli(["--output", "json", "--region", REGION, "launch", str(spec), "--platform", "ec2", "--layout",
+                    f"g5.xlarge:{nodes}:spot", "--yes", *notify], home, env=sb.env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["job_id"]
+
+
+def _status_names(sb, job: str) -> set[str]:
+    s3 = sb.client("s3", REGION)
+    bucket = next(b["Name"] for b in s3.list_buckets()["Buckets"] if b["Name"].endswith(REGION))
+    found = s3.list_objects_v2(Bucket=bucket, Prefix=f"{job}/status/").get("Contents", [])
+    return {o["Key"].rsplit("/", 1)[-1] for o in found}
+
+
+def _until(what: str, check, bound_s: float = WAIT_S):
+    """Wait for an event the job itself produces (polling AWS as a user would); fail naming it if it never comes."""
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(1.0)
+    raise AssertionError(f"never happened: {what}")
+
+
+def _instances(sb, job: str) -> list[dict]:
+    found = sb.client("ec2", REGION).describe_instances(Filters=[{"Name": "tag:trainctl:job", "Values": [job]}])
+    return [i for r in found["Reservations"] for i in r["Instances"]]
+
+
+def _live(sb, job: str) -> list[dict]:
+    return [i for i in _instances(sb, job) if i["State"]["Name"] in ("pending", "running")]
+
+
+def _ls_row(sb, home, job: str) -> dict:
+    proc = run_cli(["--output", "json", "ls"], home, env=sb.env)
+    assert proc.returncode == 0, proc.stderr
+    return next(j for j in json.loads(proc.stdout)["jobs"] if j["job_id"] == job)
+
+
+@pytest.mark.timeout(1800)
+def test_a_four_node_spot_job_left_alone_survives_two_reclaims_and_completes(ec2_nodes, tmp_path):
+    sb, home = ec2_nodes, tmp_path / "home"
+    end_earlier_nodes(sb)
+    sb.admin.action("configure_instances", max_nodes=4)  # the job's 4 nodes; a node in its notice takes no room
+    job = _launch(sb, home, tmp_path, nodes=4, steps=40)
+    for n, step in ((1, 10), (2, 25)):  # EC2 reclaims one node once the job has logged `step`
+        armed = run_cli(["sandbox", "interrupt", job, "--at-step", str(step)], sb.state_dir.parent, env=sb.env)
+        assert armed.returncode == 0, armed.stderr
+        _until(f"replacement {n} recorded by the survivors", lambda n=n: f"replaced-{n}" in _status_names(sb, job))
+    row = _until("the job completed", lambda: (r := _ls_row(sb, home, job))["status"] == "Completed" and r)
+    assert row["interruptions"] == 2 and row["replacements"] == 2, row
+    shown = run_cli(["ls"], home, env=sb.env).stdout
+    assert "2/2" in shown, shown  # reclaimed/replaced, in the table a user reads
+    logs = run_cli(["logs", job], home, env=sb.env).stdout
+    assert "replacement 1: " in logs and "replacement 2: " in logs, logs[-4000:]
+    assert "trainctl step=40 " in logs
+    reclaimed = [i for i in _instances(sb, job) if (i.get("StateReason") or {}).get("Code") ==
+                 "Server.SpotInstanceTermination"]
+    assert len(reclaimed) == 2 and len(_instances(sb, job)) == 6  # 4 + one replacement per reclaim, no more
+    # every replacement carries the job's tags, its market, and the survivors' AZ and placement group
+    first = sorted(_instances(sb, job), key=lambda i: i["LaunchTime"])[0]
+    for inst in sorted(_instances(sb, job), key=lambda i: i["LaunchTime"])[4:]:
+        assert {"Key": "trainctl:market", "Value": "spot"} in inst["Tags"]
+        assert inst["Placement"]["AvailabilityZone"] == first["Placement"]["AvailabilityZone"]
+        assert inst["Placement"].get("GroupName") == first["Placement"].get("GroupName")
+    assert run_cli(["down", job], home, env=sb.env).returncode == 0
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("command", ["stop", "down"])
+def test_stop_or_down_while_a_replacement_waits_for_capacity_leaves_nothing_behind(ec2_nodes, tmp_path, command):
+    sb, home = ec2_nodes, tmp_path / "home"
+    end_earlier_nodes(sb)
+    sb.admin.action("configure_instances", max_nodes=3)
+    job = _launch(sb, home, tmp_path, nodes=2, steps=400)
+    zones = [z["ZoneName"] for z in sb.client("ec2", REGION).describe_availability_zones()["AvailabilityZones"]]
+    for zone in zones:  # no Spot capacity anywhere: the survivor's replacement is refused, and tried again
+        sb.admin.set_capacity("g5.xlarge", zone, False)
+    try:
+        reclaim = run_cli(["sandbox", "interrupt", job, "--at-step", "5"], sb.state_dir.parent, env=sb.env)
+        assert reclaim.returncode == 0, reclaim.stderr
+        _until("a refused replacement try", lambda: any(n.startswith("refused-1-") for n in _status_names(sb, job)))
+        ended = run_cli([command, job], home, env=sb.env, timeout=WAIT_S)
+        assert ended.returncode == 0, ended.stderr
+    finally:
+        for zone in zones:  # capacity is back: a replacer that missed the stop would get its node now
+            sb.admin.set_capacity("g5.xlarge", zone, True)
+    _until("the job's last node gone", lambda: not _live(sb, job))
+    names = _status_names(sb, job) if command == "stop" else set()
+    assert not any(n.startswith("replaced-") for n in names), names
+    assert len(_instances(sb, job)) == 2  # the two launched; no replacement ever started
+
+
+@pytest.mark.timeout(1200)
+def test_a_deadline_that_cannot_wait_gets_an_on_demand_replacement_and_says_so(ec2_nodes, tmp_path):
+    sb, home = ec2_nodes, tmp_path / "home"
+    end_earlier_nodes(sb)
+    sb.admin.action("configure_instances", max_nodes=3)
+    # a restart of 10 h against a 5 h deadline: no Spot wait fits, so the first try is On-Demand (`on-demand`)
+    extra = "constraints: {deadline_hours: 5, restart_minutes: 600, on_spot_shortage: on-demand}\n"
+    sns, sqs = sb.client("sns", REGION), sb.client("sqs", REGION)  # the news reach a topic with no laptop open
+    topic = sns.create_topic(Name="trainctl-news")["TopicArn"]
+    queue = sqs.create_queue(QueueName="news")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"})
+    job = _launch(sb, home, tmp_path, nodes=2, steps=20, extra=extra, notify=["--notify", topic])
+    armed = run_cli(["sandbox", "interrupt", job, "--at-step", "5"], sb.state_dir.parent, env=sb.env)
+    assert armed.returncode == 0, armed.stderr
+    _until("the On-Demand replacement recorded", lambda: "replaced-1" in _status_names(sb, job))
+    newest = max(_instances(sb, job), key=lambda i: i["LaunchTime"])
+    assert {"Key": "trainctl:market", "Value": "on-demand"} in newest["Tags"]
+    assert newest.get("InstanceLifecycle") != "spot"  # what EC2 bills it as: On-Demand
+    watched = run_cli(["--output", "json", "watch", job, "--once"], home, env=sb.env)
+    (replaced,) = json.loads(watched.stdout)["replacements"]
+    assert replaced["market"] == "on-demand" and replaced["instance_ids"] == [newest["InstanceId"]]
+    logs = run_cli(["logs", job], home, env=sb.env).stdout
+    assert "the deadline cannot wait for Spot: replacing 1 node On-Demand (+$" in logs, logs[-3000:]
+    news = [json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10)["Messages"]]
+    from_nodes = {n["event"] for n in news if str(n.get("sender")).startswith("node agent on i-")}  # not `watch`
+    assert {"interruption:1", "fallback:1", "replacement:1"} <= from_nodes, news
+    assert run_cli(["down", job], home, env=sb.env).returncode == 0
