@@ -47,7 +47,7 @@ from trainctl_sandbox.server import private_mounts
 from trainctl_sandbox.ec2 import imds, lustre, machines, node_paths
 from trainctl_sandbox.ec2.node_paths import AGENT_ROOT, OPT_ML
 from trainctl_sandbox.server.context import SandboxContext
-from trainctl_sandbox.server.marked_processes import MARKER_ENV, free_port, terminate
+from trainctl_sandbox.server.marked_processes import MARKER_ENV, port_block, terminate
 
 JOB_TAG = "trainctl:job"
 FALLBACK = ("each node's /opt/ml is <node folder>/ml and its agent's /opt/trainctl is <node folder>/opt: the node agent "
@@ -209,7 +209,10 @@ def start(ctx: SandboxContext, account: str, region: str, instances: list[Any]) 
                                                 "TRAINCTL_SANDBOX_MAX_NODES sets it)"))
                 continue
             job = _tag(instance, JOB_TAG)
-            port = state.ports.setdefault(job or instance.id, free_port())
+            key = job or instance.id
+            if key not in state.ports:  # the job's block of ports (marked_processes.port_block)
+                state.ports[key] = port_block(set(state.ports.values()))
+            port = state.ports[key]
             node = Node(instance, job, Path(ctx.workdir) / "ec2" / instance.id)
             state.nodes[instance.id] = node
         _boot(ctx, node, script, port, region)

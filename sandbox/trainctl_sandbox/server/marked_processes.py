@@ -60,6 +60,27 @@ def kill_marked(prefix: str, rounds: int = 20) -> None:
         time.sleep(0.05)
 
 
+# A job's ports on the shared 127.0.0.1: on AWS each node has an address of its own, so every port is the job's;
+# the sandbox's nodes share one, so each job gets a block of PORT_BLOCK ports below the kernel's ephemeral range
+# (net.ipv4.ip_local_port_range starts at 32768 by default), where no connection's own port lands. A node may use
+# any port of its block (the agent moves its master port on with each membership generation).
+PORT_BLOCK, BLOCKS_FROM, BLOCKS_TO = 100, 20000, 32700
+
+
+def port_block(taken: set[int]) -> int:
+    """The first port of a block no job holds (`taken`: the blocks given out) and whose first port is free now."""
+    for base in range(BLOCKS_FROM, BLOCKS_TO, PORT_BLOCK):
+        if base in taken:
+            continue
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", base))
+        except OSError:
+            continue
+        return base
+    return free_port()  # 127 jobs at once: any free port, as before
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
