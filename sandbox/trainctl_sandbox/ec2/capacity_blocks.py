@@ -7,7 +7,8 @@ offer's AZ, start and fee are a function of (seed, type, Region, count, duration
 On-Demand price for the block's instance-hours times a seeded factor. A test steers them with the admin action
 `set_capacity_blocks` ({"fee_factor": x, "start_in_hours": [h, ...], "offered": false}); `capacity_blocks` lists
 what each account bought. A purchase becomes a targeted Capacity Reservation of type capacity-block, scheduled
-until its start.
+until its start, active until its end, then expired (DescribeCapacityReservations reads each state from the clock);
+`start_capacity_block` ({"reservation_id": id}) moves a bought block's dates so that it starts now (time passing).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ DEFAULT_FIRST_START_H = (2, 30)  # the seeded first start lies this many hours a
 def install(ctx: SandboxContext) -> None:
     ec2_actions.define("DescribeCapacityBlockOfferings", ctx, describe_offerings)
     ec2_actions.define("PurchaseCapacityBlock", ctx, purchase)
+    ec2_actions.define("DescribeCapacityReservations", ctx, describe_reservations)
 
 
 def _state(ctx: SandboxContext) -> dict:
@@ -63,7 +65,19 @@ def capacity_blocks(ctx: SandboxContext, payload: dict) -> dict:
                            for r in rs] for a, rs in _state(ctx)["bought"].items()}}
 
 
-ADMIN_ACTIONS = {"set_capacity_blocks": set_capacity_blocks, "capacity_blocks": capacity_blocks}
+def start_capacity_block(ctx: SandboxContext, payload: dict) -> dict:
+    """Time passes for one bought block: its start moves to now, its end by as much (its duration kept)."""
+    rid = payload.get("reservation_id")
+    held = next((b for rs in _state(ctx)["bought"].values() for b in rs if b["CapacityReservationId"] == rid), None)
+    if held is None:
+        raise ValueError(f"no bought block {rid!r}")
+    shift = datetime.now(timezone.utc).replace(microsecond=0) - held["StartDate"]
+    held["StartDate"], held["EndDate"] = held["StartDate"] + shift, held["EndDate"] + shift
+    return {"StartDate": held["StartDate"].isoformat(), "EndDate": held["EndDate"].isoformat()}
+
+
+ADMIN_ACTIONS = {"set_capacity_blocks": set_capacity_blocks, "capacity_blocks": capacity_blocks,
+                 "start_capacity_block": start_capacity_block}
 
 
 def _check_duration(hours: int) -> None:
@@ -159,6 +173,40 @@ def purchase(ctx: SandboxContext, r) -> dict:
         {k: v for k, v in reservation.items() if k != "CreateDate"} | {"UpfrontFee": offer["UpfrontFee"],
                                                                        "Region": r.region})
     return {"CapacityReservation": reservation}
+
+
+# ----------------------------------------------------------------------------- what the account holds
+def _state_now(held: dict, now: datetime) -> str:
+    return "scheduled" if now < held["StartDate"] else "active" if now < held["EndDate"] else "expired"
+
+
+RESERVATION_FILTERS = {"instance-type": "InstanceType", "availability-zone": "AvailabilityZone", "state": "State",
+                       "instance-platform": "InstancePlatform", "owner-id": "OwnerId"}
+
+
+def _matches(reservation: dict, name: str, values: list[str]) -> bool:
+    if name not in RESERVATION_FILTERS:
+        raise AwsError("InvalidParameterValue", f"The filter '{name}' is invalid")
+    return str(reservation.get(RESERVATION_FILTERS[name])) in values
+
+
+def describe_reservations(ctx: SandboxContext, r) -> dict:
+    """The account's Capacity Reservations in the Region (the sandbox has blocks only), with the filters AWS
+    documents for them (DescribeCapacityReservations) and each state as of now."""
+    ids = list(r._get_param("CapacityReservationIds") or [])
+    filters = [(f["Name"], list(f.get("Values") or [])) for f in r._get_param("Filters") or []]
+    r.error_on_dryrun()
+    now = datetime.now(timezone.utc)
+    mine = [dict({k: v for k, v in b.items() if k not in ("UpfrontFee", "Region")}, State=_state_now(b, now))
+            for b in _state(ctx)["bought"].get(r.current_account, []) if b["Region"] == r.region]
+    known = {b["CapacityReservationId"] for b in mine}
+    for rid in ids:
+        if rid not in known:
+            raise AwsError("InvalidCapacityReservationId.NotFound", f"The Capacity Reservation ID '{rid}' does not "
+                                                                   "exist.")
+    out = [b for b in mine if (not ids or b["CapacityReservationId"] in ids)
+           and all(_matches(b, name, values) for name, values in filters)]
+    return {"CapacityReservations": out}
 
 
 # ----------------------------------------------------------------------------- launching into a block

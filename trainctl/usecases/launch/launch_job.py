@@ -38,6 +38,7 @@ class LaunchArgs:
     yes: bool = False
     failover: bool = False
     allow_duplicate: bool = False     # launch even while an earlier job of the same spec runs
+    buy_capacity_block: bool = False  # buy the chosen Capacity Block offer (its own flag: never implied by yes)
     poll_seconds: float = 10.0        # how often a --failover launch checks that the job got capacity
     # the platform flags given (backends/options.py declares them); each backend resolves its own, typed
     platform_options: dict = field(default_factory=dict)
@@ -172,6 +173,8 @@ class _Run:
     account: str | None = None
     lock: Any = None           # the job store's lock of this spec's launches, held until the launch ends
     marker: Any = None         # the spec's launch marker on AWS (duplicates.LaunchMarker) once claimed
+    job_id: str | None = None  # chosen before the calls: a Capacity Block's purchase is tagged with it
+    purchase: dict | None = None  # --dry-run: the PurchaseCapacityBlock request the launch would make first
 
 
 def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: Callable[[Option, Any], None],
@@ -180,15 +183,17 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
     from trainctl.backends import BACKENDS, backend_class
 
     spec, plan, options, idx = choose_options(args, store)
-    if options[idx].market == capacity_block.MARKET:  # before any AWS call: a block is never bought implicitly
-        raise capacity_block.refuse(options[idx], options)
+    run = _Run(args, spec, plan, store, say)
+    if options[idx].market == capacity_block.MARKET:  # bought on its own flag only, never twice (capacity_block.py)
+        if not isinstance(chosen := capacity_block.on_block(run, options[idx], options, confirm), Option):
+            return chosen  # bought, and waiting for the block's start
+        options[idx] = chosen
     sequence = [options[idx]]
     if args.failover:
         sequence += [o for o in capacity_block.without_blocks(options[idx + 1:]) if o.platform in BACKENDS]
     # what each option launches as (Backend.launch_units: a flexible option is one job per type on a platform
     # that takes one type per job)
     sequence = [one for o in sequence for one in backend_class(o.platform).launch_units(o, args.failover, say)]
-    run = _Run(args, spec, plan, store, say)
     try:
         return _launch_sequence(run, sequence, confirm, show)
     finally:
@@ -201,7 +206,7 @@ def _launch_sequence(run: _Run, sequence: list[Option], confirm: Callable[[str],
     from trainctl.backends.base import LaunchSettings
 
     args, store, say = run.args, run.store, run.say
-    base_id = new_job_id(run.spec.name)
+    base_id = run.job_id or new_job_id(run.spec.name)
     attempts: list[Attempt] = []
     for n, option in enumerate(sequence):
         job_id = base_id if n == 0 else f"{base_id}-f{n}"
@@ -210,7 +215,8 @@ def _launch_sequence(run: _Run, sequence: list[Option], confirm: Callable[[str],
                                   options=backend.options(args.platform_options, f"option {option.rank}"))
         request = backend.prepare(option, run.spec, settings)
         if args.dry_run:
-            return _dry_run_document(backend, request, run.spec, option, settings.options)
+            doc = _dry_run_document(backend, request, run.spec, option, settings.options)
+            return {**doc, "capacity_block_purchase": run.purchase} if run.purchase else doc
         show(option, request)
         if n == 0:
             _confirm(run, confirm, f"Launch {job_id} ({len(request.calls)} AWS calls)?")
