@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.capacity_blocks import block_wins
 from tests.support.helpers import CONFIGS, run_cli
 from trainctl import iam
 from trainctl_sandbox.testing import add_nat, admit_data_buckets
@@ -114,6 +115,11 @@ def test_policy_matches_the_calls_of_every_command(sandbox, tmp_path, recorder, 
     s3_spec.write_text(Path(spec).read_text() + "data: {train: s3://my-datasets/x/}\n")
     cli("--region", "us-east-1", "launch", str(s3_spec), "--platform", "ec2", "--layout", "g5.xlarge:2:spot",
         "--dry-run")
+    # a Capacity Block bought and launched into (its held blocks read first), then taken down (the block is read)
+    add_nat(sandbox, "us-west-2")
+    block_spec = block_wins(sandbox, tmp_path, starts=(0,))
+    block_job = json.loads(cli("-o", "json", "launch", block_spec, "--yes", "--buy-capacity-block"))["job_id"]
+    cli("down", block_job)
     # P5 Spot's quota has no applied value in the account: the plan reads its AWS default
     cli("plan", spec, "--platform", "ec2", "--layout", "p5.48xlarge:1:spot")
     job2 = json.loads(cli("-o", "json", "launch", spec, "--platform", "ec2", "--layout", "g5.xlarge:2:spot",
