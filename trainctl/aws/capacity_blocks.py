@@ -88,8 +88,34 @@ def with_block_offers(quotes: Quotes, ranking: list[Option], deadline_hours: flo
             offers = tuple(_offer(o, now) for o in raw if o["currency"] == "USD")
             if offers:
                 found[(region, itype, count)] = offers
+    for region, itype, count, _ in asks:  # what the account already holds: asked fresh, never cached
+        try:
+            held = _held_offers(region, itype, count, now)
+        except Exception as e:  # noqa: BLE001 - a failed read is a warning: the offers still stand
+            warnings.append(f"{region}: DescribeCapacityReservations failed ({aws.error_summary(e)}); blocks the "
+                            "account holds are not offered")
+            continue
+        if held:
+            found[(region, itype, count)] = held + found.get((region, itype, count), ())
     return replace(quotes, capacity_blocks={**quotes.capacity_blocks, **found},
                    warnings=quotes.warnings + tuple(warnings))
+
+
+def _held_offers(region: str, itype: str, count: int, now: datetime) -> tuple[BlockOffer, ...]:
+    """The blocks of `itype` the account holds with room for `count` nodes, as offers whose fee is already paid:
+    the hours left from now (or from the start), the instances free (all of them before the start)."""
+    out = []
+    for r in held_blocks(region, itype):
+        start, end = r["StartDate"].astimezone(timezone.utc), r["EndDate"].astimezone(timezone.utc)
+        free = int(r["AvailableInstanceCount"] if r["State"] == "active" else r["TotalInstanceCount"])
+        if free < count:
+            continue
+        out.append(BlockOffer(offering_id=r["CapacityReservationId"], availability_zone=r["AvailabilityZone"],
+                              instance_count=free, start=start.isoformat(), end=end.isoformat(),
+                              duration_hours=(end - max(now, start)).total_seconds() / 3600,
+                              wait_hours=max(0.0, (start - now).total_seconds() / 3600), upfront_fee_usd=0.0,
+                              reservation_id=r["CapacityReservationId"]))
+    return tuple(out)
 
 
 def _offer(raw: dict, now: datetime) -> BlockOffer:

@@ -190,11 +190,11 @@ CALLS: tuple[Call, ...] = (
            condition=_create_action("CreateFleet", "RunInstances")),
         _g("iam:PassRole", resources=("arn:aws:iam::*:role/trainctl/*",), condition=EC2_PASS,
            why="only trainctl's per-job node roles, only to EC2"))),
-    # `launch --buy-capacity-block`: the blocks the account holds for the spec (never bought twice), the purchase
+    # `launch --buy-capacity-block`: the blocks the account holds (the plan offers them; never bought twice), the purchase
     # (its reservation carries the job tag: PurchaseCapacityBlock's capacity-reservation takes aws:RequestTag,
     # Service Authorization Reference), and RunInstances into it (RunInstances' capacity-reservation resource takes
     # aws:ResourceTag); the other resources of that RunInstances are CreateFleet's grants above
-    Call("ec2:DescribeCapacityReservations", E2, (_g("ec2:DescribeCapacityReservations", why=DESCRIBE),)),
+    Call("ec2:DescribeCapacityReservations", BOTH, (_g("ec2:DescribeCapacityReservations", why=DESCRIBE),)),
     Call("ec2:PurchaseCapacityBlock", E2, (
         _g("ec2:PurchaseCapacityBlock", resources=(f"{EC2}:capacity-reservation/*",), condition=TAGGED_REQUEST,
            why="only a block bought with the job tag"),

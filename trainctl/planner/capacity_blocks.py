@@ -4,7 +4,8 @@ A block is priced from the layout's On-Demand option (same type, count and Regio
 interruptions, no capacity wait once it starts), its upfront fee as the cost whether the job uses all of it or not,
 the wait until it starts added to the wall hours. AWS begins terminating a block's instances 30 minutes before its
 end (EC2 User Guide, "Work with Capacity Blocks"), so a job fits a block only if its hours end before that. Pure:
-the offers come in the quotes (aws/capacity_blocks.py), their waits already reckoned from when they were asked.
+the offers come in the quotes (aws/capacity_blocks.py), their waits already reckoned from when they were asked. A
+block the account already holds comes as an offer with its reservation and a fee of 0: its cost is sunk.
 """
 from __future__ import annotations
 
@@ -70,11 +71,17 @@ def _block_option(p: risk.Priced, offer: BlockOffer) -> risk.Priced | None:
     terms = CapacityBlockTerms(offering_id=offer.offering_id, availability_zone=offer.availability_zone,
                                start=offer.start, end=offer.end, duration_hours=offer.duration_hours,
                                wait_hours=offer.wait_hours, upfront_fee_usd=offer.upfront_fee_usd,
-                               unused_hours=max(0.0, offer.duration_hours - o.hours))
+                               unused_hours=max(0.0, offer.duration_hours - o.hours),
+                               reservation_id=offer.reservation_id)
     starts = "starts now" if offer.wait_hours <= 0 else f"starts in {offer.wait_hours:.1f} h ({offer.start})"
-    why = (f"capacity block {offer.offering_id} in {offer.availability_zone}: ${offer.upfront_fee_usd:,.2f} up front "
-           f"for {offer.duration_hours:g} h, {starts}; no interruptions; the job leaves {terms.unused_hours:.1f} h "
-           "of it unused, paid all the same; buying it cannot be undone",)
+    if offer.reservation_id:  # held: its fee is sunk, so it costs the job nothing more and ranks ahead
+        why = (f"capacity block {offer.reservation_id} the account already holds, in {offer.availability_zone}: "
+               f"no new cost (its fee was paid when bought), {offer.duration_hours:g} h, {starts}; no "
+               f"interruptions; preferred for that",)
+    else:
+        why = (f"capacity block {offer.offering_id} in {offer.availability_zone}: ${offer.upfront_fee_usd:,.2f} up "
+               f"front for {offer.duration_hours:g} h, {starts}; no interruptions; the job leaves "
+               f"{terms.unused_hours:.1f} h of it unused, paid all the same; buying it cannot be undone",)
     option = o.model_copy(update={
         "market": "capacity-block", "availability_zone": offer.availability_zone,
         "hourly_usd": offer.upfront_fee_usd / offer.duration_hours if offer.duration_hours else 0.0,

@@ -26,6 +26,7 @@ class BlockOffer:
     duration_hours: float
     wait_hours: float       # from the ask to the start (0 when it starts now)
     upfront_fee_usd: float
+    reservation_id: str | None = None   # a block the account already holds (DescribeCapacityReservations): fee 0
 
 
 @dataclass(frozen=True)

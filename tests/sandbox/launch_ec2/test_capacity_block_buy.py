@@ -79,11 +79,15 @@ def test_a_block_that_starts_later_waits_then_the_same_job_starts_in_it_and_noth
     assert next(j for j in listed["jobs"] if j["job_id"] == job)["status"].startswith("waiting for the block, starts")
     watched = _cli(sandbox, tmp_path, "watch", job, "--once")
     assert "waiting for the block" in watched.stderr
+    # the plan offers the held block first, at no new cost (its fee is sunk)
+    first = json.loads(_cli(sandbox, tmp_path, "-o", "json", "plan", spec).stdout)["options"][0]
+    assert first["capacity_block"]["reservation_id"] == block["CapacityReservationId"]
+    assert first["capacity_block"]["upfront_fee_usd"] == 0 and "already holds" in " ".join(first["why"])
     again = _cli(sandbox, tmp_path, "-o", "json", "launch", spec, "--yes", "--buy-capacity-block")
     assert "buying nothing" in again.stderr and json.loads(again.stdout)["job_id"] == job
     assert len(_bought(sandbox)) == 1
     sandbox.admin.action("start_capacity_block", reservation_id=block["CapacityReservationId"])
-    started = _cli(sandbox, tmp_path, "-o", "json", "launch", spec, "--yes", "--buy-capacity-block")
+    started = _cli(sandbox, tmp_path, "-o", "json", "launch", spec, "--yes")  # a held block needs no flag
     assert json.loads(started.stdout)["job_id"] == job and len(_bought(sandbox)) == 1
     assert len(_job_instances(sandbox, job)) == 1
     _cli(sandbox, tmp_path, "down", job)

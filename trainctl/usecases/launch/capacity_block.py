@@ -93,6 +93,8 @@ def secure(option: Option, spec_name: str, job_id: str, *, dry_run: bool, yes: b
 
     b, now = option.capacity_block, datetime.now(timezone.utc)
     if b is None or b.reservation_id:
+        if b is not None:
+            say(f"capacity block {b.reservation_id} is the account's already ({b.start} to {b.end}): buying nothing")
         return option, None
     held = [r for r in aws_blocks.held_blocks(option.region, option.instance_type, spec_name) if fits(r, option, now)]
     if held:
