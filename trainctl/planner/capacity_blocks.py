@@ -24,6 +24,7 @@ MAX_BLOCK_INSTANCES = 64        # per block (DescribeCapacityBlockOfferings: Ins
 RECLAIM_BEFORE_END_H = 0.5      # instances are terminated from 30 minutes before the end
 MAX_DAILY_HOURS = 14 * 24       # durations: 1-day steps up to 14 days, then 7-day steps up to 182 days
 MAX_BLOCK_HOURS = 182 * 24
+MIN_COST_USD = 0.01
 
 
 def offered_for(instance_type: str, count: int) -> bool:
@@ -67,7 +68,9 @@ def _block_option(p: risk.Priced, offer: BlockOffer) -> risk.Priced | None:
     usable = offer.duration_hours - RECLAIM_BEFORE_END_H
     if o.hours > usable or offer.instance_count < o.count:
         return None
-    cost = offer.upfront_fee_usd + p.extra_usd
+    # a held block with nothing else to pay would cost $0, which the ranking's margins divide by (spot/risk.py
+    # _margin): a cent stands in for it
+    cost = max(offer.upfront_fee_usd + p.extra_usd, MIN_COST_USD)
     terms = CapacityBlockTerms(offering_id=offer.offering_id, availability_zone=offer.availability_zone,
                                start=offer.start, end=offer.end, duration_hours=offer.duration_hours,
                                wait_hours=offer.wait_hours, upfront_fee_usd=offer.upfront_fee_usd,

@@ -13,7 +13,7 @@ for blocks, and a fleet of one AZ, one type and one reservation adds nothing to 
 from __future__ import annotations
 
 import dataclasses
-from datetime import timezone
+from datetime import datetime, timezone
 
 from trainctl.backends.base import JOB_TAG, AwsCall, LaunchRequest, tags
 from trainctl.errors import UsageError
@@ -45,6 +45,15 @@ def into_block(request: LaunchRequest, option) -> LaunchRequest:
             "instances are placed together by EC2)")
     return dataclasses.replace(request, calls=tuple(calls), alternatives=(),
                                notes=tuple(n for n in request.notes if "fleets are alternatives" not in n) + (note,))
+
+
+def node_config(option) -> dict:
+    """The node config's block end (epoch seconds): the agent checkpoints and stops before EC2 reclaims the nodes
+    (bootstrap/block_end.py); nothing outside a block."""
+    if option.capacity_block is None:
+        return {}
+    end = datetime.fromisoformat(option.capacity_block.end)
+    return {"capacity_block_end": int((end if end.tzinfo else end.replace(tzinfo=timezone.utc)).timestamp())}
 
 
 def run_params(job: str, fleet: dict, template: AwsCall | None, reservation: str) -> dict:
