@@ -76,7 +76,7 @@ def watch(
 def _waiting_for_block(record) -> None:
     from trainctl import render
     from trainctl.render import watch as shown
-    from trainctl.usecases.launch.capacity_block import WAITING, waiting_words
+    from trainctl.usecases.jobs.block_wait import WAITING, waiting_words
 
     if record is None or record.status != WAITING:
         return

@@ -4,7 +4,7 @@ job). A record whose submit may have reached AWS ("Submitting", "Unknown") takes
 from __future__ import annotations
 
 from trainctl.state.job_store import JobRow, JobStore
-from trainctl.usecases.launch.capacity_block import WAITING, waiting_words
+from trainctl.usecases.jobs.block_wait import WAITING, waiting_words
 
 
 def list_jobs(store: JobStore, limit: int, live: bool = True, notes: list[str] | None = None) -> list[dict]:

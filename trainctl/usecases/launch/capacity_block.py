@@ -21,9 +21,9 @@ from typing import Callable
 
 from trainctl.errors import TrainctlError
 from trainctl.plans import Option
+from trainctl.usecases.jobs.block_wait import WAITING, waiting_words
 
 MARKET = "capacity-block"
-WAITING = "WaitingForBlock"      # the job's recorded status while its bought block has not started
 RECLAIM_BEFORE_END_H = 0.5       # EC2 terminates a block's instances from 30 minutes before its end
 
 
@@ -122,14 +122,6 @@ def started(option: Option, now: datetime | None = None) -> bool:
     return b is None or _utc(b.start) <= (now or datetime.now(timezone.utc))
 
 
-def waiting_words(option: Option | None) -> str:
-    b = option.capacity_block if option else None
-    if b is None:
-        return "waiting for the block"
-    return (f"waiting for the block, starts {_utc(b.start).strftime('%Y-%m-%d %H:%M UTC')} (reservation "
-            f"{b.reservation_id})")
-
-
 def waiting_job(store, spec_name: str, reservation_id: str) -> str | None:
     """The job an earlier launch recorded as waiting for this block, which the launch now starts."""
     from trainctl.usecases.launch.duplicates import RECENT
@@ -143,7 +135,7 @@ def on_block(run, option: Option, options: list[Option], confirm: Callable[[str]
     """The chosen block option made launchable: refused without --buy-capacity-block while it is an offer (not
     under --dry-run, which buys nothing), bought or found held, the job id chosen (a job waiting for this block is
     the one launched). Returns the option on its reservation, or the LaunchResult of a job left waiting for it."""
-    from trainctl.usecases.launch.launch_job import new_job_id
+    from trainctl.usecases.launch.results import new_job_id
 
     args = run.args
     if to_buy(option) and not args.buy_capacity_block and not args.dry_run:
@@ -160,7 +152,7 @@ def on_block(run, option: Option, options: list[Option], confirm: Callable[[str]
 
 def _record_waiting(run, option: Option):
     """The block is bought and starts later: the job is recorded as waiting for it, nothing else is made."""
-    from trainctl.usecases.launch.launch_job import Attempt, LaunchResult, _account
+    from trainctl.usecases.launch.results import Attempt, LaunchResult, account as _account
 
     args, spec, job_id = run.args, run.spec, run.job_id
     run.store.record_job(job_id=job_id, account=_account(option.region), platform=option.platform,

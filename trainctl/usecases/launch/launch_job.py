@@ -4,16 +4,14 @@ next-ranked option when capacity is refused, and record every attempt in the job
 plan (`trainctl.plans`) throughout: no stage reads an option as a dict."""
 from __future__ import annotations
 
-import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pydantic import BaseModel
-
 from trainctl.backends.calls import SubmitTrace
 from trainctl.state import sync as shared_jobs
 from trainctl.usecases.launch import capacity_block
+from trainctl.usecases.launch.results import Attempt, LaunchResult, account as _account, new_job_id
 from trainctl.usecases.launch.outcomes import after_submit, interrupted, submit_failed
 from trainctl.usecases.jobs.notify import remember as remember_notify
 from trainctl.errors import TrainctlError, UsageError
@@ -43,12 +41,6 @@ class LaunchArgs:
     # the platform flags given (backends/options.py declares them); each backend resolves its own, typed
     platform_options: dict = field(default_factory=dict)
     planned: Any = None               # (spec, plan) already planned for spec_path (bench: usecases/plan.py: replan)
-
-
-def new_job_id(spec_name: str) -> str:
-    # SageMaker job names: <= 63 chars of [a-zA-Z0-9-]; leave room for a failover suffix (-f9).
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return f"{spec_name[:36].strip('-')}-{stamp}-{secrets.token_hex(2)}"
 
 
 def choose_options(args: LaunchArgs, store: JobStore | None) -> tuple[Any, Plan, list[Option], int]:
@@ -139,26 +131,6 @@ def wait_for_capacity(backend, job_id: str, region: str, poll_seconds: float,
                                 f"{view.failure_reason or view.secondary_status}")
         time.sleep(delay)
         delay = min(delay * 1.5, max(poll_seconds, 60.0))
-
-
-class Attempt(BaseModel):
-    """One option tried by a launch, and what came of it."""
-
-    job_id: str
-    rank: int
-    layout: str
-    region: str
-    outcome: str                  # submitted | running | no capacity: <why>
-
-
-class LaunchResult(BaseModel):
-    """What `trainctl launch -o json` prints: the job that runs, its option, and every attempt before it."""
-
-    job_id: str
-    platform: str
-    region: str
-    option: Option
-    attempts: list[Attempt]
 
 
 @dataclass
@@ -389,12 +361,3 @@ def _no_capacity(store: JobStore, job_id: str, problem: str) -> None:
     store.set_status(job_id, "NoCapacity")
     store.add_event(job_id, "no-capacity", problem)
 
-
-def _account(region: str) -> str:
-    """The account the job is launched in, recorded with it ('' when AWS does not say)."""
-    from trainctl.aws import clients as aws
-
-    try:
-        return aws.client("sts", region).get_caller_identity()["Account"]
-    except Exception:  # noqa: BLE001 - the record is still useful without it; submit reports real problems
-        return ""
