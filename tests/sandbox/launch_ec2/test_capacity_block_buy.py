@@ -87,3 +87,10 @@ def test_a_block_that_starts_later_waits_then_the_same_job_starts_in_it_and_noth
     assert json.loads(started.stdout)["job_id"] == job and len(_bought(sandbox)) == 1
     assert len(_job_instances(sandbox, job)) == 1
     _cli(sandbox, tmp_path, "down", job)
+
+
+def test_a_launch_that_cannot_be_prepared_buys_nothing(sandbox, tmp_path):
+    """No NAT: p4d's nodes (no public IPv4) could not reach AWS, so the launch stops before the fee is charged."""
+    spec = block_wins(sandbox, tmp_path, starts=(0, 15))
+    proc = _cli(sandbox, tmp_path, "launch", spec, "--yes", "--buy-capacity-block", ok=(2,))
+    assert "no public IPv4" in proc.stderr and _bought(sandbox) == []

@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Callable
 
-from trainctl.errors import TrainctlError
+from trainctl.errors import TrainctlError, UsageError
 from trainctl.plans import Option
 from trainctl.usecases.jobs.block_wait import WAITING, waiting_words
 
@@ -86,9 +86,11 @@ def with_reservation(option: Option, reservation: dict, now: datetime, fee: floa
 
 
 def secure(option: Option, spec_name: str, job_id: str, *, dry_run: bool, yes: bool,
-           confirm: Callable[[str], bool], say: Callable[[str], None]) -> tuple[Option, dict | None]:
+           confirm: Callable[[str], bool], say: Callable[[str], None],
+           check: Callable[[Option], None] = lambda o: None) -> tuple[Option, dict | None]:
     """(the option on its reservation, the purchase request --dry-run shows or None). Uses a block the account
-    holds for the spec when one serves; otherwise buys the offer (not under --dry-run)."""
+    holds for the spec when one serves; otherwise buys the offer (not under --dry-run), once `check(option)` (the
+    launch prepared, reads only) has passed: what cannot be launched is never bought."""
     from trainctl.aws import capacity_blocks as aws_blocks
 
     b, now = option.capacity_block, datetime.now(timezone.utc)
@@ -107,6 +109,7 @@ def secure(option: Option, spec_name: str, job_id: str, *, dry_run: bool, yes: b
         return option, {"operation": "ec2:PurchaseCapacityBlock", "region": option.region, "params": params,
                         "upfront_fee_usd": b.upfront_fee_usd, "start": b.start, "end": b.end,
                         "note": "bought before the launch's calls; it cannot be undone or cancelled"}
+    check(option)
     say(f"buying: {block_words(option)}; the purchase cannot be undone and the block cannot be cancelled")
     if not yes and not confirm(f"Buy capacity block {b.offering_id} for ${b.upfront_fee_usd:,.2f}?"):
         raise TrainctlError("not bought, not launched", exit_code=1)
@@ -142,12 +145,32 @@ def on_block(run, option: Option, options: list[Option], confirm: Callable[[str]
         raise refuse(option, options)
     run.job_id = new_job_id(run.spec.name)
     option, run.purchase = secure(option, run.spec.name, run.job_id, dry_run=args.dry_run, yes=args.yes,
-                                  confirm=confirm, say=run.say)
+                                  confirm=confirm, say=run.say, check=lambda o: _prepares(run, o))
     rid = option.capacity_block.reservation_id if option.capacity_block else None
     run.job_id = (waiting_job(run.store, run.spec.name, rid) if rid else None) or run.job_id
     if args.dry_run or started(option):
         return option
     return _record_waiting(run, option)
+
+
+def _prepares(run, option: Option) -> None:
+    """The launch's request made once before the purchase (reads only; its reservation still a placeholder): a
+    spec, network or data problem stops the launch before the fee is charged."""
+    from trainctl.backends import get_backend
+    from trainctl.backends.base import LaunchSettings
+
+    backend = get_backend(option.platform)
+    backend.prepare(option, run.spec, LaunchSettings(job_id=run.job_id, spec_path=run.args.spec_path, options=backend.options(
+        run.args.platform_options, f"option {option.rank}")))
+
+
+def not_a_block(args, option: Option) -> None:
+    """--buy-capacity-block asks for a block: a launch whose chosen option is something else is refused, not run
+    on another market unasked."""
+    if args.buy_capacity_block and option.market != MARKET:
+        raise UsageError(f"--buy-capacity-block: the chosen option {option.rank} is {option.count} x "
+                         f"{option.type_label} {option.market} on {option.platform}, not a capacity block; choose a "
+                         "block option with --option N (`trainctl plan SPEC` lists them) or drop the flag")
 
 
 def _record_waiting(run, option: Option):

@@ -156,6 +156,7 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
 
     spec, plan, options, idx = choose_options(args, store)
     run = _Run(args, spec, plan, store, say)
+    capacity_block.not_a_block(args, options[idx])
     if options[idx].market == capacity_block.MARKET:  # bought on its own flag only, never twice (capacity_block.py)
         if not isinstance(chosen := capacity_block.on_block(run, options[idx], options, confirm), Option):
             return chosen  # bought, and waiting for the block's start
