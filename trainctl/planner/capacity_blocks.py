@@ -49,18 +49,24 @@ def block_options(priced: list[risk.Priced], quotes: Quotes, exclude, pinned=fro
     out = []
     for p in priced:
         o = p.option
-        if o.platform != "ec2" or o.market != "on-demand" or o.flexible_group or (o.instance_type, o.count) in pinned:
+        offered = {"ec2": quotes.capacity_blocks, "sagemaker": quotes.training_plans}.get(o.platform)
+        if offered is None or o.market != "on-demand" or o.flexible_group or (o.instance_type, o.count) in pinned:
             continue
-        for offer in quotes.capacity_blocks.get((o.region, o.instance_type, o.count), ()):
+        for offer in offered.get((o.region, o.instance_type, o.count), ()):
             made = _block_option(p, offer)
             if made is None:
                 exclude(o.instance_type, o.count,
-                        f"capacity block {offer.offering_id} holds {offer.duration_hours:g} h; the job needs "
+                        f"{kind(o.platform)} {offer.offering_id} holds {offer.duration_hours:g} h; the job needs "
                         f"{o.hours:.1f} h and its instances end {RECLAIM_BEFORE_END_H * 60:.0f} min before the block",
-                        platform="ec2", market="capacity-block", region=o.region)
+                        platform=o.platform, market="capacity-block", region=o.region)
             else:
                 out.append(made)
     return out
+
+
+def kind(platform: str) -> str:
+    """What reserved capacity is called on the platform: EC2's Capacity Blocks, SageMaker's training plans."""
+    return "SageMaker training plan" if platform == "sagemaker" else "capacity block"
 
 
 def _block_option(p: risk.Priced, offer: BlockOffer) -> risk.Priced | None:
@@ -82,7 +88,7 @@ def _block_option(p: risk.Priced, offer: BlockOffer) -> risk.Priced | None:
                f"no new cost (its fee was paid when bought), {offer.duration_hours:g} h, {starts}; no "
                f"interruptions; preferred for that",)
     else:
-        why = (f"capacity block {offer.offering_id} in {offer.availability_zone}: ${offer.upfront_fee_usd:,.2f} up "
+        why = (f"{kind(o.platform)} {offer.offering_id} in {offer.availability_zone}: ${offer.upfront_fee_usd:,.2f} up "
                f"front for {offer.duration_hours:g} h, {starts}; no interruptions; the job leaves "
                f"{terms.unused_hours:.1f} h of it unused, paid all the same; buying it cannot be undone",)
     option = o.model_copy(update={

@@ -49,6 +49,8 @@ class Quotes:
     warnings: tuple[str, ...] = ()
     # EC2 Capacity Block offerings: (region, instance_type, count) -> offers (live plans only; offline: none)
     capacity_blocks: dict[tuple[str, str, int], tuple[BlockOffer, ...]] = field(default_factory=dict)
+    # SageMaker training plan offerings (aws/training_plans.py), keyed as the blocks
+    training_plans: dict[tuple[str, str, int], tuple[BlockOffer, ...]] = field(default_factory=dict)
 
     @classmethod
     def offline(cls, regions: list[str] | tuple[str, ...], warnings: tuple[str, ...] = ()) -> Quotes:

@@ -79,6 +79,7 @@ def test_policy_matches_the_calls_of_every_command(sandbox, tmp_path, recorder, 
     sandbox.client("s3").create_bucket(Bucket="my-datasets")
     cli("doctor", str(data_spec), ok=(0, 1))
     cli("plan", SPEC)
+    cli("plan", SPEC, "--layout", "p4d.24xlarge:1:on-demand")  # a layout AWS reserves: training plan offers asked
     cli("launch", SPEC, "--dry-run")
     sandbox.client("s3").delete_bucket(Bucket=ACCOUNT_BUCKET)  # the first launch of an account creates it
     topic = sandbox.client("sns").create_topic(Name="trainctl-news")["TopicArn"]

@@ -141,6 +141,11 @@ def on_block(run, option: Option, options: list[Option], confirm: Callable[[str]
     from trainctl.usecases.launch.results import new_job_id
 
     args = run.args
+    if option.platform != "ec2":  # a SageMaker training plan: offered in the plan, not bought by trainctl
+        raise TrainctlError(f"not launched, nothing bought: option {option.rank} is a SageMaker training plan "
+                            f"({option.capacity_block.offering_id if option.capacity_block else '?'}); trainctl "
+                            "offers training plans in the plan but does not buy them yet: buy it with `aws sagemaker "
+                            "create-training-plan`, or launch another option with --option N", exit_code=2)
     if to_buy(option) and not args.buy_capacity_block and not args.dry_run:
         raise refuse(option, options)
     run.job_id = new_job_id(run.spec.name)
