@@ -71,7 +71,7 @@ CALLS: tuple[Call, ...] = (
     # the plan's Capacity Block offers for the layouts AWS sells as blocks (planner/capacity_blocks.py)
     Call("ec2:DescribeCapacityBlockOfferings", BOTH, (_g("ec2:DescribeCapacityBlockOfferings", why=DESCRIBE),)),
     # the plan's SageMaker training plan offers for the layouts AWS reserves (aws/training_plans.py)
-    Call("sagemaker:SearchTrainingPlanOfferings", BOTH, (_g("sagemaker:SearchTrainingPlanOfferings",
+    Call("sagemaker:SearchTrainingPlanOfferings", SM, (_g("sagemaker:SearchTrainingPlanOfferings",
                                                             why="a search of offers has no resource"),)),
     Call("pricing:GetProducts", BOTH, (_g("pricing:GetProducts", why="the Price List API has no resources"),)),
     Call("service-quotas:ListServiceQuotas", BOTH, (_g("servicequotas:ListServiceQuotas",

@@ -173,7 +173,10 @@ def test_policy_documents_are_least_privilege():
         resources = [st["Resource"]] if isinstance(st["Resource"], str) else st["Resource"]
         if resources == ["*"]:
             # unscoped only where AWS offers no resource: reads of EC2 metadata, pricing, quotas, IAM listings
-            assert all(a.split(":")[1].startswith(("Describe", "Get", "List")) for a in st["Action"]), st
+            # (and SageMaker's SearchTrainingPlanOfferings: a Read action with no resource type, per the Service
+            # Authorization Reference)
+            assert all(a.split(":")[1].startswith(("Describe", "Get", "List")) or a == "sagemaker:SearchTrainingPlanOfferings"
+                       for a in st["Action"]), st
         acts = st["Action"]
         if any(a.startswith(("ec2:Delete", "ec2:Terminate", "ec2:Authorize", "sagemaker:Stop")) for a in acts):
             assert st["Condition"] == {"Null": {"aws:ResourceTag/trainctl:job": "false"}}, st
