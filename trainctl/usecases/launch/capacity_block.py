@@ -11,8 +11,9 @@ or active, holds the nodes and lasts the job's hours is used instead of buying a
 
 A block that has not started: EC2 refuses launches into it before its start. The launch records the job as
 WaitingForBlock (`ls` and `watch` say "waiting for the block, starts ...") and returns; the same
-`trainctl launch SPEC --buy-capacity-block` once the block has started finds the block, buys nothing, and launches
-the waiting job into it under the same job id.
+`trainctl launch SPEC` once the block has started (the plan offers the held block first, at no new cost, so no
+flag is needed) buys nothing and launches the waiting job into it under the same job id. SageMaker training plans
+are offered in the plan only: a launch on one stops, nothing bought.
 """
 from __future__ import annotations
 
