@@ -73,6 +73,8 @@ class CapacityBlockTerms(_Frozen):
     wait_hours: Annotated[NonNegative, _rounded(2)] = Field(description="from the plan to the block's start")
     upfront_fee_usd: Annotated[NonNegative, _rounded(2)] = Field(description="paid when bought, used or not")
     unused_hours: Annotated[NonNegative, _rounded(2)] = Field(description="block hours the job leaves unused")
+    reservation_id: str | None = Field(None, max_length=64, description="the Capacity Reservation the block is once "
+                                                                       "bought: None for an offer still to buy")
 
 
 class Option(_Frozen):

@@ -59,3 +59,14 @@ def test_a_layout_that_names_its_market_gets_no_block():
         "layouts": [Layout.parse("p4d.24xlarge:1:on-demand")]})})
     assert not [o for o in plan(pinned, CAT, quotes).options if o.market == "capacity-block"]
     assert [o for o in plan(SPEC, CAT, quotes).options if o.market == "capacity-block"]
+
+
+def test_a_block_the_account_holds_costs_nothing_more_and_ranks_ahead_of_a_cheaper_offer():
+    held = BlockOffer("cr-held", "us-west-2a", 1, "2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00+00:00", 24, 0.0,
+                      0.0, reservation_id="cr-held")
+    quotes = Quotes(source="live", regions=("us-west-2",), capacity_blocks={
+        ("us-west-2", "p4d.24xlarge", 1): (offer("cb-cheap", 24, 0.0, 1.0), held)})
+    first = plan(SPEC, CAT, quotes).options[0]
+    assert first.capacity_block.reservation_id == "cr-held" and first.expected_cost_usd == 0.01  # nothing but a cent
+    why = " ".join(first.why)
+    assert "already holds" in why and "no new cost" in why

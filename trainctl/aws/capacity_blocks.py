@@ -3,7 +3,8 @@
 Asked after a first ranking, for the layouts whose type AWS sells as blocks (planner/capacity_blocks.py): each EC2
 On-Demand option's type, node count and Region, for the shortest block that holds its hours, starting between now
 and the spec's deadline (or AWS's eight weeks ahead). A call that fails is a warning; the plan keeps its other
-options. Buying is `purchase`, which only `launch` calls, after its own confirmation.
+options. Buying is `purchase`, which only `launch --buy-capacity-block` calls, after its own confirmation;
+`held_blocks` reads the blocks the account already bought (a re-run never buys twice).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 from trainctl.aws import clients as aws
 from trainctl.aws.disk_cache import DiskCache, cached, caller_account
 from trainctl.aws.workers import interruptible_pool
-from trainctl.naming.tags import JOB_TAG
+from trainctl.naming.tags import JOB_TAG, SPEC_TAG
 from trainctl.planner import capacity_blocks as blocks
 from trainctl.planner.quotes import BlockOffer, Quotes
 from trainctl.plans import Option
@@ -87,8 +88,34 @@ def with_block_offers(quotes: Quotes, ranking: list[Option], deadline_hours: flo
             offers = tuple(_offer(o, now) for o in raw if o["currency"] == "USD")
             if offers:
                 found[(region, itype, count)] = offers
+    for region, itype, count, _ in asks:  # what the account already holds: asked fresh, never cached
+        try:
+            held = _held_offers(region, itype, count, now)
+        except Exception as e:  # noqa: BLE001 - a failed read is a warning: the offers still stand
+            warnings.append(f"{region}: DescribeCapacityReservations failed ({aws.error_summary(e)}); blocks the "
+                            "account holds are not offered")
+            continue
+        if held:
+            found[(region, itype, count)] = held + found.get((region, itype, count), ())
     return replace(quotes, capacity_blocks={**quotes.capacity_blocks, **found},
                    warnings=quotes.warnings + tuple(warnings))
+
+
+def _held_offers(region: str, itype: str, count: int, now: datetime) -> tuple[BlockOffer, ...]:
+    """The blocks of `itype` the account holds with room for `count` nodes, as offers whose fee is already paid:
+    the hours left from now (or from the start), the instances free (all of them before the start)."""
+    out = []
+    for r in held_blocks(region, itype):
+        start, end = r["StartDate"].astimezone(timezone.utc), r["EndDate"].astimezone(timezone.utc)
+        free = int(r["AvailableInstanceCount"] if r["State"] == "active" else r["TotalInstanceCount"])
+        if free < count:
+            continue
+        out.append(BlockOffer(offering_id=r["CapacityReservationId"], availability_zone=r["AvailabilityZone"],
+                              instance_count=free, start=start.isoformat(), end=end.isoformat(),
+                              duration_hours=(end - max(now, start)).total_seconds() / 3600,
+                              wait_hours=max(0.0, (start - now).total_seconds() / 3600), upfront_fee_usd=0.0,
+                              reservation_id=r["CapacityReservationId"]))
+    return tuple(out)
 
 
 def _offer(raw: dict, now: datetime) -> BlockOffer:
@@ -98,9 +125,33 @@ def _offer(raw: dict, now: datetime) -> BlockOffer:
                       wait_hours=max(0.0, (start - now).total_seconds() / 3600), upfront_fee_usd=raw["fee"])
 
 
-def purchase(region: str, offering_id: str, job_id: str) -> dict:
-    """Buy the offer (cannot be undone): the Capacity Reservation it becomes, tagged with the job."""
-    resp = aws.client("ec2", region).purchase_capacity_block(
-        CapacityBlockOfferingId=offering_id, InstancePlatform="Linux/UNIX",
-        TagSpecifications=[{"ResourceType": "capacity-reservation", "Tags": [{"Key": JOB_TAG, "Value": job_id}]}])
-    return resp["CapacityReservation"]
+def purchase_params(offering_id: str, job_id: str, spec_name: str) -> dict:
+    """PurchaseCapacityBlock's request: the Capacity Reservation it becomes carries the job's and the spec's tags
+    (the spec's lets a later launch of the same spec find the block instead of buying another)."""
+    return {"CapacityBlockOfferingId": offering_id, "InstancePlatform": "Linux/UNIX",
+            "TagSpecifications": [{"ResourceType": "capacity-reservation",
+                                   "Tags": [{"Key": JOB_TAG, "Value": job_id}, {"Key": SPEC_TAG, "Value": spec_name}]}]}
+
+
+def purchase(region: str, params: dict) -> dict:
+    """Buy the offer (cannot be undone): the Capacity Reservation it becomes."""
+    return aws.client("ec2", region).purchase_capacity_block(**params)["CapacityReservation"]
+
+
+HELD_STATES = ("active", "scheduled")
+
+
+def held_blocks(region: str, instance_type: str, spec_name: str | None = None) -> list[dict]:
+    """The account's Capacity Blocks of `instance_type` in `region` that are still to come or running (with the
+    spec's tag when `spec_name` is given): DescribeCapacityReservations, capacity-block reservations only."""
+    # (DescribeCapacityReservations documents no tag: filter, so the spec's tag is matched here)
+    filters = [{"Name": "instance-type", "Values": [instance_type]}, {"Name": "state", "Values": list(HELD_STATES)}]
+    ec2, out, kwargs = aws.client("ec2", region), [], {"Filters": filters}
+    for _ in range(10):  # bounded pages whatever the endpoint says
+        page = ec2.describe_capacity_reservations(**kwargs)
+        out += [r for r in page.get("CapacityReservations", []) if r.get("ReservationType") == "capacity-block"
+                and (spec_name is None or {"Key": SPEC_TAG, "Value": spec_name} in r.get("Tags", []))]
+        if not page.get("NextToken"):
+            break
+        kwargs["NextToken"] = page["NextToken"]
+    return out

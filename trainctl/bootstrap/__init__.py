@@ -27,7 +27,8 @@ PYTHONS = {
 
 AGENT_MODULES = ("agent.py", "node_io.py", "checkpoints.py", "budget.py", "launch_command.py", "channels.py",
                  "outputs.py", "fsx.py", "outcome.py", "sm_env.py", "training.py", "accelerator_check.py",
-                 "relaunch_claim.py", "membership.py", "replacement.py")
+                 "relaunch_claim.py", "membership.py", "replacement.py",
+                 "block_end.py")
 NODE_PACKAGE = "trainctl_node"  # the agent's package name on the node
 
 

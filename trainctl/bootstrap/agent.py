@@ -34,7 +34,7 @@ import tarfile
 import threading
 import time
 
-from . import budget, membership, outcome, replacement, sm_env
+from . import block_end, budget, membership, outcome, replacement, sm_env
 from .accelerator_check import check as check_accelerators
 from .channels import Channels, ml_root
 from .checkpoints import CheckpointSync
@@ -263,6 +263,8 @@ class Agent:
         # the GPUs/Neuron devices paid for, or fail now; what it counts is what the training is told it has
         self.devices = check_accelerators(self.cfg, self.log.add)
         threading.Thread(target=self.watch_spot_notice, daemon=True).start()
+        threading.Thread(target=block_end.watch, args=(self.cfg, self.finished, lambda why: outcome.on_notice(self, why)),
+                         daemon=True).start()  # a Capacity Block's end, as a Spot notice (block_end.py)
         self.fetch_code()
         install_requirements(self.code_dir, self.root, self.log.add)  # as SageMaker's toolkit does, once per node
         self.secrets = read_secrets(self.client, self.cfg.get("secrets") or {})

@@ -27,6 +27,9 @@ def launch(
     allow_duplicate: bool = typer.Option(False, "--allow-duplicate",
                                          help="Launch even while an earlier job of the same spec still runs "
                                               "(otherwise launch asks, and --yes refuses)."),
+    buy_capacity_block: bool = typer.Option(
+        False, "--buy-capacity-block", help="Buy the chosen option's EC2 Capacity Block and launch into it: its fee "
+                                            "is charged at once and cannot be refunded (--yes never buys one)."),
     objective: str = typer.Option("cost", "--objective", help="cost or time (when re-planning)."),
     offline: bool = typer.Option(False, "--offline", help="Plan from the bundled catalog."),
     poll_seconds: float = typer.Option(10.0, "--poll-seconds", min=0.05,
@@ -43,6 +46,7 @@ def launch(
     args = LaunchArgs(spec_path=spec, option_rank=option, plan_path=plan_file, layouts=tuple(layout),
                       platform=platform, objective=objective, offline=offline, dry_run=dry_run, yes=yes,
                       failover=failover, allow_duplicate=allow_duplicate, poll_seconds=poll_seconds,
+                      buy_capacity_block=buy_capacity_block,
                       platform_options=platform_flags)
     with _store() as store:
         result = do_launch(args, store, say=shown.say, show=shown.show, confirm=shown.confirm)

@@ -35,6 +35,7 @@ def watch(
 
     with _store() as store:
         ref = w.locate(store, job, platform)
+        _waiting_for_block(ref.record)  # a bought Capacity Block not started yet: nothing runs, nothing to follow
         backend = get_backend(ref.platform)
         recoverer = w.recoverer(backend, ref, store, say=shown.say) if recover else None
         notifier = Notifier.for_job(store, ref.record, shown.say)  # `launch --notify`: watch sends the news
@@ -70,6 +71,21 @@ def watch(
     if w.left_behind(view, ref.record):
         shown.say(w.left_behind(view, ref.record))
     raise typer.Exit(w.exit_code(view))
+
+
+def _waiting_for_block(record) -> None:
+    from trainctl import render
+    from trainctl.render import watch as shown
+    from trainctl.usecases.jobs.block_wait import WAITING, waiting_words
+
+    if record is None or record.status != WAITING:
+        return
+    said = waiting_words(record.option)
+    if OPTS.output == "json":
+        render.print_json({"job_id": record.job_id, "platform": record.platform, "status": WAITING, "message": said})
+    else:
+        shown.say(f"{record.job_id}: {said}")
+    raise typer.Exit(0)
 
 
 def _follow_live(backend, ref, *, interval: float, logs: bool, recover: Callable[[Any], bool] | None,

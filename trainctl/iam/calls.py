@@ -73,6 +73,9 @@ CALLS: tuple[Call, ...] = (
     Call("ec2:DescribeSpotPriceHistory", BOTH, (_g("ec2:DescribeSpotPriceHistory", why=DESCRIBE),)),
     # the plan's Capacity Block offers for the layouts AWS sells as blocks (planner/capacity_blocks.py)
     Call("ec2:DescribeCapacityBlockOfferings", BOTH, (_g("ec2:DescribeCapacityBlockOfferings", why=DESCRIBE),)),
+    # the plan's SageMaker training plan offers for the layouts AWS reserves (aws/training_plans.py)
+    Call("sagemaker:SearchTrainingPlanOfferings", SM, (_g("sagemaker:SearchTrainingPlanOfferings",
+                                                            why="a search of offers has no resource"),)),
     Call("pricing:GetProducts", BOTH, (_g("pricing:GetProducts", why="the Price List API has no resources"),)),
     Call("service-quotas:ListServiceQuotas", BOTH, (_g("servicequotas:ListServiceQuotas",
                                                        why="Service Quotas reads have no resources"),)),
@@ -197,6 +200,18 @@ CALLS: tuple[Call, ...] = (
            condition=_create_action("CreateFleet", "RunInstances")),
         _g("iam:PassRole", resources=("arn:aws:iam::*:role/trainctl/*",), condition=EC2_PASS,
            why="only trainctl's per-job node roles, only to EC2"))),
+    # `launch --buy-capacity-block`: the blocks the account holds (the plan offers them; never bought twice), the purchase
+    # (its reservation carries the job tag: PurchaseCapacityBlock's capacity-reservation takes aws:RequestTag,
+    # Service Authorization Reference), and RunInstances into it (RunInstances' capacity-reservation resource takes
+    # aws:ResourceTag); the other resources of that RunInstances are CreateFleet's grants above
+    Call("ec2:DescribeCapacityReservations", BOTH, (_g("ec2:DescribeCapacityReservations", why=DESCRIBE),)),
+    Call("ec2:PurchaseCapacityBlock", E2, (
+        _g("ec2:PurchaseCapacityBlock", resources=(f"{EC2}:capacity-reservation/*",), condition=TAGGED_REQUEST,
+           why="only a block bought with the job tag"),
+        _g("ec2:CreateTags", resources=(f"{EC2}:capacity-reservation/*",),
+           condition=_create_action("PurchaseCapacityBlock")))),
+    Call("ec2:RunInstances", E2, (_g("ec2:RunInstances", resources=(f"{EC2}:capacity-reservation/*",),
+                                     condition=TAGGED_RESOURCE, why="only into a block trainctl bought"),)),
     # the job's log group, made by the launch so that it has a retention (the nodes' agents then find it)
     Call("logs:CreateLogGroup", E2, (_g("logs:CreateLogGroup", "logs:TagResource", resources=(
         "arn:aws:logs:*:*:log-group:/trainctl/*",), condition=TAGGED_REQUEST),)),

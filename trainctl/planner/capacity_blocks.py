@@ -4,7 +4,8 @@ A block is priced from the layout's On-Demand option (same type, count and Regio
 interruptions, no capacity wait once it starts), its upfront fee as the cost whether the job uses all of it or not,
 the wait until it starts added to the wall hours. AWS begins terminating a block's instances 30 minutes before its
 end (EC2 User Guide, "Work with Capacity Blocks"), so a job fits a block only if its hours end before that. Pure:
-the offers come in the quotes (aws/capacity_blocks.py), their waits already reckoned from when they were asked.
+the offers come in the quotes (aws/capacity_blocks.py), their waits already reckoned from when they were asked. A
+block the account already holds comes as an offer with its reservation and a fee of 0: its cost is sunk.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ MAX_BLOCK_INSTANCES = 64        # per block (DescribeCapacityBlockOfferings: Ins
 RECLAIM_BEFORE_END_H = 0.5      # instances are terminated from 30 minutes before the end
 MAX_DAILY_HOURS = 14 * 24       # durations: 1-day steps up to 14 days, then 7-day steps up to 182 days
 MAX_BLOCK_HOURS = 182 * 24
+MIN_COST_USD = 0.01
 
 
 def offered_for(instance_type: str, count: int) -> bool:
@@ -47,18 +49,24 @@ def block_options(priced: list[risk.Priced], quotes: Quotes, exclude, pinned=fro
     out = []
     for p in priced:
         o = p.option
-        if o.platform != "ec2" or o.market != "on-demand" or o.flexible_group or (o.instance_type, o.count) in pinned:
+        offered = {"ec2": quotes.capacity_blocks, "sagemaker": quotes.training_plans}.get(o.platform)
+        if offered is None or o.market != "on-demand" or o.flexible_group or (o.instance_type, o.count) in pinned:
             continue
-        for offer in quotes.capacity_blocks.get((o.region, o.instance_type, o.count), ()):
+        for offer in offered.get((o.region, o.instance_type, o.count), ()):
             made = _block_option(p, offer)
             if made is None:
                 exclude(o.instance_type, o.count,
-                        f"capacity block {offer.offering_id} holds {offer.duration_hours:g} h; the job needs "
+                        f"{kind(o.platform)} {offer.offering_id} holds {offer.duration_hours:g} h; the job needs "
                         f"{o.hours:.1f} h and its instances end {RECLAIM_BEFORE_END_H * 60:.0f} min before the block",
-                        platform="ec2", market="capacity-block", region=o.region)
+                        platform=o.platform, market="capacity-block", region=o.region)
             else:
                 out.append(made)
     return out
+
+
+def kind(platform: str) -> str:
+    """What reserved capacity is called on the platform: EC2's Capacity Blocks, SageMaker's training plans."""
+    return "SageMaker training plan" if platform == "sagemaker" else "capacity block"
 
 
 def _block_option(p: risk.Priced, offer: BlockOffer) -> risk.Priced | None:
@@ -66,15 +74,23 @@ def _block_option(p: risk.Priced, offer: BlockOffer) -> risk.Priced | None:
     usable = offer.duration_hours - RECLAIM_BEFORE_END_H
     if o.hours > usable or offer.instance_count < o.count:
         return None
-    cost = offer.upfront_fee_usd + p.extra_usd
+    # a held block with nothing else to pay would cost $0, which the ranking's margins divide by (spot/risk.py
+    # _margin): a cent stands in for it
+    cost = max(offer.upfront_fee_usd + p.extra_usd, MIN_COST_USD)
     terms = CapacityBlockTerms(offering_id=offer.offering_id, availability_zone=offer.availability_zone,
                                start=offer.start, end=offer.end, duration_hours=offer.duration_hours,
                                wait_hours=offer.wait_hours, upfront_fee_usd=offer.upfront_fee_usd,
-                               unused_hours=max(0.0, offer.duration_hours - o.hours))
+                               unused_hours=max(0.0, offer.duration_hours - o.hours),
+                               reservation_id=offer.reservation_id)
     starts = "starts now" if offer.wait_hours <= 0 else f"starts in {offer.wait_hours:.1f} h ({offer.start})"
-    why = (f"capacity block {offer.offering_id} in {offer.availability_zone}: ${offer.upfront_fee_usd:,.2f} up front "
-           f"for {offer.duration_hours:g} h, {starts}; no interruptions; the job leaves {terms.unused_hours:.1f} h "
-           "of it unused, paid all the same; buying it cannot be undone",)
+    if offer.reservation_id:  # held: its fee is sunk, so it costs the job nothing more and ranks ahead
+        why = (f"capacity block {offer.reservation_id} the account already holds, in {offer.availability_zone}: "
+               f"no new cost (its fee was paid when bought), {offer.duration_hours:g} h, {starts}; no "
+               f"interruptions; preferred for that",)
+    else:
+        why = (f"{kind(o.platform)} {offer.offering_id} in {offer.availability_zone}: ${offer.upfront_fee_usd:,.2f} up "
+               f"front for {offer.duration_hours:g} h, {starts}; no interruptions; the job leaves "
+               f"{terms.unused_hours:.1f} h of it unused, paid all the same; buying it cannot be undone",)
     option = o.model_copy(update={
         "market": "capacity-block", "availability_zone": offer.availability_zone,
         "hourly_usd": offer.upfront_fee_usd / offer.duration_hours if offer.duration_hours else 0.0,

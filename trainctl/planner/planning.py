@@ -86,4 +86,5 @@ def _same_but_scores(before: Quotes, now: Quotes) -> bool:
     """Whether `now` is `before` with placement scores added (aws/placement.py: with_fixed_scores): every other
     field the very same value."""
     return all(getattr(before, f.name) is getattr(now, f.name) for f in dataclasses.fields(Quotes)
-               if f.name not in ("placement_scores", "score_configs", "warnings", "capacity_blocks"))
+               if f.name not in ("placement_scores", "score_configs", "warnings", "capacity_blocks",
+                                 "training_plans"))

@@ -26,6 +26,7 @@ class BlockOffer:
     duration_hours: float
     wait_hours: float       # from the ask to the start (0 when it starts now)
     upfront_fee_usd: float
+    reservation_id: str | None = None   # a block the account already holds (DescribeCapacityReservations): fee 0
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ class Quotes:
     warnings: tuple[str, ...] = ()
     # EC2 Capacity Block offerings: (region, instance_type, count) -> offers (live plans only; offline: none)
     capacity_blocks: dict[tuple[str, str, int], tuple[BlockOffer, ...]] = field(default_factory=dict)
+    # SageMaker training plan offerings (aws/training_plans.py), keyed as the blocks
+    training_plans: dict[tuple[str, str, int], tuple[BlockOffer, ...]] = field(default_factory=dict)
 
     @classmethod
     def offline(cls, regions: list[str] | tuple[str, ...], warnings: tuple[str, ...] = ()) -> Quotes:

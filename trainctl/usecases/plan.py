@@ -101,6 +101,9 @@ def _plan_scored(spec: JobSpec, request: PlanRequest, measured: dict, quotes: Qu
         from trainctl.aws.capacity_blocks import with_block_offers
 
         quotes = with_block_offers(quotes, planner.ranking(quotes), spec.constraints.deadline_hours, refresh)
+        from trainctl.aws.training_plans import with_training_plan_offers
+
+        quotes = with_training_plan_offers(quotes, planner.ranking(quotes), spec.constraints.deadline_hours, refresh)
     return planner.plan(quotes), quotes
 
 

@@ -7,7 +7,9 @@ offer's AZ, start and fee are a function of (seed, type, Region, count, duration
 On-Demand price for the block's instance-hours times a seeded factor. A test steers them with the admin action
 `set_capacity_blocks` ({"fee_factor": x, "start_in_hours": [h, ...], "offered": false}); `capacity_blocks` lists
 what each account bought. A purchase becomes a targeted Capacity Reservation of type capacity-block, scheduled
-until its start.
+until its start, active until its end, then expired (DescribeCapacityReservations reads each state from the clock);
+`start_capacity_block` ({"reservation_id": id}) moves a bought block's dates so that it starts now (time passing);
+`end_capacity_block` ends it now and terminates the instances in it, as EC2 does at a block's end.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ DEFAULT_FIRST_START_H = (2, 30)  # the seeded first start lies this many hours a
 def install(ctx: SandboxContext) -> None:
     ec2_actions.define("DescribeCapacityBlockOfferings", ctx, describe_offerings)
     ec2_actions.define("PurchaseCapacityBlock", ctx, purchase)
+    ec2_actions.define("DescribeCapacityReservations", ctx, describe_reservations)
 
 
 def _state(ctx: SandboxContext) -> dict:
@@ -63,7 +66,15 @@ def capacity_blocks(ctx: SandboxContext, payload: dict) -> dict:
                            for r in rs] for a, rs in _state(ctx)["bought"].items()}}
 
 
-ADMIN_ACTIONS = {"set_capacity_blocks": set_capacity_blocks, "capacity_blocks": capacity_blocks}
+def start_capacity_block(ctx: SandboxContext, payload: dict) -> dict:
+    """Time passes for one bought block: its start moves to now, its end by as much (its duration kept)."""
+    rid = payload.get("reservation_id")
+    held = next((b for rs in _state(ctx)["bought"].values() for b in rs if b["CapacityReservationId"] == rid), None)
+    if held is None:
+        raise ValueError(f"no bought block {rid!r}")
+    shift = datetime.now(timezone.utc).replace(microsecond=0) - held["StartDate"]
+    held["StartDate"], held["EndDate"] = held["StartDate"] + shift, held["EndDate"] + shift
+    return {"StartDate": held["StartDate"].isoformat(), "EndDate": held["EndDate"].isoformat()}
 
 
 def _check_duration(hours: int) -> None:
@@ -161,6 +172,41 @@ def purchase(ctx: SandboxContext, r) -> dict:
     return {"CapacityReservation": reservation}
 
 
+# ----------------------------------------------------------------------------- what the account holds
+def _state_now(held: dict, now: datetime) -> str:
+    return "scheduled" if now < held["StartDate"] else "active" if now < held["EndDate"] else "expired"
+
+
+RESERVATION_FILTERS = {"instance-type": "InstanceType", "availability-zone": "AvailabilityZone", "state": "State",
+                       "instance-platform": "InstancePlatform", "owner-id": "OwnerId"}
+
+
+def _matches(reservation: dict, name: str, values: list[str]) -> bool:
+    if name not in RESERVATION_FILTERS:
+        raise AwsError("InvalidParameterValue", f"The filter '{name}' is invalid")
+    return str(reservation.get(RESERVATION_FILTERS[name])) in values
+
+
+def describe_reservations(ctx: SandboxContext, r) -> dict:
+    """The account's Capacity Reservations in the Region (the sandbox has blocks only), with the filters AWS
+    documents for them (DescribeCapacityReservations) and each state as of now."""
+    ids = list(r._get_param("CapacityReservationIds") or [])
+    filters = [(f["Name"], list(f.get("Values") or [])) for f in r._get_param("Filters") or []]
+    r.error_on_dryrun()
+    now = datetime.now(timezone.utc)
+    mine = [dict({k: v for k, v in b.items() if k not in ("UpfrontFee", "Region", "InstanceIds")},
+                 State=_state_now(b, now), AvailableInstanceCount=_available(r.current_account, r.region, b))
+            for b in _state(ctx)["bought"].get(r.current_account, []) if b["Region"] == r.region]
+    known = {b["CapacityReservationId"] for b in mine}
+    for rid in ids:
+        if rid not in known:
+            raise AwsError("InvalidCapacityReservationId.NotFound", f"The Capacity Reservation ID '{rid}' does not "
+                                                                   "exist.")
+    out = [b for b in mine if (not ids or b["CapacityReservationId"] in ids)
+           and all(_matches(b, name, values) for name, values in filters)]
+    return {"CapacityReservations": out}
+
+
 # ----------------------------------------------------------------------------- launching into a block
 def take(ctx: SandboxContext, account: str, region: str, reservation_id: str | None, market: str | None,
          instance_type: str, az: str, count: int, now: datetime | None = None) -> int:
@@ -173,8 +219,7 @@ def take(ctx: SandboxContext, account: str, region: str, reservation_id: str | N
         raise AwsError("InvalidParameterCombination", "Launching into a Capacity Block requires "
                                                       "InstanceMarketOptions.MarketType capacity-block and "
                                                       "CapacityReservationSpecification.CapacityReservationTarget.")
-    held = next((b for b in _state(ctx)["bought"].get(account, []) if b["CapacityReservationId"] == reservation_id
-                 and b["Region"] == region), None)
+    held = _held(ctx, account, region, reservation_id)
     if held is None:
         raise AwsError("InvalidCapacityReservationId.NotFound",
                        f"The Capacity Reservation ID '{reservation_id}' does not exist.")
@@ -186,9 +231,58 @@ def take(ctx: SandboxContext, account: str, region: str, reservation_id: str | N
     if not held["StartDate"] <= now < held["EndDate"]:
         raise AwsError("InvalidParameterValue", f"The Capacity Reservation {reservation_id} is not active: it runs "
                                                 f"from {held['StartDate'].isoformat()} to {held['EndDate'].isoformat()}.")
-    if count > held["AvailableInstanceCount"]:
+    free = _available(account, region, held)
+    if count > free:
         raise AwsError("InsufficientInstanceCapacity",
-                       f"The Capacity Reservation {reservation_id} has {held['AvailableInstanceCount']} instances "
-                       f"available; the launch asked {count}.", 500)
-    held["AvailableInstanceCount"] -= count
+                       f"The Capacity Reservation {reservation_id} has {free} instances available; the launch asked "
+                       f"{count}.", 500)
     return count
+
+
+def record(ctx: SandboxContext, account: str, region: str, reservation_id: str, instance_ids: list[str]) -> None:
+    """The instances a launch put into the block: they hold its capacity until they are terminated (EC2 User
+    Guide, "Launch instances using Capacity Blocks": a terminated instance's place comes back)."""
+    held = _held(ctx, account, region, reservation_id)
+    if held is not None:
+        held.setdefault("InstanceIds", []).extend(instance_ids)
+
+
+def _held(ctx: SandboxContext, account: str, region: str, reservation_id: str) -> dict | None:
+    return next((b for b in _state(ctx)["bought"].get(account, []) if b["CapacityReservationId"] == reservation_id
+                 and b["Region"] == region), None)
+
+
+def _live(account: str, region: str, held: dict) -> list:
+    from moto.ec2.models import ec2_backends
+
+    ids = set(held.get("InstanceIds", []))
+    return [i for i in ec2_backends[account][region].all_instances() if i.id in ids and i._state.name != "terminated"]
+
+
+def _available(account: str, region: str, held: dict) -> int:
+    return held["TotalInstanceCount"] - len(_live(account, region, held))
+
+
+def end_capacity_block(ctx: SandboxContext, payload: dict) -> dict:
+    """The block's end comes now: EC2 terminates every instance still in it (EC2 User Guide, "Capacity Blocks for
+    ML": "When the Capacity Block expires, every instance in it is terminated"; the state reason's code is the
+    sandbox's choice)."""
+    from trainctl_sandbox.ec2.interrupts import ended
+
+    rid = payload.get("reservation_id")
+    found = [(a, b) for a, rs in _state(ctx)["bought"].items() for b in rs if b["CapacityReservationId"] == rid]
+    if not found:
+        raise ValueError(f"no bought block {rid!r}")
+    account, held = found[0]
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    held["StartDate"], held["EndDate"] = min(held["StartDate"], now - timedelta(hours=1)), now
+    ended_ids = []
+    for instance in _live(account, held["Region"], held):
+        instance.terminate()
+        ended(instance, "Server.ScheduledStop", "Capacity Block reservation ended")
+        ended_ids.append(instance.id)
+    return {"terminated": ended_ids, "EndDate": now.isoformat()}
+
+
+ADMIN_ACTIONS = {"set_capacity_blocks": set_capacity_blocks, "capacity_blocks": capacity_blocks,
+                 "start_capacity_block": start_capacity_block, "end_capacity_block": end_capacity_block}

@@ -145,6 +145,9 @@ def run_instances(ctx: SandboxContext, r, call_moto) -> Any:
         root_volumes.complete(backend, result.result.instances,
                               r._get_param("BlockDeviceMappings") or tmpl.get("BlockDeviceMappings"))
         nics = r._get_param("NetworkInterfaces") or tmpl.get("NetworkInterfaces") or []
+        if market == "capacity-block" or reservation:  # they hold the block's capacity until terminated
+            capacity_blocks.record(ctx, r.current_account, r.region, reservation,
+                                   [i.id for i in result.result.instances])
         node_agents.after_launch(ctx, r.current_account, r.region, result.result.instances, list(nics))
         return result
 

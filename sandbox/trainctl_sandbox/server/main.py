@@ -44,7 +44,8 @@ from trainctl_sandbox.server.protocol import AwsCall, AwsError
 # path here would switch SageMaker jobs off silently: sandbox/tests/test_sandbox_layout.py checks them all).
 CORE_EXTENSIONS = ("trainctl_sandbox.faults.switches", "trainctl_sandbox.market.pricing",
                    "trainctl_sandbox.market.quotas", "trainctl_sandbox.ec2.service_linked_roles",
-                   "trainctl_sandbox.ec2.fleet_errors", "trainctl_sandbox.sagemaker.channels")
+                   "trainctl_sandbox.ec2.fleet_errors", "trainctl_sandbox.sagemaker.channels",
+                   "trainctl_sandbox.sagemaker.training_plans")
 OPTIONAL_EXTENSIONS = ("trainctl_sandbox.sagemaker.jobs",)
 # Installed by the warm-up thread, after moto's EC2 is imported.
 EC2_EXTENSIONS = ("trainctl_sandbox.ec2.placement_groups", "trainctl_sandbox.market.spot_scores",

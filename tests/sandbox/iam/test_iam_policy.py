@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.capacity_blocks import block_wins
 from tests.support.helpers import CONFIGS, run_cli
 from trainctl import iam
 from trainctl_sandbox.testing import add_nat, admit_data_buckets
@@ -78,6 +79,7 @@ def test_policy_matches_the_calls_of_every_command(sandbox, tmp_path, recorder, 
     sandbox.client("s3").create_bucket(Bucket="my-datasets")
     cli("doctor", str(data_spec), ok=(0, 1))
     cli("plan", SPEC)
+    cli("plan", SPEC, "--layout", "p4d.24xlarge:1:on-demand")  # a layout AWS reserves: training plan offers asked
     cli("launch", SPEC, "--dry-run")
     sandbox.client("s3").delete_bucket(Bucket=ACCOUNT_BUCKET)  # the first launch of an account creates it
     topic = sandbox.client("sns").create_topic(Name="trainctl-news")["TopicArn"]
@@ -114,6 +116,11 @@ def test_policy_matches_the_calls_of_every_command(sandbox, tmp_path, recorder, 
     s3_spec.write_text(Path(spec).read_text() + "data: {train: s3://my-datasets/x/}\n")
     cli("--region", "us-east-1", "launch", str(s3_spec), "--platform", "ec2", "--layout", "g5.xlarge:2:spot",
         "--dry-run")
+    # a Capacity Block bought and launched into (its held blocks read first), then taken down (the block is read)
+    add_nat(sandbox, "us-west-2")
+    block_spec = block_wins(sandbox, tmp_path, starts=(0,))
+    block_job = json.loads(cli("-o", "json", "launch", block_spec, "--yes", "--buy-capacity-block"))["job_id"]
+    cli("down", block_job)
     # P5 Spot's quota has no applied value in the account: the plan reads its AWS default
     cli("plan", spec, "--platform", "ec2", "--layout", "p5.48xlarge:1:spot")
     job2 = json.loads(cli("-o", "json", "launch", spec, "--platform", "ec2", "--layout", "g5.xlarge:2:spot",
@@ -166,7 +173,10 @@ def test_policy_documents_are_least_privilege():
         resources = [st["Resource"]] if isinstance(st["Resource"], str) else st["Resource"]
         if resources == ["*"]:
             # unscoped only where AWS offers no resource: reads of EC2 metadata, pricing, quotas, IAM listings
-            assert all(a.split(":")[1].startswith(("Describe", "Get", "List")) for a in st["Action"]), st
+            # (and SageMaker's SearchTrainingPlanOfferings: a Read action with no resource type, per the Service
+            # Authorization Reference)
+            assert all(a.split(":")[1].startswith(("Describe", "Get", "List")) or a == "sagemaker:SearchTrainingPlanOfferings"
+                       for a in st["Action"]), st
         acts = st["Action"]
         if any(a.startswith(("ec2:Delete", "ec2:Terminate", "ec2:Authorize", "sagemaker:Stop")) for a in acts):
             assert st["Condition"] == {"Null": {"aws:ResourceTag/trainctl:job": "false"}}, st

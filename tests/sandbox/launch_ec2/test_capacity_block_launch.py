@@ -61,3 +61,43 @@ def test_the_sandbox_holds_a_bought_block_for_its_buyer_between_start_and_end(sa
     refused("InsufficientInstanceCapacity", bought[0], 3)              # more than it holds
     assert len(run(bought[0], 2)["Instances"]) == 2                     # what it holds, inside its window
     refused("InsufficientInstanceCapacity", bought[0], 1)              # and no more
+
+
+def test_a_terminated_instance_gives_its_place_back_and_the_block_s_end_terminates_the_rest(sandbox):
+    region = "us-west-2"
+    ec2 = sandbox.client("ec2", region)
+    sandbox.admin.action("set_capacity_blocks", start_in_hours=[0])
+    (offer,) = ec2.describe_capacity_block_offerings(InstanceType="p4d.24xlarge", InstanceCount=2,
+                                                     CapacityDurationHours=24)["CapacityBlockOfferings"]
+    block = ec2.purchase_capacity_block(CapacityBlockOfferingId=offer["CapacityBlockOfferingId"],
+                                        InstancePlatform="Linux/UNIX")["CapacityReservation"]
+    rid = block["CapacityReservationId"]
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    subnet = next(s["SubnetId"] for s in ec2.describe_subnets()["Subnets"]
+                  if s["AvailabilityZone"] == block["AvailabilityZone"])
+
+    def run(count: int) -> list[str]:
+        out = ec2.run_instances(ImageId=image, InstanceType="p4d.24xlarge", MinCount=count, MaxCount=count,
+                                SubnetId=subnet, InstanceMarketOptions={"MarketType": "capacity-block"},
+                                CapacityReservationSpecification={"CapacityReservationTarget": {
+                                    "CapacityReservationId": rid}})
+        return [i["InstanceId"] for i in out["Instances"]]
+
+    def available() -> int:
+        (r,) = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])["CapacityReservations"]
+        return r["AvailableInstanceCount"]
+
+    first = run(2)
+    assert available() == 0
+    ec2.terminate_instances(InstanceIds=first[:1])
+    assert available() == 1 and len(run(1)) == 1                         # its place came back
+    ended = sandbox.admin.action("end_capacity_block", reservation_id=rid)["terminated"]
+    assert len(ended) == 2
+    states = {i["State"]["Name"] for r in ec2.describe_instances(InstanceIds=ended)["Reservations"]
+              for i in r["Instances"]}
+    assert states == {"terminated"}
+    (r,) = ec2.describe_capacity_reservations(CapacityReservationIds=[rid])["CapacityReservations"]
+    assert r["State"] == "expired"
+    with pytest.raises(ClientError) as err:
+        run(1)
+    assert err.value.response["Error"]["Code"] == "InvalidParameterValue"   # not active any more

@@ -94,3 +94,26 @@ def test_a_refused_ask_is_a_warning_and_the_plan_keeps_spot_and_on_demand(sandbo
     assert not blocks(doc) and {o["market"] for o in doc["options"]} == {"spot", "on-demand"}
     assert any("DescribeCapacityBlockOfferings for 1 x p4d.24xlarge failed" in w for w in doc["warnings"]), \
         doc["warnings"]
+
+
+def test_a_sagemaker_training_plan_is_offered_beside_on_demand_and_a_launch_on_it_buys_nothing(sandbox, tmp_path):
+    """SearchTrainingPlanOfferings for a SageMaker layout AWS reserves: the offer is an option at its fee, said to be
+    a training plan; `launch` on it stops (trainctl does not buy training plans) and creates nothing."""
+    import yaml
+
+    sandbox.admin.action("set_capacity_blocks", start_in_hours=[1], fee_factor=0.5)
+    spec = yaml.safe_load(open(write_spec(tmp_path)))
+    spec["candidates"].update(platforms=["sagemaker"], markets=["on-demand"])
+    path = tmp_path / "sm.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    doc = plan(sandbox, tmp_path / "home", str(path))
+    (offer,) = blocks(doc)
+    assert offer["platform"] == "sagemaker" and offer["capacity_block"]["offering_id"].startswith("tpo-")
+    assert offer["expected_cost_usd"] == offer["capacity_block"]["upfront_fee_usd"] > 0
+    assert any("SageMaker training plan" in w for w in offer["why"])
+    sandbox.admin.call_log(clear=True)
+    proc = run_cli(["launch", str(path), "--option", str(offer["rank"]), "--yes", "--buy-capacity-block"],
+                   tmp_path / "home", env={**sandbox.env, "TRAINCTL_CACHE_TTL": "0"})
+    assert proc.returncode == 2 and "does not buy them yet" in proc.stderr, proc.stderr
+    assert not {c["operation"] for c in sandbox.admin.call_log()} & {"CreateTrainingJob", "CreateTrainingPlan",
+                                                                       "CreateBucket", "CreateRole"}

@@ -8,6 +8,7 @@ from typing import Any, Callable
 from trainctl.aws import clients as aws
 from trainctl.naming.resources import IAM_PATH
 from trainctl.backends.base import JOB_TAG
+from trainctl.backends.ec2.capacity_block_launch import kept_blocks
 from trainctl.backends.ec2.common import instances, job_filter, launch_template, name_for, tag_map
 from trainctl.backends.ec2.fleet import terminate
 from trainctl.backends.ec2.status import mark_stopped
@@ -61,7 +62,7 @@ def cleanup(client_for, job_id: str, region: str, say: Callable[[str], None] | N
         retry_in_use(lambda: ec2.delete_security_group(GroupId=sg["GroupId"]), ("DependencyViolation",))
         removed.append(f"security group {sg['GroupId']}")
     iam = client_for("iam", region)
-    return removed + _instance_profiles(iam, job_id) + _roles(iam, job_id)
+    return removed + _instance_profiles(iam, job_id) + _roles(iam, job_id) + kept_blocks(ec2, job_id)
 
 
 def _refuse_sagemaker_job(client_for, job_id: str, region: str) -> None:

@@ -26,6 +26,7 @@ from trainctl.backends.data_keys import data_keys
 from trainctl.backends.ec2 import data as job_data, image_facts, pip_reach, spot_role
 from trainctl.backends.ec2.agent_upload import agent_calls
 from trainctl.backends.ec2.node_recovery import node_config as recovery_config
+from trainctl.backends.ec2.capacity_block_launch import node_config as block_node_config
 from trainctl.backends.base import Alternatives, AwsCall, CapacityError, LaunchRequest, LaunchSettings, tags
 from trainctl.backends.ec2.placement_groups import placement_group_calls
 from trainctl.backends.ec2.common import (LIVE_STATES, MARKET_TAG, MAX_AZ_ATTEMPTS, NODES_TAG, PLATFORM, group_for, instances, launch_template, log_group, name_for, security_group)
@@ -292,6 +293,7 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None,
               **budget.node_config(spec, option, opts.notify),  # the node agent enforces the budget, sends news
               **recovery_config(spec, option, job),  # the survivors replace a reclaimed node (no laptop)
+              **block_node_config(option),  # a Capacity Block's end: the agent checkpoints and stops before it
               **job_data.node_channels(spec.data, client_for, region, net.by_az[azs[0]], opts.security_group,
                                       option, notes)}
     calls += upload + agent_upload

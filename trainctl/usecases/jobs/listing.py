@@ -4,6 +4,7 @@ job). A record whose submit may have reached AWS ("Submitting", "Unknown") takes
 from __future__ import annotations
 
 from trainctl.state.job_store import JobRow, JobStore
+from trainctl.usecases.jobs.block_wait import WAITING, waiting_words
 
 
 def list_jobs(store: JobStore, limit: int, live: bool = True, notes: list[str] | None = None) -> list[dict]:
@@ -91,6 +92,8 @@ def _live_status(job: JobRow, account: str | None) -> dict:
 
     if job.status in NOTHING_STARTED:
         return {}
+    if job.status == WAITING:  # a bought Capacity Block not started yet: nothing on AWS runs for the job
+        return {"status": waiting_words(job.option)}
     if job.status == "CleanupFailed":
         return {"status": f"CleanupFailed: `trainctl down {job.job_id}` removes what is left"}
     if account and job.account and job.account != account:

@@ -4,16 +4,14 @@ next-ranked option when capacity is refused, and record every attempt in the job
 plan (`trainctl.plans`) throughout: no stage reads an option as a dict."""
 from __future__ import annotations
 
-import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pydantic import BaseModel
-
 from trainctl.backends.calls import SubmitTrace
 from trainctl.state import sync as shared_jobs
 from trainctl.usecases.launch import capacity_block, elastic
+from trainctl.usecases.launch.results import Attempt, LaunchResult, account as _account, new_job_id
 from trainctl.usecases.launch.outcomes import after_submit, interrupted, submit_failed
 from trainctl.usecases.jobs.notify import remember as remember_notify
 from trainctl.errors import TrainctlError, UsageError
@@ -38,16 +36,11 @@ class LaunchArgs:
     yes: bool = False
     failover: bool = False
     allow_duplicate: bool = False     # launch even while an earlier job of the same spec runs
+    buy_capacity_block: bool = False  # buy the chosen Capacity Block offer (its own flag: never implied by yes)
     poll_seconds: float = 10.0        # how often a --failover launch checks that the job got capacity
     # the platform flags given (backends/options.py declares them); each backend resolves its own, typed
     platform_options: dict = field(default_factory=dict)
     planned: Any = None               # (spec, plan) already planned for spec_path (bench: usecases/plan.py: replan)
-
-
-def new_job_id(spec_name: str) -> str:
-    # SageMaker job names: <= 63 chars of [a-zA-Z0-9-]; leave room for a failover suffix (-f9).
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return f"{spec_name[:36].strip('-')}-{stamp}-{secrets.token_hex(2)}"
 
 
 def choose_options(args: LaunchArgs, store: JobStore | None) -> tuple[Any, Plan, list[Option], int]:
@@ -140,26 +133,6 @@ def wait_for_capacity(backend, job_id: str, region: str, poll_seconds: float,
         delay = min(delay * 1.5, max(poll_seconds, 60.0))
 
 
-class Attempt(BaseModel):
-    """One option tried by a launch, and what came of it."""
-
-    job_id: str
-    rank: int
-    layout: str
-    region: str
-    outcome: str                  # submitted | running | no capacity: <why>
-
-
-class LaunchResult(BaseModel):
-    """What `trainctl launch -o json` prints: the job that runs, its option, and every attempt before it."""
-
-    job_id: str
-    platform: str
-    region: str
-    option: Option
-    attempts: list[Attempt]
-
-
 @dataclass
 class _Run:
     """What every attempt of one launch shares."""
@@ -172,6 +145,8 @@ class _Run:
     account: str | None = None
     lock: Any = None           # the job store's lock of this spec's launches, held until the launch ends
     marker: Any = None         # the spec's launch marker on AWS (duplicates.LaunchMarker) once claimed
+    job_id: str | None = None  # chosen before the calls: a Capacity Block's purchase is tagged with it
+    purchase: dict | None = None  # --dry-run: the PurchaseCapacityBlock request the launch would make first
 
 
 def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: Callable[[Option, Any], None],
@@ -180,8 +155,12 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
     from trainctl.backends import BACKENDS, backend_class
 
     spec, plan, options, idx = choose_options(args, store)
-    if options[idx].market == capacity_block.MARKET:  # before any AWS call: a block is never bought implicitly
-        raise capacity_block.refuse(options[idx], options)
+    run = _Run(args, spec, plan, store, say)
+    capacity_block.not_a_block(args, options[idx])
+    if options[idx].market == capacity_block.MARKET:  # bought on its own flag only, never twice (capacity_block.py)
+        if not isinstance(chosen := capacity_block.on_block(run, options[idx], options, confirm), Option):
+            return chosen  # bought, and waiting for the block's start
+        options[idx] = chosen
     sequence = [options[idx]]
     if args.failover:
         sequence += [o for o in capacity_block.without_blocks(options[idx + 1:]) if o.platform in BACKENDS]
@@ -189,7 +168,6 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
     # that takes one type per job)
     sequence = [one for o in sequence for one in backend_class(o.platform).launch_units(o, args.failover, say)]
     elastic.check(spec, sequence, say)  # min_nodes against each layout; SageMaker's fixed size said once
-    run = _Run(args, spec, plan, store, say)
     try:
         return _launch_sequence(run, sequence, confirm, show)
     finally:
@@ -202,7 +180,7 @@ def _launch_sequence(run: _Run, sequence: list[Option], confirm: Callable[[str],
     from trainctl.backends.base import LaunchSettings
 
     args, store, say = run.args, run.store, run.say
-    base_id = new_job_id(run.spec.name)
+    base_id = run.job_id or new_job_id(run.spec.name)
     attempts: list[Attempt] = []
     for n, option in enumerate(sequence):
         job_id = base_id if n == 0 else f"{base_id}-f{n}"
@@ -211,7 +189,8 @@ def _launch_sequence(run: _Run, sequence: list[Option], confirm: Callable[[str],
                                   options=backend.options(args.platform_options, f"option {option.rank}"))
         request = backend.prepare(option, run.spec, settings)
         if args.dry_run:
-            return _dry_run_document(backend, request, run.spec, option, settings.options)
+            doc = _dry_run_document(backend, request, run.spec, option, settings.options)
+            return {**doc, "capacity_block_purchase": run.purchase} if run.purchase else doc
         show(option, request)
         if n == 0:
             _confirm(run, confirm, f"Launch {job_id} ({len(request.calls)} AWS calls)?")
@@ -384,12 +363,3 @@ def _no_capacity(store: JobStore, job_id: str, problem: str) -> None:
     store.set_status(job_id, "NoCapacity")
     store.add_event(job_id, "no-capacity", problem)
 
-
-def _account(region: str) -> str:
-    """The account the job is launched in, recorded with it ('' when AWS does not say)."""
-    from trainctl.aws import clients as aws
-
-    try:
-        return aws.client("sts", region).get_caller_identity()["Account"]
-    except Exception:  # noqa: BLE001 - the record is still useful without it; submit reports real problems
-        return ""
