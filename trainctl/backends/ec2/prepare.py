@@ -285,15 +285,14 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
               "accelerator": inst.accelerator.kind, "efa": inst.efa, "efa_rdma": efa_rdma_read(inst), "master_port": MASTER_PORT,
               "shutdown_when_done": True, **stopping_condition(option, opts.max_runtime_hours),
               # the agent's outcome rules (bootstrap/outcome.py): reruns of a failed script, the plan's steps
-              "max_retries": int(getattr(spec.entrypoint, "max_retries", 0) or 0),
-              "total_steps": total_steps(spec, option),
+              "max_retries": int(getattr(spec.entrypoint, "max_retries", 0) or 0), "total_steps": total_steps(spec, option),
               "elastic_min_nodes": spec.elastic.min_nodes if spec.elastic else None,  # membership.py: trains on fewer
               # recovery relaunches any of these, within the same cap per node (backends/ec2/fleet.py)
               "instance_types": list(option.instance_types),
               "max_node_usd": option.hourly_cap_usd / option.count if option.hourly_cap_usd else None,
               **budget.node_config(spec, option, opts.notify),  # the node agent enforces the budget, sends news
-              **recovery_config(spec, option, job),  # the survivors replace a reclaimed node (no laptop)
-              **block_node_config(option),  # a Capacity Block's end: the agent checkpoints and stops before it
+              # the survivors replace a reclaimed node (no laptop); a Capacity Block's end: checkpoint and stop first
+              **recovery_config(spec, option, job), **block_node_config(option),
               **job_data.node_channels(spec.data, client_for, region, net.by_az[azs[0]], opts.security_group,
                                       option, notes)}
     calls += upload + agent_upload
