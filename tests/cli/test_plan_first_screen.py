@@ -5,6 +5,7 @@ amounts that round to nothing. `-o json` keeps every word (scripts read it)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -18,13 +19,13 @@ TINY = ("name: small-cnn\nentrypoint: {script: train.py, source_dir: .}\n"
         "candidates: {families: [g5, g6], nodes: {min: 1, max: 2}, regions: [us-east-1]}\n"
         "constraints: {budget_usd: 0.05}\n")
 NOISE = ("$0.00 less than the next layout", "0.00 h faster", "$0.00 more than #1", "the advisor alone says",
-         "$0 expected > $0")
+         "$0 expected > $0", "0.0% lead")
 
 
-def _tiny(tmp_path) -> str:
+def _tiny(tmp_path, budget: str = "0.05") -> str:
     (tmp_path / "train.py").write_text("print('train')\n")
     spec = tmp_path / "small-cnn.yaml"
-    spec.write_text(TINY)
+    spec.write_text(TINY.replace("budget_usd: 0.05", f"budget_usd: {budget}"))
     return str(spec)
 
 
@@ -78,3 +79,11 @@ def test_at_80_columns_the_footnote_explains_only_the_columns_shown(tmp_path):
     assert "wall hours: from launch to the last step" in text
     wide = " ".join(" ".join(_plan(tmp_path, str(CONFIGS / "llm-7b.yaml"), 200)).split())
     assert "billed hours: what each node is paid for" in wide and "$/h: the whole layout" in wide
+
+
+def test_a_budget_under_a_cent_is_not_read_as_nothing(tmp_path):
+    """Every layout over a $0.004 budget: the grouped reasons say the budget, not "$0.25 expected > $0.00"."""
+    proc = run_cli(["plan", _tiny(tmp_path, "0.004"), "--offline"], tmp_path, env={"COLUMNS": "100"})
+    assert proc.returncode == 3, proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "over budget: $0.25 expected > $0.004" in text and not re.search(r"> \$0\.00(?!\d)", text), proc.stdout

@@ -65,6 +65,10 @@ def test_bench_of_two_layouts_measures_takes_down_and_the_plan_uses_it(sm, tmp_p
     # ranked by the measurements: the cheaper per sample first
     ranked = [o for o in plan["options"] if o["platform"] == "sagemaker"]
     assert ranked[0]["expected_cost_usd"] <= ranked[1]["expected_cost_usd"]
+    # a person reads the measurement's regime in words, not "network none" (issue 35: "regime none" unexplained)
+    shown = run_cli(["plan", SPEC, "--explain"], tmp_path, env={**sm.env, "COLUMNS": "200"})
+    assert shown.returncode == 0, shown.stderr
+    assert "one node: no network between nodes in it" in shown.stdout and "network none" not in shown.stdout
 
     calib = json.loads(run_cli(["-o", "json", "calibration"], tmp_path, env=sm.env).stdout)
     benched = [j for j in calib["jobs"] if j["measured_by"] == "bench"]

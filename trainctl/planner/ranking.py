@@ -385,5 +385,6 @@ class _Planning:
 
 
 def _dollars(x: float) -> str:
-    """Whole dollars where cents do not matter; cents below $100, so that a small budget never reads "$0 > $0"."""
-    return f"${x:,.0f}" if x >= 100 else f"${x:,.2f}"
+    """Whole dollars where cents do not matter; cents below $100, so that a small budget never reads "$0 > $0";
+    two figures below a cent (a $0.004 budget is not "$0.00")."""
+    return f"${x:,.0f}" if x >= 100 else f"${x:,.2f}" if x >= 0.01 or x == 0 else f"${x:.2g}"

@@ -71,6 +71,15 @@ def people_why(option, lines) -> list[str]:
     return out
 
 
+# planner/spot/risk.py's sensitivity line: a lead that rounds to nothing (a tie, a tiny job's cents) moves nowhere
+_NO_MARGIN = re.compile(r"; none moves its 0\.0% lead over the next layout by more than [0-9.]+%")
+
+
+def people_warning(warning: str) -> str:
+    """A plan warning as a person reads it: the same facts, without a 0.0% lead that nothing moves."""
+    return _NO_MARGIN.sub("", warning)
+
+
 _ASIDE = re.compile(r" ?\([^()]*\)")
 
 

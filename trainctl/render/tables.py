@@ -57,7 +57,7 @@ def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: boo
     from rich.text import Text
 
     from trainctl.render.columns import shown_headers
-    from trainctl.render.plan_notes import column_notes, condensed, people_why
+    from trainctl.render.plan_notes import column_notes, condensed, people_warning, people_why
 
     con = table_console(160)
     src = (_live_source() if plan.source == "live"
@@ -83,7 +83,7 @@ def plan_table(plan, spec_path: str, top: int, show_excluded: bool, explain: boo
     cut = False
     whole = explain or not shown_options   # nothing to launch: the warnings are the answer, said whole
     warnings = plan.warnings if whole else plan.warnings[:_WARNINGS_SHOWN]
-    for w in warnings:
+    for w in map(people_warning, warnings):
         lines, was_cut = ([_hanging(w, con.width, indent="warning: ")], False) if whole else condensed(w, con.width)
         cut = cut or was_cut
         text = "\n".join(lines)

@@ -98,3 +98,23 @@ def test_the_launchs_checks_run_before_the_bench_asks_and_say_each_message_once(
     assert 'launch checks (sagemaker): the launch refuses it too: see "data boundary" above' in text, doctor.stdout
     assert sandbox.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
     assert sandbox.client("iam").list_roles(PathPrefix="/trainctl/")["Roles"] == []
+
+
+def test_at_a_terminal_the_bench_asks_for_its_bound_and_no_launches_nothing(sandbox, tmp_path):
+    """`launch` asks unless --yes; `bench` spends too, so it asks the same way (issue 35)."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "trainctl.cli", "bench", SPEC, "--top", "2", "--max-usd", "5"],
+                            cwd=ROOT, stdin=follower, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=clean_env(tmp_path, sandbox.env), text=True)
+    os.close(follower)
+    os.write(leader, b"n\n")
+    _, err = proc.communicate(timeout=120)
+    os.close(leader)
+    assert proc.returncode == 1, err
+    asked = " ".join(err.split())   # the answer's newline is the terminal's echo, not in stderr
+    assert asked.startswith("Bench 2 layouts (") and "g5.xlarge:1:spot" in asked and "g6.xlarge:1:spot" in asked
+    assert "for up to $" in asked and asked.endswith("[y/N]:trainctl: error: not benched: nothing launched"), err
+    assert sandbox.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []

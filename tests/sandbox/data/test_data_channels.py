@@ -101,6 +101,9 @@ def test_a_bucket_the_boundary_does_not_admit_is_refused_before_anything_is_crea
     assert "--data-bucket my-datasets" in refused.stderr and "create-policy-version" in refused.stderr
     assert sandbox_env.client("iam").list_roles(PathPrefix="/trainctl/")["Roles"] == []
     assert sandbox_env.client("sagemaker").list_training_jobs()["TrainingJobSummaries"] == []
+    # the dry run runs the launch's checks: it refuses the same way, in the same one line (issue 35)
+    dry = _dry_run(sandbox_env, home, spec, platform)
+    assert dry.returncode == refused.returncode and dry.stderr == refused.stderr, dry.stderr
     if platform == "ec2":  # doctor SPEC says the same before any launch
         doctor = cli(sandbox_env, home, "-o", "json", "doctor", spec)
         check = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}["data boundary"]
