@@ -213,7 +213,7 @@ def _stream_terms(run, data: LayoutData, inst, count: int, platform: str, fit, t
     line = (f"data: streams {bps / 1e3:,.0f} KB/sample, {ingress:,.2f} Gbps per node on the link the gradients use "
             f"({link.words}; baseline counted, the burst lasts minutes)"
             + (f"; mount-s3 capped at {cap} Gbps per node (the gradients use {share:.0%} of the link)"
-               if platform == "ec2" else ""))
+               if platform_facts(platform).streams_via_mount_s3 else ""))
     if bound:
         what = "S3's GET rate per prefix" if gets_cap <= link_cap else "the node's link"
         line = (f"INPUT-BOUND by {what}: " + line + f"; capped from {feed.samples_per_s:,.0f} to {rate:,.0f} "
