@@ -43,6 +43,9 @@ class PlatformFacts:
     one_type_per_job: bool            # a flexible layout is a failover across types, not one mixed fleet
     efa_types: frozenset[str] | None  # the EFA types on which NCCL gets EFA (None: every EFA type)
     streams_via_mount_s3: bool        # a streamed channel goes through mount-s3, capped to leave the gradients room
+    # what a job boots (catalog/images.py): a DLC training image the platform runs, or a Deep Learning AMI on
+    # which trainctl's node agent does the rest (installs the Lustre client an FSx channel needs, among others)
+    boots: Literal["training-image", "dlami"]
 
     def quota_name(self, instance_type: str, market: str) -> str:
         """The name of the per-type quota a layout of `instance_type` draws on (`type_quota` set)."""
@@ -72,14 +75,14 @@ PLATFORMS: dict[str, PlatformFacts] = {f.name: f for f in (
                   price_list="AmazonSageMaker", spot_price="ec2-discount", quota_service="sagemaker",
                   type_quota="ml.{type} for {spot}training job usage", disk="training-volume", type_prefix="ml.",
                   training_types_only=True, one_type_per_job=True, efa_types=SAGEMAKER_EFA_TYPES,
-                  streams_via_mount_s3=False),
+                  streams_via_mount_s3=False, boots="training-image"),
     # - ec2: CreateFleet to running ~1 min (not billed); boot of the Deep Learning AMI, the agent's code
     #   download, torchrun rendezvous ~4 min (billed). The node agent polls the instance metadata for the
     #   notice every 5 s (trainctl/bootstrap/agent.py, spot_poll_s).
     PlatformFacts("ec2", "EC2", start_minutes=(1.0, 4.0), notice_poll_s=5.0, restarts_whole_job=False,
                   price_list="AmazonEC2", spot_price="ec2-history", quota_service="ec2", type_quota=None,
                   disk="root-volume", type_prefix="", training_types_only=False, one_type_per_job=False,
-                  efa_types=None, streams_via_mount_s3=True),
+                  efa_types=None, streams_via_mount_s3=True, boots="dlami"),
 )}
 NAMES: tuple[str, ...] = tuple(PLATFORMS)
 
