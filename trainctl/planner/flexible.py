@@ -113,7 +113,8 @@ def _worst(cand, members, platform: str, market: str, priced: dict, cap: float) 
         lines.append(f"{own.title} takes one type per job: an ordered failover across {', '.join(order)} "
                      "(`launch --failover` moves on when a type gets no capacity)")
     else:
-        lines.append(f"{own.title}: one fleet per AZ over {', '.join(order)} (priorities in that order), all or nothing, "
+        lines.append(f"{own.title}: one fleet per AZ over {', '.join(order)} (priorities in that order), "
+                     "all or nothing, "
                      + (f"at most ${cap:,.2f}/h (MaxTotalPrice: its dearest type On-Demand)" if market == "on-demand"
                         else "no MaxTotalPrice (AWS advises against it on Spot: more interruptions)"))
     option = worst.option.model_copy(update={"instance_types": order, "flexible_group": cand.group,
