@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (BaseModel, ConfigDict, Field, PlainSerializer, ValidationError, field_validator,
                       model_serializer, model_validator)
 
-from trainctl.spec import MAX_NODES
+from trainctl.spec import MAX_NODES, Platform  # the registered platforms (catalog/platforms.py)
 
 
 def _rounded(digits: int):
@@ -25,7 +25,6 @@ def _rounded(digits: int):
                            when_used="json")
 
 
-Platform = Literal["sagemaker", "ec2"]
 Market = Literal["spot", "on-demand"]
 # An option's market: the spec's markets, or an EC2 Capacity Block offered for the layout (planner/capacity_blocks.py)
 OptionMarket = Literal["spot", "on-demand", "capacity-block"]

@@ -18,6 +18,7 @@ from trainctl.aws import placement
 from trainctl.aws.disk_cache import DiskCache, cached, caller_account  # noqa: F401 - the plan's entry points
 from trainctl.aws.placement import placement_scores_for  # noqa: F401 - launch and doctor read the plan's scores
 from trainctl.catalog import Catalog
+from trainctl.catalog.platforms import facts as platform_facts
 from trainctl.planner.quotes import Quotes, SpotPrice
 
 DEFAULT_WINDOW_HOURS = 7 * 24
@@ -169,9 +170,9 @@ def _submit_all(pool, cache: DiskCache, catalog: Catalog, req: MarketRequest) ->
                 lambda r=region: _spot_price_history(r, spot_types, req.window_hours))
         placement.submit_scores(pool, cache, req, region, jobs)
         for platform in req.platforms:
-            service = "AmazonEC2" if platform == "ec2" else "AmazonSageMaker"
+            service = platform_facts(platform).price_list
             for t in req.instance_types:
-                if platform == "sagemaker" and not catalog.instances[t].sagemaker_training:
+                if not platform_facts(platform).offers(catalog.instances[t]):
                     continue
                 jobs[("price", platform, region, t)] = pool.submit(
                     cached, cache, {"op": "price", "service": service, "region": region, "type": t},
@@ -186,10 +187,10 @@ def _submit_all(pool, cache: DiskCache, catalog: Catalog, req: MarketRequest) ->
 
 def _quota_keys(catalog: Catalog, req: MarketRequest, platform: str) -> tuple[str, set[str]]:
     """(service code, what identifies each quota): EC2 by QuotaCode, SageMaker by QuotaName."""
-    if platform == "ec2":
-        return "ec2", {catalog.ec2_quota(t, m)[0] for t in req.instance_types for m in req.markets}
-    return "sagemaker", {f"ml.{t} for {'spot ' if m == 'spot' else ''}training job usage"
-                         for t in req.instance_types for m in req.markets}
+    own = platform_facts(platform)
+    if own.type_quota is None:   # vCPUs of the family's quota
+        return own.quota_service, {catalog.ec2_quota(t, m)[0] for t in req.instance_types for m in req.markets}
+    return own.quota_service, {own.quota_name(t, m) for t in req.instance_types for m in req.markets}
 
 
 def _assemble(catalog: Catalog, req: MarketRequest, results: dict, errors: dict) -> Quotes:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, final
 
 from trainctl.backends.calls import (AwsCall, Alternatives, CapacityError, Executor, LaunchRequest, SubmitTrace,
                                      Verdict, fill_placeholders)
+from trainctl.catalog.platforms import PlatformFacts, facts as platform_facts
 from trainctl.errors import UsageError
 from trainctl.naming.tags import JOB_TAG
 
@@ -129,6 +130,12 @@ class Backend(abc.ABC):
         caps = cls.__dict__.get("capabilities")
         if caps is not None and caps.recover != issubclass(cls, RecoversLostNodes):  # one truth, two spellings
             raise TypeError(f"{cls.__name__}: capabilities.recover must say whether it is a RecoversLostNodes")
+
+    @classmethod
+    def facts(cls) -> PlatformFacts:
+        """What the layers below backends/ know of this platform (the spec's name, the planner's overheads and
+        Spot recovery): its entry in catalog/platforms.py, which they read without importing any backend."""
+        return platform_facts(cls.platform)
 
     def __init__(self, client_for: Callable[[str, str], Any] | None = None):
         from trainctl.aws import clients as aws

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainctl.catalog.platforms import NAMES, facts
+
 DLC_ACCOUNT = "763104351884"
 # Regions whose DLC images are published from another account (AWS DLC available_images.md; the five newest
 # from the SageMaker Python SDK's image_uri_config/pytorch.json, training 2.5.1-2.8.0, @ a2481266 2026-08-21).
@@ -169,7 +171,7 @@ def support_today(image: str) -> str:
 
 def chosen_image(platform: str, accelerator_kind: str) -> str:
     """What a launch uses unless --image/--ami say otherwise: SageMaker's repository:tag, EC2's DLAMI parameter."""
-    if platform == "ec2":
+    if facts(platform).boots == "dlami":
         return DLAMI_PARAMETERS["neuron" if accelerator_kind == "neuron" else "gpu"]
     return ":".join(IMAGES.get(accelerator_kind, IMAGES["cpu"]))
 
@@ -177,7 +179,7 @@ def chosen_image(platform: str, accelerator_kind: str) -> str:
 def support_rows(today: str) -> list[dict]:
     """`trainctl catalog`'s image table: each image trainctl chooses, until when AWS patches it, and the source."""
     chosen: dict[str, tuple[str, str]] = {}
-    for platform, kind in [(p, k) for p in ("sagemaker", "ec2") for k in ("gpu", "neuron", "cpu")]:
+    for platform, kind in [(p, k) for p in NAMES for k in ("gpu", "neuron", "cpu")]:
         chosen.setdefault(chosen_image(platform, kind), (platform, kind))   # EC2's CPU types boot the GPU DLAMI
     chosen[":".join(SMP_IMAGE)] = ("sagemaker", "gpu (--distribution smp)")
     rows = []
@@ -200,7 +202,8 @@ def drives(platform: str, family: str, accelerator_key: str, accelerator_kind: s
     row = support_of(chosen_image(platform, accelerator_kind))
     if row is None or not row.accelerator:
         return None   # an image without published truth: nothing to check it against
-    what = f"{'SageMaker image' if platform == 'sagemaker' else 'EC2 DLAMI'} {row.framework}"
+    own = facts(platform)
+    what = f"{own.title} {'image' if own.boots == 'training-image' else 'DLAMI'} {row.framework}"
     cc = COMPUTE_CAPABILITY.get(accelerator_key)
     if accelerator_kind == "gpu" and cc is not None and cc < row.min_compute_capability:
         why = f"; {VOLTA_NOTE}" if cc == 7.0 else ""
@@ -220,7 +223,7 @@ LUSTRE_CLIENT_OS = ("Amazon Linux 2023",)
 def no_lustre_client(platform: str, accelerator_kind: str) -> str | None:
     """Why an EC2 job with an FSx channel cannot mount it on the image trainctl would boot, or None."""
     row = support_of(chosen_image(platform, accelerator_kind))
-    if platform != "ec2" or row is None or not row.os or row.os in LUSTRE_CLIENT_OS:
+    if facts(platform).boots != "dlami" or row is None or not row.os or row.os in LUSTRE_CLIENT_OS:
         return None
     return (f"an FSx channel on EC2 needs a Lustre client, which the node agent installs on "
             f"{', '.join(LUSTRE_CLIENT_OS)} only; the {row.framework} runs {row.os}: use SageMaker (it mounts FSx "

@@ -12,6 +12,7 @@ import typer
 from trainctl import __version__
 from trainctl.errors import UsageError
 from trainctl.cli.plugins import sandbox_environment
+from trainctl.catalog.platforms import either
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None,
@@ -26,7 +27,7 @@ class GlobalOptions:
 
 OPTS = GlobalOptions()
 # `--platform` of the commands about one job (watch, logs, stop, down)
-PLATFORM_OF_UNKNOWN_JOB = typer.Option(None, "--platform", help="sagemaker or ec2: for a job trainctl did not "
+PLATFORM_OF_UNKNOWN_JOB = typer.Option(None, "--platform", help=f"{either()}: for a job trainctl did not "
                                                                  "launch (it is not in `trainctl ls`); --region "
                                                                  "names its region.")
 # Options that work before AND after the subcommand, as in the AWS CLI and kubectl: declared once (on the

@@ -8,6 +8,7 @@ import typer
 
 from trainctl.cli.app import OPTS, app
 from trainctl.cli.app import store as _store
+from trainctl.catalog.platforms import either
 
 
 @app.command()
@@ -23,7 +24,7 @@ def bench(
     steps: int = typer.Option(40, "--steps", min=1, help="Measured steps per layout."),
     warmup_steps: int = typer.Option(20, "--warmup-steps", min=0, help="Steps not counted (start-up)."),
     objective: str = typer.Option("cost", "--objective", help="cost, p90-cost or time (as plan)."),
-    platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2 only."),
+    platform: Optional[str] = typer.Option(None, "--platform", help=f"{either()} only."),
     offline: bool = typer.Option(False, "--offline", help="Plan from the bundled catalog."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what it would launch, for how long and its dollar "
                                                           "bound; launch nothing."),

@@ -6,13 +6,14 @@ from typing import Optional
 import typer
 
 from trainctl.cli.app import OPTS, app
+from trainctl.catalog.platforms import either, every
 
 
 @app.command()
 def doctor(
     spec: Optional[str] = typer.Argument(None, help="Job spec YAML: also check the quotas its layouts need."),
-    platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2: check only what that "
-                                                                     "platform needs (default: both)."),
+    platform: Optional[str] = typer.Option(None, "--platform", help=f"{either()}: check only what that "
+                                                                     f"platform needs (default: {every()})."),
     role: Optional[str] = typer.Option(None, "--role", help="SageMaker execution role (name or ARN) you launch with; "
                                                             "without it, each job gets its own."),
     bucket: Optional[str] = typer.Option(None, "--bucket", help="Job bucket (default trainctl-ACCOUNT-REGION)."),

@@ -7,6 +7,7 @@ import typer
 
 from trainctl.cli.app import OPTS, app
 from trainctl.cli.app import store as _store
+from trainctl.catalog.platforms import either
 
 
 @app.command()
@@ -16,7 +17,7 @@ def fetch(
     what: str = typer.Option("model", "--what", help="model (what the job wrote to $SM_MODEL_DIR), tensorboard, "
                                                      "logs or checkpoints."),
     bucket: Optional[str] = typer.Option(None, "--bucket", help="The job bucket, if the launch was given one."),
-    platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2: for a job trainctl did not "
+    platform: Optional[str] = typer.Option(None, "--platform", help=f"{either()}: for a job trainctl did not "
                                                                     "launch; --region names its region."),
     max_gib: float = typer.Option(100.0, "--max-gib", help="The most fetch writes, in GiB (checked before "
                                                            "writing, with the free space)."),

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import typer
 
+from trainctl.catalog.platforms import NAMES
 from trainctl.cli.app import OPTS, app
 
 
 @app.command("iam-policy")
 def iam_policy(
-    platform: str = typer.Option("all", "--platform", help="sagemaker, ec2 or all: the calls of which backends."),
+    platform: str = typer.Option("all", "--platform", help=f"{', '.join(NAMES)} or all: the calls of which "
+                                                            "backends."),
     role: str = typer.Option("cli", "--role", help="cli (whoever runs trainctl), viewer (read-only: the account's "
                                                    "jobs), sagemaker-execution (a SageMaker job's own role), "
                                                    "ec2-node (an EC2 job's nodes' role) or "

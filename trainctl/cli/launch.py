@@ -9,6 +9,7 @@ import typer
 from trainctl.backends.options import with_launch_flags
 from trainctl.cli.app import OPTS, app
 from trainctl.cli.app import store as _store
+from trainctl.catalog.platforms import either
 
 
 @app.command()
@@ -19,7 +20,7 @@ def launch(
     plan_file: Optional[str] = typer.Option(None, "--plan", help="A saved `trainctl plan -o json` document."),
     layout: list[str] = typer.Option([], "--layout", help="Plan exactly TYPE:COUNT[:MARKET] (repeatable: "
                                                           "the others are failover options)."),
-    platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2: launch only options of "
+    platform: Optional[str] = typer.Option(None, "--platform", help=f"{either()}: launch only options of "
                                                                      "this platform."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the AWS calls a launch makes; create nothing."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),

@@ -7,6 +7,7 @@ import typer
 
 from trainctl.cli.app import OPTS, app
 from trainctl.cli.app import store as _store
+from trainctl.catalog.platforms import either, every
 
 
 @app.command()
@@ -16,8 +17,8 @@ def plan(
                                   help="cost (lowest expected $), p90-cost (lowest 90th-percentile $ over simulated "
                                        "Spot runs) or time (fewest hours)."),
     layout: list[str] = typer.Option([], "--layout", help="Compare only TYPE:COUNT[:MARKET] (repeatable)."),
-    platform: Optional[str] = typer.Option(None, "--platform", help="sagemaker or ec2: only that platform's options "
-                                                                     "(default: both)."),
+    platform: Optional[str] = typer.Option(None, "--platform", help=f"{either()}: only that platform's options "
+                                                                     f"(default: {every()})."),
     offline: bool = typer.Option(False, "--offline", help="Plan from the bundled catalog; ask AWS nothing."),
     top: int = typer.Option(10, "--top", min=1, help="How many options to show (table) or return (json: all)."),
     show_excluded: bool = typer.Option(False, "--show-excluded", help="List excluded layouts and why."),

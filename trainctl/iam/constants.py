@@ -1,12 +1,13 @@
 """What every trainctl policy document shares: the names it scopes to and the conditions it scopes with."""
 from __future__ import annotations
 
+from trainctl.catalog.platforms import NAMES
 from trainctl.naming.tags import JOB_TAG
 
 BUCKET = "trainctl-*"            # the job bucket: trainctl-ACCOUNT-REGION
 EXECUTION_ROLE = "trainctl-sagemaker-execution"
 NODE_PATH = "/trainctl/"         # the EC2 backend's per-job roles and instance profiles live under this path
-PLATFORMS = ("sagemaker", "ec2")
+PLATFORMS = NAMES               # the registered platforms (catalog/platforms.py)
 ROLES = ("cli", "viewer", "sagemaker-execution", "ec2-node", "boundary")
 
 # Conditions, by name (kept as data so statements with the same scoping merge)

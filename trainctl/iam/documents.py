@@ -44,7 +44,7 @@ def documents(platform: str = "all", role: str = "cli", execution_role: str = EX
     if platform not in (*PLATFORMS, "all"):
         from trainctl.errors import UsageError
 
-        raise UsageError(f"--platform {platform!r}: use sagemaker, ec2 or all")
+        raise UsageError(f"--platform {platform!r}: use {', '.join(PLATFORMS)} or all")
     if role == "cli":
         return {"role": role, "platform": platform, "policy": cli_policy(platform, execution_role, data_buckets)}
     if role == "viewer":

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainctl.catalog import InstanceType
+from trainctl.catalog.platforms import facts as platform_facts
 
 # NCCL over plain TCP sockets rarely sustains more than ~70% of the line rate; EFA (libfabric) ~90%.
 # ASSUMED (order of magnitude of nccl-tests bus bandwidth over sockets vs EFA); calibrated indirectly by the
@@ -25,14 +26,6 @@ INTRA_HOP_LATENCY_S = 5e-6
 # and a fresh instance starts with credits (EC2 User Guide, "Amazon EC2 instance network bandwidth"; see
 # ../shared/reference/AWS-RULES.md). trainctl takes the documented lower bound: it never promises more burst.
 BURST_MINUTES = 5.0
-# Instance types on which SageMaker turns EFA on for NCCL (FI_PROVIDER=efa): the training toolkit's
-# SM_EFA_NCCL_INSTANCES (aws/sagemaker-training-toolkit src/sagemaker_training/__init__.py: g4dn.8xlarge,
-# g4dn.12xlarge, g5.48xlarge, p3dn.24xlarge, p4d.24xlarge, trn1.32xlarge) plus what the SageMaker Python SDK's
-# container drivers add (aws/sagemaker-python-sdk sagemaker-train .../container_drivers/common/utils.py:
-# p4de.24xlarge, p5.48xlarge). Every other type talks TCP on SageMaker, even where EC2 would use EFA
-# (g5.12xlarge, trn1n.32xlarge). ../shared/reference/AWS-RULES.md records the same rule.
-SAGEMAKER_EFA_INSTANCES = frozenset({"g4dn.8xlarge", "g4dn.12xlarge", "g5.48xlarge", "p3dn.24xlarge",
-                                     "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "trn1.32xlarge"})
 
 
 @dataclass(frozen=True)
@@ -52,10 +45,12 @@ class Fabric:
 
 
 def efa_in_use(instance: InstanceType, platform: str) -> bool:
-    """EC2 launches attach EFA on every card of EFA types (backends/ec2/prepare.py); SageMaker only on its list."""
+    """EC2 launches attach EFA on every card of EFA types (backends/ec2/prepare.py); SageMaker only on its list
+    (catalog/platforms.py, `efa_types`)."""
     if not instance.efa:
         return False
-    return platform != "sagemaker" or instance.name in SAGEMAKER_EFA_INSTANCES
+    only = platform_facts(platform).efa_types
+    return only is None or instance.name in only
 
 
 def inter_node_link(instance: InstanceType, platform: str = "ec2", bandwidth: str = "baseline") -> Link:
@@ -76,8 +71,8 @@ def inter_node_link(instance: InstanceType, platform: str = "ec2", bandwidth: st
                   f" baseline ({instance.network_gbps_burst:g} Gbps burst lasts minutes)")
     if cards > 1:
         words += f" (one of {cards} network cards)"
-    if instance.efa and platform == "sagemaker":
-        words += "; SageMaker enables EFA only on " + ", ".join(sorted(SAGEMAKER_EFA_INSTANCES))
+    if instance.efa and (own := platform_facts(platform)).efa_types is not None:
+        words += f"; {own.title} enables EFA only on " + ", ".join(sorted(own.efa_types))
     return Link(gbps * TCP_LINK_EFFICIENCY / 8.0, TCP_HOP_LATENCY_S, words)
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from trainctl import perf
 from trainctl.catalog import InstanceType, load_calibration
+from trainctl.catalog.platforms import facts as platform_facts
 from trainctl.perf import data_transfer as dt
 from trainctl.perf.network import BURST_MINUTES, Fabric, Link, inter_node_link
 from trainctl.planner.pricing import Feed as _Feed, job_times
@@ -50,7 +51,7 @@ class LayoutData:
                      ) -> tuple[DataTerms, float]:
         """(the option's `data` field, its data dollars) once the run model says how many replacements to expect:
         SageMaker restarts the job (every node copies again), EC2 replaces the nodes an event takes."""
-        nodes_per_event = count if platform == "sagemaker" else 1 + (count - 1) * same_event_p
+        nodes_per_event = count if platform_facts(platform).restarts_whole_job else 1 + (count - 1) * same_event_p
         copies = (1.0 + events) if self.node_copy_bytes else 0.0
         recopy_nodes = events * nodes_per_event
         gb = (self.node_copy_bytes * (count + recopy_nodes) + self.stream_bytes) / dt.GB if self.node_copy_bytes \
@@ -103,7 +104,7 @@ def layout_data(run, inst: InstanceType, count: int, platform: str, region: str,
         link = dt.s3_link(inst, _cross(facts, region))
         recopy = dt.copy_time(data.node_copy_bytes, data.node_copy_gets, 1, False, link).replacement_s
         # SageMaker restarts the whole job on fresh instances: every node copies again, as at the start.
-        restart_h = data.copy_start_hours if platform == "sagemaker" else recopy / 3600.0
+        restart_h = data.copy_start_hours if platform_facts(platform).restarts_whole_job else recopy / 3600.0
         times = replace(times, copy_start_hours=data.copy_start_hours, copy_restart_hours=restart_h)
     return feed, times, data
 
@@ -164,12 +165,13 @@ def _terms(run, inst, count, platform, region, fit, tp, feed: _Feed, facts) -> t
 
 def _copy_terms(data: LayoutData, tp, feed: _Feed, node_bytes: float, node_gets: float, count: int,
                 link: dt.S3Link, platform: str) -> tuple[LayoutData, _Feed]:
-    copy = dt.copy_time(node_bytes, node_gets, count, False, link)
+    copy, own = dt.copy_time(node_bytes, node_gets, count, False, link), platform_facts(platform)
     line = (f"data: each node copies {node_bytes / dt.GB:,.1f} GB ({node_gets:,.0f} objects) at start in "
             f"{copy.start_s / 60:,.1f} min, billed; bound by {copy.bound} ({link.words}; "
             f"{dt.S3_GETS_PER_PREFIX_PER_S:,.0f} GET/s per S3 prefix shared by {count} node{'s' if count > 1 else ''})"
-            + ("; after a Spot interruption SageMaker restarts the job and every node copies again" if platform ==
-               "sagemaker" else f"; a replacement node copies its part again ({copy.replacement_s / 60:,.1f} min)"))
+            + (f"; after a Spot interruption {own.title} restarts the job and every node copies again"
+               if own.restarts_whole_job else
+               f"; a replacement node copies its part again ({copy.replacement_s / 60:,.1f} min)"))
     words = (line,)
     if link.up_to and copy.burst_s_used >= BURST_MINUTES * 60.0 and count > 1 and tp.network != "sustained" \
             and tp.sustained.samples_per_s < feed.samples_per_s:
@@ -211,7 +213,7 @@ def _stream_terms(run, data: LayoutData, inst, count: int, platform: str, fit, t
     line = (f"data: streams {bps / 1e3:,.0f} KB/sample, {ingress:,.2f} Gbps per node on the link the gradients use "
             f"({link.words}; baseline counted, the burst lasts minutes)"
             + (f"; mount-s3 capped at {cap} Gbps per node (the gradients use {share:.0%} of the link)"
-               if platform == "ec2" else ""))
+               if platform_facts(platform).streams_via_mount_s3 else ""))
     if bound:
         what = "S3's GET rate per prefix" if gets_cap <= link_cap else "the node's link"
         line = (f"INPUT-BOUND by {what}: " + line + f"; capped from {feed.samples_per_s:,.0f} to {rate:,.0f} "

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from trainctl import perf
 from trainctl.catalog.instance_storage import instance_storage_gb
+from trainctl.catalog.platforms import facts
 
 GIB = 1024 ** 3
 SCRATCH_GIB = 20.0           # ASSUMED: code, pip installs, logs, core dumps
@@ -62,14 +63,15 @@ def plan_disk(platform: str, instance_type: str, shape, copy_bytes: float, keep:
               strategy: str) -> Disk:
     gib, parts = need(shape, copy_bytes, keep, count, strategy)
     said = f"disk: {gib:,.0f} GiB per node ({parts} GiB)"
-    if platform == "sagemaker":
+    own = facts(platform)
+    if own.disk == "training-volume":
         storage = instance_storage_gb(instance_type) or 0
         if storage:
             if gib * GIB / 1e9 > storage:
                 return Disk(gib, None, said, f"needs {gib * GIB / 1e9:,.0f} GB of disk per node ({parts} GiB); "
-                                               f"ml.{instance_type} has {storage:,} GB of NVMe instance storage, which "
-                                               "SageMaker uses instead of EBS: a type with more, or stream the data "
-                                               "(data.<channel>.mode: stream)")
+                                               f"{own.type_prefix}{instance_type} has {storage:,} GB of NVMe instance "
+                                               f"storage, which {own.title} uses instead of EBS: a type with more, or "
+                                               "stream the data (data.<channel>.mode: stream)")
             return Disk(gib, None, f"{said} on its {storage:,} GB of NVMe instance storage")
         size = max(SAGEMAKER_MIN_GB, math.ceil(gib * GIB / 1e9))
         where = f"VolumeSizeInGB {size:,}"

@@ -12,6 +12,7 @@ lowest first: the order of the launch's priorities.
 from __future__ import annotations
 
 from trainctl.catalog import images
+from trainctl.catalog.platforms import facts as platform_facts
 from trainctl.planner.data_terms import layout_data
 from trainctl.planner.pricing import MIN_SCORE_TYPES, input_limit, job_times, price_option, spot_price
 from trainctl.planner.spot import risk
@@ -31,7 +32,7 @@ def flexible_options(run, cand, throughput) -> list[risk.Priced]:
     out = []
     for platform in run.platforms:
         # offered on the platform, and driven by the image the platform would boot (catalog/images.py)
-        members = [m for m in cand.members if (platform != "sagemaker" or m.sagemaker_training)
+        members = [m for m in cand.members if platform_facts(platform).offers(m)
                    and images.drives(platform, m.family, m.accelerator.key, m.accelerator.kind) is None]
         if len(members) < 2:
             run.exclude(cand.group, cand.count, "fewer than two of its types are offered here, on an image that "
@@ -87,7 +88,8 @@ def _member_option(run, cand, members, member, platform, region, market, price, 
             return None
         az, score, odds = _set_score(run, cand, members, region)
         history = run.quotes.spot_prices.get((region, member.name), {})
-        hourly = history[az].mean_usd if platform == "ec2" and az in history else own[0]  # the set's AZ
+        on_history = platform_facts(platform).spot_price == "ec2-history"
+        hourly = history[az].mean_usd if on_history and az in history else own[0]  # the set's AZ
         quote = (hourly, own[1], own[2], az, score, odds)
     widest = max(members, key=lambda m: (m.vcpus, m.name))   # identical nodes: the fleet may get all of them
     return price_option(run.catalog, run.quotes, member, cand.count, platform, region, market, *price, times, fit,
@@ -106,11 +108,13 @@ def _worst(cand, members, platform: str, market: str, priced: dict, cap: float) 
              f"${best.expected_cost_usd:,.2f}"]
     if market == "spot" and len(members) < MIN_SCORE_TYPES:
         lines.append(f"placement score not asked: {len(members)} types score low by AWS's design")
-    if platform == "sagemaker":
-        lines.append(f"SageMaker takes one type per job: an ordered failover across {', '.join(order)} "
+    own = platform_facts(platform)
+    if own.one_type_per_job:
+        lines.append(f"{own.title} takes one type per job: an ordered failover across {', '.join(order)} "
                      "(`launch --failover` moves on when a type gets no capacity)")
     else:
-        lines.append(f"EC2: one fleet per AZ over {', '.join(order)} (priorities in that order), all or nothing, "
+        lines.append(f"{own.title}: one fleet per AZ over {', '.join(order)} (priorities in that order), "
+                     "all or nothing, "
                      + (f"at most ${cap:,.2f}/h (MaxTotalPrice: its dearest type On-Demand)" if market == "on-demand"
                         else "no MaxTotalPrice (AWS advises against it on Spot: more interruptions)"))
     option = worst.option.model_copy(update={"instance_types": order, "flexible_group": cand.group,

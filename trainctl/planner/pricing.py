@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from trainctl import perf
 from trainctl.catalog import images
+from trainctl.catalog.platforms import facts as platform_facts
 from trainctl.perf import input_pipeline
 from trainctl.planner.spot import risk
 from trainctl.planner.spot import simulation as simulate
@@ -85,6 +86,7 @@ def spot_price(catalog, quotes, inst, count, platform, region, market, od, exclu
         config = quotes.score_configs.get((region, inst.name, count), ())
         # AWS: fewer than three instance types always score low, so such a score says nothing about the odds
         odds = score / 10.0 if len(config) >= MIN_SCORE_TYPES or not config else None
+    own = platform_facts(platform)
     ec2_od = quotes.on_demand.get(("ec2", region, inst.name))
     if ec2_od is None and (cat_price := catalog.on_demand_price("ec2", region, inst.name)) is not None:
         ec2_od = cat_price.usd_per_hour
@@ -92,17 +94,17 @@ def spot_price(catalog, quotes, inst, count, platform, region, market, od, exclu
         az = az or min(spot, key=lambda z: spot[z].mean_usd)   # unscored: the AZ its price comes from
         sp = spot[az]
         discount = 1 - sp.mean_usd / ec2_od if ec2_od else None
-        if platform == "ec2":
+        if own.spot_price == "ec2-history":
             return sp.mean_usd, f"Spot price history, {sp.window_hours:g} h mean", band, az, score, odds
         if discount is not None:
-            return (od * (1 - discount), f"SageMaker On-Demand x (1 - EC2 Spot discount {discount:.0%}) (assumption)",
-                    band, az, score, odds)
+            return (od * (1 - discount), f"{own.title} On-Demand x (1 - EC2 Spot discount {discount:.0%}) "
+                    "(assumption)", band, az, score, odds)
         exclude(inst.name, count, "no EC2 On-Demand price to turn the Spot price into a discount",
                 platform=platform, market=market, region=region)
         return None
     if advice is not None:
         src = f"On-Demand x (1 - {advice.savings_pct:g}% Spot advisor savings, {catalog.data_dates['spot_advisor']})"
-        if platform == "sagemaker":
+        if own.spot_price == "ec2-discount":
             src += " (assumes managed Spot matches the EC2 Spot discount)"
         return od * (1 - advice.savings_pct / 100.0), src, band, az, score, odds
     exclude(inst.name, count, f"no Spot price or Spot advisor data for {region}", platform=platform,
@@ -206,13 +208,15 @@ class QuotaNeed:
 
 
 def quota_need(catalog, quotes, inst, count, platform, region, market) -> QuotaNeed:
-    if platform == "ec2":
+    own = platform_facts(platform)
+    if own.type_quota is None:   # vCPUs of the family's quota
         code, name = catalog.ec2_quota(inst.name, market)
-        have = quotes.quotas.get((region, "ec2", code))  # by QuotaCode: names change (P became "P4, P3 and P2")
-        return QuotaNeed("ec2", code, name, region, inst.vcpus * count, have, "vCPUs")
-    name = f"ml.{inst.name} for {'spot ' if market == 'spot' else ''}training job usage"
-    key = (region, "sagemaker", name)
-    return QuotaNeed("sagemaker", quotes.quota_codes.get(key, ""), name, region, count, quotes.quotas.get(key),
+        # by QuotaCode: names change (P became "P4, P3 and P2")
+        have = quotes.quotas.get((region, own.quota_service, code))
+        return QuotaNeed(own.quota_service, code, name, region, inst.vcpus * count, have, "vCPUs")
+    name = own.quota_name(inst.name, market)
+    key = (region, own.quota_service, name)
+    return QuotaNeed(own.quota_service, quotes.quota_codes.get(key, ""), name, region, count, quotes.quotas.get(key),
                      "instances")
 
 

@@ -13,6 +13,7 @@ from trainctl.perf.estimator import MeasuredRate
 from trainctl.perf.stack_inference import StackInference
 from trainctl.planner.spot import risk
 from trainctl.catalog import Catalog, InstanceType, images, load_calibration
+from trainctl.catalog.platforms import facts as platform_facts
 from trainctl.planner.flexible import flexible_options
 from trainctl.planner.data_terms import ChannelFacts, layout_data
 from trainctl.planner.disk import has_fsx, keep_of, plan_disk
@@ -212,7 +213,8 @@ class _Planning:
     def _why_unpriced(self, platform: str, region: str) -> str:
         """The catalog holds an EC2 price wherever AWS's price list offered the type (scripts/catalog_sources): a
         type with no EC2 price in a region was not offered there; SageMaker prices follow the EC2 ones."""
-        if platform != "ec2" or self.catalog.data_dates.get("ec2_prices_other_regions") is None:
+        if platform_facts(platform).price_list != "AmazonEC2" \
+                or self.catalog.data_dates.get("ec2_prices_other_regions") is None:
             return ""
         return (f" (AWS's EC2 price list of {self.catalog.data_dates['ec2_prices_other_regions']} does not offer "
                 f"them in {region})")
@@ -299,8 +301,8 @@ class _Planning:
         fits, n_acc = fitted
         out = []
         for platform in self.platforms:
-            if platform == "sagemaker" and not inst.sagemaker_training:
-                self.exclude(inst.name, count, "SageMaker training does not offer this type", platform=platform)
+            if not (own := platform_facts(platform)).offers(inst):
+                self.exclude(inst.name, count, f"{own.title} training does not offer this type", platform=platform)
                 continue
             if (no_image := images.drives(platform, inst.family, inst.accelerator.key, inst.accelerator.kind)
                     or (has_fsx(self.spec) and images.no_lustre_client(platform, inst.accelerator.kind))):

@@ -1,6 +1,7 @@
 """Tables for people: the plan (ranked options, why, what was excluded) and the catalog."""
 from __future__ import annotations
 
+from trainctl.catalog.platforms import NAMES, facts
 from trainctl.render import table_console
 from trainctl.render.columns import Column, fitted_table
 
@@ -127,14 +128,17 @@ def _hanging(text: str, width: int, indent: str = "   - ") -> str:
                          break_long_words=False, break_on_hyphens=False)
 
 
+# The catalog's On-Demand prices per platform (catalog/platforms.py), in the order of the platforms' names
+PRICE_ORDER = tuple(sorted(NAMES))
+
+
 def catalog_rows(cat, filter: str | None, region: str) -> list[dict]:
     """`trainctl catalog`'s rows (its JSON document's "instances"): specs, prices and Spot data, with sources."""
     rows = []
     for name, inst in sorted(cat.instances.items(), key=lambda kv: (kv[1].family, kv[1].vcpus)):
         if filter and filter not in name:
             continue
-        ec2 = cat.on_demand_price("ec2", region, name)
-        sm = cat.on_demand_price("sagemaker", region, name)
+        prices = {p: cat.on_demand_price(p, region, name) for p in PRICE_ORDER}
         spot = cat.spot_advice(region, name)
         rows.append({"instance_type": name, "family": inst.family, "accelerator": inst.accelerator.key,
                      "accelerator_count": inst.accelerator_count,
@@ -143,9 +147,8 @@ def catalog_rows(cat, filter: str | None, region: str) -> list[dict]:
                      "network_gbps_burst": inst.network_gbps_burst, "network_up_to": inst.network_up_to,
                      "efa_interfaces": inst.efa_interfaces, "sagemaker_training": inst.sagemaker_training,
                      "peak_tflops": inst.accelerator.peak_tflops, "region": region,
-                     "ec2_usd_per_hour": ec2.usd_per_hour if ec2 else None,
-                     "sagemaker_usd_per_hour": sm.usd_per_hour if sm else None,
-                     "price_sources": {"ec2": ec2.source if ec2 else None, "sagemaker": sm.source if sm else None},
+                     **{f"{p}_usd_per_hour": price.usd_per_hour if price else None for p, price in prices.items()},
+                     "price_sources": {p: price.source if price else None for p, price in prices.items()},
                      "spot_savings_pct": spot.savings_pct if spot else None,
                      "interruption_band": spot.interruption_band if spot else None, "sources": inst.sources})
     return rows
@@ -166,8 +169,7 @@ _CATALOG_COLUMNS = (
     Column("type", lambda r: r["instance_type"], keep=True),
     Column("accelerators", lambda r: f"{r['accelerator_count']} x {r['accelerator']}", keep=True),
     Column("mem/acc GiB", lambda r: f"{r['accelerator_memory_gib']:g}", "right"),
-    Column("EC2 $/h", lambda r: _price(r["ec2_usd_per_hour"]), "right"),
-    Column("SageMaker $/h", lambda r: _price(r["sagemaker_usd_per_hour"]), "right"),
+    *(Column(f"{facts(p).title} $/h", lambda r, p=p: _price(r[f"{p}_usd_per_hour"]), "right") for p in PRICE_ORDER),
     Column("Spot savings", lambda r: "-" if r["spot_savings_pct"] is None else f"{r['spot_savings_pct']}%", "right"),
     Column("interruptions", lambda r: r["interruption_band"] or "-", "right"),
     Column("vCPU", lambda r: str(r["vcpus"]), "right"),

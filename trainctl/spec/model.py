@@ -11,9 +11,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from trainctl.catalog.platforms import NAMES as PLATFORM_NAMES
+
 Precision = Literal["bf16", "fp16", "fp32"]
 Market = Literal["spot", "on-demand"]
-Platform = Literal["sagemaker", "ec2"]
+# the registered platforms (catalog/platforms.py): a Literal built from the registry, so the schema lists them
+Platform = Literal[PLATFORM_NAMES]  # type: ignore[valid-type]
 
 LAYOUT_RE = re.compile(r"^(?P<type>(ml\.)?[a-z0-9-]+\.[a-z0-9]+):(?P<count>-?\d+)(:(?P<market>spot|on-demand))?$")
 # A flexible layout (spec/flexible.py): 'g5:1xA10G:4:spot' (the family's sizes with one A10G) or a list of types,
@@ -235,7 +238,7 @@ class Candidates(Strict):
     layouts: list[Layout] = Field(default_factory=list, description="explicit layouts: 'g5.2xlarge:4:spot'")
     nodes: NodeRange = Field(default_factory=NodeRange)
     markets: list[Market] = Field(default_factory=lambda: ["spot", "on-demand"])
-    platforms: list[Platform] = Field(default_factory=lambda: ["sagemaker", "ec2"])
+    platforms: list[Platform] = Field(default_factory=lambda: list(PLATFORM_NAMES))
     regions: list[str] = Field(default_factory=lambda: ["us-east-1", "us-west-2"])
     flexible: bool | list[list[str]] = Field(
         False, description="also plan flexible layouts (each node any of several types with the same "

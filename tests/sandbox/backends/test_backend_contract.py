@@ -25,6 +25,9 @@ from trainctl.backends.options import OPTIONS
 from trainctl.backends.preflight import Preflight
 from trainctl.backends.template import TemplateBackend
 from trainctl.backends.template.missing import Unwritten
+from trainctl.catalog.platforms import NAMES as PLATFORM_NAMES
+from trainctl.iam import PLATFORMS
+from trainctl.spec import Platform as SPEC_PLATFORMS
 from trainctl.backends.ec2 import Ec2Backend, log_group
 from trainctl.backends.options import SageMakerOptions
 from trainctl.backends.sagemaker import SageMakerBackend
@@ -96,10 +99,17 @@ def after_submit(backend: Backend, job_id: str, bucket: str) -> None:
     assert model is None or model.startswith(type(backend).model_output(bucket, job_id))
 
 
+def test_the_backends_and_the_pure_layers_know_the_same_platforms_in_the_same_order():
+    # the spec's names, the schema's enum, the planner's overheads and the IAM table read catalog/platforms.py;
+    # launching reads the registry: a platform in one alone would plan what cannot launch, or the reverse
+    assert platforms() == PLATFORM_NAMES == SPEC_PLATFORMS.__args__ == PLATFORMS
+
+
 @pytest.mark.parametrize("platform", platforms())
 def test_each_backend_declares_the_whole_contract(platform):
     cls = backend_class(platform)
     assert cls.platform == platform and cls.title and cls.options_type is OPTIONS[platform]
+    assert cls.facts().name == platform and cls.facts().title == cls.title   # its catalog/platforms.py entry
     service, _, kind = cls.tagged_resource_type.partition(":")
     assert service and kind, cls.tagged_resource_type
     assert cls.model_output("bkt", "job-x").startswith("s3://bkt/job-x/")

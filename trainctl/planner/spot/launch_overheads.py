@@ -18,12 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# minutes: (not billed, billed) per platform
-# - ec2: CreateFleet to running ~1 min (not billed); boot of the Deep Learning AMI, the agent's code download,
-#   torchrun rendezvous ~4 min (billed).
-# - sagemaker: Starting (provisioning the instances) ~4 min (not billed); Downloading the ~10 GB PyTorch
-#   training image and the code, then the container's start ~5 min (billed).
-START_MINUTES = {"ec2": (1.0, 4.0), "sagemaker": (4.0, 5.0)}
+from trainctl.catalog.platforms import PLATFORMS
+
+# minutes: (not billed, billed) per platform, and why: each platform's entry in catalog/platforms.py
+START_MINUTES = {p.name: p.start_minutes for p in PLATFORMS.values()}
 # Neuron compiles each new graph on the first steps; the bundled neuron entrypoint keeps no persistent
 # compile cache across instances, so every start and restart compiles again (ASSUMED 15 min for a ViT-B
 # sized graph; the Neuron docs only say compilation "can result in long compile times").

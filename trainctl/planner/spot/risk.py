@@ -9,14 +9,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from trainctl.catalog.platforms import PLATFORMS, facts
 from trainctl.planner.spot import launch_overheads
 from trainctl.planner.spot import simulation as simulate
 from trainctl.planner.spot.hazard import HazardTable
 from trainctl.plans import Option
 
-# The EC2 node agent polls the instance metadata for the notice every 5 s (trainctl/bootstrap/agent.py,
-# spot_poll_s); SageMaker SIGTERMs the container itself (assumed to give the same 120 s as a stop).
-NOTICE_POLL_S = {"ec2": 5.0, "sagemaker": 0.0}
+# How soon each platform's job hears of the notice (catalog/platforms.py: EC2's node agent polls the instance
+# metadata; SageMaker SIGTERMs the container itself).
+NOTICE_POLL_S = {p.name: p.notice_poll_s for p in PLATFORMS.values()}
 # The checkpoint must also reach S3 before the instance goes (the agent's sync / SageMaker's checkpoint
 # upload); taken at the same 500 MB/s as the local write (option_pricing.CHECKPOINT_WRITE_BYTES_PER_S).
 CHECKPOINT_SYNC_FACTOR = 2.0
@@ -87,7 +88,7 @@ def run_model(platform: str, market: str, count: int, node_usd: float, times: Jo
         restart_hours=launch_overheads.restart_billed_hours(times.restart_minutes, times.accelerator_kind)
         + times.copy_restart_hours,
         wait_median_one=m1, wait_exponent=math.log(m4 / m1) / math.log(4.0), wait_log_sd_one=s1,
-        wait_log_sd_many=s4, survivors_billed=platform == "ec2")
+        wait_log_sd_many=s4, survivors_billed=not facts(platform).restarts_whole_job)
     layout = f"this {count}-node layout" if count > 1 else "this node"
     words.append(f"Spot: {hazard.events_per_hour:.3f} reclaim events/h for {layout}"
                  + (f", {hazard.nodes_per_event:.1f} nodes each" if count > 1 else "")
@@ -95,8 +96,9 @@ def run_model(platform: str, market: str, count: int, node_usd: float, times: Jo
                  f"{hazard.advisor_only * count:.5f}/h)")
     words.append(notice_words)
     if count > 1:
-        words.append("EC2 bills the surviving nodes while replacements come" if platform == "ec2" else
-                     "SageMaker bills no node while it waits for capacity")
+        own = facts(platform)
+        words.append(f"{own.title} bills no node while it waits for capacity" if own.restarts_whole_job else
+                     f"{own.title} bills the surviving nodes while replacements come")
     return with_recovery(model, platform, times, node_usd, od_usd, words)
 
 
@@ -104,10 +106,10 @@ def with_recovery(model: simulate.RunModel, platform: str, times: JobTimes, node
                   words: list[str]) -> tuple[simulate.RunModel, list[str]]:
     """The run model with the recovery the spec asks for: elastic survivors (EC2 only) and what a replacement
     waiting past the slack does (recovery.py). The default (fixed size, wait) leaves the model as it was."""
-    n, m = model.nodes, times.elastic_min_nodes
+    n, m, own = model.nodes, times.elastic_min_nodes, facts(platform)
     if m and n > 1:
-        if platform != "ec2":
-            words.append(f"elastic (min_nodes {m}) does not apply: SageMaker cannot change a running job's size; "
+        if own.restarts_whole_job:
+            words.append(f"elastic (min_nodes {m}) does not apply: {own.title} cannot change a running job's size; "
                          "its managed Spot restarts the whole job on new capacity")
         elif m >= n:
             words.append(f"elastic: min_nodes {m} leaves no room below this {n}-node layout: it waits whole")
@@ -120,10 +122,10 @@ def with_recovery(model: simulate.RunModel, platform: str, times: JobTimes, node
     slack, said = shortage_after(model, times)
     model = replace(model, shortage=times.on_spot_shortage, shortage_after_hours=slack,
                     fallback_price_ratio=(od_usd / node_usd) if od_usd and node_usd > 0 else 1.0,
-                    fallback_whole=platform != "ec2")
+                    fallback_whole=own.restarts_whole_job)
     words.append(f"on_spot_shortage {times.on_spot_shortage}: a replacement waiting past {slack:.2f} h ({said}) "
                  + ("is bought On-Demand for the rest of the run"
-                    + (" (SageMaker: the whole job moves to On-Demand)" if platform != "ec2" else "")
+                    + (f" ({own.title}: the whole job moves to On-Demand)" if own.restarts_whole_job else "")
                     if times.on_spot_shortage == "on-demand" else "ends the job"))
     return model, words
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from trainctl.catalog.platforms import facts
 from trainctl.errors import UsageError
 
 
@@ -18,10 +19,10 @@ def check(spec: Any, options: list[Any], say: Callable[[str], None]) -> None:
         return
     warned = False
     for option in options:
-        if option.platform == "sagemaker":
+        if (own := facts(option.platform)).restarts_whole_job:
             if not warned:
-                say(f"warning: elastic.min_nodes {elastic.min_nodes} does not apply on SageMaker, which cannot change "
-                    "a running job's size: a Spot interruption restarts the whole job from its checkpoint")
+                say(f"warning: elastic.min_nodes {elastic.min_nodes} does not apply on {own.title}, which cannot "
+                    "change a running job's size: a Spot interruption restarts the whole job from its checkpoint")
                 warned = True
         elif option.count < elastic.min_nodes:
             raise UsageError(f"elastic.min_nodes {elastic.min_nodes} is more than the {option.count} node(s) of "
