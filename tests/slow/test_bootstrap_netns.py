@@ -5,7 +5,7 @@ range); each sandbox instance gets a namespace with the instance's private IP on
 of its own, and a TCP forwarder to the sandbox. The user data from the job's launch template runs in each
 namespace exactly as cloud-init would run it: the agents fetch the code from S3, find each other by tag,
 rendezvous as a 2-node torchrun job on the CPU and train. Then one host gets a Spot notice: the job
-checkpoints and stops, the host is reclaimed, `recover` launches a replacement, a third namespace runs its
+checkpoints and stops, the host is reclaimed, the survivor's agent launches a replacement, a third namespace runs its
 user data, and the job resumes from the checkpoint and completes.
 """
 from __future__ import annotations
@@ -317,9 +317,10 @@ def test_two_hosts_train_get_interrupted_and_resume_on_a_replacement(sandbox_env
         b.close()
         view = backend.describe(job, "us-east-1")
         assert view.secondary_status == "Interrupted" and view.interruptions == 1
-        recovered = backend.recover(job, "us-east-1")
-        assert len(recovered["launched"]) == 1 and recovered["availability_zone"] == "us-east-1a"
-        new = next(i for i in _live(ec2, job) if i["InstanceId"] == recovered["launched"][0])
+        # nobody runs `watch --recover`: the survivor's agent launches the replacement itself (bootstrap/replacement.py)
+        a.wait_for("trainctl-agent: replacement 1: ", 120)
+        new = next(i for i in _live(ec2, job) if i["InstanceId"] not in (a.instance_id, b.instance_id))
+        assert new["Placement"]["AvailabilityZone"] == "us-east-1a"
         assert new["PrivateIpAddress"] != a.ip
         c = Host(net, 2, new, user_data, tmp_path, env)
         hosts.append(c)

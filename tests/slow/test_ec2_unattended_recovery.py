@@ -77,8 +77,8 @@ def test_a_four_node_spot_job_left_alone_survives_two_reclaims_and_completes(ec2
         _until(f"replacement {n} recorded by the survivors", lambda n=n: f"replaced-{n}" in _status_names(sb, job))
     row = _until("the job completed", lambda: (r := _ls_row(sb, home, job))["status"] == "Completed" and r)
     assert row["interruptions"] == 2 and row["replacements"] == 2, row
-    shown = run_cli(["ls"], home, env=sb.env).stdout
-    assert "2/2" in shown, shown  # reclaimed/replaced, in the table a user reads
+    shown = run_cli(["ls"], home, env={**sb.env, "COLUMNS": "150"}).stdout
+    assert "2/2" in shown, shown  # reclaimed/replaced, in the table a user reads (at 80 columns it is left out)
     logs = run_cli(["logs", job], home, env=sb.env).stdout
     assert "replacement 1: " in logs and "replacement 2: " in logs, logs[-4000:]
     assert "trainctl step=40 " in logs

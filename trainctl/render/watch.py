@@ -134,6 +134,7 @@ def _status_of(j: dict) -> str:  # AWS's words: no control sequences
     return clean(j["status"], True) + (f"/{clean(j['secondary_status'], True)}" if j.get("secondary_status") else "")
 
 
+_RECLAIMS = "reclaimed/replaced"
 # `ls`'s columns, most important first: the job id (which the user copies into watch, logs, stop, down) is
 # never cut; at a narrow width the last columns are left out whole.
 _JOB_COLUMNS = (
@@ -144,7 +145,7 @@ _JOB_COLUMNS = (
     Column("expected $", lambda j: _money(j["expected_cost_usd"]), "right"),
     Column("$ so far", lambda j: _money(j.get("cost_usd")), "right"),
     # Spot reclaims and the nodes that replaced them (the survivors' own, or `watch --recover`'s)
-    Column("reclaimed/replaced", lambda j: "-" if j.get("interruptions") is None else
+    Column(_RECLAIMS, lambda j: "-" if j.get("interruptions") is None else
            f"{j['interruptions']}/{j.get('replacements') or 0}", "right"),
     Column("by", lambda j: (j.get("launched_by") or "-").rsplit("/", 1)[-1]),
     Column("platform", lambda j: j["platform"]),
@@ -158,7 +159,9 @@ def jobs_table(jobs: list[dict]) -> None:
     if not jobs:
         con.print("no jobs yet: `trainctl launch SPEC` starts one")
         return
-    con.print(fitted_table(_JOB_COLUMNS, jobs, con.width))
+    # the reclaims column only when a job was reclaimed: a column of dashes would push a useful one out
+    columns = [c for c in _JOB_COLUMNS if c.header != _RECLAIMS or any(j.get("interruptions") for j in jobs)]
+    con.print(fitted_table(columns, jobs, con.width))
 
 
 def say(message: str) -> None:

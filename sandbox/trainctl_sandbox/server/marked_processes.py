@@ -6,11 +6,14 @@ leaves them running). psutil reads the environments and walks the process trees.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 from typing import Callable
 
 import psutil
@@ -63,22 +66,29 @@ def kill_marked(prefix: str, rounds: int = 20) -> None:
 # A job's ports on the shared 127.0.0.1: on AWS each node has an address of its own, so every port is the job's;
 # the sandbox's nodes share one, so each job gets a block of PORT_BLOCK ports below the kernel's ephemeral range
 # (net.ipv4.ip_local_port_range starts at 32768 by default), where no connection's own port lands. A node may use
-# any port of its block (the agent moves its master port on with each membership generation).
+# any port of its block (the agent moves its master port on with each membership generation). Sandboxes run side
+# by side (one per test worker), so a block is held with a lock file (flock) for as long as this process runs.
 PORT_BLOCK, BLOCKS_FROM, BLOCKS_TO = 100, 20000, 32700
+_HELD: dict[int, int] = {}   # first port of a block -> the descriptor of its lock, held by this process
 
 
 def port_block(taken: set[int]) -> int:
-    """The first port of a block no job holds (`taken`: the blocks given out) and whose first port is free now."""
+    """The first port of a block that no other process holds and no job of this one (`taken`) uses."""
+    locks = Path(tempfile.gettempdir()) / "trainctl-sandbox-ports"
+    locks.mkdir(exist_ok=True)
     for base in range(BLOCKS_FROM, BLOCKS_TO, PORT_BLOCK):
         if base in taken:
             continue
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.bind(("127.0.0.1", base))
-        except OSError:
-            continue
+        if base not in _HELD:
+            fd = os.open(locks / f"{base}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            _HELD[base] = fd
         return base
-    return free_port()  # 127 jobs at once: any free port, as before
+    return free_port()  # every block in use: any free port, as before
 
 
 def free_port() -> int:
