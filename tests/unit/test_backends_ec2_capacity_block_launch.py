@@ -42,4 +42,6 @@ def test_the_node_config_carries_the_block_s_end_only_inside_a_block():
     Option.capacity_block = CapacityBlockTerms(
         offering_id="cb-1", availability_zone="us-west-2a", start="2027-01-14T08:00:00+00:00",
         end="2027-01-15T08:00:00+00:00", duration_hours=24, wait_hours=0, upfront_fee_usd=1, unused_hours=1)
-    assert node_config(Option()) == {"capacity_block_end": 1_800_000_000}
+    assert node_config(Option()) == {"capacity_block_end": 1_800_000_000, "capacity_reservation_id": None}
+    Option.capacity_block = Option.capacity_block.model_copy(update={"reservation_id": "cr-1"})
+    assert node_config(Option())["capacity_reservation_id"] == "cr-1"  # the agent reads the end again from it

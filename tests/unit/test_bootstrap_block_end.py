@@ -12,6 +12,12 @@ from trainctl.bootstrap.block_end import stop_at, watch
 END = 1_800_000_000
 
 
+class _NoWait(threading.Event):
+    """The agent's end event, whose waits return at once (the clock above is what moves)."""
+    def wait(self, timeout=None):
+        return self.is_set()
+
+
 def test_a_node_in_a_block_stops_at_ec2_s_warning_40_minutes_before_the_end():
     assert stop_at({}) is None
     assert stop_at({"capacity_block_end": END}) == END - 40 * 60
@@ -33,3 +39,13 @@ def test_the_watcher_acts_once_when_the_time_comes_and_never_after_the_agent_end
 def test_the_node_agent_ships_its_block_end_module():
     with tarfile.open(fileobj=io.BytesIO(agent_archive())) as tar:
         assert f"{NODE_PACKAGE}/block_end.py" in tar.getnames()
+
+
+def test_the_end_read_again_moves_the_stop_and_a_failed_read_keeps_the_last_known_end():
+    """An extension moves the end later (no stop at the old time); a block whose end EC2 now says is near stops;
+    a read that fails (None) keeps the end last known."""
+    said: list[str] = []
+    ends = iter([END + 24 * 3600, None, END - 3600])          # extended, unreadable, then (sandbox) shortened
+    times = iter([END - 40 * 60, END - 40 * 60, END - 3600 - 40 * 60])
+    watch({"capacity_block_end": END}, _NoWait(), said.append, clock=lambda: next(times), read_end=lambda: next(ends))
+    assert len(said) == 1 and "capacity block ends at 2027-01-15 07:00 UTC" in said[0]

@@ -263,7 +263,8 @@ class Agent:
         # the GPUs/Neuron devices paid for, or fail now; what it counts is what the training is told it has
         self.devices = check_accelerators(self.cfg, self.log.add)
         threading.Thread(target=self.watch_spot_notice, daemon=True).start()
-        threading.Thread(target=block_end.watch, args=(self.cfg, self.finished, lambda why: outcome.on_notice(self, why)),
+        threading.Thread(target=block_end.watch, args=(self.cfg, self.finished, lambda why: outcome.on_notice(self, why, "notice:"),
+                         time.time, block_end.reader(self.ec2, self.cfg)),
                          daemon=True).start()  # a Capacity Block's end, as a Spot notice (block_end.py)
         self.fetch_code()
         install_requirements(self.code_dir, self.root, self.log.add)  # as SageMaker's toolkit does, once per node

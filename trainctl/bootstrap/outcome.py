@@ -35,8 +35,8 @@ def notices_now(agent) -> set[str]:
         return set()
 
 
-def on_notice(agent, action: str) -> None:
-    agent.log.add(f"trainctl-agent: spot interruption notice {action.strip()}; checkpointing")
+def on_notice(agent, action: str, what: str = "spot interruption notice") -> None:
+    agent.log.add(f"trainctl-agent: {what} {action.strip()}; checkpointing")
     # Peers must leave this node out of the next rendezvous: tag first, then tell the job, then stop the training.
     try:
         agent.ec2.create_tags(Resources=[agent.instance_id], Tags=[{"Key": "trainctl:state", "Value": "interrupted"}])

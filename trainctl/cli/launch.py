@@ -31,6 +31,9 @@ def launch(
     buy_capacity_block: bool = typer.Option(
         False, "--buy-capacity-block", help="Buy the chosen option's EC2 Capacity Block and launch into it: its fee "
                                             "is charged at once and cannot be refunded (--yes never buys one)."),
+    resume_from: Optional[str] = typer.Option(
+        None, "--resume-from", metavar="JOB", help="Start from the newest checkpoints of an earlier job (one that "
+                                                   "ended before its work, e.g. at its Capacity Block's end)."),
     objective: str = typer.Option("cost", "--objective", help="cost or time (when re-planning)."),
     offline: bool = typer.Option(False, "--offline", help="Plan from the bundled catalog."),
     poll_seconds: float = typer.Option(10.0, "--poll-seconds", min=0.05,
@@ -47,7 +50,7 @@ def launch(
     args = LaunchArgs(spec_path=spec, option_rank=option, plan_path=plan_file, layouts=tuple(layout),
                       platform=platform, objective=objective, offline=offline, dry_run=dry_run, yes=yes,
                       failover=failover, allow_duplicate=allow_duplicate, poll_seconds=poll_seconds,
-                      buy_capacity_block=buy_capacity_block,
+                      buy_capacity_block=buy_capacity_block, resume_from=resume_from,
                       platform_options=platform_flags)
     with _store() as store:
         result = do_launch(args, store, say=shown.say, show=shown.show, confirm=shown.confirm)

@@ -120,6 +120,7 @@ def boundary_policy(data_buckets: tuple[str, ...] = ()) -> dict:
             "ec2:DeleteNetworkInterfacePermission", "ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs",
             "ec2:DescribeDhcpOptions", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"]},
         {"Sid": "FindPeers", "Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"},
+        {"Sid": "ReadBlockEnd", "Effect": "Allow", "Action": "ec2:DescribeCapacityReservations", "Resource": "*"},
         # an EC2 job's nodes publish its news to the topic given to `launch --notify` (their role names it)
         {"Sid": "JobNews", "Effect": "Allow", "Action": "sns:Publish", "Resource": f"arn:aws:sns:*:{ACCOUNT}:*"},
         {"Sid": "MarkInterrupted", "Effect": "Allow", "Action": "ec2:CreateTags",

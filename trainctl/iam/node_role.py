@@ -42,6 +42,8 @@ def node_policy(job_id: str, bucket: str, region: str, account: str, code_key: s
                       arn(region, "logs", account, f"log-group:{group}:*")]},
         # EC2's Describe actions cannot be limited to resources; they reveal no data, only metadata.
         {"Sid": "FindPeers", "Effect": "Allow", "Action": "ec2:DescribeInstances", "Resource": "*"},
+        # a node in a Capacity Block reads the block's end again (bootstrap/block_end.py: an extension moves it)
+        {"Sid": "ReadBlockEnd", "Effect": "Allow", "Action": "ec2:DescribeCapacityReservations", "Resource": "*"},
         {"Sid": "MarkInterrupted", "Effect": "Allow", "Action": "ec2:CreateTags",
          "Resource": arn(region, "ec2", account, "instance/*"),
          "Condition": {"StringEquals": {f"aws:ResourceTag/{JOB_TAG}": job_id},

@@ -9,7 +9,9 @@ On-Demand price for the block's instance-hours times a seeded factor. A test ste
 what each account bought. A purchase becomes a targeted Capacity Reservation of type capacity-block, scheduled
 until its start, active until its end, then expired (DescribeCapacityReservations reads each state from the clock);
 `start_capacity_block` ({"reservation_id": id}) moves a bought block's dates so that it starts now (time passing);
-`end_capacity_block` ends it now and terminates the instances in it, as EC2 does at a block's end.
+`end_capacity_block` ends it now and terminates the instances in it, as EC2 does at a block's end;
+`end_capacity_block` with `in_seconds` only moves its end to that many seconds from now (a test brings the end near
+without waiting a day; the instances run on until a later `end_capacity_block`).
 """
 from __future__ import annotations
 
@@ -275,6 +277,9 @@ def end_capacity_block(ctx: SandboxContext, payload: dict) -> dict:
         raise ValueError(f"no bought block {rid!r}")
     account, held = found[0]
     now = datetime.now(timezone.utc).replace(microsecond=0)
+    if payload.get("in_seconds") is not None:  # the end brought near, nothing ended yet
+        held["EndDate"] = now + timedelta(seconds=float(payload["in_seconds"]))
+        return {"terminated": [], "EndDate": held["EndDate"].isoformat()}
     held["StartDate"], held["EndDate"] = min(held["StartDate"], now - timedelta(hours=1)), now
     ended_ids = []
     for instance in _live(account, held["Region"], held):

@@ -139,9 +139,15 @@ def run_instances(ctx: SandboxContext, r, call_moto) -> Any:
         # moto launches MinCount instances; EC2 launches as many as it can up to MaxCount.
         r.params["MinCount"] = granted
         result = call_moto()
+        # EC2 gives the instance the template's instance profile when the request names none; moto does not
+        profile = {} if r._get_param("IamInstanceProfile") else (tmpl.get("IamInstanceProfile") or {})
         for instance in result.result.instances:
             if group:
                 instance.placement.group_name = group
+            if profile:
+                backend.associate_iam_instance_profile(instance_id=instance.id,
+                                                       iam_instance_profile_name=profile.get("Name"),
+                                                       iam_instance_profile_arn=profile.get("Arn"))
         root_volumes.complete(backend, result.result.instances,
                               r._get_param("BlockDeviceMappings") or tmpl.get("BlockDeviceMappings"))
         nics = r._get_param("NetworkInterfaces") or tmpl.get("NetworkInterfaces") or []

@@ -48,12 +48,13 @@ def into_block(request: LaunchRequest, option) -> LaunchRequest:
 
 
 def node_config(option) -> dict:
-    """The node config's block end (epoch seconds): the agent checkpoints and stops before EC2 reclaims the nodes
+    """The node config's block end (epoch seconds) and reservation: the agent checkpoints and stops before EC2 reclaims the nodes
     (bootstrap/block_end.py); nothing outside a block."""
     if option.capacity_block is None:
         return {}
     end = datetime.fromisoformat(option.capacity_block.end)
-    return {"capacity_block_end": int((end if end.tzinfo else end.replace(tzinfo=timezone.utc)).timestamp())}
+    return {"capacity_block_end": int((end if end.tzinfo else end.replace(tzinfo=timezone.utc)).timestamp()),
+            "capacity_reservation_id": option.capacity_block.reservation_id}  # the end read again (block_end.py)
 
 
 def run_params(job: str, fleet: dict, template: AwsCall | None, reservation: str) -> dict:

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from trainctl.backends.calls import SubmitTrace
 from trainctl.state import sync as shared_jobs
-from trainctl.usecases.launch import capacity_block, elastic
+from trainctl.usecases.launch import capacity_block, elastic, resume
 from trainctl.usecases.launch.results import Attempt, LaunchResult, account as _account, new_job_id
 from trainctl.usecases.launch.outcomes import after_submit, interrupted, submit_failed
 from trainctl.usecases.jobs.notify import remember as remember_notify
@@ -37,6 +37,7 @@ class LaunchArgs:
     failover: bool = False
     allow_duplicate: bool = False     # launch even while an earlier job of the same spec runs
     buy_capacity_block: bool = False  # buy the chosen Capacity Block offer (its own flag: never implied by yes)
+    resume_from: str | None = None    # an earlier job whose checkpoints the new job starts from (resume.py)
     poll_seconds: float = 10.0        # how often a --failover launch checks that the job got capacity
     # the platform flags given (backends/options.py declares them); each backend resolves its own, typed
     platform_options: dict = field(default_factory=dict)
@@ -147,6 +148,7 @@ class _Run:
     marker: Any = None         # the spec's launch marker on AWS (duplicates.LaunchMarker) once claimed
     job_id: str | None = None  # chosen before the calls: a Capacity Block's purchase is tagged with it
     purchase: dict | None = None  # --dry-run: the PurchaseCapacityBlock request the launch would make first
+    resume: dict | None = None    # --resume-from: the checkpoints to copy in (resume.checked)
 
 
 def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: Callable[[Option, Any], None],
@@ -157,6 +159,7 @@ def launch(args: LaunchArgs, store: JobStore, say: Callable[[str], None], show: 
     spec, plan, options, idx = choose_options(args, store)
     run = _Run(args, spec, plan, store, say)
     capacity_block.not_a_block(args, options[idx])
+    run.resume = resume.checked(store, args.resume_from, spec) if args.resume_from else None
     if options[idx].market == capacity_block.MARKET:  # bought on its own flag only, never twice (capacity_block.py)
         if not isinstance(chosen := capacity_block.on_block(run, options[idx], options, confirm), Option):
             return chosen  # bought, and waiting for the block's start
@@ -322,7 +325,8 @@ def _attempt(run: _Run, backend, request, option: Option, previous: str | None) 
     # right before the job starts: the spec's launch marker, then the job's record in the account (shared_jobs)
     claim = (lambda: None) if run.args.allow_duplicate else (lambda: _claim_marker(run, request))
     record = shared_jobs.at_launch(run.spec, run.args.spec_path, request, option, previous, run.account, say)
-    trace = SubmitTrace(before_start=lambda: (claim(), record()))
+    copy = resume.copier(run.resume, job_id, run.account, request.region, say) if run.resume else (lambda: None)
+    trace = SubmitTrace(before_start=lambda: (claim(), record(), copy()))
     try:
         outputs = backend.submit(request, progress=lambda m: say(f"  {m}"), trace=trace)
     except KeyboardInterrupt:
