@@ -56,3 +56,9 @@ class ArchivesModel:
     """The platform packs the job's model into one archive (SageMaker: `model.tar.gz` of /opt/ml/model, the key
     DescribeTrainingJob's `S3ModelArtifacts` names); `fetch` extracts it. A backend without it leaves the model's
     files as they are under its output prefix."""
+
+
+class BuysCapacityBlocks:
+    """`launch --buy-capacity-block` buys the reserved capacity the plan offers for this platform and launches into
+    it (EC2: PurchaseCapacityBlock, then the capacity-block market). A backend without it has its platform's
+    offers shown in the plan (a SageMaker training plan) and bought by hand."""

@@ -114,6 +114,6 @@ def test_a_sagemaker_training_plan_is_offered_beside_on_demand_and_a_launch_on_i
     sandbox.admin.call_log(clear=True)
     proc = run_cli(["launch", str(path), "--option", str(offer["rank"]), "--yes", "--buy-capacity-block"],
                    tmp_path / "home", env={**sandbox.env, "TRAINCTL_CACHE_TTL": "0"})
-    assert proc.returncode == 2 and "does not buy them yet" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "does not buy it yet" in proc.stderr, proc.stderr
     assert not {c["operation"] for c in sandbox.admin.call_log()} & {"CreateTrainingJob", "CreateTrainingPlan",
                                                                        "CreateBucket", "CreateRole"}

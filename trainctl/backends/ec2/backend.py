@@ -18,12 +18,12 @@ from trainctl.backends.ec2 import fleet, listing, preflight, status, stopping
 from trainctl.backends.ec2.common import LIVE_STATES, PLATFORM, instances
 from trainctl.backends.ec2.prepare import prepare
 from trainctl.backends.ec2.capacity_block_launch import into_block
-from trainctl.backends.features import NodesPublishBudget, RecoversLostNodes
+from trainctl.backends.features import NodesPublishBudget, RecoversLostNodes, BuysCapacityBlocks
 from trainctl.backends.options import Ec2Options
 
 
 
-class Ec2Backend(RecoversLostNodes, NodesPublishBudget, Backend):
+class Ec2Backend(RecoversLostNodes, NodesPublishBudget, BuysCapacityBlocks, Backend):
     platform = PLATFORM
     title = "EC2"
     tagged_resource_type = "ec2:instance"

@@ -141,12 +141,17 @@ def on_block(run, option: Option, options: list[Option], confirm: Callable[[str]
     the one launched). Returns the option on its reservation, or the LaunchResult of a job left waiting for it."""
     from trainctl.usecases.launch.results import new_job_id
 
+    from trainctl.backends import backend_class
+    from trainctl.backends.features import BuysCapacityBlocks
+
     args = run.args
-    if option.platform != "ec2":  # a SageMaker training plan: offered in the plan, not bought by trainctl
-        raise TrainctlError(f"not launched, nothing bought: option {option.rank} is a SageMaker training plan "
-                            f"({option.capacity_block.offering_id if option.capacity_block else '?'}); trainctl "
-                            "offers training plans in the plan but does not buy them yet: buy it with `aws sagemaker "
-                            "create-training-plan`, or launch another option with --option N", exit_code=2)
+    platform = backend_class(option.platform)
+    if not issubclass(platform, BuysCapacityBlocks):  # a SageMaker training plan: offered, not bought by trainctl
+        raise TrainctlError(f"not launched, nothing bought: option {option.rank} is reserved {platform.title} "
+                            f"capacity ({option.capacity_block.offering_id if option.capacity_block else '?'}); "
+                            "trainctl offers it in the plan but does not buy it yet: buy it in the AWS console or "
+                            "CLI (a SageMaker training plan: `aws sagemaker create-training-plan`), or launch "
+                            "another option with --option N", exit_code=2)
     if to_buy(option) and not args.buy_capacity_block and not args.dry_run:
         raise refuse(option, options)
     run.job_id = new_job_id(run.spec.name)
