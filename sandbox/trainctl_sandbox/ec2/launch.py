@@ -98,6 +98,19 @@ def first_nic_subnet(nics: list[dict] | None) -> str | None:
     return None
 
 
+def _place_and_profile(backend, r, tmpl: dict, group: str | None, instances) -> None:
+    """The placement group on each instance, and the template's instance profile when the request names none:
+    EC2 gives it (moto does not)."""
+    profile = {} if r._get_param("IamInstanceProfile") else (tmpl.get("IamInstanceProfile") or {})
+    for instance in instances:
+        if group:
+            instance.placement.group_name = group
+        if profile:
+            backend.associate_iam_instance_profile(instance_id=instance.id,
+                                                   iam_instance_profile_name=profile.get("Name"),
+                                                   iam_instance_profile_arn=profile.get("Arn"))
+
+
 def run_instances(ctx: SandboxContext, r, call_moto) -> Any:
     backend = r.ec2_backend
     _, _, tmpl = template_data(backend, r._get_param("LaunchTemplate"))
@@ -139,15 +152,7 @@ def run_instances(ctx: SandboxContext, r, call_moto) -> Any:
         # moto launches MinCount instances; EC2 launches as many as it can up to MaxCount.
         r.params["MinCount"] = granted
         result = call_moto()
-        # EC2 gives the instance the template's instance profile when the request names none; moto does not
-        profile = {} if r._get_param("IamInstanceProfile") else (tmpl.get("IamInstanceProfile") or {})
-        for instance in result.result.instances:
-            if group:
-                instance.placement.group_name = group
-            if profile:
-                backend.associate_iam_instance_profile(instance_id=instance.id,
-                                                       iam_instance_profile_name=profile.get("Name"),
-                                                       iam_instance_profile_arn=profile.get("Arn"))
+        _place_and_profile(backend, r, tmpl, group, result.result.instances)
         root_volumes.complete(backend, result.result.instances,
                               r._get_param("BlockDeviceMappings") or tmpl.get("BlockDeviceMappings"))
         nics = r._get_param("NetworkInterfaces") or tmpl.get("NetworkInterfaces") or []

@@ -87,8 +87,18 @@ def port_block(taken: set[int]) -> int:
                 os.close(fd)
                 continue
             _HELD[base] = fd
-        return base
+        if all(_bindable(port) for port in range(base, base + PORT_BLOCK)):
+            return base  # free now as well: a node left over from a server that died may still hold a port
     return free_port()  # every block in use: any free port, as before
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def free_port() -> int:
