@@ -43,11 +43,12 @@ def _offerings(region: str, instance_type: str, count: int, duration_h: int, sta
     return out
 
 
-def wanted(ranking: list[Option]) -> list[tuple[str, str, int, int]]:
-    """(region, type, count, duration hours) to ask: the best-ranked EC2 On-Demand layouts AWS sells as blocks."""
+def wanted(ranking: list[Option], platform: str = "ec2") -> list[tuple[str, str, int, int]]:
+    """(region, type, count, duration hours) to ask: the best-ranked On-Demand layouts of `platform` whose type AWS
+    reserves (EC2: Capacity Blocks; SageMaker: training plans, aws/training_plans.py)."""
     out: list[tuple[str, str, int, int]] = []
     for o in ranking:
-        if o.platform != "ec2" or o.market != "on-demand" or not blocks.offered_for(o.instance_type, o.count):
+        if o.platform != platform or o.market != "on-demand" or not blocks.offered_for(o.instance_type, o.count):
             continue
         duration = blocks.duration_to_ask(o.hours)
         key = (o.region, o.instance_type, o.count, duration)

@@ -12,23 +12,10 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from trainctl.aws import clients as aws
-from trainctl.aws.capacity_blocks import ASKED_PER_PLAN, MAX_AHEAD
+from trainctl.aws.capacity_blocks import MAX_AHEAD, wanted
 from trainctl.aws.disk_cache import DiskCache, cached, caller_account
-from trainctl.planner import capacity_blocks as blocks
 from trainctl.planner.quotes import BlockOffer, Quotes
 from trainctl.plans import Option
-
-
-def wanted(ranking: list[Option]) -> list[tuple[str, str, int, int]]:
-    out: list[tuple[str, str, int, int]] = []
-    for o in ranking:
-        if o.platform != "sagemaker" or o.market != "on-demand" or not blocks.offered_for(o.instance_type, o.count):
-            continue
-        duration = blocks.duration_to_ask(o.hours)
-        key = (o.region, o.instance_type, o.count, duration)
-        if duration is not None and key not in out:
-            out.append(key)
-    return out[:ASKED_PER_PLAN]
 
 
 def _offerings(region: str, itype: str, count: int, hours: int, start: datetime, end: datetime) -> list[dict]:
@@ -52,7 +39,7 @@ def _offerings(region: str, itype: str, count: int, hours: int, start: datetime,
 def with_training_plan_offers(quotes: Quotes, ranking: list[Option], deadline_hours: float | None,
                               refresh: bool = False, now: datetime | None = None) -> Quotes:
     """`quotes` with the training plan offers of the ranking's SageMaker layouts AWS reserves."""
-    asks = wanted(ranking)
+    asks = wanted(ranking, "sagemaker")
     if not asks:
         return quotes
     now = now or datetime.now(timezone.utc)
