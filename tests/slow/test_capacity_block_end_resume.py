@@ -6,18 +6,16 @@ from that job's checkpoints. The sandbox sells the block, runs the node agent, a
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 import yaml
 
 from tests.support.capacity_blocks import P_ON_DEMAND, block_wins
-from tests.support.ec2_jobs import end_earlier_nodes
+from tests.support.ec2_jobs import end_earlier_nodes, until
 from tests.support.helpers import run_cli
 from trainctl_sandbox.testing import add_nat
 
 REGION = "us-west-2"
-WAIT_S = 600  # the longest any one awaited event may take on a loaded 2-core machine (a bound, not a measurement)
 ARGS = {"model": "vit_micro", "steps": 100000, "device": "cpu", "bf16": False,
         "checkpoint-every": 200, "log-every": 50, "checkpoint-seconds": 0}
 
@@ -27,16 +25,6 @@ def _cli(sb, home, *args: str) -> dict | str:
     assert proc.returncode == 0, (args, proc.stdout[-2000:], proc.stderr[-3000:])
     return proc
 
-
-def _until(what: str, check, bound_s: float = WAIT_S):
-    """Wait for an event the job itself produces (polling AWS as a user would); fail naming it if it never comes."""
-    deadline = time.monotonic() + bound_s
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(1.0)
-    raise AssertionError(f"never happened: {what}")
 
 
 def _keys(sb, prefix: str) -> list[str]:
@@ -61,16 +49,16 @@ def test_a_job_on_a_block_checkpoints_at_its_end_and_resumes_on_the_next_option(
     job = json.loads(_cli(sb, home, "launch", spec, "--yes", "--buy-capacity-block").stdout)["job_id"]
     (block,) = [b for rs in sb.admin.action("capacity_blocks")["bought"].values() for b in rs]
     # a checkpoint synced (200 steps apart: the agent uploads a checkpoint once it has settled, bootstrap/checkpoints.py)
-    _until("a checkpoint in S3", lambda: _keys(sb, f"{job}/checkpoints/"))
+    until("a checkpoint in S3", lambda: _keys(sb, f"{job}/checkpoints/"))
     # the block's end comes near: EC2's warning time (40 minutes before the end) is now
     sb.admin.action("end_capacity_block", reservation_id=block["CapacityReservationId"], in_seconds=40 * 60)
-    said = _until("the node's stop at the block's end",
+    said = until("the node's stop at the block's end",
                   lambda: "stopped rank=0" in (text := _logs(sb, home, job)) and text)
     assert "trainctl-agent: notice: the capacity block ends at " in said and "checkpointing" in said, said[-3000:]
     stopped = int(said.split("stopped rank=0 step=")[1].split()[0])
     # the block ends: EC2 terminates its instance; the job's checkpoints stay in S3
     sb.admin.action("end_capacity_block", reservation_id=block["CapacityReservationId"])
-    saved = _until("the stop's checkpoint in S3",
+    saved = until("the stop's checkpoint in S3",
                    lambda: [k for k in _keys(sb, f"{job}/checkpoints/") if f"ckpt-{stopped:010d}-" in k])
     # the plan's next option, the first that is no block (On-Demand: Spot misses the deadline), its quota now
     # raised, from the job's checkpoints
@@ -81,7 +69,7 @@ def test_a_job_on_a_block_checkpoints_at_its_end_and_resumes_on_the_next_option(
     proc = _cli(sb, home, "launch", spec, "--option", str(nxt["rank"]), "--yes", "--resume-from", job)
     again = json.loads(proc.stdout)["job_id"]
     assert again != job and f"resuming from {job}" in " ".join(proc.stderr.split()), proc.stderr[-2000:]
-    resumed = _until("the new job's resume", lambda: "trainctl resume step=" in (t := _logs(sb, home, again)) and t)
+    resumed = until("the new job's resume", lambda: "trainctl resume step=" in (t := _logs(sb, home, again)) and t)
     assert f"trainctl resume step={stopped} " in resumed, (saved, resumed[-3000:])
     for each in (again, job):
         _cli(sb, home, "down", each)

@@ -5,11 +5,10 @@ pending (no Spot capacity) ends the job for good: nothing is launched after it, 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
-from tests.support.ec2_jobs import end_earlier_nodes
+from tests.support.ec2_jobs import EVENT_WAIT_S, end_earlier_nodes, until
 from tests.support.helpers import run_cli
 
 REGION = "us-east-1"
@@ -20,7 +19,6 @@ entrypoint: {{bundled: ddp, args: {{model: vit_micro, batch-size: 4, steps: {ste
 model: {{architecture: vit_micro}}
 workload: {{samples: {samples}, batch_size_per_accelerator: 4}}
 {extra}"""
-WAIT_S = 600  # the longest any one awaited event may take on a loaded 2-core machine (a bound, not a measurement)
 
 
 def _launch(sb, home, tmp_path, nodes: int, steps: int, extra: str = "", notify: list[str] = ()) -> str:
@@ -38,16 +36,6 @@ def _status_names(sb, job: str) -> set[str]:
     found = s3.list_objects_v2(Bucket=bucket, Prefix=f"{job}/status/").get("Contents", [])
     return {o["Key"].rsplit("/", 1)[-1] for o in found}
 
-
-def _until(what: str, check, bound_s: float = WAIT_S):
-    """Wait for an event the job itself produces (polling AWS as a user would); fail naming it if it never comes."""
-    deadline = time.monotonic() + bound_s
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(1.0)
-    raise AssertionError(f"never happened: {what}")
 
 
 def _instances(sb, job: str) -> list[dict]:
@@ -74,8 +62,8 @@ def test_a_four_node_spot_job_left_alone_survives_two_reclaims_and_completes(ec2
     for n, step in ((1, 10), (2, 25)):  # EC2 reclaims one node once the job has logged `step`
         armed = run_cli(["sandbox", "interrupt", job, "--at-step", str(step)], sb.state_dir.parent, env=sb.env)
         assert armed.returncode == 0, armed.stderr
-        _until(f"replacement {n} recorded by the survivors", lambda n=n: f"replaced-{n}" in _status_names(sb, job))
-    row = _until("the job completed", lambda: (r := _ls_row(sb, home, job))["status"] == "Completed" and r)
+        until(f"replacement {n} recorded by the survivors", lambda n=n: f"replaced-{n}" in _status_names(sb, job))
+    row = until("the job completed", lambda: (r := _ls_row(sb, home, job))["status"] == "Completed" and r)
     assert row["interruptions"] == 2 and row["replacements"] == 2, row
     shown = run_cli(["ls"], home, env={**sb.env, "COLUMNS": "150"}).stdout
     assert "2/2" in shown, shown  # reclaimed/replaced, in the table a user reads (at 80 columns it is left out)
@@ -107,13 +95,13 @@ def test_stop_or_down_while_a_replacement_waits_for_capacity_leaves_nothing_behi
     try:
         reclaim = run_cli(["sandbox", "interrupt", job, "--at-step", "5"], sb.state_dir.parent, env=sb.env)
         assert reclaim.returncode == 0, reclaim.stderr
-        _until("a refused replacement try", lambda: any(n.startswith("refused-1-") for n in _status_names(sb, job)))
-        ended = run_cli([command, job], home, env=sb.env, timeout=WAIT_S)
+        until("a refused replacement try", lambda: any(n.startswith("refused-1-") for n in _status_names(sb, job)))
+        ended = run_cli([command, job], home, env=sb.env, timeout=EVENT_WAIT_S)
         assert ended.returncode == 0, ended.stderr
     finally:
         for zone in zones:  # capacity is back: a replacer that missed the stop would get its node now
             sb.admin.set_capacity("g5.xlarge", zone, True)
-    _until("the job's last node gone", lambda: not _live(sb, job))
+    until("the job's last node gone", lambda: not _live(sb, job))
     names = _status_names(sb, job) if command == "stop" else set()
     assert not any(n.startswith("replaced-") for n in names), names
     assert len(_instances(sb, job)) == 2  # the two launched; no replacement ever started
@@ -134,7 +122,7 @@ def test_a_deadline_that_cannot_wait_gets_an_on_demand_replacement_and_says_so(e
     job = _launch(sb, home, tmp_path, nodes=2, steps=20, extra=extra, notify=["--notify", topic])
     armed = run_cli(["sandbox", "interrupt", job, "--at-step", "5"], sb.state_dir.parent, env=sb.env)
     assert armed.returncode == 0, armed.stderr
-    _until("the On-Demand replacement recorded", lambda: "replaced-1" in _status_names(sb, job))
+    until("the On-Demand replacement recorded", lambda: "replaced-1" in _status_names(sb, job))
     newest = max(_instances(sb, job), key=lambda i: i["LaunchTime"])
     assert {"Key": "trainctl:market", "Value": "on-demand"} in newest["Tags"]
     assert newest.get("InstanceLifecycle") != "spot"  # what EC2 bills it as: On-Demand

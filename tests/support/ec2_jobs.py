@@ -3,6 +3,8 @@ recover or take it down: the spec, a plan option as `trainctl plan` makes it, la
 or still running of a job afterwards. The `launched` fixture (tests/conftest.py) launches one with these."""
 from __future__ import annotations
 
+import time
+
 from trainctl.backends.base import JOB_TAG, LaunchSettings
 from trainctl.backends.options import Ec2Options
 from trainctl.plans import Option
@@ -73,3 +75,19 @@ def end_earlier_nodes(sb) -> None:
         ids = [i["InstanceId"] for r in ec2.describe_instances(Filters=states)["Reservations"] for i in r["Instances"]]
         if ids:
             ec2.terminate_instances(InstanceIds=ids)
+
+
+# The longest any one awaited event of a real sandbox job may take on a loaded 2-core machine (a bound, not a
+# measurement).
+EVENT_WAIT_S = 600
+
+
+def until(what: str, check, bound_s: float = EVENT_WAIT_S):
+    """Wait for an event the job itself produces (polling AWS as a user would); fail naming it if it never comes."""
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(1.0)
+    raise AssertionError(f"never happened: {what}")
