@@ -92,10 +92,16 @@ def _compute_bytes(precision: str) -> float:
 
 def logits_bytes_per_sample(model: ModelShape) -> float:
     """The output layer's buffer of one sample: tokens x vocabulary logits in the compute precision, their
-    fp32 copy for the loss and the fp32 log-softmax (the size of the gradient that flows back); 0 without a
-    vocabulary (vision: one row of classes per sample, negligible)."""
+    fp32 copy for the loss and the fp32 log-softmax (the size of the gradient that flows back), as eager PyTorch
+    keeps them; under torch.compile the logits alone (karpathy/nanochat trains its depth-20 GPT at batch 32 x 2,048
+    tokens, vocabulary 65,536, on 80 GB H100s: 10 bytes a logit would not fit); 0 without a vocabulary (vision: one
+    row of classes per sample, negligible)."""
     if not model.vocab or not model.tokens:
         return 0.0
+    if model.stack == "compile":
+        # torch.compile's partitioner saves the cheapest tensors and recomputes fused pointwise and softmax work in
+        # the backward (PyTorch dev-discuss, "Min-cut optimal recomputation with AOTAutograd"): only the logits stay
+        return model.tokens * model.vocab * _compute_bytes(model.precision)
     return model.tokens * model.vocab * (_compute_bytes(model.precision) + 4.0 + 4.0)
 
 
