@@ -16,6 +16,9 @@ on hardware without published rows. Three ways a spec can describe a row are sco
 shape, stack not known), `stack` (the same spec carrying model.stack, the row's label: the former per-source-label
 figure, for comparison) and `size` (a transformer given by params and flops_per_sample alone).
 
+Check rows (calibration.json `check_rows`): published rows of models the fit cannot represent yet, predicted the same
+way (a user's spec, the fit without their source group) and reported beside the headline, never fitted.
+
 Bands: from the same out-of-source predictions, one per (way, device seen or not); coverage is measured as the
 plan states it, each row's band built without its own source group (trainctl/catalog/calibration_fit.json).
 """
@@ -135,6 +138,17 @@ def leave_device_group_out(pts, catalog, cal) -> list[Result]:
     for group in sorted({p.device.group for p in pts}):
         train = tuple(p for p in pts if p.device.group != group)
         out += _predict_fold(train, [p for p in pts if p.device.group == group], catalog, cal, group, True)
+    return out
+
+
+def check_rows(pts, catalog, cal) -> list[Result]:
+    """calibration.json's check rows (models the fit cannot represent yet): each predicted for a user's spec by the
+    fit without its source group, as the fitted rows are; never fitted themselves."""
+    checks, out = compute_rate.points(catalog, cal, cal.check_rows), []
+    for group in sorted({cal.source_group(p.row.source) for p in checks}):
+        train = tuple(p for p in pts if cal.source_group(p.row.source) != group)
+        test = [p for p in checks if cal.source_group(p.row.source) == group]
+        out += [r for r in _predict_fold(train, test, catalog, cal, group, False) if r.way == "auto"]
     return out
 
 
@@ -273,7 +287,7 @@ BEFORE = ("25.4% median, -11.3% bias, worst x2.46 (lambda-bertb-v100-1gpu-fp32),
           "measured, without the TF32 widening the plan gave fp32 bands); nvidia-dle 33.9% (+14.0%), fp32 36.9% (-31.3%)")
 
 
-def report(loso, devout, full, cal) -> str:
+def report(loso, devout, full, cal, checks=()) -> str:
     user = [r for r in loso if r.way == "auto"]
     s = summary(user)
     b = bands(loso, devout)
@@ -298,6 +312,7 @@ def report(loso, devout, full, cal) -> str:
              f"{yes(met[2])} |",
              f"| published figure inside the band the plan states (bands made without the row's source group) | "
              f"{inside}/{total} = {inside / total:.0%} | {TARGET_COVERAGE:.0%} | {yes(met[3])} |", "",
+             *check_summary(user, list(checks)),
              f"Before the memory-traffic term (the same evaluation at commit 2590c11): {BEFORE}.", "",
              "The same evaluation for the other ways a spec can describe a row:", "",
              "| spec | rows | median abs error | bias | worst | in band |", "|---|---|---|---|---|---|"]
@@ -323,8 +338,32 @@ def report(loso, devout, full, cal) -> str:
     lines += breakdown([r for r in devout if r.way == "auto"], lambda r: r.held_out, "device group left out whole")
     lines += ["## Size-only transformers (params and flops_per_sample, no shape)", ""]
     lines += breakdown([r for r in loso if r.way == "size"], lambda r: r.point.shape.family, "family")
-    lines += _row_table(loso, cal) + [""] + _scaling_table(scaling(user)) + [""] + spot_check()
+    lines += _row_table(loso, cal) + [""] + check_table(list(checks)) + _scaling_table(scaling(user)) + [""] + spot_check()
     return "\n".join(lines).rstrip() + "\n"
+
+
+def check_summary(user: list[Result], checks: list[Result]) -> list[str]:
+    if not checks:
+        return []
+    c, both = summary(checks), summary(user + checks)
+    return [f"Not in these figures: {c['rows']} check rows (calibration.json `check_rows`, published, scored the same "
+            f"way, never fitted: models the fit cannot represent yet) are off by a median {c['median_abs_error']:.0%} "
+            f"(bias {c['median_error']:+.0%}, worst x{c['worst_ratio']:.1f}, {c['worst_row']}); with them the headline "
+            f"would read median {both['median_abs_error']:.1%}, bias {both['median_error']:+.1%}, worst "
+            f"x{both['worst_ratio']:.2f}. See \"Check rows\" below.", ""]
+
+
+def check_table(checks: list[Result]) -> list[str]:
+    if not checks:
+        return []
+    out = ["## Check rows: published, scored, not fitted", "", "| row | device | precision | layout | predicted (user's "
+           "spec) | published | error | held out |", "|---|---|---|---|---|---|---|---|"]
+    for r in checks:
+        row = r.point.row
+        out.append(f"| {row.id} | {row.device} | {row.precision} | {row.nodes}x{row.ranks_per_node} {row.strategy}, "
+                   f"batch {row.micro_batch} | {r.predicted:,.1f} | {row.samples_per_s:,.1f} | {r.error:+.1%} | "
+                   f"{r.held_out} |")
+    return out + [""]
 
 
 def fit_words(f: compute_rate.Fit) -> list[str]:
@@ -353,7 +392,7 @@ def _row_table(loso, cal) -> list[str]:
         out.append(f"| {row.id} | {row.device} | {row.precision} | {row.stack} | {layout} | {r.predicted:,.1f} | "
                    f"{cells[0]} | {cells[1]} | {row.samples_per_s:,.1f} | {r.error:+.1%} | {r.held_out} |")
     out += ["", "Calibration sources (every row above is from one of these; each is fitted on when it is not the "
-            "one left out):", ""] + [f"- `{k}`: {v}" for k, v in sorted(cal.sources.items())]
+            "one left out; a source of check rows only is scored, never fitted):", ""] + [f"- `{k}`: {v}" for k, v in sorted(cal.sources.items())]
     return out
 
 
@@ -369,7 +408,7 @@ def outputs() -> tuple[str, str]:
     pts = compute_rate.points(catalog, cal)
     loso, devout = leave_source_out(pts, catalog, cal), leave_device_group_out(pts, catalog, cal)
     full = compute_rate.fit(pts)
-    text = report(loso, devout, full, cal)
+    text = report(loso, devout, full, cal, check_rows(pts, catalog, cal))
     fit_doc = {"generated_by": "scripts/eval_model.py", "calibration_date": cal.date, "fit": full.to_json(),
                **bands(loso, devout), "leave_source_out": summary([r for r in loso if r.way == "auto"])}
     return text, json.dumps(fit_doc, indent=1) + "\n"
