@@ -353,7 +353,8 @@ def report(loso, devout, full, cal, checks=()) -> str:
     lines += breakdown([r for r in devout if r.way == "auto"], lambda r: r.held_out, "device group left out whole")
     lines += ["## Size-only transformers (params and flops_per_sample, no shape)", ""]
     lines += breakdown([r for r in loso if r.way == "size"], lambda r: r.point.shape.family, "family")
-    lines += _row_table(loso, cal) + [""] + check_table(list(checks)) + _scaling_table(scaling(user)) + [""] + spot_check()
+    lines += _row_table(loso, cal) + [""] + check_table(list(checks))
+    lines += _scaling_table(scaling(user)) + [""] + spot_check()
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -371,8 +372,9 @@ def check_summary(user: list[Result], checks: list[Result]) -> list[str]:
 def check_table(checks: list[Result]) -> list[str]:
     if not checks:
         return []
-    out = ["## Check rows: published, scored, not fitted", "", "| row | device | precision | layout | predicted (user's "
-           "spec) | published | error | held out |", "|---|---|---|---|---|---|---|---|"]
+    out = ["## Check rows: published, scored, not fitted", "",
+           "| row | device | precision | layout | predicted (user's spec) | published | error | held out |",
+           "|---|---|---|---|---|---|---|---|"]
     for r in checks:
         row = r.point.row
         out.append(f"| {row.id} | {row.device} | {row.precision} | {row.nodes}x{row.ranks_per_node} {row.strategy}, "
@@ -407,7 +409,8 @@ def _row_table(loso, cal) -> list[str]:
         out.append(f"| {row.id} | {row.device} | {row.precision} | {row.stack} | {layout} | {r.predicted:,.1f} | "
                    f"{cells[0]} | {cells[1]} | {row.samples_per_s:,.1f} | {r.error:+.1%} | {r.held_out} |")
     out += ["", "Calibration sources (every row above is from one of these; each is fitted on when it is not the "
-            "one left out; a source of check rows only is scored, never fitted):", ""] + [f"- `{k}`: {v}" for k, v in sorted(cal.sources.items())]
+            "one left out; a source of check rows only is scored, never fitted):",
+            ""] + [f"- `{k}`: {v}" for k, v in sorted(cal.sources.items())]
     return out
 
 

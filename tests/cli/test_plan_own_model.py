@@ -58,11 +58,11 @@ def test_stack_auto_reads_the_script_and_the_why_names_what_it_found(tmp_path: P
 
 
 def test_a_published_batch_under_torch_compile_is_not_refused_for_memory(tmp_path: Path):
-    """karpathy/nanochat's scripts/base_train.py trains its depth-20 GPT (width 1280, 10 heads, 2,048 tokens, vocabulary
-    65,536) at device_batch_size 32 on 8 x H100 80GB under torch.compile. The plan refused it (94 GiB per GPU): it
-    counted 10 bytes per logit (the 16-bit logits, their fp32 copy, the log-softmax) that eager PyTorch keeps and the
-    compiled step does not. The same spec with a script whose code is not read is still refused: eager PyTorch
-    would keep them."""
+    """karpathy/nanochat's base training script trains its depth-20 GPT (width 1280, 10 heads, 2,048 tokens,
+    vocabulary 65,536) at device_batch_size 32 on 8 x H100 80GB under torch.compile. The plan refused it (94 GiB per
+    GPU): it counted 10 bytes per logit (the 16-bit logits, their fp32 copy, the log-softmax) that eager PyTorch
+    keeps and the compiled step does not. The same spec with a script whose code is not read is still refused:
+    eager PyTorch would keep them."""
     spec = tmp_path / "job.yaml"
     spec.write_text("name: nanochat-d20\nentrypoint: {script: base_train.py, source_dir: .}\n"
                     "model: {layers: 20, hidden: 1280, heads: 10, seq_len: 2048, vocab: 65536, optimizer: adamw}\n"

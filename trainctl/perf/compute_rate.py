@@ -222,7 +222,8 @@ def row_fabric(row: CalibrationRow) -> Fabric:
     return cluster_fabric(row.ranks_per_node, row.intra_gbytes_s or 1.0, row.inter_gbps or None, row.transport)
 
 
-def points(catalog: Catalog, calibration: Calibration, rows: tuple[CalibrationRow, ...] | None = None) -> tuple[Point, ...]:
+def points(catalog: Catalog, calibration: Calibration,
+           rows: tuple[CalibrationRow, ...] | None = None) -> tuple[Point, ...]:
     """The calibration's rows (or `rows` of it, e.g. its check rows) reduced to one rank's compute seconds."""
     out = []
     for row in calibration.rows if rows is None else rows:
