@@ -232,9 +232,15 @@ CALLS: tuple[Call, ...] = (
                                      why="trainctl asks for its own buckets (Prefix trainctl-ACCOUNT-) only"),)),
     Call("s3:GetObject", BOTH, (_g("s3:GetObject", **ON_OBJECTS),)),  # EC2's markers; `fetch` on both
     Call("s3:ListObjectsV2", BOTH, (_g("s3:ListBucket", **ON_BUCKET),)),
-    # `launch --resume-from JOB`: the earlier job's checkpoints copied into the new job's folder (S3 User Guide,
-    # CopyObject: s3:GetObject on the source and s3:PutObject on the target)
+    # `launch --resume-from JOB`: the earlier job's checkpoints copied into the new job's folder by boto3's managed
+    # copy (usecases/launch/resume.py): CopyObject below its threshold (s3:GetObject on the source, s3:PutObject on
+    # the target), above it a multipart upload (S3 User Guide, "Multipart upload API and permissions": initiate,
+    # upload part (copy) and complete need s3:PutObject, a part copy s3:GetObject on the source too; the abort of a
+    # copy cut short needs s3:AbortMultipartUpload, so that its parts are not left billed)
     Call("s3:CopyObject", BOTH, (_g("s3:GetObject", "s3:PutObject", **ON_OBJECTS),)),
+    Call("s3:CreateMultipartUpload", BOTH, (_g("s3:PutObject", "s3:AbortMultipartUpload", **ON_OBJECTS),)),
+    Call("s3:UploadPartCopy", BOTH, (_g("s3:GetObject", "s3:PutObject", **ON_OBJECTS),)),
+    Call("s3:CompleteMultipartUpload", BOTH, (_g("s3:PutObject", **ON_OBJECTS),)),
     # Creating a role or writing its policy requires trainctl's permissions boundary on it: without it,
     # iam:CreateRole + iam:PutRolePolicy would let the holder of this policy make itself an admin.
     # Both platforms make one role per job: EC2 for its nodes, SageMaker as the job's execution role.
