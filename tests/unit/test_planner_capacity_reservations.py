@@ -37,7 +37,7 @@ def test_a_held_reservation_costs_nothing_more_and_ranks_first():
     assert first.hours == on_demand.hours and first.interruptions_expected == 0
     assert first.capacity_reservation.hours_inside == pytest.approx(on_demand.hours)
     why = " ".join(first.why)
-    assert "already holds" in why and "no new cost" in why
+    assert "already holds" in why and "no new cost" in why and "preferred" in why
     assert "capacity_reservation" not in on_demand.model_dump(mode="json")  # other options keep their documents
 
 

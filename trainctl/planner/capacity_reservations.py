@@ -3,8 +3,10 @@
 An ODCR is billed at the On-Demand rate whether instances run in it or not, and an instance that runs in it pays
 nothing more for the reservation (EC2 User Guide, "Capacity Reservation pricing and billing"). So while the account
 holds it, the instance-hours the job spends inside it cost nothing they would not have cost anyway: the option's
-cost is only what the job adds, its hours past the reservation's end (instances keep running after it, "at standard
-On-Demand Instance rates": EC2 User Guide, "Cancel a Capacity Reservation") and the input data's dollars. It is
+cost is only what the job adds, its hours past the reservation's end (its capacity is released then, EC2 API
+Reference CreateCapacityReservation; instances keep running outside it "at standard On-Demand Instance rates", EC2
+User Guide, "Cancel a Capacity Reservation", said of a cancellation and assumed of an expiry) and the input data's
+dollars. It is
 On-Demand capacity held for the account: no interruptions, no wait for capacity. Only reservations the account owns
 come in the quotes: a consumer of a shared one is billed for the instances it runs in it (EC2 User Guide, "Billing
 assignment for shared Capacity Reservations"), so one shared with the account is plain On-Demand to it.
@@ -54,7 +56,7 @@ def _in_reservation(p: risk.Priced, r: HeldReservation) -> risk.Priced:
            f"({r.available} of {r.total} free, {ends}): billed at the On-Demand rate used or not, so its "
            f"{inside:.1f} h of this job add no new cost"
            + (f"; the {after:.1f} h past its end are billed On-Demand (${o.hourly_usd * after:,.2f})" if after else "")
-           + "; no interruptions, no wait for capacity; preferred for that",)
+           + "; no interruptions, no wait for capacity" + ("" if after else "; preferred: it costs nothing more"),)
     option = o.model_copy(update={
         "availability_zone": r.availability_zone, "expected_cost_usd": cost, "cost_p50_usd": cost,
         "cost_p90_usd": cost, "hours_p50": o.hours, "hours_p90": o.hours, "wall_hours": o.hours,
