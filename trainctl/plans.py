@@ -76,6 +76,21 @@ class CapacityBlockTerms(_Frozen):
                                                                        "bought: None for an offer still to buy")
 
 
+class ReservationTerms(_Frozen):
+    """An On-Demand Capacity Reservation the account holds that an On-Demand option launches into (targeted): paid at
+    the On-Demand rate whether used or not, so the hours the job runs inside it add nothing to the bill."""
+
+    reservation_id: str = Field(min_length=1, max_length=64)
+    availability_zone: str = Field(pattern=AZ_PATTERN)
+    available: int = Field(ge=0, description="instances it could still take when planned")
+    match: Literal["open", "targeted"] = Field(description="InstanceMatchCriteria")
+    end: str | None = Field(None, description="ISO 8601 UTC; None: it has no end date")
+    hours_inside: Annotated[NonNegative, _rounded(3)] = Field(description="the job's hours before the end (all: no "
+                                                                           "end); these add nothing to the bill")
+    hours_after: Annotated[NonNegative, _rounded(3)] = Field(0.0, description="hours past the end, billed at the "
+                                                                               "On-Demand rate")
+
+
 class Option(_Frozen):
     """One launchable layout with its expected hours and dollars, and why it ranks where it does."""
 
@@ -133,13 +148,17 @@ class Option(_Frozen):
                                                          "default, or the type's instance storage on SageMaker")
     capacity_block: CapacityBlockTerms | None = Field(
         None, description="market capacity-block: the offer bought (absent from options on other markets)")
+    capacity_reservation: ReservationTerms | None = Field(
+        None, description="market on-demand: the account's On-Demand Capacity Reservation the launch targets "
+                          "(absent from other options)")
 
     @model_serializer(mode="wrap")
     def _no_block_key_unless_block(self, handler):
-        # Plans without blocks keep their documents byte for byte: the key exists only on block options.
+        # Plans without blocks or reservations keep their documents byte for byte: each key exists only on its options.
         out = handler(self)
-        if isinstance(out, dict) and out.get("capacity_block") is None:
-            out.pop("capacity_block", None)
+        for key in ("capacity_block", "capacity_reservation"):
+            if isinstance(out, dict) and out.get(key) is None:
+                out.pop(key, None)
         return out
 
     @model_validator(mode="before")

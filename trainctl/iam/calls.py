@@ -54,6 +54,8 @@ S3_OBJECTS = f"arn:aws:s3:::{BUCKET}/*"
 # naming/bucket.job_bucket: trainctl-ACCOUNT-REGION; aws:PrincipalAccount is a global key, so a policy variable in a
 # Resource (IAM User Guide, "IAM policy elements: Variables and tags")
 OWN_BUCKETS = "arn:aws:s3:::trainctl-${aws:PrincipalAccount}-*"
+# the caller's own account's Capacity Reservations (a policy variable in the Resource, as OWN_BUCKETS)
+OWN_RESERVATIONS = "arn:aws:ec2:*:${aws:PrincipalAccount}:capacity-reservation/*"
 SPOT_ROLE = "arn:aws:iam::*:role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot"
 ON_BUCKET = {"resources": (S3_BUCKET,), "condition": SAME_ACCOUNT}
 ON_OBJECTS = {"resources": (S3_OBJECTS,), "condition": SAME_ACCOUNT}
@@ -202,16 +204,19 @@ CALLS: tuple[Call, ...] = (
            why="only trainctl's per-job node roles, only to EC2"))),
     # `launch --buy-capacity-block`: the blocks the account holds (the plan offers them; never bought twice), the purchase
     # (its reservation carries the job tag: PurchaseCapacityBlock's capacity-reservation takes aws:RequestTag,
-    # Service Authorization Reference), and RunInstances into it (RunInstances' capacity-reservation resource takes
-    # aws:ResourceTag); the other resources of that RunInstances are CreateFleet's grants above
+    # Service Authorization Reference), and RunInstances into it; the plan's On-Demand Capacity Reservations the
+    # account holds, launched into the same way (RunInstances authorizes on the capacity-reservation it targets);
+    # the other resources of that RunInstances are CreateFleet's grants above
     Call("ec2:DescribeCapacityReservations", BOTH, (_g("ec2:DescribeCapacityReservations", why=DESCRIBE),)),
     Call("ec2:PurchaseCapacityBlock", E2, (
         _g("ec2:PurchaseCapacityBlock", resources=(f"{EC2}:capacity-reservation/*",), condition=TAGGED_REQUEST,
            why="only a block bought with the job tag"),
         _g("ec2:CreateTags", resources=(f"{EC2}:capacity-reservation/*",),
            condition=_create_action("PurchaseCapacityBlock")))),
-    Call("ec2:RunInstances", E2, (_g("ec2:RunInstances", resources=(f"{EC2}:capacity-reservation/*",),
-                                     condition=TAGGED_RESOURCE, why="only into a block trainctl bought"),)),
+    Call("ec2:RunInstances", E2, (_g("ec2:RunInstances", resources=(OWN_RESERVATIONS,),
+                                     why="only into the account's own reservations (a block it bought, an On-Demand "
+                                         "Capacity Reservation it holds): capacity paid for whether used or not; "
+                                         "a reservation shared by another account is not offered"),)),
     # the job's log group, made by the launch so that it has a retention (the nodes' agents then find it)
     Call("logs:CreateLogGroup", E2, (_g("logs:CreateLogGroup", "logs:TagResource", resources=(
         "arn:aws:logs:*:*:log-group:/trainctl/*",), condition=TAGGED_REQUEST),)),
@@ -232,9 +237,15 @@ CALLS: tuple[Call, ...] = (
                                      why="trainctl asks for its own buckets (Prefix trainctl-ACCOUNT-) only"),)),
     Call("s3:GetObject", BOTH, (_g("s3:GetObject", **ON_OBJECTS),)),  # EC2's markers; `fetch` on both
     Call("s3:ListObjectsV2", BOTH, (_g("s3:ListBucket", **ON_BUCKET),)),
-    # `launch --resume-from JOB`: the earlier job's checkpoints copied into the new job's folder (S3 User Guide,
-    # CopyObject: s3:GetObject on the source and s3:PutObject on the target)
+    # `launch --resume-from JOB`: the earlier job's checkpoints copied into the new job's folder by boto3's managed
+    # copy (usecases/launch/resume.py): CopyObject below its threshold (s3:GetObject on the source, s3:PutObject on
+    # the target), above it a multipart upload (S3 User Guide, "Multipart upload API and permissions": initiate,
+    # upload part (copy) and complete need s3:PutObject, a part copy s3:GetObject on the source too; the abort of a
+    # copy cut short needs s3:AbortMultipartUpload, so that its parts are not left billed)
     Call("s3:CopyObject", BOTH, (_g("s3:GetObject", "s3:PutObject", **ON_OBJECTS),)),
+    Call("s3:CreateMultipartUpload", BOTH, (_g("s3:PutObject", "s3:AbortMultipartUpload", **ON_OBJECTS),)),
+    Call("s3:UploadPartCopy", BOTH, (_g("s3:GetObject", "s3:PutObject", **ON_OBJECTS),)),
+    Call("s3:CompleteMultipartUpload", BOTH, (_g("s3:PutObject", **ON_OBJECTS),)),
     # Creating a role or writing its policy requires trainctl's permissions boundary on it: without it,
     # iam:CreateRole + iam:PutRolePolicy would let the holder of this policy make itself an admin.
     # Both platforms make one role per job: EC2 for its nodes, SageMaker as the job's execution role.

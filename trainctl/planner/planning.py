@@ -8,7 +8,7 @@ import dataclasses
 from trainctl.catalog import Catalog
 from trainctl.perf.estimator import MeasuredRate
 from trainctl.planner.quotes import Quotes
-from trainctl.planner import bench_choice, capacity_blocks, reasons
+from trainctl.planner import bench_choice, capacity_blocks, capacity_reservations, reasons
 from trainctl.planner.pricing import over_quota_warning
 from trainctl.planner.ranking import PlanRequest, _Planning, candidates
 from trainctl.planner.spot import risk
@@ -43,7 +43,8 @@ class Planner:
             options = [o for cand in candidates(self.spec, self.catalog, run.request) for o in run.layout_options(cand)]
             pinned = {(lay.instance_type, lay.count)  # a layout that names its market gets that market, no block
                       for lay in (run.request.layouts or self.spec.candidates.layouts) if lay.market}
-            options += capacity_blocks.block_options(options, quotes, run.exclude, frozenset(pinned))
+            options += (capacity_blocks.block_options(options, quotes, run.exclude, frozenset(pinned))
+                        + capacity_reservations.reservation_options(options, quotes, run.exclude))
             warnings = run.warnings()
             ranked, kept = run.rank(run.within_constraints(options))
             self._ranked = (quotes, run, ranked, kept, warnings)
@@ -87,4 +88,4 @@ def _same_but_scores(before: Quotes, now: Quotes) -> bool:
     field the very same value."""
     return all(getattr(before, f.name) is getattr(now, f.name) for f in dataclasses.fields(Quotes)
                if f.name not in ("placement_scores", "score_configs", "warnings", "capacity_blocks",
-                                 "training_plans"))
+                                 "training_plans", "capacity_reservations"))

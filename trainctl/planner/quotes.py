@@ -30,6 +30,20 @@ class BlockOffer:
 
 
 @dataclass(frozen=True)
+class HeldReservation:
+    """An On-Demand Capacity Reservation the account owns (DescribeCapacityReservations: `active`, ReservationType
+    `default`, Linux/UNIX, shared tenancy): capacity paid for at the On-Demand rate whether used or not
+    (aws/capacity_reservations.py). Its hours left are reckoned from when it was read: the planner reads no clock."""
+    reservation_id: str
+    availability_zone: str
+    available: int              # AvailableInstanceCount: instances it can still take
+    total: int                  # TotalInstanceCount
+    match: str                  # InstanceMatchCriteria: "open" | "targeted"
+    end: str | None = None      # ISO 8601 UTC; None: no end (EndDateType unlimited)
+    hours_left: float | None = None   # to its end; None: no end
+
+
+@dataclass(frozen=True)
 class Quotes:
     source: str                                   # "live" | "offline"
     regions: tuple[str, ...]                      # regions whose data arrived (failed regions are left out)
@@ -51,6 +65,8 @@ class Quotes:
     capacity_blocks: dict[tuple[str, str, int], tuple[BlockOffer, ...]] = field(default_factory=dict)
     # SageMaker training plan offerings (aws/training_plans.py), keyed as the blocks
     training_plans: dict[tuple[str, str, int], tuple[BlockOffer, ...]] = field(default_factory=dict)
+    # On-Demand Capacity Reservations the account holds: (region, instance_type) -> reservations (live plans only)
+    capacity_reservations: dict[tuple[str, str], tuple[HeldReservation, ...]] = field(default_factory=dict)
 
     @classmethod
     def offline(cls, regions: list[str] | tuple[str, ...], warnings: tuple[str, ...] = ()) -> Quotes:

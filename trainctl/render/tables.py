@@ -34,7 +34,9 @@ def _live_source() -> str:
 # samples/s comes next: it says whether the model understood the job (at 100 columns it must still be there).
 _COLUMNS = (
     Column("#", lambda o: str(o.rank), "right", keep=True),
-    Column("layout", lambda o: f"{o.count}x {o.type_label} {o.market}", keep=True),
+    # an On-Demand option inside a Capacity Reservation the account holds says so (its row is otherwise the plain one's)
+    Column("layout", lambda o: f"{o.count}x {o.type_label} {o.market}" + (" (held)" if o.capacity_reservation else ""),
+           keep=True),
     Column("where", lambda o: f"{o.platform} {o.availability_zone or o.region}", keep=True),
     Column("expected $", lambda o: _money(o.expected_cost_usd), "right", keep=True),
     Column("wall\nhours", lambda o: f"{o.wall_hours:,.1f}", "right", keep=True),

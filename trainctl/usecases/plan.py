@@ -104,6 +104,9 @@ def _plan_scored(spec: JobSpec, request: PlanRequest, measured: dict, quotes: Qu
         from trainctl.aws.training_plans import with_training_plan_offers
 
         quotes = with_training_plan_offers(quotes, planner.ranking(quotes), spec.constraints.deadline_hours, refresh)
+        from trainctl.aws.capacity_reservations import with_held_reservations
+
+        quotes = with_held_reservations(quotes, planner.ranking(quotes))
     return planner.plan(quotes), quotes
 
 

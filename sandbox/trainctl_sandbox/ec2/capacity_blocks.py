@@ -46,6 +46,12 @@ def _state(ctx: SandboxContext) -> dict:
                                            "offers": {}, "bought": {}})
 
 
+def store(ctx: SandboxContext) -> dict[str, list[dict]]:
+    """Every account's Capacity Reservations: the blocks bought here and the On-Demand Capacity Reservations made
+    with ec2/capacity_reservations.py (ReservationType `default`)."""
+    return _state(ctx)["bought"]
+
+
 def reset(ctx: SandboxContext) -> None:
     ctx.state.pop(__name__, None)
 
@@ -176,7 +182,11 @@ def purchase(ctx: SandboxContext, r) -> dict:
 
 # ----------------------------------------------------------------------------- what the account holds
 def _state_now(held: dict, now: datetime) -> str:
-    return "scheduled" if now < held["StartDate"] else "active" if now < held["EndDate"] else "expired"
+    if held.get("State") == "cancelled":
+        return "cancelled"
+    if now < held["StartDate"]:
+        return "scheduled"
+    return "active" if held["EndDate"] is None or now < held["EndDate"] else "expired"
 
 
 RESERVATION_FILTERS = {"instance-type": "InstanceType", "availability-zone": "AvailabilityZone", "state": "State",
@@ -190,13 +200,14 @@ def _matches(reservation: dict, name: str, values: list[str]) -> bool:
 
 
 def describe_reservations(ctx: SandboxContext, r) -> dict:
-    """The account's Capacity Reservations in the Region (the sandbox has blocks only), with the filters AWS
-    documents for them (DescribeCapacityReservations) and each state as of now."""
+    """The account's Capacity Reservations in the Region (blocks and On-Demand Capacity Reservations), with the
+    filters AWS documents for them (DescribeCapacityReservations) and each state as of now; no EndDate on one
+    without an end."""
     ids = list(r._get_param("CapacityReservationIds") or [])
     filters = [(f["Name"], list(f.get("Values") or [])) for f in r._get_param("Filters") or []]
     r.error_on_dryrun()
     now = datetime.now(timezone.utc)
-    mine = [dict({k: v for k, v in b.items() if k not in ("UpfrontFee", "Region", "InstanceIds")},
+    mine = [dict({k: v for k, v in b.items() if k not in ("UpfrontFee", "Region", "InstanceIds") and v is not None},
                  State=_state_now(b, now), AvailableInstanceCount=_available(r.current_account, r.region, b))
             for b in _state(ctx)["bought"].get(r.current_account, []) if b["Region"] == r.region]
     known = {b["CapacityReservationId"] for b in mine}
@@ -212,29 +223,47 @@ def describe_reservations(ctx: SandboxContext, r) -> dict:
 # ----------------------------------------------------------------------------- launching into a block
 def take(ctx: SandboxContext, account: str, region: str, reservation_id: str | None, market: str | None,
          instance_type: str, az: str, count: int, now: datetime | None = None) -> int:
-    """Hold `count` of a bought block's instances for a launch, as EC2 does: only into a reservation of this
-    account that matches the type and AZ, is active (between its start and its end), and has that many left
-    (EC2 User Guide, "Launch instances into an existing Capacity Reservation"; "Launch instances using Capacity
-    Blocks"). The market must be capacity-block and the target named. Returns the count held. (The error codes
-    are the sandbox's choice: AWS's documentation names the conditions, not the codes.)"""
-    if market != "capacity-block" or not reservation_id:
+    """Hold `count` of a reservation's instances for a launch that targets it, as EC2 does: only into a reservation
+    of this account that matches the type and AZ (and, for an On-Demand Capacity Reservation, shared tenancy and the
+    Linux/UNIX platform of the sandbox's AMIs), is active, and has that many left (EC2 User Guide, "Launch instances
+    into an existing Capacity Reservation"; "Launch instances using Capacity Blocks"). A block takes the
+    capacity-block market only, an On-Demand Capacity Reservation On-Demand only. Returns the count held. Too few
+    left: a block's refusal keeps the sandbox's earlier InsufficientInstanceCapacity; an On-Demand Capacity
+    Reservation's is ReservationCapacityExceeded (EC2 API Reference, "Error codes": "The targeted Capacity
+    Reservation does not [have] enough available instance capacity"). The other codes are the sandbox's choice: the
+    guide names the conditions, not the codes."""
+    held = _held(ctx, account, region, reservation_id) if reservation_id else None
+    block = market == "capacity-block" or (held is not None and held["ReservationType"] == "capacity-block")
+    if block and (market != "capacity-block" or not reservation_id):
         raise AwsError("InvalidParameterCombination", "Launching into a Capacity Block requires "
                                                       "InstanceMarketOptions.MarketType capacity-block and "
                                                       "CapacityReservationSpecification.CapacityReservationTarget.")
-    held = _held(ctx, account, region, reservation_id)
     if held is None:
         raise AwsError("InvalidCapacityReservationId.NotFound",
                        f"The Capacity Reservation ID '{reservation_id}' does not exist.")
+    if not block and market is not None:
+        raise AwsError("InvalidParameterCombination", f"The Capacity Reservation {reservation_id} takes On-Demand "
+                                                      f"instances; the launch asked the {market} market.")
     if held["InstanceType"] != instance_type or held["AvailabilityZone"] != az:
         raise AwsError("InvalidParameterValue",
                        f"The Capacity Reservation {reservation_id} is for {held['InstanceType']} in "
                        f"{held['AvailabilityZone']}; the launch asked {instance_type} in {az}.")
+    if held["InstancePlatform"] != "Linux/UNIX" or held["Tenancy"] != "default":
+        raise AwsError("InvalidParameterValue", f"The Capacity Reservation {reservation_id} is for "
+                                                f"{held['InstancePlatform']} on {held['Tenancy']} tenancy; the "
+                                                "launch is Linux/UNIX on default tenancy.")
     now = now or datetime.now(timezone.utc)
-    if not held["StartDate"] <= now < held["EndDate"]:
-        raise AwsError("InvalidParameterValue", f"The Capacity Reservation {reservation_id} is not active: it runs "
-                                                f"from {held['StartDate'].isoformat()} to {held['EndDate'].isoformat()}.")
+    if _state_now(held, now) != "active":
+        end = held["EndDate"].isoformat() if held["EndDate"] else "no end"
+        raise AwsError("InvalidParameterValue", f"The Capacity Reservation {reservation_id} is not active "
+                                                f"({_state_now(held, now)}: from {held['StartDate'].isoformat()} to "
+                                                f"{end}).")
     free = _available(account, region, held)
     if count > free:
+        if not block:
+            raise AwsError("ReservationCapacityExceeded", f"The targeted Capacity Reservation {reservation_id} does "
+                                                          f"not have enough available instance capacity: {free} "
+                                                          f"available, {count} asked.")
         raise AwsError("InsufficientInstanceCapacity",
                        f"The Capacity Reservation {reservation_id} has {free} instances available; the launch asked "
                        f"{count}.", 500)

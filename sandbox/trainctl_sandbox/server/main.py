@@ -50,6 +50,7 @@ OPTIONAL_EXTENSIONS = ("trainctl_sandbox.sagemaker.jobs",)
 # Installed by the warm-up thread, after moto's EC2 is imported.
 EC2_EXTENSIONS = ("trainctl_sandbox.ec2.placement_groups", "trainctl_sandbox.market.spot_scores",
                   "trainctl_sandbox.market.cost_explorer", "trainctl_sandbox.ec2.capacity_blocks",
+                  "trainctl_sandbox.ec2.capacity_reservations",
                   "trainctl_sandbox.market.spot_prices", "trainctl_sandbox.ec2.launch", "trainctl_sandbox.ec2.fleet",
                   "trainctl_sandbox.ec2.interrupts", "trainctl_sandbox.ec2.nodes", "trainctl_sandbox.ec2.imds",
                   "trainctl_sandbox.ec2.lustre", "trainctl_sandbox.ec2.restart")

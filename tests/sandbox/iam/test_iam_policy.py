@@ -121,9 +121,11 @@ def test_policy_matches_the_calls_of_every_command(sandbox, tmp_path, recorder, 
     block_spec = block_wins(sandbox, tmp_path, starts=(0,))
     block_job = json.loads(cli("-o", "json", "launch", block_spec, "--yes", "--buy-capacity-block"))["job_id"]
     cli("down", block_job)
-    # the work resumed from that job's checkpoints (launch --resume-from: CopyObject), into the block it holds
-    sandbox.client("s3", "us-west-2").put_object(Bucket="trainctl-123456789012-us-west-2",
-                                                 Key=f"{block_job}/checkpoints/ckpt-0000000001-a.pt", Body=b"0")
+    # the work resumed from that job's checkpoints (launch --resume-from: CopyObject for the small file, a multipart
+    # copy for the one above boto3's 8 MiB threshold), into the block it holds
+    for name, size in (("a", 1), ("b", 9 << 20)):
+        sandbox.client("s3", "us-west-2").put_object(Bucket="trainctl-123456789012-us-west-2", Body=b"0" * size,
+                                                     Key=f"{block_job}/checkpoints/ckpt-0000000001-{name}.pt")
     cli("down", json.loads(cli("-o", "json", "launch", block_spec, "--yes", "--resume-from", block_job))["job_id"])
     # P5 Spot's quota has no applied value in the account: the plan reads its AWS default
     cli("plan", spec, "--platform", "ec2", "--layout", "p5.48xlarge:1:spot")

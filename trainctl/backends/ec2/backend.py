@@ -17,7 +17,7 @@ from trainctl.backends.ec2 import cleanup as _cleanup
 from trainctl.backends.ec2 import fleet, listing, preflight, status, stopping
 from trainctl.backends.ec2.common import LIVE_STATES, PLATFORM, instances
 from trainctl.backends.ec2.prepare import prepare
-from trainctl.backends.ec2.capacity_block_launch import into_block
+from trainctl.backends.ec2.capacity_block_launch import into_block, into_reservation
 from trainctl.backends.features import NodesPublishBudget, RecoversLostNodes, BuysCapacityBlocks
 from trainctl.backends.options import Ec2Options
 
@@ -33,7 +33,9 @@ class Ec2Backend(RecoversLostNodes, NodesPublishBudget, BuysCapacityBlocks, Back
 
     def prepare(self, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
         request = prepare(self.client_for, option, spec, settings)
-        return into_block(request, option) if option.capacity_block is not None else request
+        if option.capacity_block is not None:
+            return into_block(request, option)
+        return into_reservation(request, option) if option.capacity_reservation is not None else request
 
     def before_submit(self, request: LaunchRequest) -> list[str]:
         """The job's instances already running: a re-run must never tear the running job down."""

@@ -1,4 +1,5 @@
-"""An EC2 launch into a bought Capacity Block: one RunInstances into the block's reservation, in its AZ.
+"""An EC2 launch into reserved capacity: a bought Capacity Block, or an On-Demand Capacity Reservation the account
+holds; one RunInstances into the reservation, in its AZ.
 
 EC2 launches into a Capacity Block only with the purchasing option `capacity-block` and the block's reservation
 targeted (EC2 User Guide, "Launch instances using Capacity Blocks": `--instance-market-options
@@ -26,23 +27,40 @@ def into_block(request: LaunchRequest, option) -> LaunchRequest:
     """`request` launching into the option's bought block (`option.capacity_block.reservation_id`; a
     `${capacity_reservation_id}` placeholder while it is still to buy, as --dry-run shows)."""
     block = option.capacity_block
+    return _into(request, option, block.availability_zone, block.reservation_id or "${capacity_reservation_id}",
+                 MARKET, f"capacity block {block.reservation_id or '(bought first)'}",
+                 "no placement group (a block's instances are placed together by EC2)")
+
+
+def into_reservation(request: LaunchRequest, option) -> LaunchRequest:
+    """`request` launching into the account's On-Demand Capacity Reservation (`option.capacity_reservation`): the
+    same RunInstances on the On-Demand market (no InstanceMarketOptions), the reservation targeted by its ID, which
+    EC2 allows for an `open` reservation as for a `targeted` one (EC2 User Guide, "Launch instances into an existing
+    Capacity Reservation"). RunInstances: an EC2 Fleet reaches a targeted reservation only through a resource group
+    (EC2 User Guide, "Use Capacity Reservations to reserve On-Demand capacity in EC2 Fleet"). No placement group:
+    the reservation, not a group, decides where the instances run."""
+    held = option.capacity_reservation
+    return _into(request, option, held.availability_zone, held.reservation_id, None,
+                 f"On-Demand Capacity Reservation {held.reservation_id}",
+                 "no placement group (the instances run where the reservation holds them)")
+
+
+def _into(request: LaunchRequest, option, az: str, reservation: str, market: str | None, what: str,
+          placement: str) -> LaunchRequest:
     fleets = [c for c in request.calls if c.operation == "CreateFleet"]
     if not fleets:  # the job's instances already run: nothing to launch
         return request
-    fleet = next((c for c in fleets if c.about.get("availability_zone") == block.availability_zone), None)
+    fleet = next((c for c in fleets if c.about.get("availability_zone") == az), None)
     if fleet is None:
-        raise UsageError(f"the capacity block is in {block.availability_zone} and the job's VPC has no usable subnet "
-                         f"there (the fleets would go to {', '.join(c.about.get('availability_zone', '?') for c in fleets)}); "
-                         "pass --subnet with a subnet of that AZ")
+        raise UsageError(f"the {what} is in {az} and the job's VPC has no usable subnet there (the fleets would go "
+                         f"to {', '.join(c.about.get('availability_zone', '?') for c in fleets)}); pass --subnet with "
+                         "a subnet of that AZ")
     template = next((c for c in request.calls if c.operation == "CreateLaunchTemplate"), None)
-    run = AwsCall("ec2", "RunInstances", run_params(request.job_id, fleet.params, template,
-                                                    block.reservation_id or "${capacity_reservation_id}"),
-                  request.region, why=f"{option.count} x {option.instance_type} into capacity block "
-                                      f"{block.reservation_id or '(bought first)'} in {block.availability_zone}")
+    run = AwsCall("ec2", "RunInstances", run_params(request.job_id, fleet.params, template, reservation, market),
+                  request.region, why=f"{option.count} x {option.instance_type} into {what} in {az}")
     calls = [c for c in request.calls if c.operation not in REPLACED] + [run]
-    note = (f"into the capacity block's reservation in {block.availability_zone}: one RunInstances of "
-            f"{option.count} node{'s' if option.count != 1 else ''} (all or nothing), no placement group (a block's "
-            "instances are placed together by EC2)")
+    note = (f"into the {what} in {az}: one RunInstances of {option.count} node{'s' if option.count != 1 else ''} "
+            f"(all or nothing), {placement}")
     return dataclasses.replace(request, calls=tuple(calls), alternatives=(),
                                notes=tuple(n for n in request.notes if "fleets are alternatives" not in n) + (note,))
 
@@ -57,16 +75,16 @@ def node_config(option) -> dict:
             "capacity_reservation_id": option.capacity_block.reservation_id}  # the end read again (block_end.py)
 
 
-def run_params(job: str, fleet: dict, template: AwsCall | None, reservation: str) -> dict:
+def run_params(job: str, fleet: dict, template: AwsCall | None, reservation: str, market: str | None = MARKET) -> dict:
     """RunInstances for the nodes the fleet asked for, with the fleet's launch template, client token and first
-    subnet. A template with network interfaces (EFA) takes its subnet on each interface: EC2 refuses a request-level
+    subnet, on `market` (None: On-Demand, RunInstances' default). A template with network interfaces (EFA) takes its subnet on each interface: EC2 refuses a request-level
     SubnetId beside them."""
     config = fleet["LaunchTemplateConfigs"][0]
     count = int(fleet["TargetCapacitySpecification"]["TotalTargetCapacity"])
     subnet = config["Overrides"][0]["SubnetId"]
     params: dict = {
         "LaunchTemplate": config["LaunchTemplateSpecification"], "MinCount": count, "MaxCount": count,
-        "ClientToken": fleet["ClientToken"], "InstanceMarketOptions": {"MarketType": MARKET},
+        "ClientToken": fleet["ClientToken"], **({"InstanceMarketOptions": {"MarketType": market}} if market else {}),
         "CapacityReservationSpecification": {"CapacityReservationTarget": {"CapacityReservationId": reservation}},
         "TagSpecifications": [{"ResourceType": r, "Tags": tags(job)} for r in ("instance", "volume")],
     }
