@@ -6,7 +6,8 @@ job's nodes), `execution_role` (a SageMaker job's container), `documents` (what 
 shapes with placeholders, partitions, managed-policy size and split), `constants` (names and conditions).
 """
 from trainctl.iam.boundary import boundary_arn, boundary_policy, cli_denies, secret_statements
-from trainctl.iam.calls import CALLS, SPOT_ROLE, Call, Grant, calls_for, cli_policy, granted_actions
+from trainctl.iam.calls import CALLS, SPOT_ROLE, calls_for, cli_policy, granted_actions
+from trainctl.iam.rows import Call, Grant
 from trainctl.iam.constants import (BOUNDARY_ARN, BOUNDARY_POLICY, BUCKET, EXECUTION_ROLE, MANAGED_POLICY_LIMIT,
                                     NODE_PATH, PLATFORMS, ROLES, SAME_ACCOUNT, WITH_BOUNDARY)
 from trainctl.iam.documents import (documents, ec2_node_policy, in_partition, policy_size,
