@@ -100,6 +100,9 @@ def data_file(platform: str, name: str) -> Path:
 
 
 PLATFORMS: dict[str, PlatformFacts] = read_platforms()
+if not PLATFORMS:  # an install without its package data (pyproject.toml): say so, not a riddle in the spec's types
+    raise RuntimeError(f"no {PLATFORM_FILE} under {BACKENDS_DIR}: trainctl is installed without its data files; "
+                       "reinstall it (pip install .)")
 NAMES: tuple[str, ...] = tuple(PLATFORMS)
 
 
