@@ -1,6 +1,7 @@
 """Pure: every IAM policy document trainctl prints or attaches, from one table of calls.
 
-`calls` (the table of every AWS call the CLI makes and the CLI policy grouped from it), `boundary` (the
+`calls` (the table of every AWS call the CLI makes and the CLI policy grouped from it), `rows` (a row of that
+table, and each backend's own rows, read from its folder's `iam_calls.toml`), `boundary` (the
 permissions boundary every role trainctl creates carries, and the denies that keep it), `node_role` (an EC2
 job's nodes), `execution_role` (a SageMaker job's container), `documents` (what `trainctl iam-policy` prints:
 shapes with placeholders, partitions, managed-policy size and split), `constants` (names and conditions).
