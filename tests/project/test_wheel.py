@@ -28,7 +28,9 @@ MOTO_IMPORT = re.compile(r"^\s*(?:import\s+moto\b|from\s+moto\b)", re.MULTILINE)
 REQUIRED_FILES = ("trainctl/bootstrap/userdata.sh", "trainctl/catalog/catalog.json",
                   "trainctl/catalog/calibration.json", "trainctl/catalog/calibration_fit.json",
                   "trainctl/catalog/spot_hazard.json", "trainctl/entrypoints/requirements.txt",
-                  "trainctl/entrypoints/train_lm.py")
+                  "trainctl/entrypoints/train_lm.py", "trainctl/backends/sagemaker/platform.toml",
+                  "trainctl/backends/sagemaker/iam_calls.toml", "trainctl/backends/ec2/platform.toml",
+                  "trainctl/backends/ec2/iam_calls.toml", "trainctl/backends/template/platform.toml.example")
 
 
 def wheel_problems(wheel: Path) -> list[str]:

@@ -1,7 +1,7 @@
 """Launch backends by platform name: the registry. Imported lazily: `trainctl --help` must not pull in boto3.
 
-A new backend is one line here, its own folder and its facts' entry in catalog/platforms.py (the same names in the
-same order; docs/adding-a-backend.md); no use case names a platform:
+A new backend is one line here and its own folder, whose `platform.toml` the layers below read as its facts (the
+same names in the same order; docs/adding-a-backend.md); no use case names a platform:
 they ask the registry (`get_backend`, `backend_class`, `platforms`) and the contract (backends/base.py)."""
 from __future__ import annotations
 

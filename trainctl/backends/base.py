@@ -134,7 +134,7 @@ class Backend(abc.ABC):
     @classmethod
     def facts(cls) -> PlatformFacts:
         """What the layers below backends/ know of this platform (the spec's name, the planner's overheads and
-        Spot recovery): its entry in catalog/platforms.py, which they read without importing any backend."""
+        Spot recovery): its folder's `platform.toml`, which catalog/platforms.py reads without importing any backend."""
         return platform_facts(cls.platform)
 
     def __init__(self, client_for: Callable[[str, str], Any] | None = None):

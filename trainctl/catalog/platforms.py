@@ -1,15 +1,20 @@
-"""What the pure layers know of each platform, as data: one `PlatformFacts` entry per backend.
+"""What the pure layers know of each platform, as data: one `PlatformFacts` entry per backend, read from the
+backend's own `trainctl/backends/<platform>/platform.toml` (data, no code).
 
 The spec's `platforms:` names, a plan's `platform`, the planner's launch overheads and Spot recovery, the CLI's
 `--platform` help and the IAM table's platforms all read this registry. It lives below every layer (catalog/)
 because those readers run before, or without, any backend: `trainctl schema`, an offline plan, the sandbox's
-seeded policy; the pure folders may not import `trainctl/backends/` (docs/architecture.md). A backend points at
-its entry (`Backend.facts`, backends/base.py) and tests/sandbox/backends/test_backend_contract.py checks that
-the backends' registry and this one name the same platforms in the same order.
+seeded policy; the pure folders may not import `trainctl/backends/` (docs/architecture.md), so they read its data
+file instead: a new backend adds its folder and edits nothing here. A backend points at its entry
+(`Backend.facts`, backends/base.py) and tests/sandbox/backends/test_backend_contract.py checks that the backends'
+registry and this one name the same platforms in the same order.
 """
 from __future__ import annotations
 
+import dataclasses
+import tomllib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 
@@ -56,34 +61,48 @@ class PlatformFacts:
         return instance.sagemaker_training or not self.training_types_only
 
 
-# Instance types on which SageMaker turns EFA on for NCCL (FI_PROVIDER=efa): the training toolkit's
-# SM_EFA_NCCL_INSTANCES (aws/sagemaker-training-toolkit src/sagemaker_training/__init__.py: g4dn.8xlarge,
-# g4dn.12xlarge, g5.48xlarge, p3dn.24xlarge, p4d.24xlarge, trn1.32xlarge) plus what the SageMaker Python SDK's
-# container drivers add (aws/sagemaker-python-sdk sagemaker-train .../container_drivers/common/utils.py:
-# p4de.24xlarge, p5.48xlarge). Every other type talks TCP on SageMaker, even where EC2 would use EFA
-# (g5.12xlarge, trn1n.32xlarge). ../shared/reference/AWS-RULES.md records the same rule.
-SAGEMAKER_EFA_TYPES = frozenset({"g4dn.8xlarge", "g4dn.12xlarge", "g5.48xlarge", "p3dn.24xlarge",
-                                 "p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "trn1.32xlarge"})
+# Where the backends' folders are, found from this package (package data, tests/project/test_wheel.py): reading a
+# backend's data files imports none of its code, so the pure folders may read them (docs/architecture.md)
+BACKENDS_DIR = Path(__file__).resolve().parent.parent / "backends"
+PLATFORM_FILE = "platform.toml"   # the template carries `platform.toml.example`: it is no platform
 
-# The order is the registry's order (backends/__init__.py BACKENDS): the schema's enum, the spec's default
-# `platforms:` and the words that name the platforms follow it.
-PLATFORMS: dict[str, PlatformFacts] = {f.name: f for f in (
-    # - sagemaker: Starting (provisioning the instances) ~4 min (not billed); Downloading the ~10 GB PyTorch
-    #   training image and the code, then the container's start ~5 min (billed). SageMaker SIGTERMs the
-    #   container itself (assumed to give the same 120 s as a stop).
-    PlatformFacts("sagemaker", "SageMaker", start_minutes=(4.0, 5.0), notice_poll_s=0.0, restarts_whole_job=True,
-                  price_list="AmazonSageMaker", spot_price="ec2-discount", quota_service="sagemaker",
-                  type_quota="ml.{type} for {spot}training job usage", disk="training-volume", type_prefix="ml.",
-                  training_types_only=True, one_type_per_job=True, efa_types=SAGEMAKER_EFA_TYPES,
-                  streams_via_mount_s3=False, boots="training-image"),
-    # - ec2: CreateFleet to running ~1 min (not billed); boot of the Deep Learning AMI, the agent's code
-    #   download, torchrun rendezvous ~4 min (billed). The node agent polls the instance metadata for the
-    #   notice every 5 s (trainctl/bootstrap/agent.py, spot_poll_s).
-    PlatformFacts("ec2", "EC2", start_minutes=(1.0, 4.0), notice_poll_s=5.0, restarts_whole_job=False,
-                  price_list="AmazonEC2", spot_price="ec2-history", quota_service="ec2", type_quota=None,
-                  disk="root-volume", type_prefix="", training_types_only=False, one_type_per_job=False,
-                  efa_types=None, streams_via_mount_s3=True, boots="dlami"),
-)}
+
+def _entry(path: Path) -> tuple[int, PlatformFacts]:
+    """One backend's `platform.toml` as (its order, its entry); a field missing or unknown names the file."""
+    with path.open("rb") as f:
+        raw = tomllib.load(f)
+    fields = {f.name for f in dataclasses.fields(PlatformFacts)}
+    optional = {"type_quota", "efa_types"}  # TOML has no null: left out means None
+    unknown, missing = set(raw) - fields - {"order"}, (fields - optional | {"order"}) - set(raw)
+    if unknown or missing:
+        raise ValueError(f"{path}: unknown fields {sorted(unknown)}, missing fields {sorted(missing)}; "
+                         "see catalog/platforms.py PlatformFacts")
+    if raw["name"] != path.parent.name:
+        raise ValueError(f"{path}: name {raw['name']!r} is not its folder's name {path.parent.name!r}")
+    values = {**dict.fromkeys(optional), **{k: v for k, v in raw.items() if k != "order"}}
+    values["start_minutes"] = tuple(values["start_minutes"])
+    if values["efa_types"] is not None:
+        values["efa_types"] = frozenset(values["efa_types"])
+    return raw["order"], PlatformFacts(**values)
+
+
+def read_platforms(backends_dir: Path = BACKENDS_DIR) -> dict[str, PlatformFacts]:
+    """Every backend's entry, by name, in their `order` (the registry's, backends/__init__.py BACKENDS): the
+    schema's enum, the spec's default `platforms:` and the words that name the platforms follow it."""
+    entries = sorted((_entry(path) for path in backends_dir.glob(f"*/{PLATFORM_FILE}")),
+                     key=lambda e: (e[0], e[1].name))
+    return {entry.name: entry for _, entry in entries}
+
+
+def data_file(platform: str, name: str) -> Path:
+    """A data file of the platform's backend folder (`iam_calls.toml`: its rows of the IAM table, iam/calls.py)."""
+    return BACKENDS_DIR / platform / name
+
+
+PLATFORMS: dict[str, PlatformFacts] = read_platforms()
+if not PLATFORMS:  # an install without its package data (pyproject.toml): say so, not a riddle in the spec's types
+    raise RuntimeError(f"no {PLATFORM_FILE} under {BACKENDS_DIR}: trainctl is installed without its data files; "
+                       "reinstall it (pip install .)")
 NAMES: tuple[str, ...] = tuple(PLATFORMS)
 
 

@@ -1,12 +1,14 @@
 """Pure: every IAM policy document trainctl prints or attaches, from one table of calls.
 
-`calls` (the table of every AWS call the CLI makes and the CLI policy grouped from it), `boundary` (the
+`calls` (the table of every AWS call the CLI makes and the CLI policy grouped from it), `rows` (a row of that
+table, and each backend's own rows, read from its folder's `iam_calls.toml`), `boundary` (the
 permissions boundary every role trainctl creates carries, and the denies that keep it), `node_role` (an EC2
 job's nodes), `execution_role` (a SageMaker job's container), `documents` (what `trainctl iam-policy` prints:
 shapes with placeholders, partitions, managed-policy size and split), `constants` (names and conditions).
 """
 from trainctl.iam.boundary import boundary_arn, boundary_policy, cli_denies, secret_statements
-from trainctl.iam.calls import CALLS, SPOT_ROLE, Call, Grant, calls_for, cli_policy, granted_actions
+from trainctl.iam.calls import CALLS, SPOT_ROLE, calls_for, cli_policy, granted_actions
+from trainctl.iam.rows import Call, Grant
 from trainctl.iam.constants import (BOUNDARY_ARN, BOUNDARY_POLICY, BUCKET, EXECUTION_ROLE, MANAGED_POLICY_LIMIT,
                                     NODE_PATH, PLATFORMS, ROLES, SAME_ACCOUNT, WITH_BOUNDARY)
 from trainctl.iam.documents import (documents, ec2_node_policy, in_partition, policy_size,

@@ -1,6 +1,8 @@
 """Least-privilege IAM policies for trainctl, generated from one table.
 
-`CALLS` lists every AWS API operation trainctl makes with the CLI's credentials, and for each one the
+`CALLS` lists every AWS API operation trainctl makes with the CLI's credentials: the rows every platform shares
+here, then each backend's own rows, which it brings as data in `trainctl/backends/<platform>/iam_calls.toml`
+(iam/rows.py reads them: a new backend edits nothing here). For each one, the table gives the
 IAM actions it needs (an operation may need more than its own name: CreateTrainingJob with Tags needs
 sagemaker:AddTags and iam:PassRole), the resources those actions are limited to, and the condition
 that scopes them where AWS allows one (the `trainctl:job` tag, the job bucket `trainctl-*`, the execution
@@ -16,32 +18,15 @@ the training container does; `iam/execution_role.py`) and the EC2 node role (`ia
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 
 from trainctl.iam.boundary import cli_denies
-from trainctl.iam.constants import (BOUNDARY_POLICY, BUCKET, EC2_PASS, EXECUTION_ROLE, PLATFORMS, SAGEMAKER_PASS,
-                                   SAME_ACCOUNT, TAGGED_REQUEST, TAGGED_RESOURCE, WITH_BOUNDARY)
+from trainctl.iam.constants import (BOUNDARY_POLICY, BUCKET, EXECUTION_ROLE, PLATFORMS, SAME_ACCOUNT, TAGGED_REQUEST,
+                                   TAGGED_RESOURCE, WITH_BOUNDARY)
+from trainctl.iam.rows import Call, Grant, backend_calls
 
 
 def _create_action(*operations: str) -> dict:
     return {"StringEquals": {"ec2:CreateAction": list(operations)}}
-
-
-@dataclass(frozen=True)
-class Grant:
-    actions: tuple[str, ...]
-    resources: tuple[str, ...] = ("*",)
-    condition: dict | None = None
-    why: str = ""
-
-
-@dataclass(frozen=True)
-class Call:
-    """One API operation trainctl calls ('service:Operation', botocore's names) and what it needs."""
-
-    operation: str
-    platforms: tuple[str, ...]    # which --platform needs it ("sagemaker", "ec2"); planning needs both
-    grants: tuple[Grant, ...] = field(default=())
 
 
 def _g(*actions: str, resources: tuple[str, ...] = ("*",), condition: dict | None = None, why: str = "") -> Grant:
@@ -54,15 +39,10 @@ S3_OBJECTS = f"arn:aws:s3:::{BUCKET}/*"
 # naming/bucket.job_bucket: trainctl-ACCOUNT-REGION; aws:PrincipalAccount is a global key, so a policy variable in a
 # Resource (IAM User Guide, "IAM policy elements: Variables and tags")
 OWN_BUCKETS = "arn:aws:s3:::trainctl-${aws:PrincipalAccount}-*"
-# the caller's own account's Capacity Reservations (a policy variable in the Resource, as OWN_BUCKETS)
-OWN_RESERVATIONS = "arn:aws:ec2:*:${aws:PrincipalAccount}:capacity-reservation/*"
 SPOT_ROLE = "arn:aws:iam::*:role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot"
 ON_BUCKET = {"resources": (S3_BUCKET,), "condition": SAME_ACCOUNT}
 ON_OBJECTS = {"resources": (S3_OBJECTS,), "condition": SAME_ACCOUNT}
 BOTH = PLATFORMS
-SM = ("sagemaker",)
-E2 = ("ec2",)
-LAUNCH = ("ec2:CreateFleet", "ec2:RunInstances")
 # The user's own data buckets (`trainctl iam-policy --data-bucket NAME`): the launch checks each data: channel
 # before billing (backends/data_checks.py). Without --data-bucket these grants are left out.
 DATA_BUCKET = "{data_bucket}"
@@ -75,9 +55,6 @@ CALLS: tuple[Call, ...] = (
     Call("ec2:DescribeSpotPriceHistory", BOTH, (_g("ec2:DescribeSpotPriceHistory", why=DESCRIBE),)),
     # the plan's Capacity Block offers for the layouts AWS sells as blocks (planner/capacity_blocks.py)
     Call("ec2:DescribeCapacityBlockOfferings", BOTH, (_g("ec2:DescribeCapacityBlockOfferings", why=DESCRIBE),)),
-    # the plan's SageMaker training plan offers for the layouts AWS reserves (aws/training_plans.py)
-    Call("sagemaker:SearchTrainingPlanOfferings", SM, (_g("sagemaker:SearchTrainingPlanOfferings",
-                                                            why="a search of offers has no resource"),)),
     Call("pricing:GetProducts", BOTH, (_g("pricing:GetProducts", why="the Price List API has no resources"),)),
     Call("service-quotas:ListServiceQuotas", BOTH, (_g("servicequotas:ListServiceQuotas",
                                                        why="Service Quotas reads have no resources"),)),
@@ -138,104 +115,31 @@ CALLS: tuple[Call, ...] = (
                                           _g("s3:GetEncryptionConfiguration", resources=(DATA_BUCKET,)))),
     Call("s3:GetPublicAccessBlock", BOTH, (_g("s3:GetBucketPublicAccessBlock", **ON_BUCKET),)),
     Call("s3:GetBucketPolicyStatus", BOTH, (_g("s3:GetBucketPolicyStatus", **ON_BUCKET),)),
-    # ---- SageMaker
+    # ---- the job's role and its state, on every platform
+    # SageMaker's execution role (launch --role) and EC2's Spot service-linked role, checked by `doctor` and the launch
     Call("iam:GetRole", BOTH, (_g("iam:GetRole", resources=("arn:aws:iam::*:role/{execution_role}", SPOT_ROLE)),)),
-    Call("sagemaker:CreateTrainingJob", SM, (
-        _g("sagemaker:CreateTrainingJob", "sagemaker:AddTags", resources=("arn:aws:sagemaker:*:*:training-job/*",),
-           condition=TAGGED_REQUEST),
-        _g("iam:PassRole", resources=("arn:aws:iam::*:role/trainctl/*", "arn:aws:iam::*:role/{execution_role}"),
-           condition=SAGEMAKER_PASS, why="only the per-job execution roles and a given role, only to SageMaker"))),
     # EC2's `down` too: a job that runs on SageMaker is refused there (backends/ec2/cleanup.py)
     Call("sagemaker:DescribeTrainingJob", BOTH, (_g("sagemaker:DescribeTrainingJob",
                                                     resources=("arn:aws:sagemaker:*:*:training-job/*",)),)),
-    Call("sagemaker:ListTrainingJobs", SM, (_g("sagemaker:ListTrainingJobs", why="`ls --all`: a list call has no "
-                                                                            "resource to scope it to"),)),
-    # `ls --all`: the account's resources tagged trainctl:job (both platforms)
+    # `ls --all`: the account's resources tagged trainctl:job (every platform)
     Call("resourcegroupstaggingapi:GetResources", BOTH, (_g("tag:GetResources",
                                                             why="the Tagging API's reads have no resources"),)),
-    Call("sagemaker:ListTags", SM, (_g("sagemaker:ListTags", resources=("arn:aws:sagemaker:*:*:training-job/*",)),)),
-    Call("sagemaker:StopTrainingJob", SM, (_g("sagemaker:StopTrainingJob",
-                                              resources=("arn:aws:sagemaker:*:*:training-job/*",),
-                                              condition=TAGGED_RESOURCE),)),
     Call("logs:DescribeLogStreams", BOTH, (_g("logs:DescribeLogStreams", resources=(
         "arn:aws:logs:*:*:log-group:/aws/sagemaker/TrainingJobs:*", "arn:aws:logs:*:*:log-group:/trainctl/*")),)),
     Call("logs:FilterLogEvents", BOTH, (_g("logs:FilterLogEvents", resources=(
         "arn:aws:logs:*:*:log-group:/aws/sagemaker/TrainingJobs:*", "arn:aws:logs:*:*:log-group:/trainctl/*")),)),
-    # ---- EC2: fleets of tagged instances, a per-job role for the nodes under /trainctl/
-    Call("ssm:GetParameter", E2, (_g("ssm:GetParameter", resources=(
-        "arn:aws:ssm:*::parameter/aws/service/deeplearning/*", "arn:aws:ssm:*::parameter/aws/service/neuron/*"),
-        why="the Deep Learning AMI ids AWS publishes"),)),
-    Call("ec2:DescribeInstanceTypeOfferings", E2, (_g("ec2:DescribeInstanceTypeOfferings", why=DESCRIBE),)),
-    Call("ec2:DescribeImages", E2, (_g("ec2:DescribeImages", why=DESCRIBE),)),  # the AMI's root device name
     # SageMaker's `down` too: a job whose EC2 nodes live is refused there (backends/sagemaker/cleanup.py)
     Call("ec2:DescribeInstances", BOTH, (_g("ec2:DescribeInstances", why=DESCRIBE),)),
-    Call("ec2:DescribeLaunchTemplates", E2, (_g("ec2:DescribeLaunchTemplates", why=DESCRIBE),)),
-    Call("ec2:DescribeLaunchTemplateVersions", E2, (_g("ec2:DescribeLaunchTemplateVersions", why=DESCRIBE),)),
-    Call("ec2:DescribeFleets", E2, (_g("ec2:DescribeFleets", why=DESCRIBE),)),
-    Call("ec2:DescribePlacementGroups", E2, (_g("ec2:DescribePlacementGroups", why=DESCRIBE),)),
     # an FSx channel (EC2 and SageMaker): the file system's network interfaces name its groups (lustre_network.py)
     Call("ec2:DescribeNetworkInterfaces", BOTH, (_g("ec2:DescribeNetworkInterfaces", why=DESCRIBE),)),
-    Call("ec2:CreatePlacementGroup", E2, (
-        _g("ec2:CreatePlacementGroup", resources=(f"{EC2}:placement-group/*",), condition=TAGGED_REQUEST),
-        _g("ec2:CreateTags", resources=(f"{EC2}:placement-group/*",),
-           condition=_create_action("CreatePlacementGroup")))),
-    Call("ec2:CreateLaunchTemplate", E2, (
-        _g("ec2:CreateLaunchTemplate", resources=(f"{EC2}:launch-template/*",), condition=TAGGED_REQUEST),
-        _g("ec2:CreateTags", resources=(f"{EC2}:launch-template/*",),
-           condition=_create_action("CreateLaunchTemplate")))),
-    # CreateFleet and the RunInstances of its instant fleet are authorized against every resource the launch
-    # touches (Service Authorization Reference, EC2: CreateFleet requires fleet and instance, RunInstances
-    # requires image, instance, network-interface, security-group and subnet; both also check the launch
-    # template, volumes, snapshots, placement group and Spot request they use). Granted together on all of
-    # them, as Karpenter's controller policy does.
-    Call("ec2:CreateFleet", E2, (
-        _g(*LAUNCH, resources=tuple(f"{EC2}:{r}/*" for r in ("fleet", "instance", "volume", "network-interface")),
-           condition=TAGGED_REQUEST, why="what the launch creates carries the job tag"),
-        _g(*LAUNCH, resources=(f"{EC2}:launch-template/*", f"{EC2}:placement-group/*"), condition=TAGGED_RESOURCE,
-           why="the job's own template and placement group"),
-        _g(*LAUNCH, resources=(f"{EC2}:subnet/*", f"{EC2}:security-group/*", f"{EC2}:key-pair/*",
-                               f"{EC2}:spot-instances-request/*", "arn:aws:ec2:*::image/*", "arn:aws:ec2:*::snapshot/*"),
-           why="used, not changed: the subnets, a --security-group of the user's (untagged), the AMI and its "
-               "snapshots; a Spot request comes only with a tagged instance"),
-        _g("ec2:CreateTags", resources=(f"{EC2}:fleet/*", f"{EC2}:instance/*", f"{EC2}:volume/*",
-                                        f"{EC2}:network-interface/*"),
-           condition=_create_action("CreateFleet", "RunInstances")),
-        _g("iam:PassRole", resources=("arn:aws:iam::*:role/trainctl/*",), condition=EC2_PASS,
-           why="only trainctl's per-job node roles, only to EC2"))),
-    # `launch --buy-capacity-block`: the blocks the account holds (the plan offers them; never bought twice), the purchase
-    # (its reservation carries the job tag: PurchaseCapacityBlock's capacity-reservation takes aws:RequestTag,
-    # Service Authorization Reference), and RunInstances into it; the plan's On-Demand Capacity Reservations the
-    # account holds, launched into the same way (RunInstances authorizes on the capacity-reservation it targets);
-    # the other resources of that RunInstances are CreateFleet's grants above
+    # the blocks and On-Demand Capacity Reservations the account holds (the plan offers them; `launch --buy-capacity-block`
+    # never buys one twice)
     Call("ec2:DescribeCapacityReservations", BOTH, (_g("ec2:DescribeCapacityReservations", why=DESCRIBE),)),
-    Call("ec2:PurchaseCapacityBlock", E2, (
-        _g("ec2:PurchaseCapacityBlock", resources=(f"{EC2}:capacity-reservation/*",), condition=TAGGED_REQUEST,
-           why="only a block bought with the job tag"),
-        _g("ec2:CreateTags", resources=(f"{EC2}:capacity-reservation/*",),
-           condition=_create_action("PurchaseCapacityBlock")))),
-    Call("ec2:RunInstances", E2, (_g("ec2:RunInstances", resources=(OWN_RESERVATIONS,),
-                                     why="only into the account's own reservations (a block it bought, an On-Demand "
-                                         "Capacity Reservation it holds): capacity paid for whether used or not; "
-                                         "a reservation shared by another account is not offered"),)),
-    # the job's log group, made by the launch so that it has a retention (the nodes' agents then find it)
-    Call("logs:CreateLogGroup", E2, (_g("logs:CreateLogGroup", "logs:TagResource", resources=(
-        "arn:aws:logs:*:*:log-group:/trainctl/*",), condition=TAGGED_REQUEST),)),
-    Call("logs:PutRetentionPolicy", E2, (_g("logs:PutRetentionPolicy", resources=(
-        "arn:aws:logs:*:*:log-group:/trainctl/*",)),)),
-    Call("ec2:CreateTags", E2, (_g("ec2:CreateTags", resources=(f"{EC2}:instance/*",), condition=TAGGED_RESOURCE,
-                                   why="marks instances trainctl terminates itself"),)),
-    Call("ec2:TerminateInstances", E2, (_g("ec2:TerminateInstances", resources=(f"{EC2}:instance/*",),
-                                           condition=TAGGED_RESOURCE),)),
-    Call("ec2:DeleteFleets", E2, (_g("ec2:DeleteFleets", resources=(f"{EC2}:fleet/*",), condition=TAGGED_RESOURCE),)),
-    Call("ec2:DeleteLaunchTemplate", E2, (_g("ec2:DeleteLaunchTemplate", resources=(f"{EC2}:launch-template/*",),
-                                             condition=TAGGED_RESOURCE),)),
-    Call("ec2:DeletePlacementGroup", E2, (_g("ec2:DeletePlacementGroup", resources=(f"{EC2}:placement-group/*",),
-                                             condition=TAGGED_RESOURCE),)),
     # `ls --all` and a job this machine did not launch: the regions of the account's trainctl buckets
     # (ListAllMyBuckets takes no resource: "*", limited to the caller's own account by s3:ResourceAccount)
     Call("s3:ListBuckets", BOTH, (_g("s3:ListAllMyBuckets", condition=SAME_ACCOUNT,
                                      why="trainctl asks for its own buckets (Prefix trainctl-ACCOUNT-) only"),)),
-    Call("s3:GetObject", BOTH, (_g("s3:GetObject", **ON_OBJECTS),)),  # EC2's markers; `fetch` on both
+    Call("s3:GetObject", BOTH, (_g("s3:GetObject", **ON_OBJECTS),)),  # EC2's markers; `fetch` on every platform
     Call("s3:ListObjectsV2", BOTH, (_g("s3:ListBucket", **ON_BUCKET),)),
     # `launch --resume-from JOB`: the earlier job's checkpoints copied into the new job's folder by boto3's managed
     # copy (usecases/launch/resume.py): CopyObject below its threshold (s3:GetObject on the source, s3:PutObject on
@@ -258,20 +162,11 @@ CALLS: tuple[Call, ...] = (
         _g("iam:TagRole", resources=("arn:aws:iam::*:role/trainctl/*",), condition=TAGGED_REQUEST))),
     Call("iam:PutRolePolicy", BOTH, (_g("iam:PutRolePolicy", resources=("arn:aws:iam::*:role/trainctl/*",),
                                         condition=WITH_BOUNDARY),)),
-    *(Call(f"iam:{op}", platforms, (_g(f"iam:{op}", resources=("arn:aws:iam::*:role/trainctl/*",)),))
-      for op, platforms in (("DeleteRolePolicy", BOTH), ("ListRoleTags", BOTH), ("ListRolePolicies", BOTH),
-                            ("ListAttachedRolePolicies", BOTH), ("DetachRolePolicy", BOTH),
-                            ("ListInstanceProfilesForRole", E2), ("DeleteRole", BOTH))),
-    *(Call(f"iam:{op}", E2, (_g(f"iam:{op}", *extra, resources=("arn:aws:iam::*:instance-profile/trainctl/*",)),))
-      for op, extra in (("CreateInstanceProfile", ("iam:TagInstanceProfile",)), ("DeleteInstanceProfile", ()),
-                        ("RemoveRoleFromInstanceProfile", ()), ("AddRoleToInstanceProfile", ()))),
-    # EC2 needs the Spot service-linked role before the first Spot request (EC2 User Guide, "Service-linked role
-    # for Spot Instance requests"); a Spot launch creates it when missing, and may create nothing else.
-    Call("iam:CreateServiceLinkedRole", E2, (_g("iam:CreateServiceLinkedRole", resources=(SPOT_ROLE,),
-                                                condition={"StringLike": {"iam:AWSServiceName": "spot.amazonaws.com"}}),)),
-    Call("iam:ListRoles", E2, (_g("iam:ListRoles", why="listing takes no resource; trainctl asks for /trainctl/ only"),)),
-    Call("iam:ListInstanceProfiles", E2, (_g("iam:ListInstanceProfiles",
-                                             why="listing takes no resource; trainctl asks for /trainctl/ only"),)),
+    *(Call(f"iam:{op}", BOTH, (_g(f"iam:{op}", resources=("arn:aws:iam::*:role/trainctl/*",)),))
+      for op in ("DeleteRolePolicy", "ListRoleTags", "ListRolePolicies", "ListAttachedRolePolicies",
+                 "DetachRolePolicy", "DeleteRole")),
+    # ---- what one platform alone calls: each backend's rows, trainctl/backends/<platform>/iam_calls.toml (iam/rows.py)
+    *backend_calls(),
 )
 
 

@@ -13,8 +13,6 @@ ROLES = ("cli", "viewer", "sagemaker-execution", "ec2-node", "boundary")
 # Conditions, by name (kept as data so statements with the same scoping merge)
 TAGGED_REQUEST = {"Null": {f"aws:RequestTag/{JOB_TAG}": "false"}}     # creating: must carry the job tag
 TAGGED_RESOURCE = {"Null": {f"aws:ResourceTag/{JOB_TAG}": "false"}}   # changing: must already carry it
-SAGEMAKER_PASS = {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
-EC2_PASS = {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
 # S3: only buckets this account owns (the bucket name is predictable; another account may own it)
 SAME_ACCOUNT = {"StringEquals": {"s3:ResourceAccount": "${aws:PrincipalAccount}"}}
 # IAM: a role trainctl creates or changes must carry trainctl's permissions boundary (iam/boundary.py).

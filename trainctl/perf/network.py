@@ -46,7 +46,7 @@ class Fabric:
 
 def efa_in_use(instance: InstanceType, platform: str) -> bool:
     """EC2 launches attach EFA on every card of EFA types (backends/ec2/prepare.py); SageMaker only on its list
-    (catalog/platforms.py, `efa_types`)."""
+    (`efa_types` of backends/sagemaker/platform.toml, catalog/platforms.py)."""
     if not instance.efa:
         return False
     only = platform_facts(platform).efa_types

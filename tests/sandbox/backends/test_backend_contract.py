@@ -25,8 +25,9 @@ from trainctl.backends.options import OPTIONS
 from trainctl.backends.preflight import Preflight
 from trainctl.backends.template import TemplateBackend
 from trainctl.backends.template.missing import Unwritten
-from trainctl.catalog.platforms import NAMES as PLATFORM_NAMES
-from trainctl.iam import PLATFORMS
+from trainctl.catalog.platforms import BACKENDS_DIR, NAMES as PLATFORM_NAMES, read_platforms
+from trainctl.iam import PLATFORMS, calls_for
+from trainctl.iam.rows import CALLS_FILE, calls_in, platform_calls
 from trainctl.spec import Platform as SPEC_PLATFORMS
 from trainctl.backends.ec2 import Ec2Backend, log_group
 from trainctl.backends.options import SageMakerOptions
@@ -100,23 +101,37 @@ def after_submit(backend: Backend, job_id: str, bucket: str) -> None:
 
 
 def test_the_backends_and_the_pure_layers_know_the_same_platforms_in_the_same_order():
-    # the spec's names, the schema's enum, the planner's overheads and the IAM table read catalog/platforms.py;
-    # launching reads the registry: a platform in one alone would plan what cannot launch, or the reverse
+    # the spec's names, the schema's enum, the planner's overheads and the IAM table read catalog/platforms.py, which
+    # reads each backend folder's platform.toml; launching reads the registry: a platform in one alone would plan
+    # what cannot launch, or the reverse
     assert platforms() == PLATFORM_NAMES == SPEC_PLATFORMS.__args__ == PLATFORMS
+    folders = {platform: Path(sys.modules[backend_class(platform).__module__].__file__).parent
+               for platform in platforms()}
+    assert read_platforms(BACKENDS_DIR) == {p: read_platforms(folder.parent)[p] for p, folder in folders.items()}
+    assert "template" not in read_platforms(TEMPLATE.parent)   # its data files end in .example
+
+
+@pytest.mark.parametrize("platform", platforms())
+def test_each_backend_s_rows_of_the_iam_table_are_in_its_folder(platform):
+    folder = Path(sys.modules[backend_class(platform).__module__].__file__).parent
+    own = calls_in(folder / CALLS_FILE, platform)
+    assert own == platform_calls(platform) and all(call in calls_for(platform) for call in own)
+    # the template's example reads as rows and as a platform entry once renamed (what a new backend copies)
+    assert calls_in(TEMPLATE / f"{CALLS_FILE}.example", "template")
 
 
 @pytest.mark.parametrize("platform", platforms())
 def test_each_backend_declares_the_whole_contract(platform):
     cls = backend_class(platform)
     assert cls.platform == platform and cls.title and cls.options_type is OPTIONS[platform]
-    assert cls.facts().name == platform and cls.facts().title == cls.title   # its catalog/platforms.py entry
+    assert cls.facts().name == platform and cls.facts().title == cls.title   # its folder's platform.toml
     service, _, kind = cls.tagged_resource_type.partition(":")
     assert service and kind, cls.tagged_resource_type
     assert cls.model_output("bkt", "job-x").startswith("s3://bkt/job-x/")
     assert cls.capabilities.recover == issubclass(cls, RecoversLostNodes)
-    # the folder has a module for each of the template's (what docs/adding-a-backend.md lists)
-    template = {p.name for p in TEMPLATE.glob("*.py")} - {"missing.py"}
-    assert template <= {p.name for p in Path(sys.modules[cls.__module__].__file__).parent.glob("*.py")}
+    # the folder has a module and a data file for each of the template's (what docs/adding-a-backend.md lists)
+    template = {p.name for p in TEMPLATE.glob("*.py")} - {"missing.py"} | {p.stem for p in TEMPLATE.glob("*.example")}
+    assert template <= {p.name for p in Path(sys.modules[cls.__module__].__file__).parent.iterdir()}
 
 
 @pytest.mark.parametrize("platform", platforms())
@@ -146,7 +161,8 @@ def test_the_template_has_every_method_and_each_says_what_to_write():
              "preflight_checks": lambda: backend.preflight_checks(Preflight("r", ()))}
     assert set(calls) >= Backend.__abstractmethods__
     guide = (Path(__file__).resolve().parents[3] / "docs" / "adding-a-backend.md").read_text()
-    unnamed = [p.name for p in TEMPLATE.glob("*.py") if f"`{p.name}`" not in guide]
+    files = [p.name for p in TEMPLATE.glob("*.py")] + [p.stem for p in TEMPLATE.glob("*.example")]
+    unnamed = [name for name in files if f"`{name}`" not in guide]
     assert not unnamed, f"docs/adding-a-backend.md does not list {unnamed}"
     for name, call in calls.items():
         with pytest.raises(Unwritten, match=f"backend template: implement [a-z_]+\\.{name}: "):

@@ -20,7 +20,7 @@ class TemplateOptions:
 
 
 class TemplateBackend(Backend):
-    platform = "template"                 # the name plans, flags and records use: its entry in catalog/platforms.py
+    platform = "template"                 # the name plans, flags and records use: `name` of its platform.toml
     title = "Template"                    # the name messages use
     # capacity_at_submit: True when a successful submit already holds the instances; recover: True only with
     # features.RecoversLostNodes

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from trainctl.catalog.platforms import PLATFORMS
 
-# minutes: (not billed, billed) per platform, and why: each platform's entry in catalog/platforms.py
+# minutes: (not billed, billed) per platform, and why: each backend's platform.toml (catalog/platforms.py reads them)
 START_MINUTES = {p.name: p.start_minutes for p in PLATFORMS.values()}
 # Neuron compiles each new graph on the first steps; the bundled neuron entrypoint keeps no persistent
 # compile cache across instances, so every start and restart compiles again (ASSUMED 15 min for a ViT-B

@@ -15,7 +15,7 @@ from trainctl.planner.spot import simulation as simulate
 from trainctl.planner.spot.hazard import HazardTable
 from trainctl.plans import Option
 
-# How soon each platform's job hears of the notice (catalog/platforms.py: EC2's node agent polls the instance
+# How soon each platform's job hears of the notice (each backend's platform.toml: EC2's node agent polls the instance
 # metadata; SageMaker SIGTERMs the container itself).
 NOTICE_POLL_S = {p.name: p.notice_poll_s for p in PLATFORMS.values()}
 # The checkpoint must also reach S3 before the instance goes (the agent's sync / SageMaker's checkpoint
