@@ -1,0 +1,53 @@
+"""A node whose data does not fit its disk fails as a full disk does on AWS: the write gets ENOSPC, the agent
+reports the failure in one line, the node shuts itself down and nothing bills. The sandbox's node disk is its root
+volume's free part (trainctl_sandbox/ec2/node_disks.py), at the sandbox's disk scale: 1 GiB of volume is 1 MiB
+here, so trainctl's 200 GiB root (the image's ~80 GiB filled) leaves the node 120 MiB, and the script below writes
+a 200 MiB checkpoint, more than the job's plan (vit_micro: a few MB). Before, the node wrote to an unlimited
+folder and the job "completed". Through the CLI, the node agent really running."""
+from __future__ import annotations
+
+import json
+
+from tests.support.ec2_jobs import live
+from tests.support.helpers import run_cli
+
+REGION = "us-east-1"
+MIB = 1024 ** 2
+BIG_CHECKPOINT = '''
+import os
+path = os.path.join(os.environ.get("SM_MODEL_DIR", "/opt/ml/model"), "huge.pt")
+with open(path, "wb") as f:
+    for _ in range(200):   # 200 MiB, one MiB at a time: ENOSPC on a 120 MiB disk
+        f.write(b"\\0" * (1024 * 1024))
+print("trainctl step=1 loss=1.0 samples_per_s=5.0", flush=True)
+'''
+
+
+def test_a_node_that_writes_more_than_its_disk_holds_fails_and_shuts_down(ec2_nodes, tmp_path):
+    sb, home = ec2_nodes, tmp_path / "home"
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(BIG_CHECKPOINT)
+    spec = project / "job.yaml"
+    spec.write_text(f"""\
+name: disk-full
+entrypoint: {{script: train.py, source_dir: .}}
+model: {{architecture: vit_micro, precision: fp32}}
+workload: {{samples: 160, batch_size_per_accelerator: 8}}
+candidates: {{layouts: ['g5.xlarge:1:on-demand'], platforms: [ec2], regions: [{REGION}]}}
+""")
+    sb.admin.action("configure_instances", disk_gib_bytes=MIB)
+    try:
+        launch = run_cli(["--output", "json", "--region", REGION, "launch", str(spec), "--yes"], home, env=sb.env)
+        assert launch.returncode == 0, launch.stderr
+        job = json.loads(launch.stdout)["job_id"]
+        watched = run_cli(["--output", "json", "--region", REGION, "watch", job, "--no-logs", "--interval", "0.5"],
+                          home, env=sb.env, timeout=300)
+    finally:
+        sb.admin.action("configure_instances", disk_gib_bytes=1024 ** 3)
+    assert watched.returncode != 0, watched.stdout
+    doc = json.loads(watched.stdout)
+    assert doc["status"] == "Failed", doc
+    assert "No space left on device" in doc["failure_reason"], doc["failure_reason"]
+    assert doc["failure_reason"].startswith("AlgorithmError: the script exited 1 on i-"), doc["failure_reason"]
+    assert live(sb, job) == []   # the node shut itself down: nothing bills
