@@ -1,13 +1,20 @@
-"""A node whose data does not fit its disk fails as a full disk does on AWS: the write gets ENOSPC, the agent
+"""Disks with sizes, as AWS's are.
+
+EC2: a node whose data does not fit its disk fails as a full disk does on AWS: the write gets ENOSPC, the agent
 reports the failure in one line, the node shuts itself down and nothing bills. The sandbox's node disk is its root
 volume's free part (trainctl_sandbox/ec2/node_disks.py), at the sandbox's disk scale: 1 GiB of volume is 1 MiB
 here, so trainctl's 200 GiB root (the image's ~80 GiB filled) leaves the node 120 MiB, and the script below writes
 a 200 MiB checkpoint, more than the job's plan (vit_micro: a few MB). Before, the node wrote to an unlimited
-folder and the job "completed". Through the CLI, the node agent really running."""
+folder and the job "completed". Through the CLI, the node agent really running.
+
+SageMaker: a host's File-mode channels go to its storage (ml.g5.xlarge: 250 GB of NVMe instance storage, here at
+1 GB = 1 KiB); data over it fails the job in Downloading with SageMaker's own reason, whatever trainctl planned
+(trainctl_sandbox/sagemaker/volumes.py). Before, the sandbox copied any amount and the job completed."""
 from __future__ import annotations
 
 import json
 
+from tests.support.data_jobs import cli, dataset, project
 from tests.support.ec2_jobs import live
 from tests.support.helpers import run_cli
 
@@ -51,3 +58,23 @@ candidates: {{layouts: ['g5.xlarge:1:on-demand'], platforms: [ec2], regions: [{R
     assert "No space left on device" in doc["failure_reason"], doc["failure_reason"]
     assert doc["failure_reason"].startswith("AlgorithmError: the script exited 1 on i-"), doc["failure_reason"]
     assert live(sb, job) == []   # the node shut itself down: nothing bills
+
+
+def test_sagemaker_data_over_a_host_s_storage_fails_the_job_as_sagemaker_does(sm, sandbox_env, tmp_path):
+    dataset(sm)
+    sm.client("s3").put_object(Bucket="my-datasets", Key="shards/part-999.txt", Body=b"0" + b" " * MIB)  # 1 MiB
+    spec = project(tmp_path, "{train: s3://my-datasets/shards/}")
+    home = tmp_path / "home"
+    before = sm.admin.action("configure_training_jobs")["disk_gb_bytes"]
+    sm.admin.action("configure_training_jobs", disk_gb_bytes=1024)   # 250 GB of NVMe: 250 KiB here
+    try:
+        launched = cli(sm, home, "-o", "json", "launch", spec, "--platform", "sagemaker", "--yes")
+        assert launched.returncode == 0, launched.stderr
+        job = json.loads(launched.stdout)["job_id"]
+        watched = cli(sm, home, "-o", "json", "watch", job, "--no-logs", "--interval", "0.3", timeout=240)
+    finally:
+        sm.admin.action("configure_training_jobs", disk_gb_bytes=before)
+    assert watched.returncode != 0, watched.stdout
+    doc = json.loads(watched.stdout)
+    assert doc["status"] == "Failed", doc
+    assert doc["failure_reason"] == "ClientError: Data download failed:Insufficient disk space", doc
