@@ -16,6 +16,9 @@ fill alike. Under it only a job's deliberate overrun compares as on AWS: the dat
 is not scaled (trainctl sizes the disk from S3's real object sizes), so a test that uses the scale keeps its own
 data far below the scaled disk and writes more than the plan on purpose.
 
+A tmpfs keeps its files in memory: a sandbox run whose nodes write gigabytes (a benchmark's ViT-B checkpoints on
+several nodes) may switch the model off with a scale of 0 (plain folders, no size), and the log says so once.
+
 Without root (or where the mount is refused) a node's folder is a plain folder with no limit, and the server's
 log says so once, as for the private /opt/ml (private_mounts.py).
 """
@@ -58,7 +61,7 @@ def free_bytes(instance: Any, gib_bytes: int) -> int | None:
     """Bytes the node may write: its root volume less the image's own files (never less than one scaled MiB:
     a full root still boots, as a node whose image filled its root does, and fails at its first write)."""
     size = root_gib(instance)
-    if size is None:
+    if size is None or gib_bytes <= 0:
         return None
     return max(gib_bytes // 1024, (size - IMAGE_USED_GIB) * gib_bytes)
 
@@ -66,10 +69,8 @@ def free_bytes(instance: Any, gib_bytes: int) -> int | None:
 def mount(root: Path, size: int | None) -> bool:
     """Make `root` a filesystem of `size` bytes; False (said once) when it cannot be, and `root` is a plain folder."""
     root.mkdir(parents=True, exist_ok=True)
-    if size is None:
-        return False
-    why = _unavailable()
-    if why is None:
+    why = _unavailable() if size is not None else "switched off, or the root volume unknown"
+    if why is None and size is not None:
         unmount(root)  # a folder left mounted by a sandbox that was killed
         done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(root)],
                               capture_output=True, text=True, timeout=30)

@@ -301,15 +301,15 @@ def info(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def configure_instances(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
-    """run_user_data (bool), max_nodes (int >= 1), cuda (machines.CUDA_MODES), disk_gib_bytes (int >= 1024: the
-    disk scale of node_disks.py, for instances launched afterwards); answers the settings now in force."""
+    """run_user_data (bool), max_nodes (int >= 1), cuda (machines.CUDA_MODES), disk_gib_bytes (int >= 1024, or 0: the
+    disk scale of node_disks.py, 0 for none, for instances launched afterwards); answers the settings now in force."""
     state = _nodes(ctx)
     known = ("run_user_data", "max_nodes", "cuda", "disk_gib_bytes")
     unknown = set(payload) - set(known)
     if unknown:
         raise ValueError(f"unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(known)}")
-    if "disk_gib_bytes" in payload and int(payload["disk_gib_bytes"]) < 1024:
-        raise ValueError("disk_gib_bytes must be >= 1024")
+    if "disk_gib_bytes" in payload and 0 < int(payload["disk_gib_bytes"]) < 1024:
+        raise ValueError("disk_gib_bytes must be 0 (no disk sizes) or >= 1024")
     if "cuda" in payload and payload["cuda"] not in machines.CUDA_MODES:
         raise ValueError(f"cuda must be one of {', '.join(machines.CUDA_MODES)}")
     with state.lock:
