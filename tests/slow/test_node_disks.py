@@ -78,3 +78,27 @@ def test_sagemaker_data_over_a_host_s_storage_fails_the_job_as_sagemaker_does(sm
     doc = json.loads(watched.stdout)
     assert doc["status"] == "Failed", doc
     assert doc["failure_reason"] == "ClientError: Data download failed:Insufficient disk space", doc
+
+
+def test_an_ec2_node_whose_copied_channel_does_not_fit_fails_in_one_line_and_shuts_down(ec2_nodes, tmp_path):
+    """The agent's own copy (a `copy` channel into /opt/ml/input/data) hits the full disk: one line naming the object
+    and what to do, no node left. At 1 GiB = 64 KiB the node has 7.5 MiB; the channel holds 10 MiB (the launch sized
+    the disk from it, as for data that grew after the launch). Before: the node copied it into an unlimited folder."""
+    sb, home = ec2_nodes, tmp_path / "home"
+    dataset(sb)
+    sb.client("s3").put_object(Bucket="my-datasets", Key="shards/part-999.txt", Body=b"0" + b" " * (10 * MIB))
+    spec = project(tmp_path, "{train: s3://my-datasets/shards/}")
+    sb.admin.action("configure_instances", disk_gib_bytes=64 * 1024)
+    try:
+        launched = cli(sb, home, "-o", "json", "launch", spec, "--platform", "ec2", "--yes")
+        assert launched.returncode == 0, launched.stderr
+        job = json.loads(launched.stdout)["job_id"]
+        watched = cli(sb, home, "-o", "json", "watch", job, "--no-logs", "--interval", "0.5", timeout=300)
+    finally:
+        sb.admin.action("configure_instances", disk_gib_bytes=1024 ** 3)
+    doc = json.loads(watched.stdout)
+    assert watched.returncode != 0 and doc["status"] == "Failed", doc
+    reason = doc["failure_reason"]
+    assert "s3://my-datasets/shards/part-999.txt does not fit this node's disk at" in reason, reason
+    assert "No space left on device" in reason and len(reason.strip().splitlines()) == 1, reason
+    assert live(sb, job) == []
