@@ -14,12 +14,17 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.support.data_jobs import cli, dataset, project
 from tests.support.ec2_jobs import live
 from tests.support.helpers import run_cli
+from trainctl_sandbox.ec2 import node_disks
 
 REGION = "us-east-1"
 MIB = 1024 ** 2
+# a node's disk is a tmpfs: as root (the machines and CI that run the sandbox are), like the private /opt/ml
+sized = pytest.mark.skipif(node_disks.unavailable() is not None, reason=f"no sized disks: {node_disks.unavailable()}")
 BIG_CHECKPOINT = '''
 import os
 path = os.path.join(os.environ.get("SM_MODEL_DIR", "/opt/ml/model"), "huge.pt")
@@ -30,6 +35,7 @@ print("trainctl step=1 loss=1.0 samples_per_s=5.0", flush=True)
 '''
 
 
+@sized
 def test_a_node_that_writes_more_than_its_disk_holds_fails_and_shuts_down(ec2_nodes, tmp_path):
     sb, home = ec2_nodes, tmp_path / "home"
     project = tmp_path / "project"
@@ -80,6 +86,7 @@ def test_sagemaker_data_over_a_host_s_storage_fails_the_job_as_sagemaker_does(sm
     assert doc["failure_reason"] == "ClientError: Data download failed:Insufficient disk space", doc
 
 
+@sized
 def test_an_ec2_node_whose_copied_channel_does_not_fit_fails_in_one_line_and_shuts_down(ec2_nodes, tmp_path):
     """The agent's own copy (a `copy` channel into /opt/ml/input/data) hits the full disk: one line naming the object
     and what to do, no node left. At 1 GiB = 64 KiB the node has 7.5 MiB; the channel holds 10 MiB (the launch sized

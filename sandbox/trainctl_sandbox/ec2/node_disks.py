@@ -69,7 +69,7 @@ def free_bytes(instance: Any, gib_bytes: int) -> int | None:
 def mount(root: Path, size: int | None) -> bool:
     """Make `root` a filesystem of `size` bytes; False (said once) when it cannot be, and `root` is a plain folder."""
     root.mkdir(parents=True, exist_ok=True)
-    why = _unavailable() if size is not None else "switched off, or the root volume unknown"
+    why = unavailable() if size is not None else "switched off, or the root volume unknown"
     if why is None and size is not None:
         unmount(root)  # a folder left mounted by a sandbox that was killed
         done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(root)],
@@ -95,7 +95,7 @@ def unmount_all(folder: Path) -> None:
         unmount(root)
 
 
-def _unavailable() -> str | None:
+def unavailable() -> str | None:
     if os.name != "posix" or os.geteuid() != 0:
         return "the sandbox is not running as root"
     return None
