@@ -95,7 +95,9 @@ def download(s3, bucket: str, prefix: str, keys: list[str], dest: str) -> int:
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             s3.download_file(bucket, key, path, Config=config)
-        except OSError as e:  # a name the file system refuses: named; any other error (disk full, ...) as it is
+        except OSError as e:  # a name the file system refuses, or a full disk: named; any other error as it is
+            if e.errno == errno.ENOSPC:
+                raise SystemExit(disk_full(bucket, key, dest)) from None
             if e.errno not in (errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG):
                 raise
             raise _refuse(bucket, key, f"{e.strerror or e} at {path}") from None
@@ -103,6 +105,17 @@ def download(s3, bucket: str, prefix: str, keys: list[str], dest: str) -> int:
 
     with ThreadPoolExecutor(PARALLEL_OBJECTS) as pool:
         return sum(pool.map(one, keys))
+
+
+def disk_full(bucket: str, key: str, dest: str) -> str:
+    """One line for a copy that filled the node's disk: which object, where, what is left, what to do."""
+    try:
+        free = shutil.disk_usage(dest).free / 2 ** 30
+    except OSError:
+        free = 0.0
+    return (f"s3://{bucket}/{key} does not fit this node's disk at {dest} (No space left on device, "
+            f"{free:,.1f} GiB free): the data grew past what the launch sized the disk for; launch again to size it "
+            "from the data now, or stream the channel (data.<name>.mode: stream)")
 
 
 def mount(channel: dict, dest: str, log) -> bool:

@@ -73,7 +73,7 @@ def subnet_az(backend: Any, subnet_id: str | None) -> str | None:
 def check_offered(instance_type: str, az: str) -> None:
     zone = ec2_data.zone_id(az)
     region = az[:-1]
-    if ec2_data.instance_type_info(instance_type) is None or zone is None:
+    if not ec2_data.published(instance_type) or zone is None:
         return  # moto's own validation (if enabled) decides about unknown types and zones
     if not ec2_data.offered(instance_type, region, zone):
         others = [name for name, zid in ec2_data.zones(region) if ec2_data.offered(instance_type, region, zid)]

@@ -20,7 +20,8 @@ What an instance is, on one machine:
   StateReason), naming the limit, and bills nothing.
 Its accelerators are its type's, as its image lets it see them (machines.py: a stand-in `nvidia-smi`, the Neuron
 device files): an image that does not list the instance's family drives no GPU there.
-- its disk: the node's folder (its "root"), seen by the node's processes at the paths of a real node: the user
+- its disk: the node's folder (its "root"), a filesystem the size of the free part of its root volume
+  (node_disks.py: a node whose data does not fit gets ENOSPC, as on a full disk), seen by the node's processes at the paths of a real node: the user
   data and everything it starts run in a mount namespace of their own (private_mounts.py) where the folder's
   `ml/` is /opt/ml (SageMaker's paths, which the node agent gives the script) and its `opt/` is /opt/trainctl
   (the agent's own folder, TRAINCTL_ROOT). Without root the node uses the folders' own paths instead
@@ -44,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from trainctl_sandbox.server import private_mounts
-from trainctl_sandbox.ec2 import imds, lustre, machines, node_paths
+from trainctl_sandbox.ec2 import imds, lustre, machines, node_disks, node_paths
 from trainctl_sandbox.ec2.node_paths import AGENT_ROOT, OPT_ML
 from trainctl_sandbox.server.context import SandboxContext
 from trainctl_sandbox.server.marked_processes import MARKER_ENV, port_block, terminate
@@ -97,6 +98,7 @@ class Nodes:
     run_user_data: bool = True
     max_nodes: int = 0
     cuda: str = "host"   # the GPUs CUDA shows a node's processes (machines.py CUDA_MODES)
+    disk_gib_bytes: int = node_disks.GIB   # bytes a GiB of a node's volume holds (node_disks.py: the scale)
     nodes: dict[str, Node] = field(default_factory=dict)
     refused: list[tuple[Any, str]] = field(default_factory=list)   # (instance, StateReason message)
     ports: dict[str, int] = field(default_factory=dict)
@@ -111,7 +113,13 @@ def default_max_nodes() -> int:
 
 
 def _nodes(ctx: SandboxContext) -> Nodes:
-    return ctx.state.setdefault("ec2_nodes", Nodes(max_nodes=default_max_nodes()))
+    return ctx.state.setdefault("ec2_nodes", Nodes(max_nodes=default_max_nodes(),
+                                                   disk_gib_bytes=node_disks.default_gib_bytes()))
+
+
+def console_path(node: Node) -> Path:
+    """What GetConsoleOutput would show: the serial console, not on the node's disk (a full disk keeps it)."""
+    return node.root.with_name(node.root.name + ".console.log")
 
 
 def _live(instance: Any) -> bool:
@@ -222,6 +230,7 @@ def start(ctx: SandboxContext, account: str, region: str, instances: list[Any]) 
 
 
 def _boot(ctx: SandboxContext, node: Node, script: str, port: int, region: str) -> None:
+    node_disks.mount(node.root, node_disks.free_bytes(node.instance, _nodes(ctx).disk_gib_bytes))
     for sub in ("bin", "home", "opt", "ml"):
         (node.root / sub).mkdir(parents=True, exist_ok=True)
     node.private = private_mounts.unavailable() is None
@@ -237,7 +246,7 @@ def _boot(ctx: SandboxContext, node: Node, script: str, port: int, region: str) 
     devices = machines.install(node.root, node.instance, region, _nodes(ctx).cuda)
     user_data = node.root / "user-data"
     user_data.write_text(script)
-    console = open(node.root / "console.log", "ab")  # what GetConsoleOutput would show
+    console = open(console_path(node), "ab")
     shell = ["bash", str(user_data)] if not script.startswith("#!") else shlex.split(script.splitlines()[0][2:]) \
         + [str(user_data)]
     if node.private:
@@ -268,7 +277,9 @@ def _watch(state: Nodes) -> None:
             state.refused = _refuse(state.refused)
             done = [i for i, n in state.nodes.items() if n.stopped and (n.proc is None or n.proc.poll() is not None)]
             for instance_id in done:
-                state.nodes.pop(instance_id)
+                gone = state.nodes.pop(instance_id)
+                if gone.instance._state.name == "terminated":  # its volume is deleted with it (DeleteOnTermination)
+                    node_disks.unmount(gone.root)
         for node in ending:
             threading.Thread(target=_power_off, args=(node, STOP_GRACE_S), daemon=True).start()
 
@@ -282,19 +293,23 @@ def info(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
     state = _nodes(ctx)
     with state.lock:
         return {"run_user_data": state.run_user_data, "max_nodes": state.max_nodes, "cuda": state.cuda,
-                "nodes": {i: {"job": n.job, "root": str(n.root), "console": str(n.root / "console.log"),
+                "disk_gib_bytes": state.disk_gib_bytes,
+                "nodes": {i: {"job": n.job, "root": str(n.root), "console": str(console_path(n)),
                               "private_opt_ml": n.private,
                               "running": n.proc is not None and n.proc.poll() is None}
                           for i, n in state.nodes.items()}}
 
 
 def configure_instances(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
-    """run_user_data (bool), max_nodes (int >= 1), cuda (machines.CUDA_MODES); answers the settings now in
-    force."""
+    """run_user_data (bool), max_nodes (int >= 1), cuda (machines.CUDA_MODES), disk_gib_bytes (int >= 1024, or 0: the
+    disk scale of node_disks.py, 0 for none, for instances launched afterwards); answers the settings now in force."""
     state = _nodes(ctx)
-    unknown = set(payload) - {"run_user_data", "max_nodes", "cuda"}
+    known = ("run_user_data", "max_nodes", "cuda", "disk_gib_bytes")
+    unknown = set(payload) - set(known)
     if unknown:
-        raise ValueError(f"unknown setting(s) {', '.join(sorted(unknown))}; known: run_user_data, max_nodes, cuda")
+        raise ValueError(f"unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(known)}")
+    if "disk_gib_bytes" in payload and 0 < int(payload["disk_gib_bytes"]) < 1024:
+        raise ValueError("disk_gib_bytes must be 0 (no disk sizes) or >= 1024")
     if "cuda" in payload and payload["cuda"] not in machines.CUDA_MODES:
         raise ValueError(f"cuda must be one of {', '.join(machines.CUDA_MODES)}")
     with state.lock:
@@ -302,6 +317,8 @@ def configure_instances(ctx: SandboxContext, payload: dict[str, Any]) -> dict[st
             state.cuda = payload["cuda"]
         if "run_user_data" in payload:
             state.run_user_data = bool(payload["run_user_data"])
+        if "disk_gib_bytes" in payload:
+            state.disk_gib_bytes = int(payload["disk_gib_bytes"])
         if "max_nodes" in payload:
             if int(payload["max_nodes"]) < 1:
                 raise ValueError("max_nodes must be >= 1")
@@ -321,6 +338,7 @@ def _stop_all(ctx: SandboxContext) -> None:
         t.start()
     for t in threads:
         t.join(15)
+    node_disks.unmount_all(Path(ctx.workdir) / "ec2")
 
 
 def reset(ctx: SandboxContext) -> None:
@@ -329,6 +347,7 @@ def reset(ctx: SandboxContext) -> None:
     state = _nodes(ctx)
     with state.lock:
         state.run_user_data, state.max_nodes = True, default_max_nodes()
+        state.disk_gib_bytes = node_disks.default_gib_bytes()
 
 
 def shutdown(ctx: SandboxContext) -> None:

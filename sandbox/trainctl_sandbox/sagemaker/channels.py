@@ -2,6 +2,8 @@
 - each S3 channel's objects copied into every host's /opt/ml/input/data/NAME; `ShardedByS3Key` gives host i of N
   every N-th of the sorted keys (SageMaker: each instance gets a share, 1/N, of the objects); `FastFile` is not
   simulated: the sandbox copies the objects and the job's log says so;
+- File-mode data over a host's storage (its NVMe instance storage, else VolumeSizeInGB) fails the job in
+  Downloading with SageMaker's "Insufficient disk space" (volumes.py);
 - a channel whose bucket is in another region than the job fails the job in Downloading, as SageMaker's data
   download does (the bucket must be in the job's region);
 - an FSx `FileSystemDataSource` whose file system does not exist is refused at CreateTrainingJob
@@ -19,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from trainctl_sandbox.sagemaker import volumes
 from trainctl_sandbox.server.moto_s3 import MotoS3, parse_s3_uri, s3_error
 
 TENSORBOARD_LOCAL = "/opt/ml/output/tensorboard"
@@ -93,10 +96,11 @@ def _lustre_blocked(account: str, region: str, fs: Any, vpc: dict) -> str | None
     return blocked_between(ec2, fs, list(vpc.get("SecurityGroupIds") or []), ips, "the training job")
 
 
-def input_channels(s3: MotoS3, request: dict[str, Any], region: str, hosts: int,
-                   fsx: Any = None) -> list[dict[str, list[tuple[str, bytes]]]] | str:
+def input_channels(s3: MotoS3, request: dict[str, Any], region: str, hosts: int, fsx: Any = None,
+                   gb_bytes: float = 1e9) -> list[dict[str, list[tuple[str, bytes]]]] | str:
     """Per host (index 0..N-1): every channel's files as (relative path, bytes); or the job's failure reason.
-    `fsx(name, FileSystemDataSource)`: an FSx channel's files (fsx_files), the same on every host."""
+    `fsx(name, FileSystemDataSource)`: an FSx channel's files (fsx_files), the same on every host. A host whose
+    File-mode data does not fit its storage fails the job (volumes.py; `gb_bytes`: the sandbox's disk scale)."""
     out: list[dict[str, list[tuple[str, bytes]]]] = [{} for _ in range(hosts)]
     for channel in request.get("InputDataConfig") or []:
         name = channel["ChannelName"]
@@ -128,7 +132,7 @@ def input_channels(s3: MotoS3, request: dict[str, Any], region: str, hosts: int,
         for index, per_host in enumerate(out):
             mine = keys[index::hosts] if sharded else keys
             per_host[name] = [(k[len(prefix):].lstrip("/") or k.rsplit("/", 1)[-1], s3.get(bucket, k)) for k in mine]
-    return out
+    return volumes.download_refusal(request, out, gb_bytes) or out
 
 
 def log_notes(logs, stream: str, request: dict[str, Any]) -> None:

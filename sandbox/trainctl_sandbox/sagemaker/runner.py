@@ -232,7 +232,7 @@ class JobRunner(threading.Thread):
             return "failed"
         restored = self.checkpoints.objects()
         fsx = functools.partial(fsx_files, self.ctx, self.s3_account, self.region, vpc=self.request.get("VpcConfig"))
-        channels = input_channels(self.s3, self.request, self.region, len(hosts), fsx)  # one dict per host
+        channels = input_channels(self.s3, self.request, self.region, len(hosts), fsx, self.settings.disk_gb_bytes)
         if isinstance(channels, str):
             self._failure = channels
             return "failed"

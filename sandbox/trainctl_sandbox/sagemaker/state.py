@@ -26,6 +26,7 @@ class Settings:
     sync_interval_s: float = 2.0     # checkpoint folder -> S3
     capacity_retry_s: float = 4.0    # how long an On-Demand job retries before CapacityError
     role_propagation_s: float = 0.0  # a younger execution role cannot be assumed yet (IAM's eventual consistency)
+    disk_gb_bytes: float = 1e9       # bytes a GB of a host's storage holds (volumes.py: the disk scale)
 
     def real(self, name: str) -> float:
         return getattr(self, name) * self.time_scale

@@ -2,7 +2,9 @@
 
 Placement scores answer with AZ ids and launches name AZs; both must agree with what moto's
 DescribeAvailabilityZones says (ZoneId per ZoneName), so every mapping comes from moto's own
-table. Which types each AZ offers also comes from moto (by AZ id, the account-independent name).
+table. Which types each AZ offers also comes from moto (by AZ id, the account-independent name), and, for the types
+moto lacks, from AWS's published offerings (az_offerings.py), added to moto's table at import so that
+DescribeInstanceTypeOfferings, launches, Spot prices and placement scores all see them.
 """
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from functools import lru_cache
 
 from moto.ec2.models.availability_zones_and_regions import RegionsAndZonesBackend
 from moto.ec2.models.instance_types import INSTANCE_TYPE_OFFERINGS, INSTANCE_TYPES
+
+from trainctl_sandbox.server import az_offerings
 
 
 def regions() -> list[str]:
@@ -26,6 +30,29 @@ def zones(region: str) -> list[tuple[str, str]]:
 def zone_id(az_name: str) -> str | None:
     region = az_name[:-1]
     return dict(zones(region)).get(az_name)
+
+
+def _add_published_offerings() -> None:
+    """az_offerings' rows into moto's table, by AZ id, AZ name and region (once per process)."""
+    have = {(o["InstanceType"], o["Location"]) for o in
+            (o for offers in INSTANCE_TYPE_OFFERINGS["availability-zone-id"].values() for o in offers)}
+    for itype, by_region in az_offerings.BY_AZ_ID.items():
+        for region, ids in by_region.items():
+            names = {zid: name for name, zid in zones(region)}
+            rows = {"availability-zone-id": [z for z in ids if (itype, z) not in have],
+                    "availability-zone": [names[z] for z in ids if (itype, z) not in have and z in names],
+                    "region": [region] if ids and all((itype, z) not in have for z in ids) else []}
+            for kind, locations in rows.items():
+                INSTANCE_TYPE_OFFERINGS[kind].setdefault(region, []).extend(
+                    {"InstanceType": itype, "Location": where, "LocationType": kind} for where in locations)
+
+
+_add_published_offerings()
+
+
+def published(instance_type: str) -> bool:
+    """Whether the sandbox knows the type's offerings (moto's instance types, or az_offerings)."""
+    return instance_type in INSTANCE_TYPES or instance_type in az_offerings.BY_AZ_ID
 
 
 @lru_cache(maxsize=64)
