@@ -62,13 +62,15 @@ def test_tf32_read_from_the_code_and_fp32_peaks_by_hand():
 def test_an_import_that_the_script_runs_without_is_noted_not_taken_as_the_stack():
     """`try: import X / except ImportError: pass` (or a fallback): the script can use X, the import does not say it
     ran with it. Where the handler raises, X is required and counts."""
-    optional = "import torch\ntry:\n    import deepspeed\n    HAS_DS = True\nexcept ImportError as e:\n    HAS_DS = False\n" \
-               "with torch.autocast('cuda'):\n    loss = model(x)\n"
+    optional = "import torch\ntry:\n    import deepspeed\n    HAS_DS = True\nexcept ImportError as e:\n" \
+               "    HAS_DS = False\nwith torch.autocast('cuda'):\n    loss = model(x)\n"
     found = infer_stack({"bench.py": optional})
     assert found.stack == "amp" and found.evidence == ("bench.py:7 autocast",)
     assert any("optional import" in n and "bench.py:3 DeepSpeed" in n for n in found.notes)
     required = optional.replace("    HAS_DS = False\n", "    raise SystemExit('install deepspeed')\n")
     assert infer_stack({"bench.py": required}).stack == "tuned"
+    apex_amp = optional.replace("import deepspeed", "from apex import amp")   # optional, though amp-level
+    assert not any("apex" in e for e in infer_stack({"bench.py": apex_amp}).evidence)
     broad = optional.replace("except ImportError as e:", "except Exception:")   # not about a missing module
     assert infer_stack({"bench.py": broad}).stack == "tuned"
 

@@ -160,7 +160,8 @@ def test_band_comes_from_the_out_of_source_errors_of_the_users_predictor():
     assert unseen["ratio_high"] - unseen["ratio_low"] > seen["ratio_high"] - seen["ratio_low"]
     read, centred = res["leave_source_out"], res["leave_source_out_code_not_read"]
     assert read["median_abs_error"] <= 0.25 and abs(read["median_error"]) <= 0.10 and read["worst_ratio"] <= 2.9
-    assert centred["median_abs_error"] <= 0.23 and abs(centred["median_error"]) <= 0.05 and centred["worst_ratio"] <= 2.1
+    assert centred["median_abs_error"] <= 0.23 and abs(centred["median_error"]) <= 0.05
+    assert centred["worst_ratio"] <= 2.1
     # the stored fit is the one a plan uses: fitting the table again gives the same numbers
     assert perf_fit.fit(perf_fit.points(CAT, CAL)).to_json() == res["fit"]
 

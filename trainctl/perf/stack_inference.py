@@ -7,7 +7,7 @@ xformers, apex's fused layers, Transformer Engine, DeepSpeed, Megatron/NeMo, Mos
 (plain PyTorch or the Hugging Face Trainer, with or without autocast; apex's AMP, DDP and fused optimizers, which
 do what torch.cuda.amp and torch's DDP do). Code that imports none of these frameworks, or no readable code at
 all, is `auto`: the model centres its prediction between the stacks and widens the band to hold them.
-An import inside `try:` whose `except ImportError` handler carries on without it (timm's benchmark.py:
+An import inside `try:` whose `except ImportError` handler carries on without it (timm's benchmark script:
 `try: from apex import amp ... except ImportError: pass`) says that the script can use the library, not that it
 ran with it: it is noted, not taken as the stack. Comments and triple-quoted strings are not code. Other findings
 (FSDP, activation checkpointing, fused attention through PyTorch's scaled_dot_product_attention) are stated as
@@ -94,7 +94,7 @@ _TRIPLE = re.compile(r"\"\"\"|\'\'\'")
 
 def _outside_strings(line: str, inside: str | None) -> tuple[str, str | None]:
     """The part of a line outside triple-quoted strings, and the quote still open at its end: a docstring that
-    says "from apex.optimizers.FusedLAMB" (timm's and Neuron's lamb.py) is not an import."""
+    says "from apex.optimizers.FusedLAMB" (as timm's and Neuron's LAMB optimizers' docstrings do) is not an import."""
     code, rest = "", line
     while True:
         m = _TRIPLE.search(rest) if inside is None else (re.search(re.escape(inside), rest))
@@ -153,7 +153,7 @@ def infer_stack(files: dict[str, str]) -> StackInference:
         guarded = optional_imports(lines)
         for number, code in lines:
             for stack, words, pattern in RULES:
-                if number in guarded and stack != "amp" and pattern.search(code):
+                if number in guarded and pattern.search(code):
                     optional.append(f"{path}:{number} {words}")
                 elif words not in seen_rules and pattern.search(code):
                     seen_rules.add(words)
