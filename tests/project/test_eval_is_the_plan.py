@@ -1,6 +1,8 @@
 """One predictor: scripts/eval_model.py scores the plan's own throughput for the spec a user writes, not a kinder
 one. A published row's spec planned on the matching AWS layout gives the number eval_model predicts for it, band
-included; a spec says nothing eval could not say (no stack label unless model.stack carries it)."""
+included; a spec says nothing eval could not say (no stack label unless model.stack carries it). The headline reads
+the row's script as `trainctl plan` reads a user's entrypoint.source_dir: the same spec file and code folder planned
+with `trainctl plan`'s own use case give the same number and band."""
 from __future__ import annotations
 
 import importlib.util
@@ -16,6 +18,7 @@ from trainctl.perf.network import fabric
 from trainctl.planner import PlanRequest, plan, ranking
 from trainctl.planner.quotes import Quotes
 from trainctl.spec import Candidates
+from trainctl.usecases.plan import PlanInputs, make_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("eval_model", ROOT / "scripts" / "eval_model.py")
@@ -75,10 +78,48 @@ def test_a_stack_not_known_is_centred_between_the_stacks_and_the_band_holds_both
     assert any("stack it could not tell (model.stack auto, the script's code not read)" in w for w in option.why)
 
 
+@pytest.mark.parametrize("row_id, layout, stack", [("lambda-bertl-h100-8gpu", "p5.48xlarge:1:on-demand", "amp"),
+                                                   ("mosaic-mpt-7b-2k-a100-8gpu", "p4d.24xlarge:1:on-demand", "tuned")])
+def test_the_headline_reads_the_code_as_trainctl_plan_reads_a_users_source_dir(tmp_path, row_id, layout, stack):
+    """The row's script excerpts in a folder, its spec beside them: `trainctl plan`'s use case (make_plan, which
+    reads entrypoint.source_dir) states the throughput and band eval_model's headline predicts, from the `code` band."""
+    import yaml
+
+    row = ROWS[row_id]
+    script = eval_model.write_code(tmp_path, CAL.code_files(row))
+    doc = eval_model.row_doc(row, CAL.shapes[row.model], "code", script) | {"candidates": {
+        "layouts": [layout], "platforms": ["ec2"], "regions": ["us-east-1"], "markets": ["on-demand"]}}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(doc))
+    _, planned_doc = make_plan(PlanInputs(spec_path=str(tmp_path / "job.yaml"), offline=True, platform="ec2"))
+    option = planned_doc.options[0]
+    spec, code = eval_model.row_code(row, CAL.shapes[row.model])
+    assert code.stack == stack and code.files == len(CAL.code_files(row))
+    fab = fabric(CAT.instance(layout.split(":")[0]), 8, 1, "ec2", "baseline")
+    predicted, modelled, shape = eval_model.predict(spec, row, fab, CAT, CAL, FIT, RES, code)
+    assert shape.stack == stack and estimator.band_kind(shape, FIT) == "code"
+    assert option.throughput_samples_per_s == pytest.approx(predicted, rel=1e-12)
+    assert option.throughput_band == pytest.approx((modelled.band[0] * predicted, modelled.band[1] * predicted),
+                                                   rel=1e-9)
+    assert any(f"taken as {stack} from your code" in w for w in option.why)
+
+
+def test_every_fitted_row_has_its_scripts_code_verbatim_with_where_it_is_from():
+    """calibration.json code_evidence: each fitted row's source names the script(s) that produced it, each with a
+    repository, a path, a full commit and its date, and lines only (no label)."""
+    for row in CAL.rows:
+        assert CAL.code_files(row), row.id
+    for entries in CAL.code_evidence.values():
+        for entry in entries:
+            assert set(entry) <= {"models", "files"}
+            for f in entry["files"]:
+                assert set(f) == {"repo", "path", "commit", "date", "lines"}
+                assert len(f["commit"]) == 40 and "/" in f["repo"] and f["lines"]
+
+
 def test_the_stored_summary_is_the_user_predictor_and_the_bands_are_per_kind():
     summary = RES["leave_source_out"]
-    assert summary["rows"] == len(CAL.rows)
-    for kind in ("auto", "stack", "size"):
+    assert summary["rows"] == len(CAL.rows) == RES["leave_source_out_code_not_read"]["rows"]
+    for kind in ("code", "auto", "stack", "size"):
         for seen in ("seen", "unseen"):
             band = RES[f"band_{seen}_{kind}"]
             assert band["ratio_low"] < 1 < band["ratio_high"]

@@ -57,3 +57,40 @@ def test_tf32_read_from_the_code_and_fp32_peaks_by_hand():
     assert high == 1 / low == math.sqrt(156.0 / 19.5) and a100.tf32_span("fp32", True) == (1.0, 1.0)
     v100 = compute_rate.device_for(load_catalog(), load_calibration(), "V100")
     assert v100.peak("fp32", None) == 15.7 and v100.tf32_span("fp32", None) == (1.0, 1.0)   # no TF32 on the die
+
+
+def test_an_import_that_the_script_runs_without_is_noted_not_taken_as_the_stack():
+    """`try: import X / except ImportError: pass` (or a fallback): the script can use X, the import does not say it
+    ran with it. Where the handler raises, X is required and counts."""
+    optional = "import torch\ntry:\n    import deepspeed\n    HAS_DS = True\nexcept ImportError as e:\n" \
+               "    HAS_DS = False\nwith torch.autocast('cuda'):\n    loss = model(x)\n"
+    found = infer_stack({"bench.py": optional})
+    assert found.stack == "amp" and found.evidence == ("bench.py:7 autocast",)
+    assert any("optional import" in n and "bench.py:3 DeepSpeed" in n for n in found.notes)
+    required = optional.replace("    HAS_DS = False\n", "    raise SystemExit('install deepspeed')\n")
+    assert infer_stack({"bench.py": required}).stack == "tuned"
+    apex_amp = optional.replace("import deepspeed", "from apex import amp")   # optional, though amp-level
+    assert not any("apex" in e for e in infer_stack({"bench.py": apex_amp}).evidence)
+    broad = optional.replace("except ImportError as e:", "except Exception:")   # not about a missing module
+    assert infer_stack({"bench.py": broad}).stack == "tuned"
+
+
+def test_apex_mixed_precision_and_optimizers_are_amp_its_fused_layers_tuned():
+    assert infer_stack({"t.py": "from apex import amp\nmodel, opt = amp.initialize(model, opt)\n"}).stack == "amp"
+    assert infer_stack({"t.py": "from apex.optimizers import FusedAdam\n"}).stack == "amp"
+    assert infer_stack({"t.py": "from apex.parallel import DistributedDataParallel\n"}).stack == "amp"
+    assert infer_stack({"t.py": "from apex.normalization import FusedLayerNorm\n"}).stack == "tuned"
+    assert infer_stack({"t.py": "import apex\nnorm = apex.normalization.FusedLayerNorm(1024)\n"}).stack == "tuned"
+
+
+def test_text_in_docstrings_is_not_code():
+    doc = '"""A LAMB written in plain PyTorch,\nported from apex.optimizers.FusedLAMB; see also\nfrom apex import ' \
+          'amp\n"""\nimport torch\n\'\'\'one line: import deepspeed\'\'\'\n'
+    found = infer_stack({"lamb.py": doc})
+    assert found.stack == "amp" and found.evidence == ("lamb.py:5 plain PyTorch",)
+
+
+def test_xla_compiles_the_graph_and_neuronx_distributed_is_a_vendor_recipe():
+    xla = "import torch\nimport torch_xla.core.xla_model as xm\n"
+    assert infer_stack({"t.py": xla}).stack == "compile"
+    assert infer_stack({"t.py": xla + "import neuronx_distributed as nxd\n"}).stack == "tuned"

@@ -209,6 +209,17 @@ class Calibration:
     # published rows of models the throughput model cannot represent yet: scored by scripts/eval_model.py out of
     # source, never fitted (a model the fit cannot express would bend every other prediction towards it)
     check_rows: tuple[CalibrationRow, ...] = ()
+    # source -> the scripts that produced its rows: ({models?, files: [{repo, path, commit, date, lines}]}, ...)
+    code_evidence: dict[str, tuple[dict, ...]] = field(default_factory=dict)
+
+    def code_files(self, row: CalibrationRow) -> dict[str, str]:
+        """{path: text} of the verbatim excerpts of the scripts that produced this row (empty when none is stored):
+        what scripts/eval_model.py writes as the user's source_dir."""
+        out: dict[str, str] = {}
+        for entry in self.code_evidence.get(row.source, ()):
+            if row.model in entry.get("models", (row.model,)):
+                out |= {f["path"]: "\n".join(f["lines"]) + "\n" for f in entry["files"]}
+        return out
 
     def device(self, key: str) -> DeviceSpec | None:
         return self.devices.get(key)
@@ -227,7 +238,8 @@ def parse_calibration(data: dict) -> Calibration:
     rows = tuple(CalibrationRow(**r) for r in data["rows"])
     groups = {g: tuple(v["sources"]) for g, v in data.get("source_groups", {}).items()}
     checks = tuple(CalibrationRow(**r) for r in data.get("check_rows", ()))
-    return Calibration(data["date"], data["sources"], devices, shapes, rows, groups, checks)
+    evidence = {k: tuple(v) for k, v in data.get("code_evidence", {}).items()}
+    return Calibration(data["date"], data["sources"], devices, shapes, rows, groups, checks, evidence)
 
 
 @lru_cache(maxsize=1)

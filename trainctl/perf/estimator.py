@@ -173,11 +173,14 @@ class ModelledRate:
 
 def band_kind(shape: perf.ModelShape, fit: perf_fit.Fit) -> str:
     """Which out-of-source band a prediction takes (scripts/eval_model.py builds each from predictions made the same
-    way): `size` for a transformer given by params and FLOPs alone, `auto` when the stack is not known, `stack`
-    when the spec, the bundled entrypoint or the user's code says it."""
+    way): `size` for a transformer given by params and FLOPs alone, `auto` when the stack is not known, `code` when
+    it was read from the user's code (a reading can be wrong: its band holds the published rows' errors when their
+    scripts are read), `stack` when the spec or the bundled entrypoint says it."""
     if shape.family != "cnn" and not shape.hidden:
         return "size"
-    return "stack" if shape.stack in fit.stacks else "auto"
+    if shape.stack not in fit.stacks:
+        return "auto"
+    return "code" if shape.stack_read else "stack"
 
 
 def band_span(shape: perf.ModelShape, device: perf_fit.Device, fit: perf_fit.Fit) -> tuple[float, float]:

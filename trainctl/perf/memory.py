@@ -42,6 +42,7 @@ class ModelShape:
     vocab: int | None = None     # output classes per token (language models): the logits buffer
     stack: str = "amp"           # software stack the throughput model assumes: tuned | amp | compile | auto
     stack_basis: str = "model.stack"   # where the stack came from, in the plan's words
+    stack_read: bool = False     # the stack was read from the user's code (model.stack auto): its own band
     tf32: bool | None = None     # fp32 with TF32 allowed (True), not (False), not known (None): read from the code
 
 

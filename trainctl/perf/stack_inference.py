@@ -2,11 +2,16 @@
 
 Pure: a function over {relative path: text} (usecases/plan.py reads the files under entrypoint.source_dir). The
 stacks are the calibration's (perf/compute_rate.py): `tuned` (fused kernels and vendor recipes: flash-attn,
-xformers, apex, Transformer Engine, DeepSpeed, Megatron/NeMo, MosaicML Composer), `compile` (torch.compile),
-`amp` (plain PyTorch or the Hugging Face Trainer, with or without autocast). Code that imports none of these
-frameworks, or no readable code at all, is `auto`: the model centres its prediction between the stacks and
-widens the band to hold them. Other findings (FSDP, activation checkpointing, fused attention through PyTorch's
-scaled_dot_product_attention) are stated as evidence; they do not change the stack.
+xformers, apex's fused layers, Transformer Engine, DeepSpeed, Megatron/NeMo, MosaicML Composer, NeuronX Distributed),
+`compile` (torch.compile; XLA through torch_xla or torch-neuronx, which traces and compiles the whole graph), `amp`
+(plain PyTorch or the Hugging Face Trainer, with or without autocast; apex's AMP, DDP and fused optimizers, which
+do what torch.cuda.amp and torch's DDP do). Code that imports none of these frameworks, or no readable code at
+all, is `auto`: the model centres its prediction between the stacks and widens the band to hold them.
+An import inside `try:` whose `except ImportError` handler carries on without it (timm's benchmark script:
+`try: from apex import amp ... except ImportError: pass`) says that the script can use the library, not that it
+ran with it: it is noted, not taken as the stack. Comments and triple-quoted strings are not code. Other findings
+(FSDP, activation checkpointing, fused attention through PyTorch's scaled_dot_product_attention) are stated as
+evidence; they do not change the stack.
 """
 from __future__ import annotations
 
@@ -17,17 +22,23 @@ from dataclasses import dataclass
 RULES: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple((stack, words, re.compile(pattern)) for stack, words, pattern in (
     ("tuned", "flash-attn", r"\b(import|from)\s+flash_attn\b"),
     ("tuned", "xformers", r"\b(import|from)\s+xformers\b"),
-    ("tuned", "apex", r"\b(import|from)\s+apex\b"),
+    # apex's fused model kernels are tuned; its AMP (amp.initialize), DDP and fused optimizers (the optimizer step)
+    # are the mixed-precision plumbing that torch.cuda.amp and torch's DDP do: amp (below).
+    ("tuned", "apex fused kernels", r"\bapex\.(normalization|contrib(?!\.optimizers)|transformer|fused_dense|mlp)\b"
+                                    r"|\bfrom\s+apex\s+import\s+(normalization|contrib|transformer|fused_dense|mlp)\b"),
     ("tuned", "Transformer Engine", r"\b(import|from)\s+transformer_engine\b"),
     ("tuned", "DeepSpeed", r"\b(import|from)\s+deepspeed\b"),
     ("tuned", "Megatron / NeMo", r"\b(import|from)\s+(megatron|nemo)\b"),
     ("tuned", "MosaicML Composer / LLM Foundry", r"\b(import|from)\s+(composer|llmfoundry)\b"),
     ("tuned", "Liger kernels", r"\b(import|from)\s+liger_kernel\b"),
+    ("tuned", "NeuronX Distributed", r"\b(import|from)\s+neuronx_distributed\b"),
+    ("compile", "XLA (torch_xla / torch-neuronx)", r"\b(import|from)\s+(torch_xla|torch_neuronx)\b"),
     ("compile", "torch.compile", r"\btorch\.compile\s*\(|\bcompile\s*=\s*True\b|torch_compile\s*=\s*True"),
     ("amp", "the Hugging Face Trainer", r"\b(Trainer|SFTTrainer|Seq2SeqTrainer)\s*\("),
     ("amp", "Hugging Face Accelerate", r"\b(import|from)\s+accelerate\b"),
     ("amp", "PyTorch Lightning", r"\b(import|from)\s+(lightning|pytorch_lightning)\b"),
     ("amp", "autocast", r"\bautocast\s*\("),
+    ("amp", "apex (AMP, DDP, fused optimizers)", r"\b(import|from)\s+apex\b"),
     ("amp", "GradScaler", r"\bGradScaler\s*\("),
     ("amp", "plain PyTorch", r"^\s*(import\s+torch\b|from\s+torch\b)"),
 ))
@@ -69,12 +80,66 @@ class StackInference:
                 f"file{'s' * (self.files > 1)} read): {found}")
 
 
+OPTIONAL_IMPORT = "optional import, not taken as the stack:"
+_IMPORT = re.compile(r"^\s*(import|from)\s")
+_HANDLER = re.compile(r"^\s*except\b(?P<what>[^:]*):")
+
+
+def _indent(code: str) -> int:
+    return len(code) - len(code.lstrip())
+
+
+_TRIPLE = re.compile(r"\"\"\"|\'\'\'")
+
+
+def _outside_strings(line: str, inside: str | None) -> tuple[str, str | None]:
+    """The part of a line outside triple-quoted strings, and the quote still open at its end: a docstring that
+    says "from apex.optimizers.FusedLAMB" (as timm's and Neuron's LAMB optimizers' docstrings do) is not an import."""
+    code, rest = "", line
+    while True:
+        m = _TRIPLE.search(rest) if inside is None else (re.search(re.escape(inside), rest))
+        if m is None:
+            return (code + rest if inside is None else code), inside
+        if inside is None:
+            code, inside = code + rest[:m.start()], m.group(0)
+        else:
+            inside = None
+        rest = rest[m.end():]
+
+
 def _code_lines(text: str):
-    """(line number, code) with comments and docstring-only lines left out crudely: a '#' starts a comment."""
+    """(line number, code) with comments and triple-quoted strings left out crudely: a '#' starts a comment."""
+    inside = None
     for number, line in enumerate(text.splitlines(), 1):
-        code = line.split("#", 1)[0]
+        code, inside = _outside_strings(line, inside)
+        code = code.split("#", 1)[0]
         if code.strip():
             yield number, code
+
+
+def optional_imports(lines: list[tuple[int, str]]) -> set[int]:
+    """Line numbers of imports in a `try:` body whose `except ImportError` (or bare `except`) handler does not raise:
+    the script runs without the library, so the import does not say it ran with it."""
+    out: set[int] = set()
+    for i, (_, code) in enumerate(lines):
+        if code.strip() != "try:":
+            continue
+        level, body, j = _indent(code), [], i + 1
+        while j < len(lines) and _indent(lines[j][1]) > level:
+            body.append(lines[j])
+            j += 1
+        handler = _HANDLER.match(lines[j][1]) if j < len(lines) and _indent(lines[j][1]) == level else None
+        if handler is None or not re.fullmatch(r"\s*(\(?.*\b(ImportError|ModuleNotFoundError)\b.*)?",
+                                               handler["what"].split(" as ")[0]):
+            continue
+        k = j + 1
+        raises = False
+        while k < len(lines) and _indent(lines[k][1]) > level:
+            raises = raises or lines[k][1].strip().startswith("raise")
+            k += 1
+        if not raises:
+            out |= {n for n, c in body if _IMPORT.match(c)}
+    return out
 
 
 def infer_stack(files: dict[str, str]) -> StackInference:
@@ -82,10 +147,15 @@ def infer_stack(files: dict[str, str]) -> StackInference:
     found: dict[str, list[str]] = {s: [] for s in ORDER}
     notes: list[str] = []
     seen_rules: set[str] = set()
+    optional: list[str] = []
     for path in sorted(files):
-        for number, code in _code_lines(files[path]):
+        lines = list(_code_lines(files[path]))
+        guarded = optional_imports(lines)
+        for number, code in lines:
             for stack, words, pattern in RULES:
-                if words not in seen_rules and pattern.search(code):
+                if number in guarded and pattern.search(code):
+                    optional.append(f"{path}:{number} {words}")
+                elif words not in seen_rules and pattern.search(code):
                     seen_rules.add(words)
                     found[stack].append(f"{path}:{number} {words}")
             for words, pattern in NOTES:
@@ -97,4 +167,5 @@ def infer_stack(files: dict[str, str]) -> StackInference:
     stack = next((s for s in ORDER if found[s]), "auto")
     evidence = tuple(e for s in ORDER for e in found[s])[:MAX_EVIDENCE]
     tf32 = True if any(n.endswith(TF32_WORDS) for n in notes) else None
+    notes += [f"{OPTIONAL_IMPORT} {', '.join(optional)}"] if optional else []
     return StackInference(stack, evidence, tuple(notes)[:MAX_EVIDENCE], len(files), tf32)

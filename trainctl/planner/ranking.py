@@ -63,6 +63,11 @@ def stack_of(spec: JobSpec, code: StackInference | None) -> tuple[str, str]:
     return code.stack, code.words()
 
 
+def stack_read(spec: JobSpec, code: StackInference | None) -> bool:
+    """The stack came from the user's code (model.stack auto, a script of their own whose code showed one)."""
+    return spec.model.stack == "auto" and not spec.entrypoint.bundled and code is not None and code.stack != "auto"
+
+
 def model_shape(spec: JobSpec, code: StackInference | None = None) -> perf.ModelShape:
     m = spec.model
     act = None
@@ -79,6 +84,7 @@ def model_shape(spec: JobSpec, code: StackInference | None = None) -> perf.Model
                            layers=a.layers if a else None, heads=a.heads if a else None,
                            family=a.family if a else m.family, vocab=a.vocab if a else None,
                            stack=stack_of(spec, code)[0], stack_basis=stack_of(spec, code)[1],
+                           stack_read=stack_read(spec, code),
                            tf32=True if spec.entrypoint.bundled else (code.tf32 if code else None))
 
 
