@@ -2,6 +2,12 @@
 
     python scripts/catalog_sources/calibration_rows.py      # then: python scripts/eval_model.py
 
+This script is the file's only source: never edit calibration.json by hand. To change a row, a source, a shape or the
+code evidence, edit this script or the modules beside it (calibration_rows_more.py: rows of ordinary training
+scripts; calibration_rows_checks.py: `check_rows`, scored but never fitted; calibration_code_evidence.py:
+`code_evidence`), run it, then `python scripts/eval_model.py` (which rewrites docs/model-accuracy.md).
+tests/project/test_calibration_source.py fails when the shipped JSON is not what this script writes, byte for byte.
+
 The figures are typed in from the sources named in `sources` (tables and CSVs read on 2026-11-23); nothing is
 downloaded. Model shapes: timm's GMACs column (forward FLOPs = 2 x MACs), the MPT yamls of llm-foundry
 (d_model, n_layers, n_heads) with llm-foundry's own FLOP formula, the BERT paper.
@@ -11,6 +17,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import calibration_code_evidence as code  # noqa: E402
+import calibration_rows_checks as checks  # noqa: E402
 import calibration_rows_more as more  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[2] / "trainctl" / "catalog" / "calibration.json"
@@ -185,10 +193,12 @@ for n, sps in [(1, 693), (2, 1347), (4, 2642), (8, 5454), (16, 10644)]:
 for n, sps in [(1, 1428), (2, 2846), (4, 5737), (8, 11222), (16, 21561)]:
     nemo("H100", n, float(sps), 3200.0, 200.0, "DGX H100 SuperPOD: 8 x 400 Gbps NDR InfiniBand per node ASSUMED")
 sources.update(more.SOURCES)
+sources.update(checks.SOURCES)
 devices.update(more.DEVICES)
 for key, tflops in more.TF32.items():
     devices[key]["tf32_tflops"] = tflops
 shapes.update(more.SHAPES)
+shapes.update(checks.SHAPES)
 rows += more.more_rows("timm train benchmark, AMP fp16, channels-first, synthetic input, PyTorch 1.12")
 doc = {"scaling_rule": "A row's scaling_base is the smallest layout of the same series (model, device, source) with "
                         "the same gradient-accumulation regime: scaling efficiency compares one per-rank configuration "
@@ -198,7 +208,9 @@ doc = {"scaling_rule": "A row's scaling_base is the smallest layout of the same 
                 "Each row: the model, the device, precision, batch per rank (micro_batch x accumulation per optimizer step), "
                 "nodes and ranks per node, the links, and samples/s of the whole layout as published. Nothing here is "
                 "measured by trainctl; scripts/eval_model.py checks the model against every row, leaving it out in turn.",
-       "date": "2026-11-28", "sources": sources, "source_groups": more.SOURCE_GROUPS, "devices": devices, "model_shapes": shapes, "rows": rows}
+       "date": "2026-11-28", "sources": sources, "code_evidence_why": code.WHY, "code_evidence": code.evidence(),
+       "source_groups": more.SOURCE_GROUPS, "devices": devices, "model_shapes": shapes, "rows": rows,
+       "check_rows_why": checks.WHY, "check_rows": checks.check_rows()}
 path = Path(sys.argv[1]) if len(sys.argv) > 1 else OUT
 path.write_text(json.dumps(doc, indent=1))
 print(f"{len(rows)} rows -> {path}")

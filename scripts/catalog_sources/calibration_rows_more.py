@@ -15,7 +15,12 @@ SOURCES = {
           "DeepLearningExamples scripts (LambdaLabsML fork, branch lambda/benchmark) in the nvcr.io/nvidia/pytorch:22.09-py3 "
           "container (pytorch/scripts/compile_results_pytorch.py: version 1 = 22.09), fp16 AMP; ResNet-50 v1.5 with "
           "synthetic data, BERT SQuAD v1.1 fine-tuning at sequence 384 (pytorch/scripts/patch/run_squad.sh): "
-          "https://github.com/lambdal/deeplearning-benchmark/tree/aa5addb6a53675a649a80036dad548f1c27cbcc4/pytorch",
+          "https://github.com/lambdal/deeplearning-benchmark/tree/aa5addb6a53675a649a80036dad548f1c27cbcc4/pytorch The "
+          "8-GPU A100 80GB and V100 rows ran while pytorch/scripts/benchmark_pytorch.sh exported NCCL_P2P_DISABLE=1 "
+          "(commits 0a684b62 to aad0d1cd; results committed 416693c3 and 357c49a7), which 'disables the peer to peer "
+          "(P2P) transport, which uses CUDA direct access between GPUs, using NVLink or PCI' (NCCL user guide, "
+          "Environment Variables): their rows take a PCIe link; the 8-GPU H100 rows (a8e6d619, 2023-02-14) ran after "
+          "it was commented out.",
   DLE: "NVIDIA/DeepLearningExamples READMEs, commit 729963dd47e7c8bd462ad10bfac7a7b0b604e6dd: "
        "PyTorch/Classification/ConvNets/resnet50v1.5/README.md 'Training performance results' (pytorch-21.03 NGC, "
        "batch 256 per GPU AMP NHWC per ConvNets/configs.yml) and PyTorch/LanguageModeling/BERT/README.md 'Training "
@@ -39,7 +44,8 @@ SOURCES = {
 # Sources that resemble each other are held out together by the evaluation (one group = one held-out unit).
 SOURCE_GROUPS = {
   "timm": {"sources": ["timm_rtx3090"], "why": "timm's own benchmark script"},
-  "nvidia-dle": {"sources": [LAMBDA, DLE], "why": "both run NVIDIA DeepLearningExamples' ResNet-50 and BERT scripts"},
+  "nvidia-dle": {"sources": [LAMBDA, DLE, "dle_effdet_readme"],
+                 "why": "NVIDIA DeepLearningExamples' scripts (ResNet-50, BERT, EfficientDet) in NGC containers"},
   "mosaicml": {"sources": ["llm_foundry_bench"], "why": "llm-foundry's tuned FSDP stack"},
   "nemo": {"sources": ["nemo_vit_perf"], "why": "NVIDIA NeMo (Megatron) recipes"},
   "torchtitan": {"sources": [TITAN], "why": "PyTorch-native FSDP2 (eager and torch.compile)"},
@@ -80,14 +86,32 @@ SHAPES = dict([
 ])
 # Links inside the node: NVSwitch A100 200 GB/s, H100 350 GB/s, NVLink V100 100 GB/s (the network model's figures).
 INTRA = {"V100": 100.0, "A100": 200.0, "A100-80GB": 200.0, "H100": 350.0, "RTX3090": 12.0, "A10": 12.0}
+# Lambda's 8-GPU V100 and A100 80GB rows ran while their benchmark script exported NCCL_P2P_DISABLE=1 (SOURCES, LAMBDA):
+# NCCL's collectives went through host memory over PCIe, not NVLink. Per device: the day the rows were run, the PCIe
+# generation, and that generation's figure among the catalog's PCIe links (GB/s). The H100 rows ran after it was gone.
+P2P_DISABLED = {"V100": ("2022-12-16", "PCIe 3.0", 6.0), "A100-80GB": ("2022-11-19", "PCIe 4.0", 12.0)}
+
+
+def p2p_disabled(dev):
+    """What a Lambda 8-GPU row's conditions end with, and its link in GB/s, where the run had P2P off; ("", None)
+    where it had not."""
+    if dev not in P2P_DISABLED:
+        return "", None
+    day, pcie, gbytes_s = P2P_DISABLED[dev]
+    return (f"; run {day} by pytorch/scripts/benchmark_pytorch.sh as it then was, which exported NCCL_P2P_DISABLE=1 "
+            f"(from 0a684b62, 2022-10-16, until aad0d1cd, 2023-02-06): NCCL's collectives went through host memory "
+            f"over {pcie}, not NVLink; {gbytes_s:g} GB/s, the {pcie} figure of the catalog's PCIe links (ASSUMED)",
+            gbytes_s)
 
 
 def row(rid, model, device, batch, sps, source, stack, conditions, gpus=1, nodes=1, accumulation=1, attention="eager",
-        strategy="ddp", inter_gbps=0.0, scaling_base=None, precision="fp16", checkpointing=False, tf32=False):
+        strategy="ddp", inter_gbps=0.0, scaling_base=None, precision="fp16", checkpointing=False, tf32=False,
+        intra=None):
     r = {"id": rid, "model": model, "device": device, "precision": precision, "micro_batch": batch,
          "accumulation": accumulation, "nodes": nodes, "ranks_per_node": gpus, "strategy": strategy,
          "checkpointing": checkpointing, "attention": attention, "samples_per_s": float(sps), "source": source,
-         "stack": stack, "intra_gbytes_s": INTRA.get(device, 100.0), "inter_gbps": inter_gbps, "transport": "efa",
+         "stack": stack, "intra_gbytes_s": INTRA.get(device, 100.0) if intra is None else intra,
+         "inter_gbps": inter_gbps, "transport": "efa",
          "conditions": conditions}
     if scaling_base:
         r["scaling_base"] = scaling_base
@@ -114,9 +138,10 @@ def lambda_rows():
             out.append(row(base, model, dev, batches[i], one[i], LAMBDA, "amp",
                            f"{name}, 1 GPU, fp16 AMP, NGC 22.09, DeepLearningExamples script, {att}"))
             if eight and i < 2:
+                p2p_words, intra = p2p_disabled(dev)
                 out.append(row(f"lambda-{short}-{dev.lower()}-8gpu", model, dev, batches[i], eight[i], LAMBDA, "amp",
-                               f"8 x {name}, DDP, fp16 AMP, NGC 22.09, per-GPU batch as 1 GPU, {att}", gpus=8,
-                               scaling_base=base))
+                               f"8 x {name}, DDP, fp16 AMP, NGC 22.09, per-GPU batch as 1 GPU, {att}{p2p_words}",
+                               gpus=8, scaling_base=base, intra=intra))
     # Left out, said here: BERT-Base on 8 GPUs (published per-GPU throughput 1.2-1.4x the 1-GPU figure: no model of
     # synchronous data parallelism produces that), and GPUs AWS does not rent.
     return out
@@ -145,9 +170,11 @@ def lambda_fp32_rows():
                            f"{name}, 1 GPU, {tf32 if dev != 'V100' else 'fp32'}, NGC 22.09, DeepLearningExamples script, "
                            f"{att}", precision="fp32", tf32=dev in TF32))
             if eight and i < 2:
+                p2p_words, intra = p2p_disabled(dev)
                 out.append(row(f"lambda-{short}-{dev.lower()}-8gpu-fp32", model, dev, batches[i], eight[i], LAMBDA,
                                "amp", f"8 x {name}, DDP, {tf32 if dev != 'V100' else 'fp32'}, NGC 22.09, per-GPU batch "
-                               f"as 1 GPU, {att}", gpus=8, scaling_base=base, precision="fp32", tf32=dev in TF32))
+                               f"as 1 GPU, {att}{p2p_words}", gpus=8, scaling_base=base, precision="fp32",
+                               tf32=dev in TF32, intra=intra))
     return out
 
 
