@@ -184,6 +184,22 @@ def _managed_spot(params: dict, spec, bucket: str, job_id: str, notes: list[str]
                  f"{params['CheckpointConfig']['S3Uri']}")
 
 
+def _on_training_plan(params: dict, option, bucket: str, job_id: str, notes: list[str]) -> None:
+    """The job on its training plan (ResourceConfig.TrainingPlanArn; its InstanceType must be the plan's, Developer
+    Guide "Create a training job using the API"). It checkpoints to S3 as a Spot job does: SageMaker terminates a
+    plan's instances from 30 minutes before its end, and `launch --resume-from` starts the next job from them. A job
+    queued before the plan's start waits Pending, and the StoppingCondition counts that wait ("Training plans
+    utilization for SageMaker training jobs"), so MaxRuntimeInSeconds grows by the wait."""
+    plan = option.capacity_block
+    params["ResourceConfig"]["TrainingPlanArn"] = plan.reservation_id or "${training_plan_arn}"
+    params["CheckpointConfig"] = {"S3Uri": layout.sagemaker_checkpoints(bucket, job_id), "LocalPath": CHECKPOINT_LOCAL}
+    stopping = params["StoppingCondition"]
+    stopping["MaxRuntimeInSeconds"] = min(MAX_SECONDS, stopping["MaxRuntimeInSeconds"] + int(plan.wait_hours * 3600))
+    notes.append(f"on SageMaker training plan {plan.reservation_id or '(bought first)'} from {plan.start} to "
+                 f"{plan.end}: the job waits Pending until it is Active; SageMaker terminates its instances from 30 "
+                 f"minutes before the end, so checkpoints go to {params['CheckpointConfig']['S3Uri']}")
+
+
 def _job_role(client_for, job_id: str, region: str, account: str, bucket: str, source_uri: str, image: str, spec,
               in_vpc: bool, notes: list[str]) -> tuple[str, list[AwsCall]]:
     """The job's own execution role (backends/sagemaker/role.py): its ARN and the calls that make it."""
@@ -305,6 +321,8 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
         params["VpcConfig"] = vpc_config
     if option.market == "spot":
         _managed_spot(params, spec, bucket, job_id, notes)
+    if option.capacity_block is not None:
+        _on_training_plan(params, option, bucket, job_id, notes)
     calls.append(AwsCall("sagemaker", "CreateTrainingJob", params, region,
                          outputs={"training_job_arn": "TrainingJobArn"},
                          why=f"{option.count} x ml.{option.instance_type} {option.market}",
