@@ -13,8 +13,8 @@ the `ml.` types of the block types, each as one offering with one reserved capac
   utilization for SageMaker training jobs": the plan must be Scheduled or Active; the job's InstanceType must match
   the plan's). Such a job stays Pending until the plan is Active (jobs/runner: `wait_for_plan`), and SageMaker
   terminates its instances from 30 minutes before the plan's end (`reclaim_at`).
-Admin actions: `training_plans` (what each account bought), `start_training_plan` {"name"} (time passes: it starts
-now), `end_training_plan` {"name", "in_seconds"?} (its end comes now, or that many seconds from now).
+Admin actions: `training_plans` (what each account bought), `start_training_plan` {"plan"} (time passes: it starts
+now), `end_training_plan` {"plan", "in_seconds"?} (its end comes now, or that many seconds from now).
 """
 from __future__ import annotations
 
@@ -237,7 +237,7 @@ def environment(plan: dict) -> dict[str, str]:
 
 # ----------------------------------------------------------------------------- admin
 def _named(payload: dict) -> dict:
-    name = payload.get("name")
+    name = payload.get("plan") or payload.get("name")  # "plan": SandboxAdmin.action(name, **payload) takes "name"
     found = [p for ps in _state()["plans"].values() for p in ps if p["TrainingPlanName"] == name]
     if not found:
         raise ValueError(f"no bought training plan {name!r}")
