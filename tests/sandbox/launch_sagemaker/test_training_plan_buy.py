@@ -3,7 +3,7 @@
 request; with the flag the plan is bought (its fee said first) and the training job names it
 (ResourceConfig.TrainingPlanArn); SageMaker keeps the job Pending until the plan starts (`ls` and `watch` say
 "waiting for the training plan"), the plan the account now holds is the plan's first option at no new cost, and
-once the plan starts the job trains and completes on it."""
+once the plan starts the job trains and completes on it; `down` says the plan stays (AWS cannot cancel one)."""
 from __future__ import annotations
 
 import json
@@ -94,3 +94,5 @@ def test_a_bought_plan_queues_the_job_ranks_first_when_held_and_the_job_complete
     _cli(sm, home, "watch", job, "--interval", "0.3")
     assert sm.client("sagemaker").describe_training_job(TrainingJobName=job)["TrainingJobStatus"] == "Completed"
     assert len(_bought(sm)) == 1
+    down = _cli(sm, home, "down", job)
+    assert f"training plan {plan['TrainingPlanName']} kept" in down.stdout + down.stderr
