@@ -43,9 +43,7 @@ def watch(
             if recoverer is not None:
                 recoverer(backend.describe(job, ref.region))
             view, progress, _ = w.read_all(backend, job, ref.region, say=shown.say, interval=interval)
-            if recoverer is None and view.secondary_status == "Interrupted" and backend.capabilities.recover:
-                shown.say(shown.interrupted_hint(view))
-            _queued_for_block(ref.record, view, shown.say)
+            _once_hints(backend, ref, view, recoverer is None)
         else:
             def look(view, progress) -> None:  # each look's news, the end's with its reason (a budget's stop)
                 news = w.summary(view, progress, ref.record)
@@ -87,6 +85,15 @@ def _waiting_for_block(record) -> None:
     else:
         shown.say(f"{record.job_id}: {said}")
     raise typer.Exit(0)
+
+
+def _once_hints(backend, ref, view, unrecovered: bool) -> None:
+    """`watch --once`: what an interrupted job waits for, and what a queued one waits for."""
+    from trainctl.render import watch as shown
+
+    if unrecovered and view.secondary_status == "Interrupted" and backend.capabilities.recover:
+        shown.say(shown.interrupted_hint(view))
+    _queued_for_block(ref.record, view, shown.say)
 
 
 def _queued_for_block(record, view, say) -> None:

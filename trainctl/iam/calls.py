@@ -49,8 +49,8 @@ def _g(*actions: str, resources: tuple[str, ...] = ("*",), condition: dict | Non
 
 
 EC2 = "arn:aws:ec2:*:*"
-TRAINING_PLANS = "arn:aws:sagemaker:*:*:training-plan/*"
-RESERVED_CAPACITY = "arn:aws:sagemaker:*:*:reserved-capacity/*"
+TRAINING_PLAN_RESOURCES = ("arn:aws:sagemaker:*:*:training-plan/*", "arn:aws:sagemaker:*:*:reserved-capacity/*")
+TAGGED_SAGEMAKER = ("arn:aws:sagemaker:*:*:training-job/*", *TRAINING_PLAN_RESOURCES)  # made with the job tag
 S3_BUCKET = f"arn:aws:s3:::{BUCKET}"
 S3_OBJECTS = f"arn:aws:s3:::{BUCKET}/*"
 # naming/bucket.job_bucket: trainctl-ACCOUNT-REGION; aws:PrincipalAccount is a global key, so a policy variable in a
@@ -141,27 +141,24 @@ CALLS: tuple[Call, ...] = (
     # ---- SageMaker
     Call("iam:GetRole", BOTH, (_g("iam:GetRole", resources=("arn:aws:iam::*:role/{execution_role}", SPOT_ROLE)),)),
     Call("sagemaker:CreateTrainingJob", SM, (
-        _g("sagemaker:CreateTrainingJob", "sagemaker:AddTags", resources=("arn:aws:sagemaker:*:*:training-job/*",),
-           condition=TAGGED_REQUEST),
+        # with the job tag; on a training plan (ResourceConfig.TrainingPlanArn) its optional training-plan and
+        # reserved-capacity resources too (Service Authorization Reference, SageMaker): any plan of the account's
+        _g("sagemaker:CreateTrainingJob", "sagemaker:AddTags", resources=TAGGED_SAGEMAKER, condition=TAGGED_REQUEST),
         _g("iam:PassRole", resources=("arn:aws:iam::*:role/trainctl/*", "arn:aws:iam::*:role/{execution_role}"),
-           condition=SAGEMAKER_PASS, why="only the per-job execution roles and a given role, only to SageMaker"),
-        # a job on a training plan (ResourceConfig.TrainingPlanArn): CreateTrainingJob's optional training-plan and
-        # reserved-capacity resources (Service Authorization Reference, SageMaker); any plan the account holds
-        _g("sagemaker:CreateTrainingJob", resources=(TRAINING_PLANS, RESERVED_CAPACITY), condition=TAGGED_REQUEST,
-           why="a job with the job tag, on a training plan of the account's"))),
+           condition=SAGEMAKER_PASS, why="only the per-job execution roles and a given role, only to SageMaker"))),
     # `launch --buy-capacity-block` on a SageMaker option: the plans the account holds (ListTrainingPlans; their tags
     # with ListTags, to find the spec's), the purchase with the job's tags (CreateTrainingPlan: training-plan takes
-    # aws:RequestTag; its dependent actions AddTags and CreateReservedCapacity, as AWS's managed policy
-    # AmazonSageMakerTrainingPlanCreateAccess grants them) and the plan it became (DescribeTrainingPlan)
+    # aws:RequestTag; its dependent actions AddTags (with the job tag, as a job's) and CreateReservedCapacity, as AWS's
+    # managed policy AmazonSageMakerTrainingPlanCreateAccess grants them) and the plan it became (DescribeTrainingPlan)
     Call("sagemaker:ListTrainingPlans", SM, (_g("sagemaker:ListTrainingPlans", why="a list call has no resource"),)),
+    # (the resources grouped as few as they can be, TAGGED_SAGEMAKER and TRAINING_PLAN_RESOURCES: the CLI's
+    # SageMaker policy stays within one managed policy's 6,144 characters)
     Call("sagemaker:CreateTrainingPlan", SM, (
-        _g("sagemaker:CreateTrainingPlan", resources=(TRAINING_PLANS,), condition=TAGGED_REQUEST,
-           why="only a plan bought with the job tag"),
-        _g("sagemaker:CreateReservedCapacity", resources=(RESERVED_CAPACITY,)),
-        _g("sagemaker:AddTags", resources=(TRAINING_PLANS, RESERVED_CAPACITY),
-           condition={"StringEquals": {"sagemaker:TaggingAction": ["CreateTrainingPlan", "CreateReservedCapacity"]}},
-           why="tags only as the plan is created"))),
-    Call("sagemaker:DescribeTrainingPlan", SM, (_g("sagemaker:DescribeTrainingPlan", resources=(TRAINING_PLANS,)),)),
+        _g("sagemaker:CreateTrainingPlan", "sagemaker:AddTags", resources=TAGGED_SAGEMAKER,
+           condition=TAGGED_REQUEST, why="only a plan bought with the job tag"),
+        _g("sagemaker:CreateReservedCapacity", resources=TRAINING_PLAN_RESOURCES))),
+    Call("sagemaker:DescribeTrainingPlan", SM, (_g("sagemaker:DescribeTrainingPlan",
+                                                   resources=TRAINING_PLAN_RESOURCES),)),
     # EC2's `down` too: a job that runs on SageMaker is refused there (backends/ec2/cleanup.py)
     Call("sagemaker:DescribeTrainingJob", BOTH, (_g("sagemaker:DescribeTrainingJob",
                                                     resources=("arn:aws:sagemaker:*:*:training-job/*",)),)),
@@ -170,8 +167,8 @@ CALLS: tuple[Call, ...] = (
     # `ls --all`: the account's resources tagged trainctl:job (both platforms)
     Call("resourcegroupstaggingapi:GetResources", BOTH, (_g("tag:GetResources",
                                                             why="the Tagging API's reads have no resources"),)),
-    Call("sagemaker:ListTags", SM, (_g("sagemaker:ListTags", resources=("arn:aws:sagemaker:*:*:training-job/*",
-                                                                    TRAINING_PLANS)),)),
+    Call("sagemaker:ListTags", SM, (_g("sagemaker:ListTags", resources=("arn:aws:sagemaker:*:*:training-job/*",)),
+                                    _g("sagemaker:ListTags", resources=TRAINING_PLAN_RESOURCES))),
     Call("sagemaker:StopTrainingJob", SM, (_g("sagemaker:StopTrainingJob",
                                               resources=("arn:aws:sagemaker:*:*:training-job/*",),
                                               condition=TAGGED_RESOURCE),)),

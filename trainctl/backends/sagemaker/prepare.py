@@ -183,6 +183,19 @@ def _managed_spot(params: dict, spec, bucket: str, job_id: str, notes: list[str]
                  f"{params['CheckpointConfig']['S3Uri']}")
 
 
+def checkpoint_config(bucket: str, job_id: str) -> dict:
+    """Every job's checkpoints in S3, Spot or not: SageMaker restores them into a restart (Spot) and into a job that
+    `launch --resume-from` started from another's (usecases/launch/resume.py copies them in first)."""
+    return {"S3Uri": layout.sagemaker_checkpoints(bucket, job_id), "LocalPath": CHECKPOINT_LOCAL}
+
+
+def _market(params: dict, option, spec, bucket: str, job_id: str, notes: list[str]) -> None:
+    if option.market == "spot":
+        _managed_spot(params, spec, bucket, job_id, notes)
+    if option.capacity_block is not None:
+        _on_training_plan(params, option, bucket, job_id, notes)
+
+
 def _on_training_plan(params: dict, option, bucket: str, job_id: str, notes: list[str]) -> None:
     """The job on its training plan (ResourceConfig.TrainingPlanArn; its InstanceType must be the plan's, Developer
     Guide "Create a training job using the API"). Its checkpoints are in S3 (CheckpointConfig): SageMaker terminates
@@ -313,17 +326,12 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
         "Environment": environment(job_id, spec.secrets),
         "RetryStrategy": {"MaximumRetryAttempts": 2},
         "Tags": tags(job_id, **{"trainctl:spec": spec.name}),
-        # every job's checkpoints in S3, Spot or not: SageMaker restores them into a restart (Spot) and into a job
-        # `launch --resume-from` started from another's (usecases/launch/resume.py copies them in first)
-        "CheckpointConfig": {"S3Uri": layout.sagemaker_checkpoints(bucket, job_id), "LocalPath": CHECKPOINT_LOCAL},
+        "CheckpointConfig": checkpoint_config(bucket, job_id),
         **job_data.data_params(spec, bucket, job_id, notes),
     }
     if vpc_config:
         params["VpcConfig"] = vpc_config
-    if option.market == "spot":
-        _managed_spot(params, spec, bucket, job_id, notes)
-    if option.capacity_block is not None:
-        _on_training_plan(params, option, bucket, job_id, notes)
+    _market(params, option, spec, bucket, job_id, notes)
     calls.append(AwsCall("sagemaker", "CreateTrainingJob", params, region,
                          outputs={"training_job_arn": "TrainingJobArn"},
                          why=f"{option.count} x ml.{option.instance_type} {option.market}",
