@@ -72,8 +72,10 @@ class CapacityBlockTerms(_Frozen):
     wait_hours: Annotated[NonNegative, _rounded(2)] = Field(description="from the plan to the block's start")
     upfront_fee_usd: Annotated[NonNegative, _rounded(2)] = Field(description="paid when bought, used or not")
     unused_hours: Annotated[NonNegative, _rounded(2)] = Field(description="block hours the job leaves unused")
-    reservation_id: str | None = Field(None, max_length=64, description="the Capacity Reservation the block is once "
-                                                                       "bought: None for an offer still to buy")
+    # (2048: a SageMaker training plan's ARN, botocore TrainingPlanArn)
+    reservation_id: str | None = Field(None, max_length=2048, description="the Capacity Reservation the block is "
+                                                                         "once bought (EC2), or the training plan's "
+                                                                         "ARN (SageMaker): None for an offer to buy")
 
 
 class ReservationTerms(_Frozen):

@@ -27,3 +27,12 @@ def block_wins(sandbox, tmp_path, starts=(1, 15, 30)) -> str:
     sandbox.admin.set_quota("ec2", P_ON_DEMAND, 0)
     sandbox.admin.action("set_capacity_blocks", start_in_hours=list(starts))
     return write_spec(tmp_path, deadline_hours=DEADLINE_H)
+
+
+def sagemaker_spec(tmp_path, region: str = "us-west-2") -> str:
+    """The same job as a SageMaker On-Demand layout (AWS sells ml.p4d.24xlarge as training plans)."""
+    spec = yaml.safe_load(open(write_spec(tmp_path)))
+    spec["candidates"].update(platforms=["sagemaker"], markets=["on-demand"], regions=[region])
+    path = tmp_path / "sagemaker-plan.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return str(path)

@@ -58,7 +58,20 @@ class ArchivesModel:
     files as they are under its output prefix."""
 
 
-class BuysCapacityBlocks:
+class BuysCapacityBlocks(abc.ABC):
     """`launch --buy-capacity-block` buys the reserved capacity the plan offers for this platform and launches into
-    it (EC2: PurchaseCapacityBlock, then the capacity-block market). A backend without it has its platform's
-    offers shown in the plan (a SageMaker training plan) and bought by hand."""
+    it (EC2: PurchaseCapacityBlock, then the capacity-block market; SageMaker: CreateTrainingPlan, then the training
+    job with the plan's ARN). `reservations()` is the module that reads, prices and buys it, each reservation in the
+    shape of an EC2 Capacity Reservation (aws/capacity_blocks.py, aws/training_plans.py)."""
+
+    reserved_kind: str = "capacity block"       # what the platform's reserved capacity is called, in messages
+    purchase_operation: str = ""                # the call that buys it, as --dry-run shows it
+    # How long before the reservation's start a job may be submitted: the platform queues it until the start (SageMaker
+    # keeps a job on a Scheduled plan Pending, for at most two days); 0: nothing can be launched before the start
+    queues_before_start_hours: float = 0.0
+
+    @classmethod
+    @abc.abstractmethod
+    def reservations(cls) -> Any:
+        """The module with `held_blocks(region, type, spec_name)`, `purchase_params(offering, job, spec)` and
+        `purchase(region, params)`."""

@@ -29,11 +29,13 @@ def launch(
                                          help="Launch even while an earlier job of the same spec still runs "
                                               "(otherwise launch asks, and --yes refuses)."),
     buy_capacity_block: bool = typer.Option(
-        False, "--buy-capacity-block", help="Buy the chosen option's EC2 Capacity Block and launch into it: its fee "
-                                            "is charged at once and cannot be refunded (--yes never buys one)."),
+        False, "--buy-capacity-block", help="Buy the chosen option's EC2 Capacity Block or SageMaker training plan and "
+                                            "launch into it: its fee is charged at once and cannot be refunded (--yes "
+                                            "never buys one)."),
     resume_from: Optional[str] = typer.Option(
         None, "--resume-from", metavar="JOB", help="Start from the newest checkpoints of an earlier job (one that "
-                                                   "ended before its work, e.g. at its Capacity Block's end)."),
+                                                   "ended before its work, e.g. at its Capacity Block's or training "
+                                                   "plan's end)."),
     objective: str = typer.Option("cost", "--objective", help="cost or time (when re-planning)."),
     offline: bool = typer.Option(False, "--offline", help="Plan from the bundled catalog."),
     poll_seconds: float = typer.Option(10.0, "--poll-seconds", min=0.05,

@@ -43,8 +43,7 @@ def watch(
             if recoverer is not None:
                 recoverer(backend.describe(job, ref.region))
             view, progress, _ = w.read_all(backend, job, ref.region, say=shown.say, interval=interval)
-            if recoverer is None and view.secondary_status == "Interrupted" and backend.capabilities.recover:
-                shown.say(shown.interrupted_hint(view))
+            _once_hints(backend, ref, view, recoverer is None)
         else:
             def look(view, progress) -> None:  # each look's news, the end's with its reason (a budget's stop)
                 news = w.summary(view, progress, ref.record)
@@ -88,6 +87,23 @@ def _waiting_for_block(record) -> None:
     raise typer.Exit(0)
 
 
+def _once_hints(backend, ref, view, unrecovered: bool) -> None:
+    """`watch --once`: what an interrupted job waits for, and what a queued one waits for."""
+    from trainctl.render import watch as shown
+
+    if unrecovered and view.secondary_status == "Interrupted" and backend.capabilities.recover:
+        shown.say(shown.interrupted_hint(view))
+    _queued_for_block(ref.record, view, shown.say)
+
+
+def _queued_for_block(record, view, say) -> None:
+    """A job the platform queued on a reservation that has not started (SageMaker: Pending on its training plan)."""
+    from trainctl.usecases.jobs.block_wait import still_waiting, waiting_words
+
+    if record is not None and still_waiting(record.option, view.secondary_status):
+        say(f"{record.job_id}: {waiting_words(record.option)}")
+
+
 def _follow_live(backend, ref, *, interval: float, logs: bool, recover: Callable[[Any], bool] | None,
                  to_stderr: bool, on_look: Callable[[Any, Any], None] | None = None):
     """`follow` for people: the use case polls, the live view (render/watch.py) shows each look."""
@@ -105,6 +121,8 @@ def _follow_live(backend, ref, *, interval: float, logs: bool, recover: Callable
             live.note(shown.interrupted_hint(view))
         if live.shows_status:
             live.update(w.summary(view, progress, ref.record))
+        if not hinted:
+            _queued_for_block(ref.record, view, lambda said: (hinted.append(True), live.note(said)))
 
     with live:
         # the lines are read without `logs` too (--no-logs): the status line's step and rate, and the measured

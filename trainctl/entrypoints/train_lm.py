@@ -35,7 +35,7 @@ from trainctl_lm_data import SyntheticTokens, TokenShards, find_token_files  # n
 from trainctl_lm_model import (DecoderLM, config_from_args, param_count,  # noqa: E402
                                rotary_tables, training_flops_per_token)
 from trainctl_loop import StepWork, Trainer, warmup_cosine  # noqa: E402
-from trainctl_runtime import (DistContext, StopSignal, emit, mix_seed,  # noqa: E402
+from trainctl_runtime import (DistContext, StopSignal, emit, mix_seed, stopped_exit,  # noqa: E402
                               seed_host_rngs, warn)
 from trainctl_sharded import ShardedCheckpointer, ShardedCheckpointStore  # noqa: E402
 from trainctl_torchdev import TorchDeviceOps, pick_device  # noqa: E402
@@ -242,12 +242,11 @@ def run(args, config, ops: FsdpDeviceOps, stop: StopSignal) -> int:
         emit(f"data rank={ctx.rank} source={data.kind} samples_read={data.rows_read} "
              f"total_read={trainer.step * len(plan.mine) * args.batch_size} "
              f"position={data.read_at(trainer.step)}")
-    if outcome != "done":
-        emit(f"stopped rank={ctx.rank} step={trainer.step} signal={outcome} exit=0")
-    else:
+    code = stopped_exit(outcome, ctx.rank, trainer.step) if outcome != "done" else 0
+    if outcome == "done":
         final_state(model, optimizer, ctx, args, config)
     ops.shutdown(ctx)
-    return 0
+    return code
 
 
 def main(argv=None) -> int:

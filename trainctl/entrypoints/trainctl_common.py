@@ -32,7 +32,7 @@ from trainctl_checkpoint import (CHECKPOINT_FORMAT, CHECKPOINT_RE, CheckpointSto
                                  load_checkpoint_file, state_sha256, tree_to_cpu)
 from trainctl_elastic import ChunkPlan, plan_chunks
 from trainctl_loop import StepWork, Trainer, warmup_cosine  # noqa: F401
-from trainctl_runtime import (DeviceOps, DistContext, StopSignal, capture_rng,  # noqa: F401
+from trainctl_runtime import (DeviceOps, DistContext, StopSignal, capture_rng, stopped_exit,  # noqa: F401
                               emit, mix_seed, restore_rng, seed_host_rngs, warn)
 from trainctl_vision import (DEFAULT_MODEL, HostShare, ImageFolderData, ShardedEpochSampler,  # noqa: F401
                              SyntheticTask, add_vision_options, create_model,
@@ -184,10 +184,10 @@ def run(args: argparse.Namespace, ops: DeviceOps, stop: StopSignal) -> int:
     if data is not None:
         emit(_data_line(data, ctx.rank, trainer.step))
     if outcome != "done":
-        emit(f"stopped rank={ctx.rank} step={trainer.step} signal={outcome} exit=0")
+        code = stopped_exit(outcome, ctx.rank, trainer.step)
         ops.finish(ctx)
         ops.shutdown(ctx)
-        return 0
+        return code
 
     model_state = tree_to_cpu(ops.unwrap(model).state_dict())
     digest = state_sha256(model_state, tree_to_cpu(optimizer.state_dict()))

@@ -14,6 +14,8 @@ import os
 import random
 import signal
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -66,12 +68,57 @@ class StopSignal:
 
     def install(self, signums: Sequence[int] = (signal.SIGTERM,),
                 early: Sequence[int] = ()) -> "StopSignal":
-        """Take over from a script's first-line handler; ``early`` is what it caught."""
+        """Take over from a script's first-line handler; ``early`` is what it caught. On a SageMaker
+        training plan, the plan's end is a notice too (``capacity_end_at``)."""
         for signum in signums:
             signal.signal(signum, self._handle)
         for signum in early:
             self._handle(signum, None)
+        at = capacity_end_at(os.environ)
+        if at is not None:
+            timer = threading.Timer(max(0.0, at - time.time()), self._capacity_end)
+            timer.daemon = True
+            timer.start()
         return self
+
+    def _capacity_end(self) -> None:
+        if self.signal_name is None:
+            self.signal_name = CAPACITY_END
+
+
+# A SageMaker training plan's reserved capacity ends at SAGEMAKER_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP
+# (epoch milliseconds, set in the container), and SageMaker terminates its instances from 30 minutes before
+# (Developer Guide, "Training plans utilization for SageMaker training jobs", which asks the script to checkpoint
+# before then). The script stops 40 minutes before the end, as an EC2 node does at a Capacity Block's end
+# (bootstrap/block_end.py): 10 minutes for the checkpoint and its upload. It then exits non-zero (CAPACITY_END_EXIT):
+# exiting 0 would have SageMaker report the unfinished job Completed.
+CAPACITY_END_ENV = "SAGEMAKER_CURRENT_CAPACITY_BLOCK_EXPIRATION_TIMESTAMP"
+CAPACITY_END = "capacity-end"
+CAPACITY_STOP_LEAD_S = 40 * 60
+CAPACITY_END_EXIT = 3
+
+
+def capacity_end_at(env) -> float | None:
+    """When to stop for the training plan's end (epoch seconds), or None outside a plan."""
+    raw = str(env.get(CAPACITY_END_ENV) or "0")
+    try:
+        end_ms = int(raw)
+    except ValueError:
+        return None
+    return end_ms / 1000.0 - CAPACITY_STOP_LEAD_S if end_ms > 0 else None
+
+
+def stopped_exit(outcome: str, rank: int, step: int) -> int:
+    """The exit code of a run stopped by `outcome` (0 on a Spot notice: the platform resumes it), with its line."""
+    if outcome != CAPACITY_END:
+        emit(f"stopped rank={rank} step={step} signal={outcome} exit=0")
+        return 0
+    emit(f"stopped rank={rank} step={step} signal={outcome} exit={CAPACITY_END_EXIT}")
+    if rank == 0:
+        sys.stderr.write(f"trainctl: stopped at step {step} before the training plan's end (SageMaker terminates its "
+                         "instances from 30 minutes before it); the checkpoint is saved: resume with `trainctl launch "
+                         "SPEC --resume-from JOB`\n")
+    return CAPACITY_END_EXIT
 
 
 # --------------------------------------------------------------------------------------------

@@ -84,7 +84,7 @@ def _block_option(p: risk.Priced, offer: BlockOffer) -> risk.Priced | None:
                                reservation_id=offer.reservation_id)
     starts = "starts now" if offer.wait_hours <= 0 else f"starts in {offer.wait_hours:.1f} h ({offer.start})"
     if offer.reservation_id:  # held: its fee is sunk, so it costs the job nothing more and ranks ahead
-        why = (f"capacity block {offer.reservation_id} the account already holds, in {offer.availability_zone}: "
+        why = (f"{kind(o.platform)} {offer.reservation_id} the account already holds, in {offer.availability_zone}: "
                f"no new cost (its fee was paid when bought), {offer.duration_hours:g} h, {starts}; no "
                f"interruptions; preferred for that",)
     else:

@@ -74,7 +74,8 @@ def spot_rate(seed: int, region: str, request: dict, azs: list[str | None]) -> C
 
 def training_usage(jobs: dict) -> list[Usage]:
     """What Cost Explorer bills for the jobs (registered by jobs.py): an ended job's BillableTimeInSeconds x
-    instance count x the catalog's SageMaker On-Demand price, spread evenly over its training time."""
+    instance count x the catalog's SageMaker On-Demand price, spread evenly over its training time. A job on a training
+    plan bills nothing more: the plan's fee was its price ("Reserve training plans": paid up front)."""
     out: list[Usage] = []
     catalog = load_catalog()
     for (_, region, _), job in list(jobs.items()):
@@ -82,6 +83,8 @@ def training_usage(jobs: dict) -> list[Usage]:
         if not d.get("BillableTimeInSeconds") or not d.get("TrainingStartTime") or not d.get("TrainingEndTime"):
             continue  # billed once it has ended, as DescribeTrainingJob reports billable seconds
         rc = d["ResourceConfig"]
+        if rc.get("TrainingPlanArn"):
+            continue  # its instances are the training plan's, paid up front when the plan was bought
         price = catalog.on_demand_price("sagemaker", region, rc["InstanceType"].removeprefix("ml."))
         total = d["BillableTimeInSeconds"] / 3600 * (price.usd_per_hour if price else 0.0) * rc["InstanceCount"]
         start, end = epoch(d["TrainingStartTime"]), epoch(d["TrainingEndTime"])

@@ -54,6 +54,7 @@ from trainctl_sandbox.server.marked_processes import kill_marked, marked_pids
 from trainctl_sandbox.sagemaker.runner import JobRunner
 from trainctl_sandbox.sagemaker.ended import saved_as  # noqa: F401 (the server keeps a running job as its description)
 from trainctl_sandbox.sagemaker.state import JobState, Settings
+from trainctl_sandbox.sagemaker.training_plans import check_job as check_plan
 from trainctl_sandbox.sagemaker.validation import DEFAULT_MAX_RUNTIME, check_role, constraint as _constraint, validate
 from trainctl_sandbox.server.context import AdminError, SandboxContext
 
@@ -179,6 +180,7 @@ def _create_training_job(self: SageMakerResponse) -> ActionResult:
     request = copy.deepcopy(dict(self.params))
     account_id, region = self.current_account, self.region
     azs = validate(request, account_id, region)
+    check_plan(request, account_id, region)  # ResourceConfig.TrainingPlanArn: the plan's rules (training_plans.py)
     check_role(request, account_id, _settings.real("role_propagation_s"))
     backend = self.sagemaker_backend
     with _lock:

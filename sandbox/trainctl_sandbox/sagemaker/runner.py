@@ -1,8 +1,8 @@
 """Runs one sandbox SageMaker training job for real: the lifecycle thread behind jobs.py.
 
 A job here is what SageMaker does with a script-mode PyTorch job, on this machine:
-- Starting: a simulated wait for instances (scaled by `Settings.time_scale`); capacity faults
-  (`ctx.faults.no_capacity`) hold a Spot job here until MaxWait, and fail an On-Demand one.
+- Starting: the wait for instances (provision.py: the capacity pool, or the job's training plan, which also ends
+  the job from 30 minutes before the plan's end).
 - Downloading: fetch `sagemaker_submit_directory`, extract it per host ("algo-1".."algo-N", each an /opt/ml
   tree under the job's folder), restore CheckpointConfig.S3Uri into every host, copy input channels.
 - Training: one process per host (torchrun when `sagemaker_torch_distributed_enabled`, else python, like the
@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from trainctl_sandbox.ec2 import vpc_reach
+from trainctl_sandbox.sagemaker import training_plans
 from trainctl_sandbox.sagemaker.container import DEFAULT_CHECKPOINT_PATH, Container, Host
+from trainctl_sandbox.sagemaker.provision import Provisioning
 from trainctl_sandbox.sagemaker.output import algorithm_error, pump
 from trainctl_sandbox.sagemaker.state import Aborted, JobState, Settings
 from trainctl_sandbox.sagemaker.channels import fsx_files, input_channels, log_notes, sync_tensorboard
@@ -32,7 +34,7 @@ from trainctl_sandbox.server.marked_processes import free_port, kill_marked, mar
 from trainctl_sandbox.server.moto_s3 import MotoS3, parse_s3_uri, s3_error
 
 
-class JobRunner(threading.Thread):
+class JobRunner(Provisioning, threading.Thread):
     """Drives one job from Starting to a terminal status. Control methods are thread-safe."""
 
     def __init__(self, *, name: str, arn: str, account_id: str, region: str, request: dict[str, Any],
@@ -57,6 +59,9 @@ class JobRunner(threading.Thread):
         resource = request.get("ResourceConfig") or {}
         self.instance_type = resource.get("InstanceType", "")
         self.instance_count = int(resource.get("InstanceCount", 1))
+        self.plan = training_plans.of_job(request, account_id, region)  # its capacity is the plan's (provision.py)
+        if self.plan is not None:
+            training_plans.hold(self.plan, self, self.instance_count)
         stopping = request.get("StoppingCondition") or {}
         self.max_runtime = stopping.get("MaxRuntimeInSeconds")
         self.max_wait = stopping.get("MaxWaitTimeInSeconds") if state.spot else None
@@ -176,46 +181,6 @@ class JobRunner(threading.Thread):
             if outcome != "interrupted":
                 return self._end(outcome)
 
-    def _provision(self, restart: bool) -> str | None:
-        if restart:
-            self.state.transition("Restarting", "Restarting the training job after a Spot interruption")
-            # at least 1 s however small the time scale: the unbilled wait must show in the whole
-            # seconds AWS reports (Billable < Training after an interruption)
-            ended = self._sleep(max(1.0, self.settings.real("restart_wait_s")))
-        else:
-            ended = self._sleep(self.settings.real("starting_s"))
-        if ended:
-            return ended
-        retry_until = time.time() + self.settings.real("capacity_retry_s")
-        while not self._take_capacity():
-            if not self.state.spot and time.time() >= retry_until:
-                self._failure = (
-                    "CapacityError: Unable to provision requested ML compute capacity "
-                    f"(InsufficientInstanceCapacity: {self.instance_type}"
-                    f"{' in ' + ', '.join(a for a in self.azs if a) if any(self.azs) else ''}). "
-                    "Please retry using a different ML instance type.")
-                return "failed"
-            status = "Restarting" if restart else "Starting"
-            self.state.transition(status, "Insufficient capacity error from EC2 while launching instances, retrying!")
-            ended = self._sleep(0.2)
-            if ended:
-                return ended
-        if not restart:
-            self.state.transition("Starting", "Preparing the instances for training")
-        return None
-
-    def _take_capacity(self) -> bool:
-        """All InstanceCount instances in one of the job's subnets' AZs (SageMaker needs the whole
-        cluster); a limited pool (FaultSwitches.capacity_limit) is drawn down by what launches."""
-        faults = self.ctx.faults
-        for az in self.azs:
-            if faults.no_capacity(self.instance_type, az):
-                continue
-            take = getattr(faults, "take_capacity", None)
-            if take is None or take(self.instance_type, az, self.instance_count, self.instance_count):
-                return True
-        return False
-
     def _download(self) -> str | None:
         self.state.transition("Downloading", "Downloading input data")
         refused, program, submit = script_mode_refusal(self.request)
@@ -266,6 +231,7 @@ class JobRunner(threading.Thread):
         for host in hosts:
             self._check_abort()
             cmd, env = self.container.command(host, hosts, port)
+            env.update(training_plans.environment(self.plan) if self.plan else {})
             host.stream = f"{self.job_name}/{host.name}-{epoch}"
             self.logs.create_stream(host.stream)
             log_notes(self.logs, host.stream, self.request)
@@ -326,6 +292,8 @@ class JobRunner(threading.Thread):
                 return "interrupted"
         if self.max_runtime is not None and self.state.running_seconds() >= self.max_runtime:
             return "max_runtime"
+        if self._plan_ended():
+            return "plan_ended"
         if self._max_wait_exceeded():
             return "max_wait"
         return None
@@ -374,8 +342,9 @@ class JobRunner(threading.Thread):
     def _end(self, outcome: str) -> None:
         self._check_abort()
         st = self.state
-        if outcome == "failed":
-            st.finish("Failed", "Failed", "Training job failed", self._failure)
+        if outcome in ("failed", "plan_ended"):
+            st.finish("Failed", "Failed", "Training job failed",
+                      self._failure if outcome == "failed" else self.plan_end_reason())
             return
         if outcome == "completed" and not self._stop_requested:
             st.transition("Uploading", "Uploading generated training model")

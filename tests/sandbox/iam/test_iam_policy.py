@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.capacity_blocks import block_wins
+from tests.support.capacity_blocks import block_wins, sagemaker_spec
 from tests.support.helpers import CONFIGS, run_cli
 from trainctl import iam
 from trainctl_sandbox.testing import add_nat, admit_data_buckets
@@ -92,6 +92,12 @@ def test_policy_matches_the_calls_of_every_command(sandbox, tmp_path, recorder, 
     cli("logs", job)
     cli("stop", job)
     cli("down", job)
+    # a SageMaker training plan bought (its held plans read first); it starts in three days, so the job waits for it
+    sandbox.admin.action("set_capacity_blocks", start_in_hours=[72])
+    plan_spec = sagemaker_spec(tmp_path)
+    offer = next(o for o in json.loads(cli("-o", "json", "plan", plan_spec))["options"]
+                 if o["market"] == "capacity-block")
+    cli("launch", plan_spec, "--option", str(offer["rank"]), "--yes", "--buy-capacity-block")
     sagemaker_calls = made_since(sandbox, sm_before)
 
     ec2_before = recorded(sandbox)

@@ -30,6 +30,13 @@ class Ec2Backend(RecoversLostNodes, NodesPublishBudget, BuysCapacityBlocks, Back
     # An instant fleet gives all N instances or submit raises CapacityError: nothing to wait for afterwards.
     capabilities = Capabilities(capacity_at_submit=True, recover=True)
     options_type = Ec2Options
+    purchase_operation = "ec2:PurchaseCapacityBlock"
+
+    @classmethod
+    def reservations(cls):
+        from trainctl.aws import capacity_blocks
+
+        return capacity_blocks
 
     def prepare(self, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
         request = prepare(self.client_for, option, spec, settings)

@@ -7,15 +7,16 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from trainctl.backends.base import Backend, Capabilities, JobView, LaunchRequest, LaunchSettings, LogLine, RunningJob
-from trainctl.backends.features import ArchivesModel, ChoosesDistribution, OneTypePerJob
+from trainctl.backends.features import ArchivesModel, BuysCapacityBlocks, ChoosesDistribution, OneTypePerJob
 from trainctl.backends.options import SageMakerOptions
 from trainctl.backends.sagemaker import cleanup as _cleanup
 from trainctl.backends.sagemaker import listing, preflight, status, stopping
 from trainctl.backends.sagemaker.prepare import prepare
 
 
-class SageMakerBackend(OneTypePerJob, ChoosesDistribution, ArchivesModel, Backend):
-    """CreateTrainingJob takes one instance type (ResourceConfig.InstanceType): OneTypePerJob."""
+class SageMakerBackend(OneTypePerJob, ChoosesDistribution, ArchivesModel, BuysCapacityBlocks, Backend):
+    """CreateTrainingJob takes one instance type (ResourceConfig.InstanceType): OneTypePerJob. Training plans are
+    bought with CreateTrainingPlan and used through ResourceConfig.TrainingPlanArn: BuysCapacityBlocks."""
 
     platform = "sagemaker"
     title = "SageMaker"
@@ -25,6 +26,17 @@ class SageMakerBackend(OneTypePerJob, ChoosesDistribution, ArchivesModel, Backen
     # Managed Spot restarts interrupted jobs by itself: nothing for trainctl to recover.
     capabilities = Capabilities(capacity_at_submit=False, recover=False)
     options_type = SageMakerOptions
+    reserved_kind = "SageMaker training plan"
+    purchase_operation = "sagemaker:CreateTrainingPlan"
+    # a job on a Scheduled plan stays Pending until the plan is Active, and ends with InsufficientCapacityError after
+    # two days Pending (Developer Guide, "Training plans utilization for SageMaker training jobs"): an hour's margin
+    queues_before_start_hours = 47.0
+
+    @classmethod
+    def reservations(cls):
+        from trainctl.aws import training_plans
+
+        return training_plans
 
     def prepare(self, option, spec: Any, settings: LaunchSettings) -> LaunchRequest:
         return prepare(self.client_for, option, spec, settings)

@@ -77,4 +77,7 @@ def cleanup(client_for, job_id: str, region: str) -> list[str]:
                                     f"hosts: run `trainctl down {job_id}` again once the job has ended") from None
             if aws.error_code(e) != "InvalidGroup.NotFound":
                 raise
-    return removed + job_role.delete_role(client_for("iam", region), job_id)
+    plan = (found.get("ResourceConfig") or {}).get("TrainingPlanArn") if ours else None
+    kept = [f"training plan {plan.rsplit('/', 1)[-1]} kept: a SageMaker training plan cannot be cancelled (its fee was "
+            "paid when bought); it stays the account's until its end"] if plan else []
+    return removed + job_role.delete_role(client_for("iam", region), job_id) + kept

@@ -177,11 +177,38 @@ def _managed_spot(params: dict, spec, bucket: str, job_id: str, notes: list[str]
     stopping, wait = params["StoppingCondition"], int(spec.constraints.max_spot_wait_hours * 3600)
     stopping["MaxWaitTimeInSeconds"] = min(MAX_SECONDS, stopping["MaxRuntimeInSeconds"] + wait)
     params["EnableManagedSpotTraining"] = True
-    params["CheckpointConfig"] = {"S3Uri": layout.sagemaker_checkpoints(bucket, job_id), "LocalPath": CHECKPOINT_LOCAL}
     notes.append(f"managed Spot: MaxWait {stopping['MaxWaitTimeInSeconds']} s (runtime "
                  f"{stopping['MaxRuntimeInSeconds']} s + max_spot_wait_hours "
                  f"{spec.constraints.max_spot_wait_hours:g}); checkpoints synced to "
                  f"{params['CheckpointConfig']['S3Uri']}")
+
+
+def checkpoint_config(bucket: str, job_id: str) -> dict:
+    """Every job's checkpoints in S3, Spot or not: SageMaker restores them into a restart (Spot) and into a job that
+    `launch --resume-from` started from another's (usecases/launch/resume.py copies them in first)."""
+    return {"S3Uri": layout.sagemaker_checkpoints(bucket, job_id), "LocalPath": CHECKPOINT_LOCAL}
+
+
+def _market(params: dict, option, spec, bucket: str, job_id: str, notes: list[str]) -> None:
+    if option.market == "spot":
+        _managed_spot(params, spec, bucket, job_id, notes)
+    if option.capacity_block is not None:
+        _on_training_plan(params, option, bucket, job_id, notes)
+
+
+def _on_training_plan(params: dict, option, bucket: str, job_id: str, notes: list[str]) -> None:
+    """The job on its training plan (ResourceConfig.TrainingPlanArn; its InstanceType must be the plan's, Developer
+    Guide "Create a training job using the API"). Its checkpoints are in S3 (CheckpointConfig): SageMaker terminates
+    a plan's instances from 30 minutes before its end, and `launch --resume-from` starts the next job from them. A job
+    queued before the plan's start waits Pending, and the StoppingCondition counts that wait ("Training plans
+    utilization for SageMaker training jobs"), so MaxRuntimeInSeconds grows by the wait."""
+    plan = option.capacity_block
+    params["ResourceConfig"]["TrainingPlanArn"] = plan.reservation_id or "${training_plan_arn}"
+    stopping = params["StoppingCondition"]
+    stopping["MaxRuntimeInSeconds"] = min(MAX_SECONDS, stopping["MaxRuntimeInSeconds"] + int(plan.wait_hours * 3600))
+    notes.append(f"on SageMaker training plan {plan.reservation_id or '(bought first)'} from {plan.start} to "
+                 f"{plan.end}: the job waits Pending until it is Active; SageMaker terminates its instances from 30 "
+                 f"minutes before the end, so checkpoints go to {params['CheckpointConfig']['S3Uri']}")
 
 
 def _job_role(client_for, job_id: str, region: str, account: str, bucket: str, source_uri: str, image: str, spec,
@@ -299,12 +326,12 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
         "Environment": environment(job_id, spec.secrets),
         "RetryStrategy": {"MaximumRetryAttempts": 2},
         "Tags": tags(job_id, **{"trainctl:spec": spec.name}),
+        "CheckpointConfig": checkpoint_config(bucket, job_id),
         **job_data.data_params(spec, bucket, job_id, notes),
     }
     if vpc_config:
         params["VpcConfig"] = vpc_config
-    if option.market == "spot":
-        _managed_spot(params, spec, bucket, job_id, notes)
+    _market(params, option, spec, bucket, job_id, notes)
     calls.append(AwsCall("sagemaker", "CreateTrainingJob", params, region,
                          outputs={"training_job_arn": "TrainingJobArn"},
                          why=f"{option.count} x ml.{option.instance_type} {option.market}",

@@ -4,7 +4,7 @@ job). A record whose submit may have reached AWS ("Submitting", "Unknown") takes
 from __future__ import annotations
 
 from trainctl.state.job_store import JobRow, JobStore
-from trainctl.usecases.jobs.block_wait import WAITING, waiting_words
+from trainctl.usecases.jobs.block_wait import WAITING, still_waiting, waiting_words
 
 
 def list_jobs(store: JobStore, limit: int, live: bool = True, notes: list[str] | None = None) -> list[dict]:
@@ -104,6 +104,8 @@ def _live_status(job: JobRow, account: str | None) -> dict:
         from trainctl.aws.clients import error_summary
 
         return {"status": f"unknown ({error_summary(e)})"}
+    if still_waiting(job.option, v.secondary_status):  # queued by the platform on a reservation not started yet
+        return {"status": waiting_words(job.option), "secondary_status": v.secondary_status, "from_aws": True}
     return {"status": v.status, "secondary_status": v.secondary_status, "from_aws": True,
             "cost_usd": _cost_so_far(v, job), "interruptions": v.interruptions,
             "replacements": len((v.raw or {}).get("replacements") or [])}

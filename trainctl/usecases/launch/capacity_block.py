@@ -12,12 +12,16 @@ or active, holds the nodes and lasts the job's hours is used instead of buying a
 A block that has not started: EC2 refuses launches into it before its start. The launch records the job as
 WaitingForBlock (`ls` and `watch` say "waiting for the block, starts ...") and returns; the same
 `trainctl launch SPEC` once the block has started (the plan offers the held block first, at no new cost, so no
-flag is needed) buys nothing and launches the waiting job into it under the same job id. SageMaker training plans
-are offered in the plan only: a launch on one stops, nothing bought.
+flag is needed) buys nothing and launches the waiting job into it under the same job id.
+
+SageMaker training plans go the same way (CreateTrainingPlan, then CreateTrainingJob with the plan's ARN): what
+differs is the backend's (backends/features.BuysCapacityBlocks: the module that reads and buys, what the capacity is
+called, and how long before the start the platform queues a job: SageMaker keeps a job on a Scheduled plan Pending,
+so it is submitted at once when the plan starts within that time).
 """
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Callable
 
 from trainctl.errors import TrainctlError, UsageError
@@ -28,11 +32,22 @@ MARKET = "capacity-block"
 RECLAIM_BEFORE_END_H = 0.5       # EC2 terminates a block's instances from 30 minutes before its end
 
 
+def _buys(option: Option):
+    from trainctl.backends import backend_class
+
+    return backend_class(option.platform)
+
+
+def kind(option: Option) -> str:
+    return _buys(option).reserved_kind
+
+
 def block_words(option: Option) -> str:
     b = option.capacity_block
     if b is None:
-        return f"option {option.rank} is a capacity block"
-    return (f"option {option.rank} is EC2 Capacity Block {b.offering_id}: {option.count} x {option.instance_type} in "
+        return f"option {option.rank} is a {kind(option)}"
+    title = "EC2 Capacity Block" if kind(option) == "capacity block" else kind(option)
+    return (f"option {option.rank} is {title} {b.offering_id}: {option.count} x {option.instance_type} in "
             f"{b.availability_zone}, ${b.upfront_fee_usd:,.2f} paid up front whether used or not, from {b.start} to "
             f"{b.end} ({b.duration_hours:g} h, {b.unused_hours:.1f} h of it unused by this job)")
 
@@ -92,38 +107,41 @@ def secure(option: Option, spec_name: str, job_id: str, *, dry_run: bool, yes: b
     """(the option on its reservation, the purchase request --dry-run shows or None). Uses a block the account
     holds for the spec when one serves; otherwise buys the offer (not under --dry-run), once `check(option)` (the
     launch prepared, reads only) has passed: what cannot be launched is never bought."""
-    from trainctl.aws import capacity_blocks as aws_blocks
-
+    platform = _buys(option)
+    aws_blocks, what = platform.reservations(), platform.reserved_kind
     b, now = option.capacity_block, datetime.now(timezone.utc)
     if b is None or b.reservation_id:
         if b is not None:
-            say(f"capacity block {b.reservation_id} is the account's already ({b.start} to {b.end}): buying nothing")
+            say(f"{what} {b.reservation_id} is the account's already ({b.start} to {b.end}): buying nothing")
         return option, None
     held = [r for r in aws_blocks.held_blocks(option.region, option.instance_type, spec_name) if fits(r, option, now)]
     if held:
         r = held[0]
-        say(f"capacity block {r['CapacityReservationId']} ({r['State']}, {_utc(r['StartDate']).isoformat()} to "
+        say(f"{what} {r['CapacityReservationId']} ({r['State']}, {_utc(r['StartDate']).isoformat()} to "
             f"{_utc(r['EndDate']).isoformat()}) was bought for {spec_name} by an earlier launch: using it, buying nothing")
         return with_reservation(option, r, now, fee=0.0), None
     params = aws_blocks.purchase_params(b.offering_id, job_id, spec_name)
     if dry_run:
-        return option, {"operation": "ec2:PurchaseCapacityBlock", "region": option.region, "params": params,
+        return option, {"operation": platform.purchase_operation, "region": option.region, "params": params,
                         "upfront_fee_usd": b.upfront_fee_usd, "start": b.start, "end": b.end,
                         "note": "bought before the launch's calls; it cannot be undone or cancelled"}
     check(option)
-    say(f"buying: {block_words(option)}; the purchase cannot be undone and the block cannot be cancelled")
-    if not yes and not confirm(f"Buy capacity block {b.offering_id} for ${b.upfront_fee_usd:,.2f}?"):
+    say(f"buying: {block_words(option)}; the purchase cannot be undone and the {what} cannot be cancelled")
+    if not yes and not confirm(f"Buy {what} {b.offering_id} for ${b.upfront_fee_usd:,.2f}?"):
         raise TrainctlError("not bought, not launched", exit_code=1)
     bought = aws_blocks.purchase(option.region, params)
-    say(f"bought capacity block {b.offering_id}: reservation {bought['CapacityReservationId']} in "
+    say(f"bought {what} {b.offering_id}: reservation {bought['CapacityReservationId']} in "
         f"{bought['AvailabilityZone']}, ${b.upfront_fee_usd:,.2f} charged, {_utc(bought['StartDate']).isoformat()} to "
         f"{_utc(bought['EndDate']).isoformat()}")
     return with_reservation(option, bought, now), None
 
 
 def started(option: Option, now: datetime | None = None) -> bool:
+    """The job can be submitted now: its reservation has started, or starts within the time its platform queues a
+    job for it (SageMaker: a job on a Scheduled training plan waits Pending)."""
     b = option.capacity_block
-    return b is None or _utc(b.start) <= (now or datetime.now(timezone.utc))
+    ahead = timedelta(hours=_buys(option).queues_before_start_hours) if b is not None else timedelta(0)
+    return b is None or _utc(b.start) <= (now or datetime.now(timezone.utc)) + ahead
 
 
 def waiting_job(store, spec_name: str, reservation_id: str) -> str | None:
@@ -141,16 +159,14 @@ def on_block(run, option: Option, options: list[Option], confirm: Callable[[str]
     the one launched). Returns the option on its reservation, or the LaunchResult of a job left waiting for it."""
     from trainctl.usecases.launch.results import new_job_id
 
-    from trainctl.backends import backend_class
     from trainctl.backends.features import BuysCapacityBlocks
 
     args = run.args
-    platform = backend_class(option.platform)
-    if not issubclass(platform, BuysCapacityBlocks):  # a SageMaker training plan: offered, not bought by trainctl
+    platform = _buys(option)
+    if not issubclass(platform, BuysCapacityBlocks):  # offered in the plan, but this backend cannot buy it
         raise TrainctlError(f"not launched, nothing bought: option {option.rank} is reserved {platform.title} "
                             f"capacity ({option.capacity_block.offering_id if option.capacity_block else '?'}); "
-                            "trainctl offers it in the plan but does not buy it yet: buy it in the AWS console or "
-                            "CLI (a SageMaker training plan: `aws sagemaker create-training-plan`), or launch "
+                            "trainctl cannot buy it on this platform: buy it with AWS's console or CLI, or launch "
                             "another option with --option N", exit_code=2)
     if to_buy(option) and not args.buy_capacity_block and not args.dry_run:
         raise refuse(option, options)
