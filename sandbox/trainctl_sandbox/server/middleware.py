@@ -19,7 +19,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote
 
-from trainctl_sandbox.server import s3_checks, strict_requests
+from trainctl_sandbox.server import s3_checks, s3_iam, strict_requests
 from trainctl_sandbox.server.call_log import ACTION as CALL_LOG_ACTION
 from trainctl_sandbox.server.call_log import CallLog
 from trainctl_sandbox.server.context import IMDS_PREFIX, AdminError, SandboxContext
@@ -104,8 +104,10 @@ class SandboxApp:
             refusal = _model_refusal(call, environ)
             if refusal is not None:  # what AWS refuses on the server, whatever moto would accept
                 return _respond(start_response, *error_response(call, *refusal, 400))
-            s3_refusal = s3_checks.refusal(call, environ, request_body(environ)) if call.service == "s3" else None
-            if s3_refusal is not None:  # another account's bucket, or a body that is not what its checksum says
+            s3_refusal = (s3_checks.refusal(call, environ, request_body(environ))
+                          or s3_iam.refusal(call, environ, self.ctx.account_id)) if call.service == "s3" else None
+            if s3_refusal is not None:  # another account's bucket, a body that is not what its checksum says, or
+                # an assumed role whose policies do not allow the request (s3_iam.py)
                 return _respond(start_response, *error_response(call, *s3_refusal))
             handler = self.json_operations.get((call.service, call.operation))
             if handler is not None and call.protocol == "json":
