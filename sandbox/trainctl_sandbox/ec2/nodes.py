@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from trainctl_sandbox.server import private_mounts
-from trainctl_sandbox.ec2 import imds, lustre, machines, node_disks, node_paths
+from trainctl_sandbox.ec2 import imds, lustre, machines, mountpoint, node_disks, node_paths
 from trainctl_sandbox.ec2.node_paths import AGENT_ROOT, OPT_ML
 from trainctl_sandbox.server.context import SandboxContext
 from trainctl_sandbox.server.marked_processes import MARKER_ENV, port_block, terminate
@@ -99,6 +99,7 @@ class Nodes:
     max_nodes: int = 0
     cuda: str = "host"   # the GPUs CUDA shows a node's processes (machines.py CUDA_MODES)
     disk_gib_bytes: int = node_disks.GIB   # bytes a GiB of a node's volume holds (node_disks.py: the scale)
+    mount_s3: bool = False   # whether the nodes' image has Mountpoint for Amazon S3 (mountpoint.py)
     nodes: dict[str, Node] = field(default_factory=dict)
     refused: list[tuple[Any, str]] = field(default_factory=list)   # (instance, StateReason message)
     ports: dict[str, int] = field(default_factory=dict)
@@ -242,6 +243,8 @@ def _boot(ctx: SandboxContext, node: Node, script: str, port: int, region: str) 
     shutdown.chmod(0o755)
     (node.root / "bin" / "poweroff").symlink_to(shutdown)
     lustre.helpers(ctx, node.root / "bin", node.instance.id)  # the AMI's Lustre client: mount -t lustre
+    if _nodes(ctx).mount_s3:
+        mountpoint.install(node.root / "bin", node.instance.id)
     # its GPUs/Neuron devices, as its image sees them, and the ones CUDA shows its processes
     devices = machines.install(node.root, node.instance, region, _nodes(ctx).cuda)
     user_data = node.root / "user-data"
@@ -293,7 +296,7 @@ def info(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
     state = _nodes(ctx)
     with state.lock:
         return {"run_user_data": state.run_user_data, "max_nodes": state.max_nodes, "cuda": state.cuda,
-                "disk_gib_bytes": state.disk_gib_bytes,
+                "disk_gib_bytes": state.disk_gib_bytes, "mount_s3": state.mount_s3,
                 "nodes": {i: {"job": n.job, "root": str(n.root), "console": str(console_path(n)),
                               "private_opt_ml": n.private,
                               "running": n.proc is not None and n.proc.poll() is None}
@@ -302,9 +305,10 @@ def info(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
 
 def configure_instances(ctx: SandboxContext, payload: dict[str, Any]) -> dict[str, Any]:
     """run_user_data (bool), max_nodes (int >= 1), cuda (machines.CUDA_MODES), disk_gib_bytes (int >= 1024, or 0: the
-    disk scale of node_disks.py, 0 for none, for instances launched afterwards); answers the settings now in force."""
+    disk scale of node_disks.py, 0 for none, for instances launched afterwards), mount_s3 (bool: the nodes have
+    mount-s3, mountpoint.py); answers the settings now in force."""
     state = _nodes(ctx)
-    known = ("run_user_data", "max_nodes", "cuda", "disk_gib_bytes")
+    known = ("run_user_data", "max_nodes", "cuda", "disk_gib_bytes", "mount_s3")
     unknown = set(payload) - set(known)
     if unknown:
         raise ValueError(f"unknown setting(s) {', '.join(sorted(unknown))}; known: {', '.join(known)}")
@@ -319,6 +323,8 @@ def configure_instances(ctx: SandboxContext, payload: dict[str, Any]) -> dict[st
             state.run_user_data = bool(payload["run_user_data"])
         if "disk_gib_bytes" in payload:
             state.disk_gib_bytes = int(payload["disk_gib_bytes"])
+        if "mount_s3" in payload:
+            state.mount_s3 = bool(payload["mount_s3"])
         if "max_nodes" in payload:
             if int(payload["max_nodes"]) < 1:
                 raise ValueError("max_nodes must be >= 1")

@@ -47,10 +47,20 @@ def set_latency(ctx: SandboxContext, payload: dict) -> dict:
     return {"faults": ctx.faults.snapshot()}
 
 
+def delete_before_write(ctx: SandboxContext, payload: dict) -> dict:
+    """{"bucket", "key"}: another writer deletes the object right before the next If-Match PutObject of it lands
+    (`trainctl rm` on another machine between a read and its write); S3 then answers that write 404 NoSuchKey
+    (Amazon S3 User Guide, conditional writes)."""
+    _require(payload, "bucket", "key")
+    with ctx.faults.lock:
+        ctx.faults.deleted_before_write.add((str(payload["bucket"]), str(payload["key"])))
+    return {"faults": ctx.faults.snapshot()}
+
+
 def clear_faults(ctx: SandboxContext, payload: dict) -> dict:
     ctx.faults.clear()
     return {"faults": ctx.faults.snapshot()}
 
 
 ADMIN_ACTIONS = {"set_capacity": set_capacity, "throttle": throttle, "set_latency": set_latency,
-                 "clear_faults": clear_faults}
+                 "clear_faults": clear_faults, "delete_before_write": delete_before_write}

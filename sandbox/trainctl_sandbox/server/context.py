@@ -41,6 +41,8 @@ class FaultSwitches:
     throttle: dict[str, int] = field(default_factory=dict)
     latency_ms: dict[str, float] = field(default_factory=dict)
     capacity_limit: dict[tuple[str, str | None], int] = field(default_factory=dict)
+    # (bucket, key) whose next If-Match PutObject finds the object deleted by another writer first
+    deleted_before_write: set[tuple[str, str]] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _pool_keys(self, instance_type: str, availability_zone: str | None) -> list[tuple[str, str | None]]:
@@ -110,13 +112,23 @@ class FaultSwitches:
             self.throttle.clear()
             self.latency_ms.clear()
             self.capacity_limit.clear()
+            self.deleted_before_write.clear()
+
+    def take_deleted_before_write(self, bucket: str, key: str) -> bool:
+        """True (once) when this conditional write of bucket/key must find the object deleted meanwhile."""
+        with self.lock:
+            if (bucket, key) not in self.deleted_before_write:
+                return False
+            self.deleted_before_write.discard((bucket, key))
+            return True
 
     def snapshot(self) -> dict:
         """The switches as JSON-able data (for the admin `info` action)."""
         with self.lock:
             return {"capacity": sorted(([t, az] for t, az in self.capacity), key=str),
                     "capacity_limit": [[t, az, n] for (t, az), n in sorted(self.capacity_limit.items(), key=str)],
-                    "throttle": dict(self.throttle), "latency_ms": dict(self.latency_ms)}
+                    "throttle": dict(self.throttle), "latency_ms": dict(self.latency_ms),
+                    "deleted_before_write": sorted(list(k) for k in self.deleted_before_write)}
 
 
 @dataclass

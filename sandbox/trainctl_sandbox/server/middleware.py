@@ -17,8 +17,9 @@ import traceback
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import unquote
 
-from trainctl_sandbox.server import s3_checks, strict_requests
+from trainctl_sandbox.server import s3_checks, s3_iam, strict_requests
 from trainctl_sandbox.server.call_log import ACTION as CALL_LOG_ACTION
 from trainctl_sandbox.server.call_log import CallLog
 from trainctl_sandbox.server.context import IMDS_PREFIX, AdminError, SandboxContext
@@ -103,8 +104,10 @@ class SandboxApp:
             refusal = _model_refusal(call, environ)
             if refusal is not None:  # what AWS refuses on the server, whatever moto would accept
                 return _respond(start_response, *error_response(call, *refusal, 400))
-            s3_refusal = s3_checks.refusal(call, environ, request_body(environ)) if call.service == "s3" else None
-            if s3_refusal is not None:  # another account's bucket, or a body that is not what its checksum says
+            s3_refusal = (s3_checks.refusal(call, environ, request_body(environ))
+                          or s3_iam.refusal(call, environ, self.ctx.account_id)) if call.service == "s3" else None
+            if s3_refusal is not None:  # another account's bucket, a body that is not what its checksum says, or
+                # an assumed role whose policies do not allow the request (s3_iam.py)
                 return _respond(start_response, *error_response(call, *s3_refusal))
             handler = self.json_operations.get((call.service, call.operation))
             if handler is not None and call.protocol == "json":
@@ -119,8 +122,20 @@ class SandboxApp:
             return _respond(start_response, *error_response(call, "InternalFailure", f"sandbox error: {e}", 500))
         if call.service == "s3" and ("HTTP_IF_NONE_MATCH" in environ or "HTTP_IF_MATCH" in environ):
             with self.conditional_writes:
+                self._deleted_first(environ)
                 return list(self.moto_app(environ, start_response))
         return self.moto_app(environ, start_response)
+
+    def _deleted_first(self, environ: dict) -> None:
+        """The `delete_before_write` switch: another writer's DeleteObject lands just before this If-Match write."""
+        bucket = s3_checks.bucket_name(environ)
+        path = unquote(environ.get("PATH_INFO", "/")).lstrip("/")
+        key = path.split("/", 1)[1] if path.startswith(f"{bucket}/") else path
+        if "HTTP_IF_MATCH" in environ and bucket and self.ctx.faults.take_deleted_before_write(bucket, key):
+            from moto.s3.models import s3_backends
+
+            partition, account = s3_backends.bucket_accounts[bucket]
+            s3_backends[account][partition].delete_object(bucket, key)
 
     def _delay(self, call: AwsCall) -> None:
         """Hold the call for the operation's latency, as set now: lowering it (to 0) releases a call already held,
