@@ -44,5 +44,5 @@ def test_the_viewer_lists_and_watches_jobs_but_cannot_fetch_their_checkpoints(sa
     fetched = run_cli(["fetch", job, str(tmp_path / "got"), "--what", "checkpoints"], home, env=viewer)
     assert fetched.returncode != 0 and len(fetched.stderr.strip().splitlines()) == 1, fetched.stderr
     assert "AccessDenied" in fetched.stderr, fetched.stderr
-    # the checkpoint was not read (fetch leaves an empty file where the refused download was: not checked here)
-    assert not any(f.read_bytes() for f in (tmp_path / "got").rglob("*") if f.is_file())
+    # the checkpoint was not read, and the refused fetch leaves nothing behind: no empty file, no empty folder
+    assert not (tmp_path / "got").exists(), sorted((tmp_path / "got").rglob("*"))

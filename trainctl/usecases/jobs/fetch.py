@@ -94,7 +94,11 @@ def _download(s3, uri: str, dest: str, owner: dict, cap: int) -> files.Written:
     for key, size, etag, parts in take:
         try:
             with files.create(dest, parts) as out:
-                _get(s3, bucket, key, etag, out, owner, size)
+                try:
+                    _get(s3, bucket, key, etag, out, owner, size)
+                except BaseException:
+                    files.discard(dest, parts)  # refused, changed or cut short: no empty or partial file stays
+                    raise
                 out.flush()
                 written.size += os.fstat(out.fileno()).st_size
             written.files += 1

@@ -132,6 +132,19 @@ def create(root: str, parts: tuple[str, ...]):
         yield f
 
 
+def discard(root: str, parts: tuple[str, ...]) -> None:
+    """Removes the file `create` made at root/parts for an object that was not written (refused, changed, cut
+    short), and the folders it made that are left empty: a failed object leaves no empty or partial file."""
+    path = os.path.join(root, *parts)
+    if os.path.isfile(path) and not os.path.islink(path):
+        os.unlink(path)
+    for depth in range(len(parts) - 1, 0, -1):
+        try:
+            os.rmdir(os.path.join(root, *parts[:depth]))
+        except OSError:  # not empty (another object's file is there): kept
+            break
+
+
 def make_dir(root: str, parts: tuple[str, ...]) -> None:
     fds = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)]
     try:
