@@ -150,7 +150,6 @@ def run(args: argparse.Namespace, ops: DeviceOps, stop: StopSignal) -> int:
             warn("no --checkpoint-dir: this run cannot be resumed after an interruption")
     args.num_classes = _num_classes(args, ctx)
     plan = _chunk_plan(args, ctx)
-
     # Same initial weights on every rank and in every run: seeded before the model is built.
     seed_host_rngs(mix_seed(args.seed, "init"))
     model = create_model(args.model, args.num_classes)
