@@ -21,7 +21,8 @@ StateTransitionReason; CloudWatch Logs: the time of every `trainctl step=` line 
 --mode only changes what the job is launched with and which trainctl process runs beside it (MODES):
   watch       today's recovery: `trainctl watch JOB --recover` runs for the whole job;
   unattended  nothing of trainctl runs after `launch` (recovery by AWS / the nodes themselves);
-  elastic     the same, with `elastic: {min_nodes: 2}` in the spec.
+  elastic     the same, with `elastic: {min_nodes: 2}` in the spec;
+  uninterrupted  no reclaim: the reference run by itself (use with --baselines 0).
 The script itself only reads AWS (DescribeInstances, logs, the job's S3 status marks) and flips the sandbox's
 fault switches: no trainctl process of its own follows the job.
 
@@ -63,6 +64,7 @@ MODES = {
     "watch": ("", ["watch", "{job}", "--recover", "--interval", "1"]),
     "unattended": ("", None),
     "elastic": ("elastic: {min_nodes: 2}\n", None),
+    "uninterrupted": ("", None),   # no reclaim at all: the reference run alone (its digest, its own goodput)
 }
 STEP = re.compile(r"trainctl step=(\d+) ")
 LOSS = re.compile(r"trainctl step=(\d+) loss=(\S+) ")
@@ -254,7 +256,8 @@ def run(a, b: Bench) -> dict:
         cmd = [sys.executable, "-m", "trainctl.cli", *[c.format(job=job) for c in beside]]
         watcher = subprocess.Popen(cmd, cwd=ROOT, env=b.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        replay(b, job, a.steps, say)
+        if a.mode != "uninterrupted":
+            replay(b, job, a.steps, say)
         status = follow(b, job, a.timeout)
     finally:
         if watcher is not None and watcher.poll() is None:
