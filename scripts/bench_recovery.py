@@ -21,7 +21,8 @@ StateTransitionReason; CloudWatch Logs: the time of every `trainctl step=` line 
 --mode only changes what the job is launched with and which trainctl process runs beside it (MODES):
   watch       today's recovery: `trainctl watch JOB --recover` runs for the whole job;
   unattended  nothing of trainctl runs after `launch` (recovery by AWS / the nodes themselves);
-  elastic     the same, with `elastic: {min_nodes: 2}` in the spec.
+  elastic     the same, with `elastic: {min_nodes: 2}` in the spec;
+  uninterrupted  no reclaim: the reference run by itself (use with --baselines 0).
 The script itself only reads AWS (DescribeInstances, logs, the job's S3 status marks) and flips the sandbox's
 fault switches: no trainctl process of its own follows the job.
 
@@ -63,6 +64,7 @@ MODES = {
     "watch": ("", ["watch", "{job}", "--recover", "--interval", "1"]),
     "unattended": ("", None),
     "elastic": ("elastic: {min_nodes: 2}\n", None),
+    "uninterrupted": ("", None),   # no reclaim at all: the reference run alone (its digest, its own goodput)
 }
 STEP = re.compile(r"trainctl step=(\d+) ")
 LOSS = re.compile(r"trainctl step=(\d+) loss=(\S+) ")
@@ -226,12 +228,20 @@ def measure(b: Bench, job: str, dump: Path | None = None) -> dict:
             "instances": [{"id": i["InstanceId"], "launched": i["LaunchTime"].timestamp(), "ended": ended_at(i, now),
                            "reason": (i.get("StateReason") or {}).get("Code")} for i in found],
             "events": events}, indent=1))
+    steps = [t for t, _, text in events if STEP.search(text)]
+    first, last = (steps[0], steps[-1]) if steps else (now, now)
+    # where the billed seconds that made no progress went: before the first step, after the last one, the reclaim
+    # windows (idle); the rest is work trained again after a resume and the gaps around restarts while training
+    startup = sum(max(0.0, min(e, first) - s) for s, e in spans)
+    tail = sum(max(0.0, e - max(s, last)) for s, e in spans)
     finals = {m.group(1) for _, _, text in events if (m := FINAL.search(text))}
     losses = {int(m.group(1)): m.group(2) for _, _, text in events if (m := LOSS.search(text))}  # the last run of each
     return {"instances": len(found), "reclaims": len(reclaims), "billed_node_s": round(billed, 1),
             "productive_node_s": round(productive_seconds(events), 1),
             "goodput": round(productive_seconds(events) / billed, 4) if billed else None,
             "reclaim_to_training_s": back, "idle_billed_node_s": round(idle, 1),
+            "startup_node_s": round(startup, 1), "after_last_step_node_s": round(tail, 1),
+            "training_wall_s": round(last - first, 1),
             "final_state_sha256": sorted(finals), "losses": losses}
 
 
@@ -246,7 +256,8 @@ def run(a, b: Bench) -> dict:
         cmd = [sys.executable, "-m", "trainctl.cli", *[c.format(job=job) for c in beside]]
         watcher = subprocess.Popen(cmd, cwd=ROOT, env=b.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        replay(b, job, a.steps, say)
+        if a.mode != "uninterrupted":
+            replay(b, job, a.steps, say)
         status = follow(b, job, a.timeout)
     finally:
         if watcher is not None and watcher.poll() is None:

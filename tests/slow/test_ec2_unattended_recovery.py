@@ -135,3 +135,86 @@ def test_a_deadline_that_cannot_wait_gets_an_on_demand_replacement_and_says_so(e
     from_nodes = {n["event"] for n in news if str(n.get("sender")).startswith("node agent on i-")}  # not `watch`
     assert {"interruption:1", "fallback:1", "replacement:1"} <= from_nodes, news
     assert run_cli(["down", job], home, env=sb.env).returncode == 0
+
+
+def _budget_for(sb, home, tmp_path, nodes: int, steps: int) -> float:
+    """A budget the plan lets this job launch with: a little above its expected cost."""
+    spec = tmp_path / "plan.yaml"
+    spec.write_text(SPEC.format(steps=steps, samples=steps * 4 * nodes, extra=""))
+    proc = run_cli(["--output", "json", "--region", REGION, "plan", str(spec), "--platform", "ec2", "--layout",
+                    f"g5.xlarge:{nodes}:spot"], home, env=sb.env)
+    assert proc.returncode == 0, proc.stderr
+    (option,) = json.loads(proc.stdout)["options"][:1]
+    return round(max(option["expected_cost_usd"], option["hourly_usd"] * option["hours"]) * 1.02 + 0.001, 3)
+
+
+@pytest.mark.timeout(1200)
+def test_a_budget_stop_while_a_replacement_waits_for_capacity_leaves_nothing_behind(ec2_nodes, tmp_path):
+    """The survivor's agent keeps counting the job's dollars while it waits for a replacement that Spot cannot
+    give: once the budget is reached it stops the job itself (no laptop), and no replacement comes after."""
+    sb, home = ec2_nodes, tmp_path / "home"
+    end_earlier_nodes(sb)
+    sb.admin.action("configure_instances", max_nodes=4)
+    # The budget: a little over the plan's expected cost (the least a launch takes). Two of the three nodes bill
+    # after the reclaim, so it is reached minutes after the survivors' first replacement try, made as they start.
+    budget = _budget_for(sb, home, tmp_path, 3, 1000)
+    job = _launch(sb, home, tmp_path, nodes=3, steps=1000, extra=f"constraints: {{budget_usd: {budget}}}\n")
+    zones = [z["ZoneName"] for z in sb.client("ec2", REGION).describe_availability_zones()["AvailabilityZones"]]
+    for zone in zones:
+        sb.admin.set_capacity("g5.xlarge", zone, False)
+    try:  # reclaimed before it trains: the survivor waits for the replacement from its first look on
+        reclaim = run_cli(["sandbox", "interrupt", job], sb.state_dir.parent, env=sb.env)
+        assert reclaim.returncode == 0, reclaim.stderr
+        until("a refused replacement try", lambda: any(n.startswith("refused-1-") for n in _status_names(sb, job)))
+        until("the budget's stop", lambda: "stopped" in _status_names(sb, job))
+    finally:
+        for zone in zones:  # capacity is back: a replacer that missed the stop would get its node now
+            sb.admin.set_capacity("g5.xlarge", zone, True)
+    until("the job's last node gone", lambda: not _live(sb, job))
+    watched = run_cli(["--output", "json", "watch", job, "--once"], home, env=sb.env)
+    doc = json.loads(watched.stdout)
+    assert doc["status"] == "Stopped" and doc["failure_reason"].startswith(f"stopped: budget ${budget:g} reached"), doc
+    assert not any(n.startswith("replaced-") for n in _status_names(sb, job))
+    assert len(_instances(sb, job)) == 3  # the three launched; no replacement ever started
+    assert run_cli(["down", job], home, env=sb.env).returncode == 0
+
+
+@pytest.mark.timeout(900)
+def test_ctrl_c_of_watch_recover_between_its_claim_and_its_launch_leaves_nothing_and_holds_up_no_next_try(
+        ec2_nodes, tmp_path):
+    """A one-node job has no survivor to replace its node: `watch --recover` does, and is interrupted (SIGINT, as
+    Ctrl-C) after it claimed the try and before it launched (the sandbox holds its next EC2 read). It launches
+    nothing, and the next `watch --recover` replaces the node at once, not after the claim's time-to-live."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support.helpers import ROOT, clean_env
+
+    sb, home = ec2_nodes, tmp_path / "home"
+    end_earlier_nodes(sb)
+    sb.admin.action("configure_instances", max_nodes=2)
+    job = _launch(sb, home, tmp_path, nodes=1, steps=400)
+    assert run_cli(["sandbox", "interrupt", job], sb.state_dir.parent, env=sb.env).returncode == 0
+    until("the reclaim", lambda: not _live(sb, job))
+    # the relaunch's choice of AZ reads the type's offerings after the claim: held there until the test lets go
+    sb.admin.set_latency("DescribeInstanceTypeOfferings", 3_600_000)
+    watch = subprocess.Popen([sys.executable, "-m", "trainctl.cli", "watch", job, "--recover", "--no-logs",
+                              "--interval", "1"], cwd=ROOT, env=clean_env(home, sb.env), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        until("watch's claim of the try", lambda: "replace-1-1" in _status_names(sb, job))
+        watch.send_signal(signal.SIGINT)
+        _, err = watch.communicate(timeout=120)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+        sb.admin.set_latency("DescribeInstanceTypeOfferings", 0)
+    assert watch.returncode != 0, err[-2000:]
+    assert not _live(sb, job) and len(_instances(sb, job)) == 1  # nothing launched
+    names = _status_names(sb, job)
+    assert any(n.startswith("refused-1-1-") for n in names), names  # the try settled: nobody waits out its claim
+    again = run_cli(["--output", "json", "watch", job, "--recover", "--once", "--no-logs"], home, env=sb.env)
+    assert "replaced-1" in _status_names(sb, job), again.stderr[-2000:]
+    assert len(_live(sb, job)) == 1
+    assert run_cli(["down", job], home, env=sb.env).returncode == 0

@@ -143,3 +143,22 @@ def test_sigterm_on_one_rank_stops_all_ranks_with_exit_0(tmp_path):
     _assert_every_rank_stopped_at_one_step(text, ckpt)
     signals = {int(rank): name for rank, _, name in STOPPED_RE.findall(text)}
     assert signals == {0: "SIGTERM-on-another-rank", 1: "SIGTERM"}
+
+
+def test_four_ranks_resumed_from_a_checkpoint_end_bit_identical_to_the_uninterrupted_run(tmp_path):
+    """With 3 or more ranks the all-reduce's order of summation follows DDP's bucket layout, which DDP redoes
+    after its first backward: a resumed run must use the layout the uninterrupted run had (trainctl_loop.py,
+    match_uninterrupted_buckets), or the model differs in its last bits from the uninterrupted one's."""
+    def four(ckpt) -> list[str]:
+        return torchrun_cmd(TRAIN_DDP, [*ARGS, "--checkpoint-dir", str(ckpt)], nproc=4)
+
+    code, text = run_to_end(four(tmp_path / "whole"), tmp_path / "whole.txt")
+    assert code == 0, text[-4000:]
+    resumed_dir = tmp_path / "resumed"
+    resumed_dir.mkdir()
+    for saved in (tmp_path / "whole").glob("ckpt-0000000020-*.pt"):  # as a reclaim at step 20..29 leaves it
+        shutil.copy(saved, resumed_dir / saved.name)
+    code, again = run_to_end(four(resumed_dir), tmp_path / "resumed.txt")
+    assert code == 0, again[-4000:]
+    assert [int(s) for s in RESUME_RE.findall(again)] == [20]
+    assert final_hash(again) == final_hash(text)

@@ -34,7 +34,7 @@ from trainctl_lm_args import build_lm_parser, resolve_lm_args  # noqa: E402
 from trainctl_lm_data import SyntheticTokens, TokenShards, find_token_files  # noqa: E402
 from trainctl_lm_model import (DecoderLM, config_from_args, param_count,  # noqa: E402
                                rotary_tables, training_flops_per_token)
-from trainctl_loop import StepWork, Trainer, warmup_cosine  # noqa: E402
+from trainctl_loop import StepWork, Trainer, match_uninterrupted_buckets, warmup_cosine  # noqa: E402
 from trainctl_runtime import (DistContext, StopSignal, emit, mix_seed, stopped_exit,  # noqa: E402
                               seed_host_rngs, warn)
 from trainctl_sharded import ShardedCheckpointer, ShardedCheckpointStore  # noqa: E402
@@ -234,6 +234,8 @@ def run(args, config, ops: FsdpDeviceOps, stop: StopSignal) -> int:
     trainer.resume()
     if isinstance(data, TokenShards):
         data.start(trainer.step, checkpointer.resumed_data if checkpointer else None)
+    match_uninterrupted_buckets(model, torch.zeros(1, config.seq_len, dtype=torch.long, device=ops.device),
+                                trainer.step)
     model.train()
     outcome = trainer.train(lm_step(args, ops, ctx, trainer, model, optimizer, scheduler, data,
                                     plan))

@@ -31,7 +31,7 @@ from trainctl_checkpoint import (CHECKPOINT_FORMAT, CHECKPOINT_RE, CheckpointSto
                                  FullStateCheckpointer, checkpoint_name, file_sha256,
                                  load_checkpoint_file, state_sha256, tree_to_cpu)
 from trainctl_elastic import ChunkPlan, plan_chunks
-from trainctl_loop import StepWork, Trainer, warmup_cosine  # noqa: F401
+from trainctl_loop import StepWork, Trainer, match_uninterrupted_buckets, warmup_cosine  # noqa: F401
 from trainctl_runtime import (DeviceOps, DistContext, StopSignal, capture_rng, stopped_exit,  # noqa: F401
                               emit, mix_seed, restore_rng, seed_host_rngs, warn)
 from trainctl_vision import (DEFAULT_MODEL, HostShare, ImageFolderData, ShardedEpochSampler,  # noqa: F401
@@ -150,7 +150,6 @@ def run(args: argparse.Namespace, ops: DeviceOps, stop: StopSignal) -> int:
             warn("no --checkpoint-dir: this run cannot be resumed after an interruption")
     args.num_classes = _num_classes(args, ctx)
     plan = _chunk_plan(args, ctx)
-
     # Same initial weights on every rank and in every run: seeded before the model is built.
     seed_host_rngs(mix_seed(args.seed, "init"))
     model = create_model(args.model, args.num_classes)
@@ -176,6 +175,7 @@ def run(args: argparse.Namespace, ops: DeviceOps, stop: StopSignal) -> int:
                       work=StepWork(samples=plan.global_batch))
     trainer.resume()
     chunk = _source(args, ctx, ops, image_size, data, checkpointer, trainer.step)
+    match_uninterrupted_buckets(model, torch.zeros(1, 3, image_size, image_size, device=ops.device), trainer.step)
     model.train()
     outcome = trainer.train(_vision_step(args, ops, model, optimizer, scheduler, trainer, plan, chunk))
     # Always leave a checkpoint of where we are: after a stop it is what the platform resumes

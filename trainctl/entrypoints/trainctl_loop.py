@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
@@ -142,3 +143,28 @@ class Trainer:
                 # Every rank reaches this at the same step: the votes were summed over all.
                 return self.stop.signal_name or "SIGTERM-on-another-rank"
         return "done"
+
+
+def match_uninterrupted_buckets(model: torch.nn.Module, sample: torch.Tensor, resumed_at: int) -> None:
+    """After a resume, lay out DDP's gradient buckets as the uninterrupted run had them at this step.
+
+    DDP lays its buckets out again after its first backward (in the order the gradients became ready), which the
+    uninterrupted run did at step 1. An all-reduce over 3 or more ranks sums each element in an order set by its
+    place in the bucket (gloo's and NCCL's rings), so a resumed run whose first step used the first layout ended
+    with other last bits than the uninterrupted run (same losses to six digits, another `final_state_sha256`). One
+    forward and backward here, on zeros in eval mode (no dropout draw, no running-statistics update), whose
+    gradients are dropped, makes DDP lay them out before the first real step: the resumed run then sums as the
+    uninterrupted one did, bit for bit. Every rank calls it (the backward all-reduces); no DDP (one process, FSDP):
+    nothing to do."""
+    if not resumed_at or not isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        return
+    was_training = model.training
+    model.eval()
+    try:
+        with warnings.catch_warnings():  # a one-sample batch's grads may have other strides than the bucket views
+            warnings.simplefilter("ignore", UserWarning)
+            model(sample).float().sum().backward()
+    finally:
+        model.train(was_training)
+    for p in model.parameters():
+        p.grad = None

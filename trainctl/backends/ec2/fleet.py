@@ -190,13 +190,29 @@ def _relaunch(backend, ec2, view, job_id: str, region: str, alive: list[dict], m
     if held is None:  # the survivors' own agents hold a try now (bootstrap/replacement.py): never launch twice
         say(f"another replacement of {job_id} is under way (its nodes' own, or another watch's); launching nothing")
         return result
+    settle = replacement_claim.Settler(backend.client_for, job_id, region, config, held)
+    try:
+        return _relaunch_held(ec2, view, job_id, region, alive, missing, attempts, result, say, stopped, by_az,
+                              market, shape, home, settle)
+    except BaseException:
+        # Ctrl-C (or an error) between the claim and its outcome: the try is recorded as refused, so the next one
+        # (the nodes' own, another watch) goes at once instead of waiting out the claim's CLAIM_TTL_S
+        settle.abandon()
+        raise
+
+
+def _relaunch_held(ec2, view, job_id: str, region: str, alive: list[dict], missing: int, attempts: RecoveryAttempts,
+                   result: dict, say: Callable[[str], None], stopped: Callable[[], bool],
+                   by_az: dict[str, list[str]], market: str, shape, home: str | None,
+                   settle: "replacement_claim.Settler") -> dict:
+    """`_relaunch` once this process also holds the replacement try (`settle` records its outcome)."""
     if alive:
         if stopped():
             return result
         got = _launch(ec2, job_id, view.instance_type, missing, market, home, sorted(by_az.get(home, [])),
                       f"r-{home}", say, attempts, shape, alive[0].get("Placement", {}).get("GroupName"))
         kept = [] if got is None or _undo_if_stopped(ec2, got, stopped) else got
-        replacement_claim.settle(backend.client_for, job_id, region, config, held, kept, market, home)
+        settle(kept, market, home)
         if got is not None:
             return {**result, "launched": kept, "availability_zone": home}
         say(f"{home} has no room for the {missing} missing; moving the whole job to another AZ")
@@ -213,9 +229,9 @@ def _relaunch(backend, ec2, view, job_id: str, region: str, alive: list[dict], m
                       say, attempts, shape, az_group(ec2, job_id, az, say))
         if got is not None:
             kept = [] if _undo_if_stopped(ec2, got, stopped) else got
-            replacement_claim.settle(backend.client_for, job_id, region, config, held, kept, market, az)
+            settle(kept, market, az)
             return {**result, "launched": kept, "availability_zone": az, "moved": az != home or bool(alive)}
-    replacement_claim.settle(backend.client_for, job_id, region, config, held, None, market, None)
+    settle(None, market, None)
     raise CapacityError(f"no capacity to recover {job_id}: " + "; ".join(result["messages"][-3:]))
 
 

@@ -48,3 +48,26 @@ def settle(client_for, job_id: str, region: str, config: dict, held: tuple, got:
         name, body = f"refused-{k}-{t}-{int(time.time())}", {"by": who}
     client_for("s3", region).put_object(Bucket=bucket, Key=layout.status_key(job_id, name),
                                         Body=json.dumps(body).encode(), **layout.owner(account))
+
+
+class Settler:
+    """The outcome of a held try, recorded once it is known (`settler(got, market, az)`); `abandon()` when the
+    caller stops before that (Ctrl-C of `watch --recover`): the try is recorded as refused, so the next one goes
+    at once instead of waiting CLAIM_TTL_S for a claim nobody will settle. Best effort: S3 unreachable then, the
+    claim frees itself after CLAIM_TTL_S as before."""
+
+    def __init__(self, client_for, job_id: str, region: str, config: dict, held: tuple):
+        self.args, self.held, self.done = (client_for, job_id, region, config), held, False
+
+    def __call__(self, got: list[str] | None, market: str, az: str | None) -> None:
+        settle(*self.args, self.held, got, market, az)
+        self.done = True
+
+    def abandon(self) -> None:
+        if self.done:
+            return
+        try:
+            settle(*self.args, self.held, None, "", None, who="trainctl watch --recover (interrupted)")
+        except Exception:  # noqa: BLE001 - the claim's time-to-live still frees it
+            pass
+        self.done = True
