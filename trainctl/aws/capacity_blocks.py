@@ -103,10 +103,16 @@ def with_block_offers(quotes: Quotes, ranking: list[Option], deadline_hours: flo
 
 
 def _held_offers(region: str, itype: str, count: int, now: datetime) -> tuple[BlockOffer, ...]:
-    """The blocks of `itype` the account holds with room for `count` nodes, as offers whose fee is already paid:
-    the hours left from now (or from the start), the instances free (all of them before the start)."""
+    """The blocks of `itype` the account holds with room for `count` nodes, as offers whose fee is already paid."""
+    return held_as_offers(held_blocks(region, itype), count, now)
+
+
+def held_as_offers(reservations: list[dict], count: int, now: datetime) -> tuple[BlockOffer, ...]:
+    """Held reservations (EC2 Capacity Reservation shape; a SageMaker training plan is read into it) with room for
+    `count` nodes, as offers whose fee is already paid: the hours left from now (or from the start), the instances
+    free (all of them before the start)."""
     out = []
-    for r in held_blocks(region, itype):
+    for r in reservations:
         start, end = r["StartDate"].astimezone(timezone.utc), r["EndDate"].astimezone(timezone.utc)
         free = int(r["AvailableInstanceCount"] if r["State"] == "active" else r["TotalInstanceCount"])
         if free < count:

@@ -17,7 +17,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 from trainctl.aws import clients as aws
-from trainctl.aws.capacity_blocks import MAX_AHEAD, wanted
+from trainctl.aws.capacity_blocks import MAX_AHEAD, held_as_offers, wanted
 from trainctl.aws.disk_cache import DiskCache, cached, caller_account
 from trainctl.naming.resources import training_job_name
 from trainctl.naming.tags import JOB_TAG, SPEC_TAG
@@ -87,18 +87,7 @@ def with_training_plan_offers(quotes: Quotes, ranking: list[Option], deadline_ho
 
 def _held_offers(region: str, itype: str, count: int, now: datetime) -> tuple[BlockOffer, ...]:
     """The plans of `itype` the account holds with room for `count` instances, as offers whose fee is paid."""
-    out = []
-    for r in held_blocks(region, itype):
-        start, end = r["StartDate"], r["EndDate"]
-        free = int(r["AvailableInstanceCount"] if r["State"] == "active" else r["TotalInstanceCount"])
-        if free < count:
-            continue
-        out.append(BlockOffer(offering_id=r["CapacityReservationId"], availability_zone=r["AvailabilityZone"],
-                              instance_count=free, start=start.isoformat(), end=end.isoformat(),
-                              duration_hours=(end - max(now, start)).total_seconds() / 3600,
-                              wait_hours=max(0.0, (start - now).total_seconds() / 3600), upfront_fee_usd=0.0,
-                              reservation_id=r["CapacityReservationId"]))
-    return tuple(out)
+    return held_as_offers(held_blocks(region, itype), count, now)
 
 
 def _as_reservation(plan: dict) -> dict | None:
