@@ -195,7 +195,8 @@ def test_ctrl_c_of_watch_recover_between_its_claim_and_its_launch_leaves_nothing
     end_earlier_nodes(sb)
     sb.admin.action("configure_instances", max_nodes=2)
     job = _launch(sb, home, tmp_path, nodes=1, steps=400)
-    assert run_cli(["sandbox", "interrupt", job], sb.state_dir.parent, env=sb.env).returncode == 0
+    # reclaimed once it trains (a notice its agent sees, as AWS gives one), not while it boots
+    assert run_cli(["sandbox", "interrupt", job, "--at-step", "5"], sb.state_dir.parent, env=sb.env).returncode == 0
     until("the reclaim", lambda: not _live(sb, job))
     # the relaunch's choice of AZ reads the type's offerings after the claim: held there until the test lets go
     sb.admin.set_latency("DescribeInstanceTypeOfferings", 3_600_000)
@@ -203,7 +204,8 @@ def test_ctrl_c_of_watch_recover_between_its_claim_and_its_launch_leaves_nothing
                               "--interval", "1"], cwd=ROOT, env=clean_env(home, sb.env), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:
-        until("watch's claim of the try", lambda: "replace-1-1" in _status_names(sb, job))
+        until("watch's claim of the try", lambda: "replace-1-1" in _status_names(sb, job) or watch.poll() is not None)
+        assert watch.poll() is None, (watch.communicate(), _status_names(sb, job))
         watch.send_signal(signal.SIGINT)
         _, err = watch.communicate(timeout=120)
     finally:
