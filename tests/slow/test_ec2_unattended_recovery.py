@@ -162,8 +162,8 @@ def test_a_budget_stop_while_a_replacement_waits_for_capacity_leaves_nothing_beh
     zones = [z["ZoneName"] for z in sb.client("ec2", REGION).describe_availability_zones()["AvailabilityZones"]]
     for zone in zones:
         sb.admin.set_capacity("g5.xlarge", zone, False)
-    try:  # reclaimed before it trains: the survivor waits for the replacement from its first look on
-        reclaim = run_cli(["sandbox", "interrupt", job], sb.state_dir.parent, env=sb.env)
+    try:  # reclaimed once it trains (a notice its agent sees, as AWS gives one, not mid-boot): the survivors try
+        reclaim = run_cli(["sandbox", "interrupt", job, "--at-step", "5"], sb.state_dir.parent, env=sb.env)
         assert reclaim.returncode == 0, reclaim.stderr
         until("a refused replacement try", lambda: any(n.startswith("refused-1-") for n in _status_names(sb, job)))
         until("the budget's stop", lambda: "stopped" in _status_names(sb, job))
