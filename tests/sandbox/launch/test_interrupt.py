@@ -167,11 +167,11 @@ def test_a_second_ctrl_c_during_the_cleanup_says_exactly_what_is_left(sandbox, t
         try:
             fleets = count(sandbox, "CreateFleet")
             while count(sandbox, "CreateFleet") == fleets:  # the job's instances are on their way
-                assert proc.poll() is None, proc.communicate()
+                assert proc.poll() is None, "\n".join(proc.communicate())
                 time.sleep(0.02)
             proc.send_signal(signal.SIGINT)
             while count(sandbox, "DeleteLaunchTemplate") == before:  # the instances are gone, the rest is not
-                assert proc.poll() is None, proc.communicate()
+                assert proc.poll() is None, "\n".join(proc.communicate())
                 time.sleep(0.02)
             proc.send_signal(signal.SIGINT)
             out, err = proc.communicate(timeout=120)

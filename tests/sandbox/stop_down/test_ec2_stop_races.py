@@ -120,3 +120,33 @@ def test_recovery_racing_down_stops_quietly_when_the_launch_template_is_gone(lau
         events.unregister("before-call.ec2.CreateFleet", down_arrives)
     assert downs == ["down"] and result["launched"] == [] and result.get("stopped") is True, said
     assert said[-1] == f"{JOB} is marked stopped and its resources are going; launching nothing"
+
+
+def test_down_waits_out_a_describe_that_still_says_pending_after_terminate(launched):
+    """EC2's DescribeInstances is eventually consistent: right after TerminateInstances it may still answer
+    `pending`. botocore's `instance_terminated` waiter takes that for a failure; `down` waits on."""
+    sb, backend, out = launched
+    events = aws.client("ec2", REGION).meta.events
+    terminated: list[bool] = []
+    stale = {"left": 2}  # the first two answers after TerminateInstances are stale
+
+    def seen_terminate(**_):
+        terminated.append(True)
+
+    def stale_answer(parsed, **_):
+        if terminated and stale["left"] > 0:
+            stale["left"] -= 1
+            for r in parsed.get("Reservations", []):
+                for i in r["Instances"]:
+                    i["State"] = {"Code": 0, "Name": "pending"}
+
+    events.register("after-call.ec2.TerminateInstances", seen_terminate)
+    events.register("after-call.ec2.DescribeInstances", stale_answer)
+    try:
+        removed = backend.cleanup(JOB, REGION)
+    finally:
+        events.unregister("after-call.ec2.TerminateInstances", seen_terminate)
+        events.unregister("after-call.ec2.DescribeInstances", stale_answer)
+    assert stale["left"] == 0, "the stale answers were never asked for"
+    assert any(r.startswith("launch template ") for r in removed), removed
+    assert live(sb) == []

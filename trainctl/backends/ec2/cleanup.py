@@ -28,6 +28,31 @@ def retry_in_use(fn: Callable[[], Any], codes: tuple[str, ...], attempts: int = 
             time.sleep(min(10.0, 0.5 * 2 ** attempt))
 
 
+TERMINATE_WAIT_S = 600.0
+
+
+def await_terminated(ec2, ids: list[str], wait_s: float = TERMINATE_WAIT_S) -> None:
+    """Until every instance of `ids` is terminated (or no longer described). Not botocore's `instance_terminated`
+    waiter: it fails at once on a `pending` state, which EC2's eventually consistent DescribeInstances may still
+    answer right after TerminateInstances (docs/aws-rules.md, "Eventual consistency"); here that is "not yet"."""
+    deadline, delay = time.monotonic() + wait_s, 1.0
+    while True:
+        try:
+            found = [i for r in ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in r["Instances"]]
+        except Exception as e:  # noqa: BLE001
+            if aws.error_code(e) != "InvalidInstanceID.NotFound":
+                raise
+            found = [{"InstanceId": "?", "State": {"Name": "not yet described"}}]  # eventual consistency again
+        left = [f"{i['InstanceId']} ({i['State']['Name']})" for i in found if i["State"]["Name"] != "terminated"]
+        if not left:
+            return
+        if time.monotonic() >= deadline:
+            raise TrainctlError(f"instances not terminated after {wait_s:.0f} s: {', '.join(left)}; "
+                                f"`trainctl down` again waits for them")
+        time.sleep(delay)
+        delay = min(delay * 2, 10.0)
+
+
 def cleanup(client_for, job_id: str, region: str, say: Callable[[str], None] | None = None) -> list[str]:
     """Delete everything tagged for the job, in dependency order; returns what went. `say` hears each slow
     step as it starts (a launch's cleanup after Ctrl-C shows its progress).
@@ -45,7 +70,7 @@ def cleanup(client_for, job_id: str, region: str, say: Callable[[str], None] | N
         say(f"terminating {', '.join(live)} and waiting for them to end")
         terminate(ec2, live)
         removed += [f"instance {i}" for i in live]
-        ec2.get_waiter("instance_terminated").wait(InstanceIds=live, WaiterConfig={"Delay": 5, "MaxAttempts": 120})
+        await_terminated(ec2, live)
     for fleet in ec2.describe_fleets().get("Fleets", []):
         if tag_map(fleet).get(JOB_TAG) == job_id and not fleet.get("FleetState", "").startswith("deleted"):
             terminate(ec2, [], fleet["FleetId"])
