@@ -4,6 +4,8 @@ makes, so it never brings back a job that someone is taking down. Faults and tim
 hooks on the clients trainctl uses, never from replacing trainctl's functions."""
 from __future__ import annotations
 
+import pytest
+
 from tests.support.ec2_jobs import JOB, REGION, job_bucket, live, set_capacity, stop_mark
 from trainctl.aws import clients as aws
 
@@ -150,3 +152,36 @@ def test_down_waits_out_a_describe_that_still_says_pending_after_terminate(launc
     assert stale["left"] == 0, "the stale answers were never asked for"
     assert any(r.startswith("launch template ") for r in removed), removed
     assert live(sb) == []
+
+
+def test_down_whose_wait_for_the_instances_fails_still_removes_the_launch_template_and_says_what_is_left(launched):
+    """The wait for the terminated instances fails (here EC2 refuses the describe after TerminateInstances):
+    what needs no wait (the launch template, whose nodes are ending) goes anyway; the error names what went and
+    what to run, and a second `down` removes the rest."""
+    from types import SimpleNamespace
+
+    from trainctl.errors import TrainctlError
+
+    sb, backend, out = launched
+    events = aws.client("ec2", REGION).meta.events
+    terminated: list[bool] = []
+    seen_terminate = lambda **_: terminated.append(True)  # noqa: E731
+    refused = {"Error": {"Code": "UnauthorizedOperation", "Message": "You are not authorized to perform this "
+                         "operation."}, "ResponseMetadata": {"HTTPStatusCode": 403}}
+    refuse_after_terminate = lambda **_: (SimpleNamespace(status_code=403), refused) if terminated else None  # noqa: E731
+    events.register("after-call.ec2.TerminateInstances", seen_terminate)
+    events.register("before-call.ec2.DescribeInstances", refuse_after_terminate)
+    try:
+        with pytest.raises(TrainctlError) as said:
+            backend.cleanup(JOB, REGION)
+    finally:
+        events.unregister("after-call.ec2.TerminateInstances", seen_terminate)
+        events.unregister("before-call.ec2.DescribeInstances", refuse_after_terminate)
+    assert "launch template" in str(said.value) and "UnauthorizedOperation" in str(said.value)
+    assert f"trainctl down {JOB}" in str(said.value)
+    ec2 = sb.client("ec2", REGION)
+    tag = [{"Name": "tag:trainctl:job", "Values": [JOB]}]
+    assert ec2.describe_launch_templates(Filters=tag)["LaunchTemplates"] == []
+    assert ec2.describe_security_groups(Filters=tag)["SecurityGroups"]  # left for the next down
+    backend.cleanup(JOB, REGION)
+    assert ec2.describe_security_groups(Filters=tag)["SecurityGroups"] == [] and live(sb) == []

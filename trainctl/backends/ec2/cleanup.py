@@ -63,6 +63,7 @@ def cleanup(client_for, job_id: str, region: str, say: Callable[[str], None] | N
     _refuse_sagemaker_job(client_for, job_id, region)
     ec2 = client_for("ec2", region)
     removed: list[str] = []
+    waited: Exception | None = None
     live = [i["InstanceId"] for i in instances(ec2, job_id, ("pending", "running", "stopping", "stopped"))]
     if live or launch_template(ec2, job_id):
         mark_stopped(client_for, job_id, region)
@@ -70,7 +71,10 @@ def cleanup(client_for, job_id: str, region: str, say: Callable[[str], None] | N
         say(f"terminating {', '.join(live)} and waiting for them to end")
         terminate(ec2, live)
         removed += [f"instance {i}" for i in live]
-        await_terminated(ec2, live)
+        try:
+            await_terminated(ec2, live)
+        except Exception as e:  # noqa: BLE001 - the fleets and launch templates need no wait: remove them first
+            waited = e
     for fleet in ec2.describe_fleets().get("Fleets", []):
         if tag_map(fleet).get(JOB_TAG) == job_id and not fleet.get("FleetState", "").startswith("deleted"):
             terminate(ec2, [], fleet["FleetId"])
@@ -78,6 +82,9 @@ def cleanup(client_for, job_id: str, region: str, say: Callable[[str], None] | N
     for lt in ec2.describe_launch_templates(Filters=job_filter(job_id))["LaunchTemplates"]:
         ec2.delete_launch_template(LaunchTemplateId=lt["LaunchTemplateId"])
         removed.append(f"launch template {lt['LaunchTemplateName']} ({lt['LaunchTemplateId']})")
+    if waited is not None:  # the placement groups and the security group are in use until the instances end
+        raise TrainctlError(f"removed {', '.join(removed)}; then waiting for the instances to end failed "
+                            f"({aws.error_summary(waited)}); `trainctl down {job_id}` again removes the rest")
     for pg in ec2.describe_placement_groups(Filters=job_filter(job_id))["PlacementGroups"]:
         say(f"deleting placement group {pg['GroupName']}")
         retry_in_use(lambda: ec2.delete_placement_group(GroupName=pg["GroupName"]), ("InvalidPlacementGroup.InUse",))
