@@ -73,6 +73,8 @@ class Agent:
         self.outputs = Outputs(self.s3, cfg["bucket"], self.job, self.ml, self.log.add, self.owner)
         self.notice = threading.Event()          # this node got its Spot notice
         self.stop_requested = threading.Event()  # the job is stopped: stop mark, budget, maximum runtime
+        self.shutting_down = threading.Event()   # SIGTERM: the instance itself is going down (a reclaim, a
+                                                 # termination), whatever this node was doing
         self.peer_failed = threading.Event()     # another node failed the job: stop and shut down
         self.peer_lost = threading.Event()       # another node got its notice or was reclaimed
         self.finished = threading.Event()  # run() returned: the watchers end too
@@ -328,13 +330,19 @@ def main(argv: list[str] | None = None) -> int:
             cfg = json.load(f)
         agent = Agent(cfg, args.root, Imds(os.environ.get("TRAINCTL_IMDS_ENDPOINT") or DEFAULT_IMDS))
         # A shutdown (the reclaim itself, or `trainctl down`) SIGTERMs the agent: stop the training cleanly.
-        signal.signal(signal.SIGTERM, lambda *_: agent.terminate_training())
+        signal.signal(signal.SIGTERM, lambda *_: (agent.shutting_down.set(), agent.terminate_training()))
         rc = agent.run()
     except BaseException as e:  # noqa: BLE001 - every failure ends in the shutdown below
         (agent.log.add if agent else say)(f"trainctl-agent: failed: {e!r}; shutting this node down")
         rc = 1
-        if agent is not None and not agent.notice.is_set():  # a node reclaimed mid-setup did not fail the job:
-            agent.record_failure(e)                           # the survivors replace it (replacement.py)
+        # A node reclaimed mid-setup did not fail the job: the survivors replace it (replacement.py). Nor did one
+        # whose instance was already going down (SIGTERM) when its setup failed: a reclaim whose notice came
+        # before the agent looked, or no notice at all; what failed was the machine leaving, not the job.
+        if agent is not None and agent.shutting_down.is_set() and not agent.notice.is_set():
+            agent.log.add("trainctl-agent: this instance was already shutting down (SIGTERM): not recorded as "
+                          "the job's failure")
+        elif agent is not None and not agent.notice.is_set():
+            agent.record_failure(e)
     finally:
         if agent is not None:
             agent.log.stopping.set()

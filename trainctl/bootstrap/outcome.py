@@ -174,6 +174,12 @@ def decide(agent, rc: int, ips: list[str]) -> int | str | None:
         agent.log.add(f"trainctl-agent: interrupted (exit code {rc}): a node of the job was reclaimed; "
                       "waiting for its replacement")
         return None
+    if agent.shutting_down.is_set():  # the instance goes down under the script (a reclaim whose notice this agent
+        # never saw, a termination): neither the script's failure nor, when the script honoured the SIGTERM and
+        # exited 0, the job's completion; there is no next try on this node
+        agent.log.add(f"trainctl-agent: this instance is shutting down (SIGTERM; exit code {rc}): recorded as neither "
+                      "a failure nor the end of the job; leaving the job to the others")
+        return 0
     if rc == 0:
         if ips.index(agent.ip) == 0:
             agent.outputs.upload_model()  # before the marker: `fetch` after `completed` finds it

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.node_agent_helpers import FakeImds, code_tarball, upload_agent
 from trainctl.bootstrap import render_user_data
 
@@ -133,3 +135,108 @@ def test_a_node_refuses_an_agent_whose_bytes_are_not_the_launchs_and_shuts_down(
     assert "not the launch's" in proc.stderr
     assert record.read_text().split("\n")[0] == "-h now"
     assert not (tmp_path / "root" / "trainctl_node").exists()
+
+
+def _agent_process(sb, tmp_path, job: str, imds: FakeImds) -> subprocess.Popen:
+    """The node agent as the user data starts it (its own process, so SIGTERM is the real signal), in the
+    sandbox's account, with a fake IMDS and no real shutdown."""
+    import json
+
+    from tests.support.node_agent_helpers import node_config
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(node_config(job)))
+    (tmp_path / "root").mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "TRAINCTL_NO_SHUTDOWN": "1",
+           "TRAINCTL_IMDS_ENDPOINT": imds.endpoint, "AWS_ENDPOINT_URL": sb.endpoint_url,
+           "AWS_ACCESS_KEY_ID": sb.env["AWS_ACCESS_KEY_ID"], "AWS_SECRET_ACCESS_KEY": sb.env["AWS_SECRET_ACCESS_KEY"],
+           "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+           "TRAINCTL_SPOT_POLL_S": "0.2", "TRAINCTL_STOP_POLL_S": "0.2"}
+    return subprocess.Popen([sys.executable, "-m", "trainctl.bootstrap.agent", "--config", str(config), "--root",
+                             str(tmp_path / "root")], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def test_a_node_whose_instance_goes_down_during_its_setup_does_not_fail_the_job(sandbox_env, tmp_path):
+    """A reclaim whose notice the agent never saw (it came, or the machine went, before the agent looked): the
+    shutdown's SIGTERM reaches the agent mid-setup, and the setup then fails as the machine goes (here: its code
+    is gone when the held download resumes). That is not the job's failure: no `failed` mark, so the survivors
+    (or `watch --recover`) replace the node instead of the job reading Failed."""
+    import signal
+    import time
+
+    from tests.support.node_agent_helpers import BUCKET, s3_keys
+
+    sb, job = sandbox_env, "setup-sigterm"
+    s3 = sb.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    s3.put_object(Bucket=BUCKET, Key=f"{job}/code/sourcedir.tar.gz", Body=code_tarball({"train.py": "print(1)\n"}))
+    imds = FakeImds(INSTANCE_ID, "10.0.0.5")
+    sb.admin.set_latency("HeadObject", 3_600_000)  # the code's download is held: the agent is mid-setup
+    try:
+        agent = _agent_process(sb, tmp_path, job, imds)
+        first = agent.stdout.readline()  # "trainctl-agent: instance ...": its setup has begun
+        assert "trainctl-agent: instance" in first, first + agent.communicate()[0]
+        time.sleep(0.5)
+        agent.send_signal(signal.SIGTERM)  # the instance's shutdown
+        s3.delete_object(Bucket=BUCKET, Key=f"{job}/code/sourcedir.tar.gz")  # the setup fails when it resumes
+    finally:
+        sb.admin.set_latency("HeadObject", 0)
+        imds.close()
+    out = first + agent.communicate(timeout=120)[0]
+    assert "already shutting down (SIGTERM)" in out, out
+    assert f"{job}/status/failed" not in s3_keys(sb, f"{job}/status/"), out
+
+
+# Under SageMaker's contract: on SIGTERM, checkpoint and exit 0 (as the bundled entrypoints do).
+TRAIN_UNTIL_SIGTERM = """
+import signal, sys, time
+stop = []
+signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+for step in range(1, 100000):
+    if stop:
+        print(f"trainctl stopped step={step}", flush=True)
+        sys.exit(0)
+    print(f"trainctl step={step}", flush=True)
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_node_whose_instance_goes_down_while_it_trains_records_neither_a_failure_nor_the_end(sandbox_env,
+                                                                                               tmp_path):
+    """The shutdown's SIGTERM with no Spot notice seen (a reclaim the agent missed, a termination) while the script
+    trains: the script honours it and exits 0, which must not read as the job's completion (nor its failure)."""
+    import signal
+
+    from tests.support.node_agent_helpers import BUCKET, s3_keys
+
+    sb, job = sandbox_env, "train-sigterm"
+    s3 = sb.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    s3.put_object(Bucket=BUCKET, Key=f"{job}/code/sourcedir.tar.gz",
+                  Body=code_tarball({"train.py": TRAIN_UNTIL_SIGTERM}))
+    ec2 = sb.client("ec2")  # the node: an instance of the job (its peers are found by tag) on this machine
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    node = ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, InstanceType="t3.micro",
+                             PrivateIpAddress="127.0.0.1", TagSpecifications=[{"ResourceType": "instance", "Tags": [
+                                 {"Key": "trainctl:job", "Value": job}]}])["Instances"][0]
+    imds = FakeImds(node["InstanceId"], "127.0.0.1")
+    out: list[str] = []
+    try:
+        agent = _agent_process(sb, tmp_path, job, imds)
+        for line in agent.stdout:  # until it trains (pytest-timeout bounds it)
+            out.append(line)
+            if "trainctl step=20" in line:
+                break
+        assert agent.poll() is None, "".join(out)
+        agent.send_signal(signal.SIGTERM)  # the instance's shutdown
+        out.append(agent.communicate(timeout=180)[0])
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+        imds.close()
+    said = "".join(out)
+    assert "trainctl stopped step=" in said and "shutting down (SIGTERM; exit code 0)" in said, said[-3000:]
+    names = [k.rsplit("/", 1)[-1] for k in s3_keys(sb, f"{job}/status/")]
+    assert "completed" not in names and "failed" not in names, (names, said[-3000:])
