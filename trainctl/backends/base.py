@@ -165,7 +165,15 @@ class Backend(abc.ABC):
             return Executor(self.client_for, self.judge, self.compensate, say, trace).run(request)
         except BaseException as e:
             self.after_failed_submit(request, before, e, say, trace)
+            refused = self.capacity_refusal(e) if isinstance(e, Exception) else None
+            if refused:  # what the launch's --failover moves on from, the backend's cleanup done above
+                raise CapacityError(refused) from e
             raise
+
+    def capacity_refusal(self, error: Exception) -> str | None:
+        """Why AWS had no capacity for the job-starting call, in words, when `error` says so (a refusal another
+        option may not meet: --failover moves on), else None."""
+        return None
 
     def before_submit(self, request: LaunchRequest) -> Any:
         """What the backend must know before the calls run to handle a failure well (read only)."""

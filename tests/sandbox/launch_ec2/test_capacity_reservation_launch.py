@@ -72,3 +72,27 @@ def test_the_sandbox_holds_a_reservation_as_ec2_does(sandbox):
     assert _available(sandbox, rid) == 1
     _run(ec2, rid, subnets["us-east-1b"])
     assert _available(sandbox, rid) == 0
+
+
+def test_failover_moves_on_when_the_reservation_was_taken_since_the_plan(sandbox, tmp_path):
+    """The plan saw the reservation's 2 instances free; by the launch someone else runs one of them. The targeted
+    RunInstances is refused (ReservationCapacityExceeded), the launch's cleanup removes what it made, and
+    --failover moves to the plan's next option, as it does when Spot has no capacity."""
+    rid, spec = reserve(sandbox), write_spec(tmp_path)
+    plan = tmp_path / "plan.json"
+    plan.write_text(_cli(sandbox, tmp_path, "-o", "json", "plan", spec).stdout)
+    assert json.loads(plan.read_text())["options"][0]["capacity_reservation"]["reservation_id"] == rid
+    ec2 = sandbox.client("ec2", REGION)
+    subnet = next(s["SubnetId"] for s in ec2.describe_subnets(Filters=[
+        {"Name": "default-for-az", "Values": ["true"]}])["Subnets"] if s["AvailabilityZone"] == "us-east-1b")
+    _run(ec2, rid, subnet)  # another team's instance takes one of the two
+    proc = _cli(sandbox, tmp_path, "-o", "json", "launch", spec, "--plan", str(plan), "--yes", "--failover")
+    said = " ".join(proc.stderr.split())
+    assert "got no capacity (ReservationCapacityExceeded" in said and "moving to" in said, proc.stderr
+    job = json.loads(proc.stdout)["job_id"]
+    nodes = [i for r in ec2.describe_instances(Filters=[
+        {"Name": "tag:trainctl:job", "Values": [job]}, {"Name": "instance-state-name",
+                                                        "Values": ["pending", "running"]}])["Reservations"]
+             for i in r["Instances"]]
+    assert len(nodes) == 2 and _available(sandbox, rid) == 1  # outside the reservation: its one free slot stays
+    _cli(sandbox, tmp_path, "down", job)

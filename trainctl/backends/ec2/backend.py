@@ -57,6 +57,16 @@ class Ec2Backend(RecoversLostNodes, NodesPublishBudget, BuysCapacityBlocks, Back
 
         clean_up(self, request, error, trace, say)
 
+    def capacity_refusal(self, error: Exception) -> str | None:
+        """A RunInstances into a reservation (an ODCR whose count someone else took since the plan, a block not
+        yet active) refused for its capacity; a fleet's refusals are judged per alternative (`judge`)."""
+        from trainctl.aws import clients as aws
+        from trainctl.backends.ec2.fleet import RESERVATION_CAPACITY_CODES
+
+        if aws.error_code(error) in RESERVATION_CAPACITY_CODES:
+            return aws.error_summary(error)
+        return None
+
     def judge(self, group: Alternatives, call: AwsCall, params: dict, response: Any, attempt: int) -> Verdict:
         return fleet.judge(self.client_for("ec2", call.region), call, params, response, attempt)
 

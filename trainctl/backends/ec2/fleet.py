@@ -22,6 +22,10 @@ PROFILE_RETRIES, PROFILE_RETRY_S = 5, 2.0
 # quota is the region's, so another AZ cannot help; the launch fails with AWS's message.
 CAPACITY_CODES = ("InsufficientInstanceCapacity", "InsufficientCapacity", "UnfulfillableCapacity",
                   "SpotMaxPriceTooLow", "Unsupported", "InsufficientFreeAddressesInSubnet")
+# A RunInstances into a Capacity Reservation or Capacity Block refused for its capacity (EC2 API Reference, "Error
+# codes for the Amazon EC2 API"): the reservation's count is taken, or EC2 has no instance for it now.
+RESERVATION_CAPACITY_CODES = ("ReservationCapacityExceeded", "InsufficientInstanceCapacity",
+                              "InsufficientCapacity")
 
 
 def _profile_not_visible(response: dict) -> bool:
