@@ -49,19 +49,10 @@ def launched(sandbox_env, tmp_path):
     aws.reset_session()
 
 
-def _training_group(item) -> str | None:
-    """Which of three queues a test that trains joins (`make test` runs `-n 3 --dist loadgroup`): the bundled
-    entrypoints under real torchrun (CPU-bound, two processes each), the bench jobs, and the sandbox's training jobs
-    (mostly waiting on the sandbox). One of each runs at a time, beside the tests that train nothing: a whole run
-    used 55% of two cores with two workers, and one queue for all training was the run's critical path."""
-    path = item.nodeid.split("::")[0]
-    if "tests/slow/test_entrypoint_" in path:
-        return "torchrun"
-    if path.endswith("tests/slow/test_bench_runs.py"):
-        return "bench"
-    if "tests/slow/" in path or item.get_closest_marker("slow"):
-        return "sandbox-training"
-    return None
+# No test joins an xdist group: `make test` (`-n 3 --dist loadgroup`) hands tests out one by one as workers free
+# up. Training queues declared here once never took effect (xdist's worker reads the groups before this file's
+# hook adds them), and made real they would put the sandbox's training jobs, about 1,500 s of them, on one worker:
+# the whole run's critical path.
 
 
 # A tier's marks come from its folder, never from a hand in the test file: every test under tests/slow/ (real
@@ -75,6 +66,3 @@ def pytest_collection_modifyitems(config, items):
         for folder, mark in FOLDER_MARKS.items():
             if path.startswith(folder):
                 item.add_marker(getattr(pytest.mark, mark))
-        group = _training_group(item)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
