@@ -39,11 +39,11 @@ def await_terminated(ec2, ids: list[str], wait_s: float = TERMINATE_WAIT_S) -> N
     while True:
         try:
             found = [i for r in ec2.describe_instances(InstanceIds=ids)["Reservations"] for i in r["Instances"]]
+            left = [f"{i['InstanceId']} ({i['State']['Name']})" for i in found if i["State"]["Name"] != "terminated"]
         except Exception as e:  # noqa: BLE001
             if aws.error_code(e) != "InvalidInstanceID.NotFound":
                 raise
-            found = [{"InstanceId": "?", "State": {"Name": "not yet described"}}]  # eventual consistency again
-        left = [f"{i['InstanceId']} ({i['State']['Name']})" for i in found if i["State"]["Name"] != "terminated"]
+            left = [f"{i} (not described yet)" for i in ids]  # eventual consistency again: ask once more
         if not left:
             return
         if time.monotonic() >= deadline:
