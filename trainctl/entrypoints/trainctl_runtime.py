@@ -238,7 +238,12 @@ class DeviceOps(abc.ABC):
         """Last words before the process exits (e.g. device statistics)."""
 
     def shutdown(self, ctx: DistContext) -> None:
+        """Every rank calls this at its end (done or stopped), never from an error path. The main rank may still be
+        writing (the model, a checkpoint) when the others get here: they wait at a barrier, because a rank that
+        closed its connections while a peer held them can be aborted by gloo ("connection closed by peer",
+        SIGABRT), which fails the job."""
         if dist.is_available() and dist.is_initialized():
+            dist.barrier()
             dist.destroy_process_group()
 
 

@@ -52,6 +52,14 @@ def _save_checkpoint(folder: Path, state: dict, step: int) -> None:
     os.replace(tmp, final)
 
 
+def _leave_together() -> None:
+    # Rank 0 still writes (a checkpoint, the model) after the last collective. A rank that closed its gloo
+    # connections meanwhile can be aborted by gloo's "connection closed by peer" (SIGABRT, which fails the job):
+    # every rank waits at a barrier until all are done, then the group goes.
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--checkpoint-dir", default="/opt/ml/checkpoints")
@@ -111,7 +119,7 @@ def main() -> int:
         if stop.item():
             print(f"trainctl checkpointed_on_sigterm step={step}", flush=True)
             if distributed:
-                dist.destroy_process_group()
+                _leave_together()
             return 0
 
     if rank == 0:
@@ -120,7 +128,7 @@ def main() -> int:
         torch.save(model.state_dict(), model_dir / "model.pt")
     print(f"trainctl done step={step}", flush=True)
     if distributed:
-        dist.destroy_process_group()
+        _leave_together()
     return 0
 
 
