@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 from trainctl import perf  # noqa: E402
 from trainctl.catalog import RESIDUALS_PATH, load_calibration, load_catalog  # noqa: E402
 from trainctl.perf import compute_rate, estimator  # noqa: E402
+from trainctl.planner.memory_admission import memory_fits  # noqa: E402
 from trainctl.planner.ranking import model_shape  # noqa: E402
 from trainctl.planner.spot.hazard import load_hazard_table  # noqa: E402
 from trainctl.perf.stack_inference import StackInference  # noqa: E402
@@ -115,6 +116,19 @@ def predict(spec: JobSpec, row, fab, catalog, calibration, fit, residuals,
     return tp.samples_per_s, modelled, shape
 
 
+def refusal(spec: JobSpec, shape: perf.ModelShape, row, calibration) -> str:
+    """Why the plan would refuse this spec on the row's cluster for memory ('' where it fits): the plan's own check
+    (planner.memory_admission, as planner/ranking.py calls it), on the card the row ran on. A refused row gets no
+    rate from a plan, so it is counted as refused, not scored at a rate the plan never states."""
+    device = calibration.devices[row.device]
+    memory = (row.memory_gib or device.memory_gib) / device.ranks_per_accelerator
+    fits, fit = memory_fits(spec, shape, memory, row.nodes, row.ranks_per_node)
+    if fits:
+        return ""
+    need = fit.state_gib + (fit.activation_gib or 0.0) + fit.working_gib
+    return f"out of memory: {need:.1f} GiB per rank ({fit.strategy}) > {fit.usable_gib:.1f} GiB usable"
+
+
 @dataclasses.dataclass(frozen=True)
 class Result:
     point: compute_rate.Point
@@ -126,6 +140,7 @@ class Result:
     kind: str              # the band the plan takes for this spec (estimator.band_kind)
     span: tuple[float, float]   # the stack (and TF32) span the plan widens the band by
     read: str = "-"        # `code`: the stack the plan read from the script's code
+    refused: str = ""      # why the plan refuses this spec for memory on the row's cluster ('' where it fits)
 
     @property
     def published(self) -> float:
@@ -157,7 +172,7 @@ def _predict_fold(train, test, catalog, cal, held: str, by_device: bool) -> list
             out.append(Result(p, way, samples, held, seen, cal.source_group(p.row.source),
                               estimator.band_kind(shape, f),
                               estimator.band_span(shape, compute_rate.device_for(catalog, fold, p.row.device), f),
-                              code.stack if code else "-"))
+                              code.stack if code else "-", refusal(spec, shape, p.row, fold)))
     return out
 
 
@@ -200,7 +215,8 @@ def bands(loso: list[Result], devout: list[Result]) -> dict[str, dict]:
     device groups left out. Each from predictions made the way the plan makes them for that kind of spec (a `code`
     spec whose code showed nothing is an `auto` one, already counted by the `auto` way)."""
     out = {}
-    loso, devout = ([r for r in rs if not (r.way == "code" and r.kind == "auto")] for rs in (loso, devout))
+    loso, devout = ([r for r in rs if not (r.way == "code" and r.kind == "auto") and not r.refused]
+                    for rs in (loso, devout))
     for kind in WAYS:
         seen = [r.ratio for r in loso if r.kind == kind and r.seen]
         unseen = [r.ratio for r in loso if r.kind == kind and not r.seen] + [r.ratio for r in devout if r.kind == kind]
@@ -229,7 +245,7 @@ def in_band(loso: list[Result], devout: list[Result], way: str) -> tuple[set[str
         for r in (q for q in loso if q.source_group == group and q.way == way):
             b = plan_band(r, res)
             total += 1
-            if b is not None and b[0] <= r.ratio <= b[1]:
+            if b is not None and not r.refused and b[0] <= r.ratio <= b[1]:
                 inside.add(r.point.row.id)
     return inside, total
 
@@ -259,16 +275,25 @@ def in_class(name: str, test, r: Result) -> bool:
 
 
 def summary(results: list[Result]) -> dict:
+    """Error figures of the rows a plan states a rate for (a refused row is counted by `refused`, not here)."""
+    refused = sorted(r.point.row.id for r in results if r.refused)
+    results = [r for r in results if not r.refused]
+    if not results:
+        return {"rows": 0, "refused": refused}
     errors = [abs(r.error) for r in results]
     worst = max(results, key=lambda r: max(r.ratio, 1 / r.ratio))
     return {"rows": len(results), "median_abs_error": round(statistics.median(errors), 4),
             "median_error": round(statistics.median(r.error for r in results), 4),
-            "worst_ratio": round(max(worst.ratio, 1 / worst.ratio), 3), "worst_row": worst.point.row.id}
+            "worst_ratio": round(max(worst.ratio, 1 / worst.ratio), 3), "worst_row": worst.point.row.id,
+            "refused": refused}
 
 
 def _line(name: str, results: list[Result]) -> str:
     s = summary(results)
-    return (f"| {name} | {s['rows']} | {s['median_abs_error']:.1%} | {s['median_error']:+.1%} | "
+    if not s["rows"]:
+        return f"| {name} | 0 | - | - | every row refused for memory ({', '.join(s['refused'])}) |"
+    rows = f"{s['rows']}" + (f" (+{len(s['refused'])} refused)" if s["refused"] else "")
+    return (f"| {name} | {rows} | {s['median_abs_error']:.1%} | {s['median_error']:+.1%} | "
             f"x{s['worst_ratio']:.2f} ({s['worst_row']}) |")
 
 
@@ -348,7 +373,8 @@ def report(loso, devout, full, cal, checks=()) -> str:
     inside_ids, total = in_band(loso, devout, HEADLINE)
     inside = len(inside_ids)
     met = (s["median_abs_error"] <= TARGET_MEDIAN, abs(s["median_error"]) <= TARGET_BIAS,
-           s["worst_ratio"] <= TARGET_WORST_RATIO, inside / total >= TARGET_COVERAGE)
+           s["worst_ratio"] <= TARGET_WORST_RATIO, inside / total >= TARGET_COVERAGE, not s["refused"])
+    refused = {r.point.row.id: r.refused for r in user if r.refused}
     yes = lambda ok: "yes" if ok else "NO"  # noqa: E731
     lines = ["# Throughput model accuracy", "",
              "Written by `scripts/eval_model.py` (do not edit by hand). Every published row is turned into the spec "
@@ -371,7 +397,10 @@ def report(loso, devout, full, cal, checks=()) -> str:
              f"| worst row, either direction | x{s['worst_ratio']:.2f} ({s['worst_row']}) | x{TARGET_WORST_RATIO:g} | "
              f"{yes(met[2])} |",
              f"| published figure inside the band the plan states (bands made without the row's source group) | "
-             f"{inside}/{total} = {inside / total:.0%} | {TARGET_COVERAGE:.0%} | {yes(met[3])} |", "",
+             f"{inside}/{total} = {inside / total:.0%} | {TARGET_COVERAGE:.0%} | {yes(met[3])} |",
+             f"| published runs the plan refuses for memory on the cluster they ran on (it states no rate for them: "
+             f"not in the figures above; never inside a band) | {len(refused)}/{total}"
+             + "".join(f"; {k}: {v}" for k, v in sorted(refused.items())) + f" | 0 | {yes(met[4])} |", "",
              *check_summary(user, list(checks)),
              "Until commit 6a5f7b2 the headline was the same spec whose code is not read (the stack centred "
              "between the fitted stacks: the second row of the table below, 22.0% median, -1.4% bias, worst x2.08, "
@@ -462,7 +491,8 @@ def _row_table(loso, cal) -> list[str]:
         other = [by.get((row.id, w)) for w in ("auto", "stack", "size")]
         cells = " | ".join(f"{o.predicted:,.1f}" if o else "-" for o in other)
         out.append(f"| {row.id} | {row.device} | {row.precision} | {row.stack} | {r.read} | {layout} | "
-                   f"{r.predicted:,.1f} | {cells} | {row.samples_per_s:,.1f} | {r.error:+.1%} | {r.held_out} |")
+                   f"{r.predicted:,.1f} | {cells} | {row.samples_per_s:,.1f} | "
+                   f"{f'refused ({r.error:+.1%} if planned)' if r.refused else f'{r.error:+.1%}'} | {r.held_out} |")
     out += ["", "Calibration sources (every row above is from one of these; each is fitted on when it is not the "
             "one left out; a source of check rows only is scored, never fitted):",
             ""] + [f"- `{k}`: {v}" for k, v in sorted(cal.sources.items())]

@@ -197,6 +197,8 @@ sources.update(checks.SOURCES)
 devices.update(more.DEVICES)
 for key, tflops in more.TF32.items():
     devices[key]["tf32_tflops"] = tflops
+for key, gib in more.MEMORY.items():
+    devices[key]["memory_gib"] = gib
 shapes.update(more.SHAPES)
 shapes.update(checks.SHAPES)
 rows += more.more_rows("timm train benchmark, AMP fp16, channels-first, synthetic input, PyTorch 1.12")

@@ -32,7 +32,7 @@ def effdet_row(device, gpus, precision, batch, sps, machine, words):
     r = {"id": rid, "model": "efficientdet-d0-512", "device": device, "precision": precision, "micro_batch": batch,
          "accumulation": 1, "nodes": 1, "ranks_per_node": gpus, "strategy": "ddp", "checkpointing": False,
          "attention": "eager", "samples_per_s": float(sps), "source": EFFDET, "stack": "tuned",
-         "tf32": True if words == "TF32" else None,
+         "tf32": True if words == "TF32" else None, **({"memory_gib": 32.0} if "32GB" in machine else {}),
          # NVSwitch A100 200 GB/s, NVLink V100 100 GB/s (the network model's figures)
          "intra_gbytes_s": 200.0 if device == "A100-80GB" else 100.0, "inter_gbps": 0.0, "transport": "efa",
          "conditions": f"{machine}, {'1 GPU' if gpus == 1 else f'{gpus} GPUs'}, EfficientDet-D0 512x512 COCO, {words}, "

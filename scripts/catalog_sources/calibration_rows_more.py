@@ -40,6 +40,9 @@ SOURCES = {
                   "(GA102 whitepaper appendix); V100 has no TF32",
   "NV_SPEC_MORE": "NVIDIA data sheets: A10 FP16/BF16 tensor 125 TFLOPS dense, FP32 31.2, 600 GB/s GDDR6 (NVIDIA A10 "
                   "datasheet); V100 SXM2 125 TFLOPS FP16 tensor (V100 datasheet)",
+  "NV_SPEC_MEMORY": "NVIDIA data sheets, memory per GPU: RTX 3090 24 GB GDDR6X, A10 and A10G 24 GB GDDR6, L4 24 GB, "
+                    "V100 SXM2 16 GB (32 GB where a row says so: DGX-1 V100 32GB), A100 40 GB and 80 GB, H100 SXM 80 GB "
+                    "(96 GB where a row says so); Trainium1: 32 GiB per chip (NEURON_ARCH)",
 }
 # Sources that resemble each other are held out together by the evaluation (one group = one held-out unit).
 SOURCE_GROUPS = {
@@ -54,6 +57,11 @@ SOURCE_GROUPS = {
 }
 # Dense TF32 peaks (NV_SPEC_TF32): a spec's fp32 is measured against them where the die has TF32 (compute_rate.py).
 TF32 = {"A100": 156.0, "A100-80GB": 156.0, "H100": 494.7, "A10": 62.5, "A10G": 62.5, "L4": 60.0, "RTX3090": 35.6}
+# Memory per accelerator (NV_SPEC_MEMORY, NEURON_ARCH): the plan's memory check runs on every row
+# (scripts/eval_model.py), so a published run the plan would refuse is counted as refused. A row on a larger card
+# than its device key's says so (row memory_gib).
+MEMORY = {"RTX3090": 24.0, "A10": 24.0, "A10G": 24.0, "L4": 24.0, "V100": 16.0, "A100": 40.0, "A100-80GB": 80.0,
+          "H100": 80.0, "Trainium1": 32.0}
 DEVICES = {
   # Lambda's A10 (PCIe, 150 W). AWS's A10G has no published training row: the A10's rows stand in for it.
   "A10": {"group": "GA102-A10", "peak_tflops": {"fp16": 125.0, "bf16": 125.0, "fp32": 31.2}, "memory_gbytes_s": 600.0,
@@ -106,7 +114,7 @@ def p2p_disabled(dev):
 
 def row(rid, model, device, batch, sps, source, stack, conditions, gpus=1, nodes=1, accumulation=1, attention="eager",
         strategy="ddp", inter_gbps=0.0, scaling_base=None, precision="fp16", checkpointing=False, tf32=False,
-        intra=None):
+        intra=None, memory_gib=None):
     r = {"id": rid, "model": model, "device": device, "precision": precision, "micro_batch": batch,
          "accumulation": accumulation, "nodes": nodes, "ranks_per_node": gpus, "strategy": strategy,
          "checkpointing": checkpointing, "attention": attention, "samples_per_s": float(sps), "source": source,
@@ -117,6 +125,8 @@ def row(rid, model, device, batch, sps, source, stack, conditions, gpus=1, nodes
         r["scaling_base"] = scaling_base
     if tf32:
         r["tf32"] = True
+    if memory_gib:
+        r["memory_gib"] = memory_gib
     return r
 
 
@@ -202,9 +212,11 @@ def dle_rows():
             row("dle-squad-a100-80gb-8gpu", "bert-large-seq384", "A100-80GB", 32, 846.7, DLE, "amp",
                 f"DGX A100 80GB, 8 GPUs, {sq}, batch 32", gpus=8, scaling_base="dle-squad-a100-80gb-1gpu"),
             row("dle-squad-v100-1gpu", "bert-large-seq384", "V100", 16, 52, DLE, "amp",
-                f"DGX-1 V100 32GB (taken as the V100: same die and peak, ASSUMED), 1 GPU, {sq}, batch 16"),
+                f"DGX-1 V100 32GB (taken as the V100: same die and peak, ASSUMED), 1 GPU, {sq}, batch 16",
+                memory_gib=32.0),
             row("dle-squad-v100-8gpu", "bert-large-seq384", "V100", 16, 382, DLE, "amp",
-                f"DGX-1 V100 32GB, 8 GPUs, {sq}, batch 16", gpus=8, scaling_base="dle-squad-v100-1gpu")]
+                f"DGX-1 V100 32GB, 8 GPUs, {sq}, batch 16", gpus=8, scaling_base="dle-squad-v100-1gpu",
+                memory_gib=32.0)]
     return out
 
 
@@ -220,7 +232,7 @@ def titan_rows():
             out.append(row(rid, "llama3.1-8b-8k", "H100", 2, tps * gpus / 8192, TITAN, stack,
                            f"{gpus} GPUs, {'torch.compile' if stack == 'compile' else 'eager'}, {tps:,} tokens/s/GPU, "
                            + words, gpus=8, nodes=gpus // 8, attention="fused", strategy="fsdp", inter_gbps=3200.0,
-                           precision="bf16", scaling_base=base if gpus > 8 else None))
+                           precision="bf16", scaling_base=base if gpus > 8 else None, memory_gib=96.0))
     return out
 
 

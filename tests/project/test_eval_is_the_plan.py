@@ -118,7 +118,8 @@ def test_every_fitted_row_has_its_scripts_code_verbatim_with_where_it_is_from():
 
 def test_the_stored_summary_is_the_user_predictor_and_the_bands_are_per_kind():
     summary = RES["leave_source_out"]
-    assert summary["rows"] == len(CAL.rows) == RES["leave_source_out_code_not_read"]["rows"]
+    scored = summary["rows"] + len(summary["refused"])      # every fitted row: scored, or refused for memory
+    assert scored == len(CAL.rows) == RES["leave_source_out_code_not_read"]["rows"] + len(summary["refused"])
     for kind in ("code", "auto", "stack", "size"):
         for seen in ("seen", "unseen"):
             band = RES[f"band_{seen}_{kind}"]
@@ -166,3 +167,31 @@ def test_coverage_is_measured_on_the_band_the_plan_states_fp32_included():
     assert result.span == pytest.approx(span)
     modelled = estimator.modelled_rate(shape, row.device, 1, row.micro_batch, "GPU", CAT, CAL, FIT, RES)
     assert modelled.band[0] <= span[0] and modelled.band[1] >= span[1]
+
+
+def test_a_published_run_the_plan_refuses_for_memory_is_counted_as_refused_not_scored():
+    """The Neuron Llama 3.1 8B row ran with 32-way tensor parallelism, which a spec cannot express: planned as the
+    spec says (replicated per NeuronCore, or fully sharded), it does not fit a NeuronCore's 16 GiB. The plan excludes
+    the layout; the evaluation calls the same check (planner.memory_admission) and reports the row as refused."""
+    assert eval_model.memory_fits is ranking.memory_fits
+    row = ROWS["neuron-llama3.1-8b-trn1-32nodes"]
+    spec = eval_model.row_spec(row, CAL.shapes[row.model])
+    shape = ranking.model_shape(spec)
+    assert "out of memory" in eval_model.refusal(spec, shape, row, CAL)
+    spec = spec.model_copy(update={"candidates": Candidates.model_validate(
+        {"layouts": ["trn1.32xlarge:32:on-demand"], "platforms": ["ec2"], "regions": ["us-east-1"],
+         "markets": ["on-demand"]})})
+    result = plan(spec, CAT, Quotes.offline(["us-east-1"]), PlanRequest(platforms=("ec2",)))
+    assert not result.options and "out of memory" in result.excluded[0].reason
+    # a row that ran on a larger card than its device key's is checked on that card: torchtitan's 96 GB H100
+    titan = ROWS["titan-llama3-8b-h100-8gpu-amp"]
+    titan_spec = eval_model.row_spec(titan, CAL.shapes[titan.model])
+    assert titan.memory_gib == 96.0
+    assert eval_model.refusal(titan_spec, ranking.model_shape(titan_spec), titan, CAL) == ""
+
+
+def test_the_report_states_the_refused_rows_apart_from_the_error_figures():
+    text = (ROOT / "docs" / "model-accuracy.md").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("| published runs the plan refuses for memory"))
+    assert "neuron-llama3.1-8b-trn1-32nodes" in line and line.endswith("| 0 | NO |")
+    assert "neuron-llama3.1-8b-trn1-32nodes" not in next(x for x in text.splitlines() if x.startswith("| worst row"))

@@ -159,6 +159,7 @@ class DeviceSpec:
     peak_tflops: dict[str, float] | None   # None: the catalog's accelerator has it
     ranks_per_accelerator: int
     source: str
+    memory_gib: float | None = None        # memory per accelerator (the plan's memory check of the published rows)
     tf32_tflops: float | None = None       # dense TF32 tensor-core peak: what PyTorch's fp32 matmuls and convolutions
                                            # run on where TF32 is allowed (Ampere and later); None: the die has none
 
@@ -196,6 +197,7 @@ class CalibrationRow:
     scaling_base: str | None = None   # the row whose layout is this one's scaling reference
     stack: str = "tuned"              # tuned (vendor-tuned recipe) | amp (plain PyTorch AMP) | compile (torch.compile)
     tf32: bool = False                # fp32 ran with TF32 allowed (NGC containers' default)
+    memory_gib: float | None = None   # memory per accelerator where the card is larger than the device key's
 
 
 @dataclass(frozen=True)
@@ -232,7 +234,8 @@ class Calibration:
 def parse_calibration(data: dict) -> Calibration:
     devices = {k: DeviceSpec(key=k, group=v["group"], memory_gbytes_s=v["memory_gbytes_s"],
                              peak_tflops=v.get("peak_tflops"), ranks_per_accelerator=v.get("ranks_per_accelerator", 1),
-                             source=v["source"], tf32_tflops=v.get("tf32_tflops"))
+                             source=v["source"], tf32_tflops=v.get("tf32_tflops"),
+                             memory_gib=v.get("memory_gib"))
                for k, v in data["devices"].items()}
     shapes = {k: ModelDims(**v) for k, v in data["model_shapes"].items()}
     rows = tuple(CalibrationRow(**r) for r in data["rows"])

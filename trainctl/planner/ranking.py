@@ -15,6 +15,7 @@ from trainctl.planner.spot import risk
 from trainctl.catalog import Catalog, InstanceType, images, load_calibration
 from trainctl.catalog.platforms import facts as platform_facts
 from trainctl.planner.flexible import flexible_options
+from trainctl.planner.memory_admission import memory_fits
 from trainctl.planner.data_terms import ChannelFacts, layout_data
 from trainctl.planner.disk import has_fsx, keep_of, plan_disk
 from trainctl.planner.pricing import input_limit, objective_value, price_option
@@ -240,17 +241,7 @@ class _Planning:
             return None
         ranks = perf.ranks(inst, load_calibration())  # GPUs, or NeuronCores: the entrypoint's unit
         n_acc = count * ranks.per_node
-        # The ViT and Neuron entrypoints replicate the model (DDP) and take no micro-batch; the LM entrypoint
-        # shards (full or hybrid) and accumulates gradients over micro-batches.
-        replicated_only = spec.entrypoint.bundled in ("ddp", "neuron")
-        strategy = "ddp" if replicated_only else spec.model.strategy
-        accumulate = spec.entrypoint.bundled == "lm"
-        batch = spec.workload.batch_size_per_accelerator
-        fit = perf.memory_fit(shape, ranks.memory_gib, n_acc, batch, strategy, ranks.per_node, accumulate)
-        fits = [fit] if fit.fits else []
-        if fit.strategy == "fsdp" and count > 1 and ranks.per_node > 1:
-            hybrid = perf.memory_fit(shape, ranks.memory_gib, n_acc, batch, "hsdp", ranks.per_node, accumulate)
-            fits += [hybrid] if hybrid.fits else []
+        fits, fit = memory_fits(spec, shape, ranks.memory_gib, count, ranks.per_node)
         if fits:
             return fits, n_acc
         unit = "NeuronCore" if ranks.unit == "NeuronCore" else inst.accelerator.key
@@ -263,10 +254,10 @@ class _Planning:
                 "even fully sharded it does not fit: one unsharded layer and the output buffers alone exceed memory "
                 "(activations unknown, not counted); give the model's shape (model.layers, hidden, heads, seq_len) "
                 "or model.config for its real layer size")
-        if replicated_only:
+        if spec.entrypoint.bundled in ("ddp", "neuron"):
             need += (f"; the bundled {spec.entrypoint.bundled} entrypoint replicates the model (DDP): shard it "
                      "with 'bundled: lm' or your own script")
-        at = f" at micro-batch {fit.micro_batch}" if accumulate else ""
+        at = f" at micro-batch {fit.micro_batch}" if spec.entrypoint.bundled == "lm" else ""
         self.exclude(inst.name, count, f"out of memory: {fit.total_gib:.1f} GiB per {unit} "
                                        f"({fit.strategy}{at}) > {fit.usable_gib:.1f} GiB usable; {need}")
         return None
