@@ -141,6 +141,7 @@ class Result:
     span: tuple[float, float]   # the stack (and TF32) span the plan widens the band by
     read: str = "-"        # `code`: the stack the plan read from the script's code
     refused: str = ""      # why the plan refuses this spec for memory on the row's cluster ('' where it fits)
+    warned: bool = False   # the plan warns that it cannot tell this model's architecture (cnn_by_size_words)
 
     @property
     def published(self) -> float:
@@ -172,7 +173,8 @@ def _predict_fold(train, test, catalog, cal, held: str, by_device: bool) -> list
             out.append(Result(p, way, samples, held, seen, cal.source_group(p.row.source),
                               estimator.band_kind(shape, f),
                               estimator.band_span(shape, compute_rate.device_for(catalog, fold, p.row.device), f),
-                              code.stack if code else "-", refusal(spec, shape, p.row, fold)))
+                              code.stack if code else "-", refusal(spec, shape, p.row, fold),
+                              estimator.cnn_by_size_words(shape, {}) is not None))
     return out
 
 
@@ -446,11 +448,22 @@ def check_summary(user: list[Result], checks: list[Result]) -> list[str]:
     if not checks:
         return []
     c, both = summary(checks), summary(user + checks)
-    return [f"Not in these figures: {c['rows']} check rows (calibration.json `check_rows`, published, scored the same "
+    return warned_words(user, checks) + [f"Not in these figures: {c['rows']} check rows (calibration.json `check_rows`, published, scored the same "
             f"way, never fitted: models the fit cannot represent yet) are off by a median {c['median_abs_error']:.0%} "
             f"(bias {c['median_error']:+.0%}, worst x{c['worst_ratio']:.1f}, {c['worst_row']}); with them the headline "
             f"would read median {both['median_abs_error']:.1%}, bias {both['median_error']:+.1%}, worst "
             f"x{both['worst_ratio']:.2f}. See \"Check rows\" below.", ""]
+
+
+def warned_words(user: list[Result], checks: list[Result]) -> list[str]:
+    """The plan's line for a CNN given by its size (estimator.cnn_by_size_words): on how many check rows and
+    fitted rows it is said. It states what the model assumes; it does not detect an architecture."""
+    cnn = [r for r in user if r.point.shape.family == "cnn"]
+    return ["A CNN has no shape in a spec: the plan models it on the fit's ResNets and says so in one warning, with "
+            "the check rows' figures (calibration_fit.json `check_rows`) and the price of a `trainctl bench`. "
+            f"Check rows it is said for: {sum(r.warned for r in checks)}/{len(checks)}; fitted CNN rows: "
+            f"{sum(r.warned for r in cnn)}/{len(cnn)} (a statement of the assumption, not a detector: the size "
+            "does not tell a ResNet from a depthwise-separable network).", ""]
 
 
 def check_table(checks: list[Result]) -> list[str]:
@@ -534,10 +547,15 @@ def outputs() -> tuple[str, str]:
     pts = compute_rate.points(catalog, cal)
     loso, devout = leave_source_out(pts, catalog, cal), leave_device_group_out(pts, catalog, cal)
     full = compute_rate.fit(pts)
-    text = report(loso, devout, full, cal, check_rows(pts, catalog, cal))
+    checks = check_rows(pts, catalog, cal)
+    text = report(loso, devout, full, cal, checks)
     fit_doc = {"generated_by": "scripts/eval_model.py", "calibration_date": cal.date, "fit": full.to_json(),
                **bands(loso, devout), "leave_source_out": summary([r for r in loso if r.way == HEADLINE]),
                "leave_source_out_code_not_read": summary([r for r in loso if r.way == "auto"])}
+    if checks:
+        fit_doc["check_rows"] = {"models": sorted({r.point.row.model for r in checks}),
+                                 "predicted_over_published": [round(min(1 / r.ratio for r in checks), 2),
+                                                              round(max(1 / r.ratio for r in checks), 2)]}
     return text, json.dumps(fit_doc, indent=1) + "\n"
 
 

@@ -195,3 +195,27 @@ def test_the_report_states_the_refused_rows_apart_from_the_error_figures():
     line = next(x for x in text.splitlines() if x.startswith("| published runs the plan refuses for memory"))
     assert "neuron-llama3.1-8b-trn1-32nodes" in line and line.endswith("| 0 | NO |")
     assert "neuron-llama3.1-8b-trn1-32nodes" not in next(x for x in text.splitlines() if x.startswith("| worst row"))
+
+
+def test_a_cnn_plan_says_it_cannot_tell_the_architecture_with_the_check_rows_figures_and_the_bench_price():
+    """A CNN is given by its size; the plan models it on ResNets and says so once, with how far off the published
+    depthwise-separable rows were (calibration_fit.json check_rows, written by eval_model) and what a bench of the
+    top layout costs. A transformer given by its shape gets no such line; nor does a CNN whose throughput is given."""
+    def planned_warnings(doc):
+        spec = eval_model.JobSpec.model_validate(doc)
+        spec = spec.model_copy(update={"candidates": Candidates.model_validate(
+            {"layouts": ["g5.xlarge:1:on-demand", "g5.xlarge:2:on-demand"], "platforms": ["ec2"],
+             "regions": ["us-east-1"], "markets": ["on-demand"]})})
+        return plan(spec, CAT, Quotes.offline(["us-east-1"]), PlanRequest(platforms=("ec2",))).warnings
+
+    cnn = {"name": "detector", "entrypoint": {"script": "train.py", "source_dir": "."},
+           "model": {"params": 3.9e6, "flops_per_sample": 1.5e10, "family": "cnn", "precision": "fp16"},
+           "workload": {"samples": 1_000_000, "batch_size_per_accelerator": 32}}
+    lines = [w for w in planned_warnings(cnn) if w.startswith("a CNN given by its size")]
+    low, high = RES["check_rows"]["predicted_over_published"]
+    assert len(lines) == 1 and f"x{low:.1f} to x{high:.0f}" in lines[0] and "efficientdet" in lines[0]
+    assert "`trainctl bench detector --layout g5.xlarge:1:on-demand` measures it for at most $" in lines[0]
+    given = cnn | {"throughput": {"g5.xlarge": 100.0}}
+    assert not [w for w in planned_warnings(given) if "CNN" in w]
+    row = ROWS["lambda-bertl-a100-80gb-1gpu"]
+    assert not [w for w in planned_warnings(eval_model.row_doc(row, CAL.shapes[row.model])) if "CNN" in w]

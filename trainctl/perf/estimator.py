@@ -233,6 +233,22 @@ def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_bat
     return ModelledRate(rate, words, band)
 
 
+def cnn_by_size_words(shape: perf.ModelShape, residuals: dict) -> str | None:
+    """A CNN has no shape in a spec: it is given by its size and modelled on the fit's CNN rows (ResNets). The plan
+    cannot tell a depthwise-separable network from its size, and on the published ones (calibration.json
+    check_rows, scored by scripts/eval_model.py into calibration_fit.json) the model is several times too fast:
+    said in one line for every CNN, with those rows' figures. None for a transformer."""
+    if shape.family != "cnn":
+        return None
+    words = "a CNN given by its size is modelled on the CNN rows of the fit (ResNets)"
+    checks = residuals.get("check_rows")
+    if checks:
+        words += (f"; on published rows of depthwise-separable networks ({', '.join(checks['models'])}) it predicted "
+                  f"x{checks['predicted_over_published'][0]:.1f} to x{checks['predicted_over_published'][1]:.0f} "
+                  "their measured rate")
+    return words + ": an architecture unlike ResNet's may run several times slower than this plan says"
+
+
 def _tf32_words(shape: perf.ModelShape, device: perf_fit.Device) -> str:
     if shape.precision != "fp32" or "tf32" not in device.peak_tflops:
         return ""

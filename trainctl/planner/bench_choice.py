@@ -224,6 +224,15 @@ def _named(option: Option, layouts: tuple[str, ...]) -> bool:
     return False
 
 
+def measure_words(spec: str, options: list[Option]) -> str:
+    """What measuring the top layout costs, said after a warning that the model's error is not known there."""
+    top = _by_layout(options)[0]
+    if top.throughput_source != "model":
+        return ""
+    return (f"; `trainctl bench {spec} --layout {top.type_label}:{top.count}:{top.market}` measures it for at most "
+            f"${bound_usd(top, DEFAULT_MAX_MINUTES):,.2f} ({DEFAULT_MAX_MINUTES:g} min)")
+
+
 def unsure_line(plan: Plan, device_of: Callable[[Option], str]) -> str | None:
     """One line when the throughput bands are wide enough to change the top choice (a rival's best case beats the
     top's worst case, as `judge` reads them), with the price of settling it: `trainctl bench` of the top layout and

@@ -12,7 +12,7 @@ from trainctl.perf import estimator as perf_layout
 from trainctl.perf.estimator import MeasuredRate
 from trainctl.perf.stack_inference import StackInference
 from trainctl.planner.spot import risk
-from trainctl.catalog import Catalog, InstanceType, images, load_calibration
+from trainctl.catalog import Catalog, InstanceType, images, load_calibration, load_calibration_residuals
 from trainctl.catalog.platforms import facts as platform_facts
 from trainctl.planner.flexible import flexible_options
 from trainctl.planner.memory_admission import memory_fits
@@ -193,6 +193,9 @@ class _Planning:
         self._seen: set[tuple[str, int, str]] = set()
         self.unpriced: dict[tuple[str, str], set[str]] = {}
         self.closest_miss: Option | None = None  # the option nearest the deadline among those that miss it
+        # what the throughput model cannot tell of this model: said once, with the price of measuring it
+        self.extrapolation = None if spec.throughput else perf_layout.cnn_by_size_words(
+            self.shape, load_calibration_residuals())
 
     def exclude(self, inst_name: str, count: int, reason: str, **where) -> None:
         if self._effects is not None:
@@ -208,6 +211,8 @@ class _Planning:
             out.append(f"layer count unknown (model given by params and flops_per_sample): a sharded layer is "
                        f"assumed to hold {perf.layer_params(self.shape):,.0f} parameters (twice a typical "
                        "transformer layer of this size); give model.layers/hidden/heads/seq_len or model.config")
+        if self.extrapolation:
+            out.append(self.extrapolation)
         if self.shape.activation_bytes_per_sample is None:
             out.append("activation memory unknown (no architecture and no model.activation_gib_per_sample): "
                        "memory fit counts weights, gradients and optimizer state only")
