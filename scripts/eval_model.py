@@ -71,6 +71,8 @@ def row_doc(row, dims, way: str = "auto", script: str = "train.py") -> dict:
              "strategy": "fsdp" if row.strategy != "ddp" else "ddp"}
     if way != "size" and dims.family != "cnn" and dims.hidden:
         model |= {"layers": dims.layers, "hidden": dims.hidden, "heads": dims.heads, "seq_len": dims.tokens}
+        if row.tensor_parallel > 1:     # a spec given by size alone cannot say it (spec/model.py)
+            model["tensor_parallel"] = row.tensor_parallel
     if way == "stack":
         model["stack"] = row.stack
     return {"name": "published-row", "entrypoint": {"script": script, "source_dir": "."}, "model": model,
@@ -380,7 +382,8 @@ def report(loso, devout, full, cal, checks=()) -> str:
     yes = lambda ok: "yes" if ok else "NO"  # noqa: E731
     lines = ["# Throughput model accuracy", "",
              "Written by `scripts/eval_model.py` (do not edit by hand). Every published row is turned into the spec "
-             "a user would write for it (its model's size and shape, precision, activation checkpointing, batch per "
+             "a user would write for it (its model's size and shape, precision, activation checkpointing, tensor "
+             "parallelism, batch per "
              "GPU; a script of the user's own, so `model.stack: auto`) with its `entrypoint.source_dir` holding the "
              "code of the script that produced the row, and predicted by the plan's own functions "
              "(`usecases.plan.read_code`, which reads the stack from the code as `trainctl plan` does, "

@@ -114,7 +114,7 @@ def p2p_disabled(dev):
 
 def row(rid, model, device, batch, sps, source, stack, conditions, gpus=1, nodes=1, accumulation=1, attention="eager",
         strategy="ddp", inter_gbps=0.0, scaling_base=None, precision="fp16", checkpointing=False, tf32=False,
-        intra=None, memory_gib=None):
+        intra=None, memory_gib=None, tensor_parallel=1):
     r = {"id": rid, "model": model, "device": device, "precision": precision, "micro_batch": batch,
          "accumulation": accumulation, "nodes": nodes, "ranks_per_node": gpus, "strategy": strategy,
          "checkpointing": checkpointing, "attention": attention, "samples_per_s": float(sps), "source": source,
@@ -127,6 +127,8 @@ def row(rid, model, device, batch, sps, source, stack, conditions, gpus=1, nodes
         r["tf32"] = True
     if memory_gib:
         r["memory_gib"] = memory_gib
+    if tensor_parallel > 1:
+        r["tensor_parallel"] = tensor_parallel
     return r
 
 
@@ -238,9 +240,10 @@ def titan_rows():
 
 def neuron_rows():
     return [row("neuron-llama3.1-8b-trn1-32nodes", "llama3.1-8b-8k", "Trainium1", 1, 47.95, NEU_DEC, "tuned",
-                "32 x trn1.32xlarge, TP=32 DP=32 ZeRO-1 (modelled as data parallel with the same FLOPs per NeuronCore: "
-                "ASSUMED), autocast bf16, AdamW, microbatch 1, global batch 1024, sequence 8192, Neuron 2.24",
-                gpus=32, nodes=32, attention="fused", inter_gbps=800.0, precision="bf16")]
+                "32 x trn1.32xlarge, TP=32 DP=32 ZeRO-1 (the data-parallel groups counted as ddp: ZeRO-1's sharded "
+                "optimizer state is not modelled, ASSUMED), autocast bf16, AdamW, microbatch 1, global batch 1024, "
+                "sequence 8192, Neuron 2.24", gpus=32, nodes=32, attention="fused", inter_gbps=800.0,
+                precision="bf16", tensor_parallel=32)]
 
 
 def timm_cnn_rows(conditions):

@@ -73,3 +73,46 @@ def test_a_published_batch_under_torch_compile_is_not_refused_for_memory(tmp_pat
     (tmp_path / "base_train.py").write_text("import torch\nmodel = torch.compile(model, dynamic=False)\n")
     doc = run_json(["plan", str(spec), "--offline"], tmp_path)
     assert [o["instance_type"] for o in doc["options"]] == ["p5.48xlarge"], doc["excluded"]
+
+
+def test_tensor_parallelism_lets_the_plan_hold_what_replication_and_sharding_cannot(tmp_path: Path):
+    """Llama 3.1 8B at 8,192 tokens, one sequence per rank, on trn1.32xlarge: it fits no NeuronCore replicated or
+    fully sharded; with model.tensor_parallel: 32 (NeuronX Distributed's layout) each core holds 1/32 of every layer
+    and the plan ranks it, saying what the collectives cost; a p5's 8 GPUs cannot hold a 32-way split."""
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_8B))
+    spec = tmp_path / "job.yaml"
+
+    def plan_with(tp: int) -> dict:
+        spec.write_text("name: own-8b\nentrypoint: {script: train.py, source_dir: .}\n"
+                        f"model: {{config: config.json, seq_len: 8192, tensor_parallel: {tp}}}\n"
+                        "workload: {samples: 100000, batch_size_per_accelerator: 1}\n"
+                        "candidates: {layouts: [trn1.32xlarge:4:on-demand, p5.48xlarge:1:on-demand], "
+                        "platforms: [ec2], regions: [us-east-1]}\n")
+        return run_json(["plan", str(spec), "--offline"], tmp_path)
+
+    alone = plan_with(1)
+    assert not any(o["instance_type"] == "trn1.32xlarge" for o in alone["options"])
+    assert any(e["instance_type"] == "trn1.32xlarge" and "out of memory" in e["reason"] for e in alone["excluded"])
+    split = plan_with(32)
+    assert [o["instance_type"] for o in split["options"]] == ["trn1.32xlarge"]
+    assert any(w.startswith("tensor parallel 32: ") for w in split["options"][0]["why"])
+    assert any("width 4,096 / 32 tensor-parallel ranks" in w for w in split["options"][0]["why"])
+    assert any(e["instance_type"] == "p5.48xlarge" and "tensor_parallel 32 does not divide the 8" in e["reason"]
+               for e in split["excluded"])
+
+
+def test_a_tensor_parallel_degree_the_model_cannot_take_is_one_line(tmp_path: Path):
+    spec = tmp_path / "job.yaml"
+    cases = [("{layers: 24, hidden: 1024, heads: 16, seq_len: 512, tensor_parallel: 3}", "must divide the attention"),
+             ("{params: 2.5e7, flops_per_sample: 2.5e10, family: cnn, tensor_parallel: 2}", "a CNN is not one"),
+             ("{params: 7e9, flops_per_sample: 1e14, tensor_parallel: 8}", "needs the model's shape")]
+    for model, words in cases:
+        spec.write_text(f"name: tp\nentrypoint: {{script: train.py, source_dir: .}}\nmodel: {model}\n"
+                        "workload: {samples: 1000, batch_size_per_accelerator: 1}\n")
+        proc = run_cli(["plan", str(spec), "--offline"], tmp_path)
+        line = proc.stderr.strip()
+        assert proc.returncode == 2 and "\n" not in line and words in line and "tensor_parallel" in line, line
+    spec.write_text("name: tp\nentrypoint: {bundled: lm}\nmodel: {architecture: llama-7b, tensor_parallel: 8}\n"
+                    "workload: {samples: 1000, batch_size_per_accelerator: 1}\n")
+    proc = run_cli(["plan", str(spec), "--offline"], tmp_path)
+    assert proc.returncode == 2 and "the bundled lm entrypoint has no tensor parallelism" in proc.stderr

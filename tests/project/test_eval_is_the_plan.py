@@ -169,20 +169,31 @@ def test_coverage_is_measured_on_the_band_the_plan_states_fp32_included():
     assert modelled.band[0] <= span[0] and modelled.band[1] >= span[1]
 
 
-def test_a_published_run_the_plan_refuses_for_memory_is_counted_as_refused_not_scored():
-    """The Neuron Llama 3.1 8B row ran with 32-way tensor parallelism, which a spec cannot express: planned as the
-    spec says (replicated per NeuronCore, or fully sharded), it does not fit a NeuronCore's 16 GiB. The plan excludes
-    the layout; the evaluation calls the same check (planner.memory_admission) and reports the row as refused."""
+def test_a_run_a_spec_cannot_express_is_refused_and_tensor_parallelism_lets_the_spec_say_it():
+    """The Neuron Llama 3.1 8B row ran with 32-way tensor parallelism. Without model.tensor_parallel its spec does
+    not fit a NeuronCore's 16 GiB, replicated or fully sharded: the plan excludes the layout and the evaluation
+    (the same check, planner.memory_admission) counts the row as refused. With it, the plan admits the layout and
+    states the number the evaluation scores, band included, and says what the collectives cost."""
     assert eval_model.memory_fits is ranking.memory_fits
     row = ROWS["neuron-llama3.1-8b-trn1-32nodes"]
-    spec = eval_model.row_spec(row, CAL.shapes[row.model])
-    shape = ranking.model_shape(spec)
-    assert "out of memory" in eval_model.refusal(spec, shape, row, CAL)
-    spec = spec.model_copy(update={"candidates": Candidates.model_validate(
+    assert row.tensor_parallel == 32
+    doc = eval_model.row_doc(row, CAL.shapes[row.model])
+    assert doc["model"]["tensor_parallel"] == 32
+    without = eval_model.JobSpec.model_validate({**doc, "model": {**doc["model"], "tensor_parallel": 1}})
+    assert "out of memory" in eval_model.refusal(without, ranking.model_shape(without), row, CAL)
+    refused = plan(without.model_copy(update={"candidates": Candidates.model_validate(
         {"layouts": ["trn1.32xlarge:32:on-demand"], "platforms": ["ec2"], "regions": ["us-east-1"],
-         "markets": ["on-demand"]})})
-    result = plan(spec, CAT, Quotes.offline(["us-east-1"]), PlanRequest(platforms=("ec2",)))
-    assert not result.options and "out of memory" in result.excluded[0].reason
+         "markets": ["on-demand"]})}), CAT, Quotes.offline(["us-east-1"]), PlanRequest(platforms=("ec2",)))
+    assert not refused.options and "out of memory" in refused.excluded[0].reason
+
+    spec = eval_model.row_spec(row, CAL.shapes[row.model])
+    assert eval_model.refusal(spec, ranking.model_shape(spec), row, CAL) == ""
+    option = planned(spec, "trn1.32xlarge:32:on-demand")
+    fab = fabric(CAT.instance("trn1.32xlarge"), 32, 32, "ec2", "baseline")
+    predicted, modelled, _ = eval_model.predict(spec, row, fab, CAT, CAL, FIT, RES)
+    assert option.throughput_samples_per_s == pytest.approx(predicted, rel=1e-12)
+    assert option.throughput_band == pytest.approx((modelled.band[0] * predicted, modelled.band[1] * predicted))
+    assert any(w.startswith("tensor parallel 32: ") and "s/step of activation collectives" in w for w in option.why)
     # a row that ran on a larger card than its device key's is checked on that card: torchtitan's 96 GB H100
     titan = ROWS["titan-llama3-8b-h100-8gpu-amp"]
     titan_spec = eval_model.row_spec(titan, CAL.shapes[titan.model])
@@ -190,11 +201,10 @@ def test_a_published_run_the_plan_refuses_for_memory_is_counted_as_refused_not_s
     assert eval_model.refusal(titan_spec, ranking.model_shape(titan_spec), titan, CAL) == ""
 
 
-def test_the_report_states_the_refused_rows_apart_from_the_error_figures():
+def test_the_report_states_how_many_published_runs_the_plan_refuses():
     text = (ROOT / "docs" / "model-accuracy.md").read_text()
     line = next(x for x in text.splitlines() if x.startswith("| published runs the plan refuses for memory"))
-    assert "neuron-llama3.1-8b-trn1-32nodes" in line and line.endswith("| 0 | NO |")
-    assert "neuron-llama3.1-8b-trn1-32nodes" not in next(x for x in text.splitlines() if x.startswith("| worst row"))
+    assert line.endswith(f"| {len(RES['leave_source_out']['refused'])}/{len(CAL.rows)} | 0 | yes |")
 
 
 def test_a_cnn_plan_says_it_cannot_tell_the_architecture_with_the_check_rows_figures_and_the_bench_price():

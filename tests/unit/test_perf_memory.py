@@ -95,3 +95,19 @@ def test_plan_picks_strategy_and_micro_batch_per_layout():
     assert (by_count[2].strategy, by_count[2].micro_batch, by_count[2].grad_accum) == ("hsdp", 8, 1)
     assert any("within each node" in w for w in by_count[2].why)
     assert by_count[4].strategy == "fsdp"
+
+
+def test_tensor_parallelism_divides_the_state_activations_logits_and_layer_between_its_ranks():
+    """Korthikanti et al. 2022 with sequence parallelism: every per-rank term is 1/t of the replicated one, and
+    fully sharding then splits the state over the data-parallel groups (ranks / t), not over every rank."""
+    base = dict(params=8.03e9, training_flops_per_sample=1e15, precision="bf16", optimizer="adamw",
+                activation_bytes_per_sample=perf.transformer_activation_bytes(8192, 4096, 32, 32, "bf16", False),
+                hidden=4096, tokens=8192, layers=32, heads=32, family="language", vocab=128256)
+    one, tp = perf.ModelShape(**base), perf.ModelShape(**base, tensor_parallel=32)
+    a, b = perf.memory_fit(one, 16.0, 1024, 1, "ddp"), perf.memory_fit(tp, 16.0, 1024, 1, "ddp")
+    assert not a.fits and b.fits
+    assert b.state_gib == pytest.approx(a.state_gib / 32)
+    assert b.activation_gib == pytest.approx(a.activation_gib / 32)
+    assert b.working_gib == pytest.approx(a.working_gib / 32)
+    full = perf.memory_fit(tp, 16.0, 1024, 1, "fsdp")
+    assert full.state_gib == pytest.approx(a.state_gib / 32 / 32)      # 1,024 ranks = 32 groups of 32

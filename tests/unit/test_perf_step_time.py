@@ -151,17 +151,19 @@ def test_calibrated_model_reproduces_its_published_rows():
 def test_band_comes_from_the_out_of_source_errors_of_the_users_predictor():
     """calibration_fit.json (scripts/eval_model.py): the leave-one-source-out figures of the spec a user writes
     (stack auto), as measured on 125 rows (24 of them fp32): with the script's code read (the headline) median
-    |error| 24.3%, bias +9.7%, worst x2.83; with it not read (the stack centred) 22.0%, -1.4%, x2.08
-    (docs/model-accuracy.md; the issue's targets of 20%, ±10% and x2 are not met, and the report says so). Guards
-    against a regression past them; the band straddles 1 and is wider where the device or family has no rows."""
+    |error| 23.8%, bias +9.2%, worst x2.21, none refused for memory; with it not read (the stack centred) 22.0%,
+    -2.1%, x2.11 (docs/model-accuracy.md; the issue's targets of 20% and x2 are not met, and the report says so).
+    Guards against a regression past them; the band straddles 1 and is wider where the device or family has no
+    rows."""
     res = load_calibration_residuals()
     seen, unseen = res["band_seen_auto"], res["band_unseen_auto"]
     assert seen["ratio_low"] < 1 < seen["ratio_high"]
     assert unseen["ratio_high"] - unseen["ratio_low"] > seen["ratio_high"] - seen["ratio_low"]
     read, centred = res["leave_source_out"], res["leave_source_out_code_not_read"]
-    assert read["median_abs_error"] <= 0.25 and abs(read["median_error"]) <= 0.10 and read["worst_ratio"] <= 2.9
+    assert read["median_abs_error"] <= 0.245 and abs(read["median_error"]) <= 0.10 and read["worst_ratio"] <= 2.3
+    assert not read["refused"] and not centred["refused"]
     assert centred["median_abs_error"] <= 0.23 and abs(centred["median_error"]) <= 0.05
-    assert centred["worst_ratio"] <= 2.1
+    assert centred["worst_ratio"] <= 2.2
     # the stored fit is the one a plan uses: fitting the table again gives the same numbers
     assert perf_fit.fit(perf_fit.points(CAT, CAL)).to_json() == res["fit"]
 
@@ -190,3 +192,41 @@ def test_memory_llm_7b_needs_sharding():
 def test_fsdp_comm_slower_across_tcp_nodes():
     assert fsdp_sync_seconds(LLM.params, 8, fabric(G5_2XL, 1, 8)) > 100 * fsdp_sync_seconds(
         LLM.params, 1, fabric(CAT.instance("p4d.24xlarge"), 8, 1))
+
+
+def _tp_shape(tp: int) -> perf.ModelShape:
+    """Llama 3.1 8B at 8,192 tokens (the Neuron row's model)."""
+    return perf.ModelShape(params=8.03e9, training_flops_per_sample=3 * 2 * 8.03e9 * 8192, precision="bf16",
+                           optimizer="adamw", activation_bytes_per_sample=None, hidden=4096, tokens=8192,
+                           layers=32, heads=32, family="language", tensor_parallel=tp)
+
+
+def test_tensor_parallel_collectives_by_hand_and_the_layout_counts_groups_not_ranks():
+    """Four ring all-reduces of micro-batch x tokens x hidden 16-bit activations per layer among the t ranks, on the
+    node's link, not overlapped; t ranks share one batch and each computes 1/t of it; the data-parallel gradient
+    all-reduce carries each rank's 1/t of the parameters among the ranks that hold the same share."""
+    from trainctl.perf.network import INTRA_HOP_LATENCY_S, Link, Fabric
+    fab = Fabric(8, Link(100.0, INTRA_HOP_LATENCY_S, "NeuronLink"), None)
+    size = 1 * 8192 * 4096 * 2
+    ring = 2 * 7 / 8 * size / 100e9 + 2 * 7 * INTRA_HOP_LATENCY_S
+    tp8 = perf.layout_throughput(_tp_shape(8), fab, 1, 1, 0.5, "ddp")
+    assert tp8.tensor_parallel_seconds == pytest.approx(32 * 4 * ring)
+    assert tp8.compute_seconds == pytest.approx(1 / (0.5 * 8))          # 1/8 of one sample at 0.5 samples/s
+    # one group of 8 on the node: no data-parallel all-reduce, the step is compute + the collectives
+    assert tp8.step_seconds == pytest.approx(tp8.compute_seconds + tp8.tensor_parallel_seconds)
+    assert tp8.samples_per_s == pytest.approx(1 / tp8.step_seconds)
+    tp2 = perf.layout_throughput(_tp_shape(2), fab, 1, 1, 0.5, "ddp")
+    one = perf.layout_throughput(_tp_shape(1), fab, 1, 1, 0.5, "ddp")
+    grads = 4.0 * 8.03e9
+    assert one.comm_seconds == pytest.approx(perf.network.gradient_sync_seconds(grads, 1, fab))
+    assert tp2.comm_seconds - tp2.tensor_parallel_seconds == pytest.approx(
+        perf.network.gradient_sync_seconds(grads / 2, 1, Fabric(4, fab.intra, None)))
+
+
+def test_a_tensor_parallel_measurement_inverts_to_the_rate_that_made_it():
+    from trainctl.perf.network import cluster_fabric
+    fab = cluster_fabric(32, 100.0, 800.0, "efa")
+    for strategy in ("ddp", "fsdp"):
+        made = perf.layout_throughput(_tp_shape(32), fab, 4, 2, 0.05, strategy, 4)
+        back = perf.invert_compute_rate(_tp_shape(32), fab, 4, 2, made.samples_per_s, strategy, 4)
+        assert back == pytest.approx(0.05, rel=1e-9)

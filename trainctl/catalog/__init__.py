@@ -198,6 +198,7 @@ class CalibrationRow:
     stack: str = "tuned"              # tuned (vendor-tuned recipe) | amp (plain PyTorch AMP) | compile (torch.compile)
     tf32: bool = False                # fp32 ran with TF32 allowed (NGC containers' default)
     memory_gib: float | None = None   # memory per accelerator where the card is larger than the device key's
+    tensor_parallel: int = 1          # ranks of one node each layer was split over
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,9 @@ class Point:
 def knee(shape: perf.ModelShape, size_knee: float) -> float:
     if shape.family == "cnn":
         return 1.0
-    h = width(shape)
+    # with tensor parallelism each rank multiplies its 1/t share of every layer: its GEMMs are that narrow
+    # (ASSUMED: the knee sees width / t; docs/cost-model.md)
+    h = width(shape) / shape.tensor_parallel
     return h / (h + size_knee)
 
 
@@ -215,7 +217,7 @@ def row_shape(dims: ModelDims, row: CalibrationRow) -> perf.ModelShape:
     return perf.ModelShape(params=dims.params, training_flops_per_sample=factor * dims.forward_flops,
                            precision=row.precision, optimizer="adam", activation_bytes_per_sample=None,
                            hidden=dims.hidden, tokens=dims.tokens, layers=dims.layers, heads=dims.heads,
-                           family=dims.family, tf32=row.tf32)
+                           family=dims.family, tf32=row.tf32, tensor_parallel=row.tensor_parallel)
 
 
 def row_fabric(row: CalibrationRow) -> Fabric:

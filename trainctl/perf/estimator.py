@@ -80,6 +80,10 @@ def estimate(job: Job, inst: InstanceType, count: int, platform: str, measured: 
     if base.bottleneck_link:
         lines.append(f"{job.strategy} sync {base.comm_seconds:.3f} s/step over {base.bottleneck_link} vs "
                      f"{base.compute_seconds:.3f} s compute ({base.scaling_efficiency:.0%} scaling)")
+    if base.tensor_parallel_seconds:
+        lines.append(f"tensor parallel {job.shape.tensor_parallel}: {base.tensor_parallel_seconds:.3f} s/step of "
+                     f"activation collectives over {base_fab.intra.describe}, not overlapped (memory and "
+                     f"parameters per {rk.unit} divided by {job.shape.tensor_parallel})")
     if net_words:
         lines.append(net_words)
     band = None
@@ -216,9 +220,10 @@ def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_bat
                        f" (x{span[0]:.2f} to x{span[1]:.2f})")
         band = (lo, hi, origin if seen else f"{origin}; no published {device_key} {family}-model row: the "
                                            "cross-device spread")
+    tp = f" / {shape.tensor_parallel} tensor-parallel ranks" if shape.tensor_parallel > 1 else ""
     width_words = "" if shape.family == "cnn" else \
         (f" x width {perf_fit.width(shape):,.0f}{'' if shape.hidden else ' (estimated from the parameter count)'}"
-         f"/(+{fit.size_knee:g})")
+         f"{tp}/(+{fit.size_knee:g})")
     overhead = perf_fit.step_overhead_seconds(shape)
     cnn_s, transformer_s = perf_fit.traffic_seconds(shape, device)
     traffic = fit.cnn_traffic * cnn_s + fit.transformer_traffic * transformer_s
@@ -229,7 +234,8 @@ def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_bat
              + (f", + {traffic * 1e3:.3g} ms per sample of memory traffic at {device.memory_gbytes_s:,.0f} GB/s"
                 if traffic > 0 else "")
              + (f", {fit.sync_loss:.0%} synchronous-step loss over {ranks} ranks" if multi else "")
-             + f", {overhead * 1e3:.1f} ms fixed per step = {rate:,.1f} samples/s per {unit}")
+             + f", {overhead * 1e3:.1f} ms fixed per step = {rate:,.1f}" + ("" if rate >= 0.1 else f" ({rate:.3g})")
+             + f" samples/s per {unit}")
     return ModelledRate(rate, words, band)
 
 

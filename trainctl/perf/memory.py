@@ -44,6 +44,7 @@ class ModelShape:
     stack_basis: str = "model.stack"   # where the stack came from, in the plan's words
     stack_read: bool = False     # the stack was read from the user's code (model.stack auto): its own band
     tf32: bool | None = None     # fp32 with TF32 allowed (True), not (False), not known (None): read from the code
+    tensor_parallel: int = 1     # ranks of one node each layer is split over (the spec's model.tensor_parallel)
 
 
 @dataclass(frozen=True)
@@ -169,19 +170,24 @@ def memory_fit(model: ModelShape, rank_memory_gib: float, total_accelerators: in
         return memory_fit(model, rank_memory_gib, total_accelerators, batch_per_accelerator, "fsdp",
                           ranks_per_node, accumulate)
     usable = rank_memory_gib * USABLE_MEMORY_FRACTION
-    full_state = model.params * state_bytes_per_param(model.optimizer) / GIB
-    ways = {"ddp": 1, "fsdp": total_accelerators,
-            "hsdp": min(total_accelerators, ranks_per_node or total_accelerators)}[strategy]
+    # Tensor parallelism splits every layer (weights, their states, and with sequence parallelism the activations
+    # and the vocabulary-parallel logits) over `tp` ranks; ddp and the sharding strategies act on the data-parallel
+    # groups of what is left (Korthikanti et al. 2022: activations s*b*h*34/t per layer with sequence parallelism).
+    tp = model.tensor_parallel
+    full_state = model.params * state_bytes_per_param(model.optimizer) / GIB / tp
+    dp = max(1, total_accelerators // tp)
+    ways = {"ddp": 1, "fsdp": dp, "hsdp": max(1, min(total_accelerators, ranks_per_node or total_accelerators) // tp)}[
+        strategy]
     state = full_state / ways
-    layer = unsharded_layer_bytes(model, strategy) / GIB
+    layer = unsharded_layer_bytes(model, strategy) / GIB / tp
     fit = None
     for micro in micro_batches(batch_per_accelerator, accumulate):
         act = None if model.activation_bytes_per_sample is None else \
-            model.activation_bytes_per_sample * micro / GIB
-        working = layer + logits_bytes_per_sample(model) * micro / GIB
+            model.activation_bytes_per_sample * micro / GIB / tp
+        working = layer + logits_bytes_per_sample(model) * micro / GIB / tp
         # Fewest accelerators that hold a fully sharded model (states split; activations and buffers not).
-        room = usable - (act or 0.0) - working - (unsharded_layer_bytes(model, "fsdp") / GIB - layer)
-        min_sharded = math.ceil(full_state / room) if room > 0 else None
+        room = usable - (act or 0.0) - working - (unsharded_layer_bytes(model, "fsdp") / GIB / tp - layer)
+        min_sharded = math.ceil(full_state / room) * tp if room > 0 else None
         fit = MemoryFit(strategy, state, act, usable, state + (act or 0.0) + working <= usable, min_sharded,
                         micro, batch_per_accelerator // micro, working)
         if fit.fits:

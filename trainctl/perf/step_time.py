@@ -6,10 +6,11 @@ The reasoning and the sources of the constants are written out in docs/cost-mode
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trainctl.perf.memory import SHARDED, ModelShape
-from trainctl.perf.network import Fabric, fsdp_sync_seconds, gradient_sync_seconds, hsdp_sync_seconds
+from trainctl.perf.network import (Fabric, fsdp_sync_seconds, gradient_sync_seconds, hsdp_sync_seconds,
+                                   ring_allreduce_seconds)
 
 # PyTorch DDP's default gradient bucket: the last bucket's all-reduce cannot hide behind backward.
 DDP_BUCKET_BYTES = 25 * 1024**2
@@ -23,14 +24,38 @@ class Throughput:
     comm_seconds: float
     exposed_comm_seconds: float
     bottleneck_link: str | None
+    tensor_parallel_seconds: float = 0.0   # per optimizer step, inside the node, not overlapped
 
     @property
     def scaling_efficiency(self) -> float:
         return self.compute_seconds / self.step_seconds
 
 
+def tensor_parallel_seconds(model: ModelShape, fab: Fabric, micro_batch: int) -> float:
+    """One micro-batch's tensor-parallel collectives: with sequence parallelism each layer all-gathers and
+    reduce-scatters its activations twice forward and twice backward, the traffic of four ring all-reduces of
+    micro-batch x tokens x hidden activations among the layer's t ranks (Korthikanti et al. 2022, section 4.2.2),
+    on the node's own link and on the critical path (each needs the last one's result). 0 without tensor
+    parallelism or without the shape (the spec requires one with it)."""
+    t = model.tensor_parallel
+    if t <= 1 or not (model.layers and model.hidden and model.tokens):
+        return 0.0
+    size = micro_batch * model.tokens * model.hidden * (4.0 if model.precision == "fp32" else 2.0)
+    return model.layers * 4 * ring_allreduce_seconds(size, t, fab.intra)
+
+
+def _data_parallel(model: ModelShape, fab: Fabric) -> tuple[ModelShape, Fabric]:
+    """What the data-parallel collectives see under tensor parallelism: each rank's 1/t of the parameters, and the
+    ranks of a node that hold the same share (one per tensor-parallel group)."""
+    t = model.tensor_parallel
+    if t <= 1:
+        return model, fab
+    return replace(model, params=model.params / t), replace(fab, ranks_per_node=max(1, fab.ranks_per_node // t))
+
+
 def _comm_and_tail(model: ModelShape, fab: Fabric, nodes: int, strategy: str) -> tuple[float, float]:
     """(communication seconds per optimizer step, the part that cannot overlap with compute)."""
+    model, fab = _data_parallel(model, fab)
     if strategy in SHARDED:
         sync = fsdp_sync_seconds if strategy == "fsdp" else hsdp_sync_seconds
         comm = sync(model.params, nodes, fab)
@@ -58,21 +83,26 @@ def layout_throughput(model: ModelShape, fab: Fabric, nodes: int, batch_per_acce
     """
     batch = batch_per_accelerator * accumulation
     comm, tail = _comm_and_tail(model, fab, nodes, strategy)
-    compute = batch / per_accelerator_compute
+    # per_accelerator_compute is whole samples per second of one rank's compute; under tensor parallelism a rank
+    # computes 1/t of each of its group's samples, and t ranks share one batch
+    t = model.tensor_parallel
+    compute = batch / (per_accelerator_compute * t)
+    tp_s = accumulation * tensor_parallel_seconds(model, fab, batch_per_accelerator)
     if strategy in SHARDED:
         step = accumulation * _step_seconds(compute / accumulation, comm, tail, strategy)
         comm *= accumulation
     else:
         step = _step_seconds(compute, comm, tail, strategy)
+    step += tp_s
     link = None
     if nodes > 1 and fab.inter is not None:
         link = fab.inter.describe
     elif fab.ranks_per_node > 1:
         link = fab.intra.describe
-    total = nodes * fab.ranks_per_node
-    return Throughput(samples_per_s=total * batch / step, per_accelerator_compute=per_accelerator_compute,
-                      step_seconds=step, compute_seconds=compute, comm_seconds=comm,
-                      exposed_comm_seconds=step - compute, bottleneck_link=link)
+    groups = nodes * fab.ranks_per_node / t
+    return Throughput(samples_per_s=groups * batch / step, per_accelerator_compute=per_accelerator_compute,
+                      step_seconds=step, compute_seconds=compute, comm_seconds=comm + tp_s,
+                      exposed_comm_seconds=step - compute, bottleneck_link=link, tensor_parallel_seconds=tp_s)
 
 
 def invert_compute_rate(model: ModelShape, fab: Fabric, nodes: int, batch_per_accelerator: int,
@@ -87,8 +117,11 @@ def invert_compute_rate(model: ModelShape, fab: Fabric, nodes: int, batch_per_ac
     step is taken as compute (the measurement wins). A step that is almost all exposed communication leaves
     little compute, and a rate that no accelerator reaches: `max_rate` (the rank's peak) caps it."""
     batch = batch_per_accelerator * accumulation
-    total = nodes * fab.ranks_per_node
-    step = total * batch / layout_samples_per_s
+    t = model.tensor_parallel
+    groups = nodes * fab.ranks_per_node / t
+    step = groups * batch / layout_samples_per_s
+    # the tensor-parallel collectives are not overlapped: the rest of the step is what the data-parallel model saw
+    step = max(step - accumulation * tensor_parallel_seconds(model, fab, batch_per_accelerator), step * 1e-3)
     comm, tail = _comm_and_tail(model, fab, nodes, strategy)
     if strategy in SHARDED:
         micro_step = step / accumulation
@@ -102,4 +135,4 @@ def invert_compute_rate(model: ModelShape, fab: Fabric, nodes: int, batch_per_ac
         compute = 3.0 * (step - comm - tail)
     else:
         compute = step
-    return min(batch / compute, max_rate)
+    return min(batch / compute / t, max_rate)

@@ -86,7 +86,8 @@ def model_shape(spec: JobSpec, code: StackInference | None = None) -> perf.Model
                            family=a.family if a else m.family, vocab=a.vocab if a else None,
                            stack=stack_of(spec, code)[0], stack_basis=stack_of(spec, code)[1],
                            stack_read=stack_read(spec, code),
-                           tf32=True if spec.entrypoint.bundled else (code.tf32 if code else None))
+                           tf32=True if spec.entrypoint.bundled else (code.tf32 if code else None),
+                           tensor_parallel=m.tensor_parallel)
 
 
 def candidates(spec: JobSpec, catalog: Catalog, request: PlanRequest) -> list[_Candidate]:
@@ -246,6 +247,10 @@ class _Planning:
             return None
         ranks = perf.ranks(inst, load_calibration())  # GPUs, or NeuronCores: the entrypoint's unit
         n_acc = count * ranks.per_node
+        if ranks.per_node % shape.tensor_parallel:
+            self.exclude(inst.name, count, f"model.tensor_parallel {shape.tensor_parallel} does not divide the "
+                                           f"{ranks.per_node} {ranks.unit}s of one node (a layer is split inside one)")
+            return None
         fits, fit = memory_fits(spec, shape, ranks.memory_gib, count, ranks.per_node)
         if fits:
             return fits, n_acc

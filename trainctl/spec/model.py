@@ -9,38 +9,22 @@ import math
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from trainctl.catalog.platforms import NAMES as PLATFORM_NAMES
 
 Precision = Literal["bf16", "fp16", "fp32"]
-Market = Literal["spot", "on-demand"]
 # the registered platforms (catalog/platforms.py): a Literal built from the registry, so the schema lists them
 Platform = Literal[PLATFORM_NAMES]  # type: ignore[valid-type]
 
-LAYOUT_RE = re.compile(r"^(?P<type>(ml\.)?[a-z0-9-]+\.[a-z0-9]+):(?P<count>-?\d+)(:(?P<market>spot|on-demand))?$")
-# A flexible layout (spec/flexible.py): 'g5:1xA10G:4:spot' (the family's sizes with one A10G) or a list of types,
-# 'g5.2xlarge|g5.4xlarge:4:spot'.
-FLEXIBLE_LAYOUT_RE = re.compile(r"^(?P<type>[a-z0-9-]+:\d{1,3}x[A-Za-z0-9-]+|(ml\.)?[a-z0-9-]+\.[a-z0-9]+"
-                                r"(\|(ml\.)?[a-z0-9-]+\.[a-z0-9]+)+):(?P<count>-?\d+)(:(?P<market>spot|on-demand))?$")
-
-
-# Bounds that keep every derived number finite (a spec is hostile input until validated).
-MAX_NODES = 64
+# Bounds that keep every derived number finite (a spec is hostile input until validated); MAX_NODES: spec/layouts.py
 MAX_SAMPLES = 10**15
 MAX_SPEC_BYTES = 1024 * 1024
 MAX_BATCH = 10**7  # samples per accelerator per step: far beyond any memory
 
-
-def _clip(value: object, limit: int = 60) -> str:
-    """repr() of a user's value for a one-line message: escaped, and cut short."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit - 5] + "...'"
-
-
-class Strict(BaseModel):
-    # allow_inf_nan=False: .inf and .nan are valid YAML floats, but no field of a spec means them
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+# layouts, node ranges and the strict base model (spec/layouts.py); re-exported for spec/__init__.py and the loader
+from trainctl.spec.layouts import (FLEXIBLE_LAYOUT_RE, LAYOUT_RE, MAX_NODES, Layout, Market, NodeRange,  # noqa: E402,F401
+                                   Strict, _clip)
 
 
 # ---------------------------------------------------------------- known architectures (spec/architectures.py)
@@ -112,6 +96,10 @@ class Model(Strict):
     strategy: Literal["auto", "ddp", "fsdp"] = Field(
         "auto", description="ddp replicates the model on every accelerator; fsdp shards it; auto picks ddp when "
                             "it fits")
+    tensor_parallel: int = Field(
+        1, ge=1, le=64, description="your script's tensor-parallel degree (Megatron-LM, NeuronX Distributed): each "
+                                    "layer split over this many ranks of one node, with sequence parallelism; "
+                                    "strategy then says what the data-parallel groups do with the rest")
 
     @field_validator("architecture")
     @classmethod
@@ -133,12 +121,26 @@ class Model(Strict):
                              "'config:' (a Hugging Face config.json), or both 'params:' and 'flops_per_sample:'")
         if self.hidden is not None and self.hidden % self.heads:
             raise ValueError(f"hidden ({self.hidden}) is not a multiple of heads ({self.heads})")
+        if self.tensor_parallel > 1:
+            self._tensor_parallel_splits()
         arch = self.arch
         # the same bounds as params and flops_per_sample given directly: every derived number stays finite
         if arch is not None and not (arch.params <= 1e15 and 3 * arch.forward_flops_per_sample <= 1e21):
             raise ValueError(f"this shape makes {arch.params:.3g} parameters and {3 * arch.forward_flops_per_sample:.3g}"
                              " training FLOPs per sample, beyond any model (at most 1e15 and 1e21); check the numbers")
         return self
+
+    def _tensor_parallel_splits(self) -> None:
+        """Tensor parallelism splits a transformer's attention heads (and its MLP) between ranks."""
+        tp, arch = self.tensor_parallel, self.arch
+        family = arch.family if arch is not None else self.family
+        if family == "cnn":
+            raise ValueError(f"tensor_parallel: {tp} splits a transformer's layers; a CNN is not one (set it to 1)")
+        if arch is None:
+            raise ValueError(f"tensor_parallel: {tp} needs the model's shape (layers, hidden, heads, seq_len), an "
+                             "architecture or a config: the plan sizes the collectives between the ranks by it")
+        if arch.heads % tp:
+            raise ValueError(f"tensor_parallel: {tp} must divide the attention heads ({arch.heads})")
 
     @property
     def arch(self) -> Architecture | None:
@@ -195,42 +197,6 @@ class Workload(Strict):
     @property
     def total_samples(self) -> int:
         return self.samples if self.samples is not None else math.ceil(self.epochs * self.dataset_size)
-
-
-class NodeRange(Strict):
-    min: int = Field(1, ge=1)
-    max: int = Field(8, ge=1, le=MAX_NODES)
-
-    @model_validator(mode="after")
-    def ordered(self) -> NodeRange:
-        if self.min > self.max:
-            raise ValueError(f"min ({self.min}) is larger than max ({self.max})")
-        return self
-
-
-class Layout(Strict):
-    instance_type: str
-    count: int = Field(ge=1, le=MAX_NODES)
-    market: Market | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> Layout:
-        """'g5.2xlarge:4:spot' -> Layout. Raises ValueError with the fix."""
-        m = (LAYOUT_RE.match(text.strip()) or FLEXIBLE_LAYOUT_RE.match(text.strip())) if len(text) <= 300 else None
-        if not m:
-            if len(text) <= 100 and LAYOUT_RE.match(text.strip().lower()):
-                raise ValueError(f"layout {_clip(text)}: instance types and markets are lower case; did you mean "
-                                 f"{text.strip().lower()!r}?")
-            raise ValueError(f"layout {_clip(text)} is not TYPE:COUNT[:MARKET], e.g. g5.2xlarge:4:spot, or a "
-                             "flexible FAMILY:NxACCELERATOR:COUNT[:MARKET], e.g. g5:1xA10G:4:spot")
-        count = int(m["count"])
-        if not 1 <= count <= MAX_NODES:
-            raise ValueError(f"layout {_clip(text)}: the node count must be between 1 and {MAX_NODES}")
-        name = "|".join(t.removeprefix("ml.") for t in m["type"].split("|"))
-        return cls(instance_type=name, count=count, market=m["market"])
-
-    def __str__(self) -> str:
-        return f"{self.instance_type}:{self.count}" + (f":{self.market}" if self.market else "")
 
 
 class Candidates(Strict):
@@ -360,6 +326,13 @@ class JobSpec(Strict):
         if isinstance(batch, int) and not isinstance(batch, bool) and not {"batch-size", "batch_size"} & set(args):
             data = {**data, "entrypoint": {**ep, "args": {**args, "batch-size": batch}}}
         return data
+
+    @model_validator(mode="after")
+    def tensor_parallel_is_a_scripts(self) -> JobSpec:
+        if self.model.tensor_parallel > 1 and self.entrypoint.bundled:
+            raise ValueError(f"model.tensor_parallel: the bundled {self.entrypoint.bundled} entrypoint has no tensor "
+                             "parallelism; it is for a script of your own that splits its layers (set it to 1)")
+        return self
 
     @property
     def stack(self) -> str:
