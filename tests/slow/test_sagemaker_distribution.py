@@ -114,3 +114,15 @@ def test_ec2_runs_torchrun_whatever_the_spec_s_distribution(sandbox, tmp_path):
     assert any("SageMaker's: on EC2 the job runs torchrun with NCCL" in n for n in doc["notes"])
     args = ec2_args(doc)
     assert "dist-backend" not in args and args["model"] == "vit_micro"
+
+
+def test_smp_gets_the_spec_s_tensor_parallel_degree_and_shards_what_is_left(sandbox, tmp_path):
+    """model.tensor_parallel: 8 on 2 x 8 A100s: llama-7b's state per GPU is 1/8 (12.6 GiB with Adam), which a
+    replicated data-parallel pair holds, so SMP v2 gets tensor_parallel_degree 8 and hybrid_shard_degree 1."""
+    text = SCRIPT_SPEC.replace("activation_checkpointing: true}", "activation_checkpointing: true, tensor_parallel: 8}")
+    proc = _launch(sandbox, tmp_path, text)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["option"]["strategy"] == "ddp"
+    hps = _create(doc)["HyperParameters"]
+    assert json.loads(hps["mp_parameters"]) == {"hybrid_shard_degree": 1, "tensor_parallel_degree": 8}

@@ -56,11 +56,13 @@ def check(kind: str, spec: Any, option: Any, accelerator_kind: str) -> None:
                          "script (entrypoint.script)")
 
 
-def smp_parameters(option: Any, ranks_per_node: int) -> dict[str, int]:
+def smp_parameters(option: Any, ranks_per_node: int, tensor_parallel: int = 1) -> dict[str, int]:
     """SMP v2's parameters from the plan: hybrid_shard_degree is the ranks a model is sharded over (the node's
-    for hybrid sharding, every rank for full, 1 for a replicated model); no tensor parallelism."""
+    for hybrid sharding, every rank for full, 1 for a replicated model), counted in tensor-parallel groups;
+    tensor_parallel_degree is the spec's model.tensor_parallel ("must evenly divide the number of GPUs in your
+    cluster", SMP v2 "Tensor parallelism"; the plan keeps it inside a node)."""
     degree = {"hsdp": ranks_per_node, "fsdp": option.accelerators}.get(option.strategy, 1)
-    return {"hybrid_shard_degree": degree, "tensor_parallel_degree": 1}
+    return {"hybrid_shard_degree": max(1, degree // tensor_parallel), "tensor_parallel_degree": tensor_parallel}
 
 
 def estimator_distribution(kind: str, mp_parameters: dict | None = None) -> dict:

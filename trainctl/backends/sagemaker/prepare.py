@@ -288,7 +288,8 @@ def prepare(client_for, option, spec: Any, settings: LaunchSettings) -> LaunchRe
     region, job_id, opts = option.region, naming.training_job_name(settings.job_id), settings.options
     kind = distribution.chosen(opts.distribution, spec)
     distribution.check(kind, spec, option, inst.accelerator.kind)
-    mp_parameters = distribution.smp_parameters(option, inst.accelerator_count) if kind == "smp" else None
+    mp_parameters = distribution.smp_parameters(option, inst.accelerator_count, spec.model.tensor_parallel) \
+        if kind == "smp" else None
     notes: list[str] = [layout_note(spec, option), distribution.describe(kind, mp_parameters)]
     account = client_for("sts", region).get_caller_identity()["Account"]
     given_role = opts.role or spec.role
