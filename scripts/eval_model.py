@@ -370,6 +370,12 @@ BEFORE = ("25.4% median, -11.3% bias, worst x2.46 (lambda-bertb-v100-1gpu-fp32),
           "measured, without the TF32 widening the plan gave fp32 bands); nvidia-dle 33.9% (+14.0%), fp32 36.9% (-31.3%)")
 
 
+BEFORE_FUSED = ("Before fused stacks (tuned, compile) paid only a share of the eager memory traffic (the same "
+                "evaluation at commit 848d8dd, tensor parallelism included): 23.8% median, +9.2% bias, worst x2.21 "
+                "(lambda-bertb-a100-80gb-1gpu-fp32), 113/125 = 90% in band; with the code not read 22.0%, -2.1%, "
+                "x2.11, 101/125 = 81%.")
+
+
 def report(loso, devout, full, cal, checks=()) -> str:
     user = [r for r in loso if r.way == HEADLINE]
     s = summary(user)
@@ -413,7 +419,7 @@ def report(loso, devout, full, cal, checks=()) -> str:
              "the rows whose code shows a stack from the centre to that stack's fitted efficiency (\"By stack label "
              "-> stack read\" below).", "",
              f"Before the Lambda 8-GPU rows took the PCIe link they ran on (the same evaluation at commit f98919d): "
-             f"{START}. Before the memory-traffic term (commit 2590c11): {BEFORE}.", "",
+             f"{START}. Before the memory-traffic term (commit 2590c11): {BEFORE}. {BEFORE_FUSED}", "",
              "The same evaluation for the other ways a spec can describe a row:", "",
              "| spec | rows | median abs error | bias | worst | in band |", "|---|---|---|---|---|---|"]
     for way in WAYS:
@@ -423,8 +429,10 @@ def report(loso, devout, full, cal, checks=()) -> str:
     lines += ["", "Bands (published/predicted, "
               f"percentiles {BAND_PERCENTILES[0]:g} to {BAND_PERCENTILES[1]:g} of the out-of-source predictions of "
               "each kind; `unseen`: no row of the device and family in the fit, and whole device groups left out). "
-              "A spec whose stack is not known also gets its band widened to hold every fitted stack "
-              f"(x{full.stack_span('auto')[0]:.2f} to x{full.stack_span('auto')[1]:.2f} of its centred estimate):", ""]
+              "A spec whose stack is not known also gets its band widened to hold what every fitted stack would "
+              "give its model (`compute_rate.stack_rate_span`: their efficiencies span "
+              f"x{full.stack_span('auto')[0]:.2f} to x{full.stack_span('auto')[1]:.2f} of the centred one, and a "
+              "fused stack pays no eager memory traffic):", ""]
     lines += [f"- {k.removeprefix('band_').replace('_', ' ')}: x{v['ratio_low']:.2f} to x{v['ratio_high']:.2f}"
               for k, v in sorted(b.items()) if k.startswith("band_") and isinstance(v, dict)]
     lines += ["", "Fitted on all rows (the stack labels are the fit's: the rows it learns from say how they were run; "
@@ -486,7 +494,9 @@ def check_table(checks: list[Result]) -> list[str]:
 def fit_words(f: compute_rate.Fit) -> list[str]:
     def effects(d):
         return ", ".join(f"{k} x{math.exp(v):.2f}" for k, v in sorted(d.items()))
-    return [f"- size knee h0 = {f.size_knee:g}; memory traffic: CNN {f.cnn_traffic:g} B per FLOP, transformer "
+    return [f"- size knee h0 = {f.size_knee:g}; eager memory traffic (amp, and a stack not known; "
+            f"{' and '.join(compute_rate.FUSED_STACKS)} move {f.fused_traffic:g} of it): CNN {f.cnn_traffic:g} B "
+            f"per FLOP, transformer "
             f"{f.transformer_traffic:g} x its activation bytes; synchronous step "
             f"loss on more than one rank {f.sync_loss:.1%} (median of published 1-GPU vs n-GPU pairs)",
             f"- die group: {effects(f.groups)}", f"- model family: {effects(f.families)}",

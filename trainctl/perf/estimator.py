@@ -190,7 +190,8 @@ def band_kind(shape: perf.ModelShape, fit: perf_fit.Fit) -> str:
 def band_span(shape: perf.ModelShape, device: perf_fit.Device, fit: perf_fit.Fit) -> tuple[float, float]:
     """The factors the plan's band is widened to at least: every fitted stack where the stack is not known, fp32 with
     and without TF32 where that is not known (scripts/eval_model.py measures coverage on the same band)."""
-    stack, tf32 = fit.stack_span(shape.stack), device.tf32_span(shape.precision, perf_fit.allows_tf32(shape))
+    stack = perf_fit.stack_rate_span(shape, device, fit)
+    tf32 = device.tf32_span(shape.precision, perf_fit.allows_tf32(shape))
     return stack[0] * tf32[0], stack[1] * tf32[1]
 
 
@@ -225,14 +226,15 @@ def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_bat
         (f" x width {perf_fit.width(shape):,.0f}{'' if shape.hidden else ' (estimated from the parameter count)'}"
          f"{tp}/(+{fit.size_knee:g})")
     overhead = perf_fit.step_overhead_seconds(shape)
-    cnn_s, transformer_s = perf_fit.traffic_seconds(shape, device)
-    traffic = fit.cnn_traffic * cnn_s + fit.transformer_traffic * transformer_s
+    traffic = fit.traffic_weight(shape.stack) * fit.traffic(shape, device)
     peak = device.peak(shape.precision, perf_fit.allows_tf32(shape))
     words = (f"throughput modelled on {fit.rows} published measurements, assuming {STACK_WORDS[shape.stack]} "
              f"({shape.stack_basis}): {device_key} {peak:.4g} TFLOPS {shape.precision}{_tf32_words(shape, device)} per "
              f"{unit} x {eff:.0%} ({basis}){width_words}"
-             + (f", + {traffic * 1e3:.3g} ms per sample of memory traffic at {device.memory_gbytes_s:,.0f} GB/s"
-                if traffic > 0 else "")
+             + (f", + {traffic * 1e3:.3g} ms per sample of memory traffic"
+                + (f" (fused kernels: {fit.fused_traffic:.0%} of an eager stack's)"
+                   if shape.stack in perf_fit.FUSED_STACKS else "")
+                + f" at {device.memory_gbytes_s:,.0f} GB/s" if traffic > 0 else "")
              + (f", {fit.sync_loss:.0%} synchronous-step loss over {ranks} ranks" if multi else "")
              + f", {overhead * 1e3:.1f} ms fixed per step = {rate:,.1f}" + ("" if rate >= 0.1 else f" ({rate:.3g})")
              + f" samples/s per {unit}")
