@@ -96,7 +96,7 @@ def test_tensor_parallelism_lets_the_plan_hold_what_replication_and_sharding_can
     split = plan_with(32)
     assert [o["instance_type"] for o in split["options"]] == ["trn1.32xlarge"]
     assert any(w.startswith("tensor parallel 32: ") for w in split["options"][0]["why"])
-    assert any("width 4,096 / 32 tensor-parallel ranks" in w for w in split["options"][0]["why"])
+    assert any("x width 128 (4,096 over 32 tensor-parallel ranks)/(+" in w for w in split["options"][0]["why"])
     assert any(e["instance_type"] == "p5.48xlarge" and "tensor_parallel 32 does not divide the 8" in e["reason"]
                for e in split["excluded"])
 

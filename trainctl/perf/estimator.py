@@ -221,9 +221,10 @@ def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_bat
                        f" (x{span[0]:.2f} to x{span[1]:.2f})")
         band = (lo, hi, origin if seen else f"{origin}; no published {device_key} {family}-model row: the "
                                            "cross-device spread")
-    tp = f" / {shape.tensor_parallel} tensor-parallel ranks" if shape.tensor_parallel > 1 else ""
+    t = shape.tensor_parallel
+    tp = f" ({perf_fit.width(shape):,.0f} over {t} tensor-parallel ranks)" if t > 1 else ""
     width_words = "" if shape.family == "cnn" else \
-        (f" x width {perf_fit.width(shape):,.0f}{'' if shape.hidden else ' (estimated from the parameter count)'}"
+        (f" x width {perf_fit.width(shape) / t:,.0f}{'' if shape.hidden else ' (estimated from the parameter count)'}"
          f"{tp}/(+{fit.size_knee:g})")
     overhead = perf_fit.step_overhead_seconds(shape)
     traffic = fit.traffic_weight(shape.stack) * fit.traffic(shape, device)
@@ -236,7 +237,7 @@ def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_bat
                    if shape.stack in perf_fit.FUSED_STACKS else "")
                 + f" at {device.memory_gbytes_s:,.0f} GB/s" if traffic > 0 else "")
              + (f", {fit.sync_loss:.0%} synchronous-step loss over {ranks} ranks" if multi else "")
-             + f", {overhead * 1e3:.1f} ms fixed per step = {rate:,.1f}" + ("" if rate >= 0.1 else f" ({rate:.3g})")
+             + f", {overhead * 1e3:.1f} ms fixed per step = {f'{rate:,.1f}' if rate >= 1 else f'{rate:.3g}'}"
              + f" samples/s per {unit}")
     return ModelledRate(rate, words, band)
 
