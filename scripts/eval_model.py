@@ -512,10 +512,12 @@ def _row_table(loso, cal) -> list[str]:
     by = {(r.point.row.id, r.way): r for r in loso}
     for r in (q for q in loso if q.way == HEADLINE):
         row = r.point.row
-        layout = f"{row.nodes}x{row.ranks_per_node} {row.strategy}, batch {row.micro_batch}" + \
+        layout = f"{row.nodes}x{row.ranks_per_node} {row.strategy}" + \
+            (f" tensor-parallel {row.tensor_parallel}" if row.tensor_parallel > 1 else "") + \
+            f", batch {row.micro_batch}" + \
             (f"x{row.accumulation}" if row.accumulation > 1 else "")
         other = [by.get((row.id, w)) for w in ("auto", "stack", "size")]
-        cells = " | ".join(f"{o.predicted:,.1f}" if o else "-" for o in other)
+        cells = " | ".join("-" if not o else "refused" if o.refused else f"{o.predicted:,.1f}" for o in other)
         out.append(f"| {row.id} | {row.device} | {row.precision} | {row.stack} | {r.read} | {layout} | "
                    f"{r.predicted:,.1f} | {cells} | {row.samples_per_s:,.1f} | "
                    f"{f'refused ({r.error:+.1%} if planned)' if r.refused else f'{r.error:+.1%}'} | {r.held_out} |")
