@@ -70,8 +70,8 @@ def _finished(spec: JobSpec, catalog: Catalog, quotes: Quotes, run: "_Planning",
             warnings.append(reasons.closest_words(run.closest_miss, spec.constraints.deadline_hours))
     elif (line := risk.sensitivity(kept, run.request.objective)) is not None:
         warnings.append(line)
-    if run.extrapolation and ranked:
-        warnings[warnings.index(run.extrapolation)] += bench_choice.measure_words(
+    if run.model_caveat and ranked:
+        warnings[warnings.index(run.model_caveat)] += bench_choice.measure_words(
             run.request.spec_path or spec.name, ranked)
     made = Plan(spec=run.request.spec_path or spec.name, spec_name=spec.name, source=quotes.source,
                 catalog_date=catalog.date, objective=run.request.objective, options=tuple(ranked),

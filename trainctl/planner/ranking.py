@@ -195,7 +195,7 @@ class _Planning:
         self.unpriced: dict[tuple[str, str], set[str]] = {}
         self.closest_miss: Option | None = None  # the option nearest the deadline among those that miss it
         # what the throughput model cannot tell of this model: said once, with the price of measuring it
-        self.extrapolation = None if spec.throughput else perf_layout.cnn_by_size_words(
+        self.model_caveat = None if spec.throughput else perf_layout.cnn_by_size_words(
             self.shape, load_calibration_residuals())
 
     def exclude(self, inst_name: str, count: int, reason: str, **where) -> None:
@@ -212,8 +212,8 @@ class _Planning:
             out.append(f"layer count unknown (model given by params and flops_per_sample): a sharded layer is "
                        f"assumed to hold {perf.layer_params(self.shape):,.0f} parameters (twice a typical "
                        "transformer layer of this size); give model.layers/hidden/heads/seq_len or model.config")
-        if self.extrapolation:
-            out.append(self.extrapolation)
+        if self.model_caveat:
+            out.append(self.model_caveat)
         if self.shape.activation_bytes_per_sample is None:
             out.append("activation memory unknown (no architecture and no model.activation_gib_per_sample): "
                        "memory fit counts weights, gradients and optimizer state only")
