@@ -432,7 +432,7 @@ def report(loso, devout, full, cal, checks=()) -> str:
               "A spec whose stack is not known also gets its band widened to hold what every fitted stack would "
               "give its model (`compute_rate.stack_rate_span`: their efficiencies span "
               f"x{full.stack_span('auto')[0]:.2f} to x{full.stack_span('auto')[1]:.2f} of the centred one, and a "
-              "fused stack pays no eager memory traffic):", ""]
+              "fused stack pays only its share of the eager memory traffic):", ""]
     lines += [f"- {k.removeprefix('band_').replace('_', ' ')}: x{v['ratio_low']:.2f} to x{v['ratio_high']:.2f}"
               for k, v in sorted(b.items()) if k.startswith("band_") and isinstance(v, dict)]
     lines += ["", "Fitted on all rows (the stack labels are the fit's: the rows it learns from say how they were run; "

@@ -62,7 +62,7 @@ ALS_ROUNDS = 8
 SHRINK = 2.0             # rows of prior weight pulling a group/family interaction towards 0
 STACKS = ("tuned", "amp", "compile")
 UNKNOWN_STACK = "auto"   # nothing read from the user's code: centred between the fitted stacks
-FUSED_STACKS = ("tuned", "compile")   # stacks whose elementwise work is fused: no eager memory traffic
+FUSED_STACKS = ("tuned", "compile")   # stacks whose elementwise work is fused: a share of the eager traffic
 UNSEEN_DIE = statistics.median
 STEP_OVERHEAD_S = 1.0e-3
 LAYER_OVERHEAD_S = 0.1e-3
@@ -202,7 +202,8 @@ def step_overhead_seconds(shape: perf.ModelShape) -> float:
 def stack_rate_span(shape: perf.ModelShape, device: Device, fit: Fit) -> tuple[float, float]:
     """(least, most) compute rate of the fitted stacks relative to the one this shape is predicted with: (1, 1) for
     a known stack; for one not known, what each fitted stack would give this model on this device, its efficiency
-    and its memory traffic both (a fused stack pays no eager traffic), so that the plan's band holds them all."""
+    and its memory traffic both (a fused stack pays only its share of the eager traffic), so that the plan's band
+    holds them all."""
     if shape.stack in fit.stacks:
         return 1.0, 1.0
 
