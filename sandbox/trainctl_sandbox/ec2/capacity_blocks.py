@@ -19,7 +19,7 @@ import hashlib
 from datetime import datetime, timedelta, timezone
 
 from trainctl.catalog import load_catalog
-from trainctl_sandbox.server import ec2_actions, ec2_data
+from trainctl_sandbox.server import backend_lock, ec2_actions, ec2_data
 from trainctl_sandbox.market import model as market_model
 from trainctl_sandbox.server.context import SandboxContext
 from trainctl_sandbox.server.protocol import AwsError
@@ -311,10 +311,11 @@ def end_capacity_block(ctx: SandboxContext, payload: dict) -> dict:
         return {"terminated": [], "EndDate": held["EndDate"].isoformat()}
     held["StartDate"], held["EndDate"] = min(held["StartDate"], now - timedelta(hours=1)), now
     ended_ids = []
-    for instance in _live(account, held["Region"], held):
-        instance.terminate()
-        ended(instance, "Server.ScheduledStop", "Capacity Block reservation ended")
-        ended_ids.append(instance.id)
+    with backend_lock.EC2:
+        for instance in _live(account, held["Region"], held):
+            instance.terminate()
+            ended(instance, "Server.ScheduledStop", "Capacity Block reservation ended")
+            ended_ids.append(instance.id)
     return {"terminated": ended_ids, "EndDate": now.isoformat()}
 
 

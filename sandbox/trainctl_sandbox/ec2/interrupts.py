@@ -20,6 +20,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from trainctl_sandbox.server import backend_lock
 from trainctl_sandbox.server.context import AdminError, SandboxContext
 
 JOB_TAG = "trainctl:job"
@@ -65,7 +66,7 @@ def ended(instance: Any, code: str, message: str) -> None:
 
 
 def _reclaim(instance: Any) -> None:
-    with _lock:
+    with backend_lock.EC2, _lock:
         if instance._state.name not in ("pending", "running"):
             return  # ended meanwhile (by its owner, or its own shutdown): nothing left to reclaim
         instance.terminate()
@@ -191,7 +192,7 @@ def _shut_down_quietly(instance: Any) -> None:
 
 
 def _shut_down(instance: Any) -> dict[str, Any]:
-    with _lock:
+    with backend_lock.EC2, _lock:
         if instance._state.name not in ("pending", "running"):
             raise ValueError(f"{instance.id} is {instance._state.name}: only a running instance shuts down")
         behavior = instance.instance_initiated_shutdown_behavior or "stop"

@@ -19,7 +19,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote
 
-from trainctl_sandbox.server import s3_checks, s3_iam, strict_requests
+from trainctl_sandbox.server import backend_lock, s3_checks, s3_iam, strict_requests
 from trainctl_sandbox.server.call_log import ACTION as CALL_LOG_ACTION
 from trainctl_sandbox.server.call_log import CallLog
 from trainctl_sandbox.server.context import IMDS_PREFIX, AdminError, SandboxContext
@@ -123,8 +123,23 @@ class SandboxApp:
         if call.service == "s3" and ("HTTP_IF_NONE_MATCH" in environ or "HTTP_IF_MATCH" in environ):
             with self.conditional_writes:
                 self._deleted_first(environ)
-                return list(self.moto_app(environ, start_response))
-        return self.moto_app(environ, start_response)
+                return self._moto(call, environ, start_response)
+        if call.service == "ec2":  # atomic, as AWS's calls are (backend_lock.py)
+            with backend_lock.EC2:
+                return self._moto(call, environ, start_response)
+        return self._moto(call, environ, start_response)
+
+    def _moto(self, call: AwsCall, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        """moto's answer, read whole; a failure inside moto is AWS's 500 InternalError in the call's protocol
+        (which botocore retries), never the HTML error page of the HTTP server (which no AWS client can parse)."""
+        try:
+            return list(self.moto_app(environ, start_response))
+        except Exception as e:  # noqa: BLE001 - answer as AWS would, and leave the trace in the log
+            traceback.print_exc(file=sys.stderr)
+            code = "InternalError" if call.protocol == "ec2" else "InternalFailure"  # each service's own word
+            status, headers, body = error_response(call, code, f"sandbox error: {e}", 500)
+            start_response(f"{status} {HTTPStatus(status).phrase}", headers, sys.exc_info())
+            return [body]
 
     def _deleted_first(self, environ: dict) -> None:
         """The `delete_before_write` switch: another writer's DeleteObject lands just before this If-Match write."""
