@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from trainctl import perf  # noqa: E402
 from trainctl.catalog import RESIDUALS_PATH, load_calibration, load_catalog  # noqa: E402
-from trainctl.perf import compute_rate, estimator  # noqa: E402
+from trainctl.perf import compute_rate, estimator, rate_fit  # noqa: E402
 from trainctl.planner.memory_admission import memory_fits  # noqa: E402
 from trainctl.planner.ranking import model_shape  # noqa: E402
 from trainctl.planner.spot.hazard import load_hazard_table  # noqa: E402
@@ -162,8 +162,9 @@ def ways_of(p: compute_rate.Point) -> tuple[str, ...]:
     return WAYS if p.shape.family != "cnn" else tuple(w for w in WAYS if w != "size")
 
 
-def _predict_fold(train, test, catalog, cal, held: str, by_device: bool) -> list[Result]:
-    f = compute_rate.fit(train)
+def _predict_fold(train, test, catalog, cal, held: str, by_device: bool, pairs=()) -> list[Result]:
+    """`test` predicted by the fit of `train` (and of `pairs`, the TF32 pairs of the same fold)."""
+    f = rate_fit.fit(train, pairs)
     fold = dataclasses.replace(cal, rows=tuple(p.row for p in train))
     out = []
     for p in test:
@@ -180,31 +181,38 @@ def _predict_fold(train, test, catalog, cal, held: str, by_device: bool) -> list
     return out
 
 
-def leave_source_out(pts, catalog, cal) -> list[Result]:
+def _pairs_without(pairs, cal, group: str) -> tuple:
+    """The TF32 pairs a fold keeps: those of every other source group."""
+    return tuple(pair for pair in pairs if cal.source_group(pair[0].row.source) != group)
+
+
+def leave_source_out(pts, catalog, cal, pairs=()) -> list[Result]:
     out = []
     for group in sorted({cal.source_group(p.row.source) for p in pts}):
         train = tuple(p for p in pts if cal.source_group(p.row.source) != group)
         test = [p for p in pts if cal.source_group(p.row.source) == group]
-        out += _predict_fold(train, test, catalog, cal, group, False)
+        out += _predict_fold(train, test, catalog, cal, group, False, _pairs_without(pairs, cal, group))
     return out
 
 
-def leave_device_group_out(pts, catalog, cal) -> list[Result]:
+def leave_device_group_out(pts, catalog, cal, pairs=()) -> list[Result]:
     out = []
     for group in sorted({p.device.group for p in pts}):
         train = tuple(p for p in pts if p.device.group != group)
-        out += _predict_fold(train, [p for p in pts if p.device.group == group], catalog, cal, group, True)
+        kept = tuple(pair for pair in pairs if pair[0].device.group != group)
+        out += _predict_fold(train, [p for p in pts if p.device.group == group], catalog, cal, group, True, kept)
     return out
 
 
-def check_rows(pts, catalog, cal) -> list[Result]:
+def check_rows(pts, catalog, cal, pairs=()) -> list[Result]:
     """calibration.json's check rows (models the fit cannot represent yet): each predicted for a user's spec by the
     fit without its source group, as the fitted rows are; never fitted themselves."""
-    checks, out = compute_rate.points(catalog, cal, cal.check_rows), []
+    checks, out = rate_fit.points(catalog, cal, cal.check_rows), []
     for group in sorted({cal.source_group(p.row.source) for p in checks}):
         train = tuple(p for p in pts if cal.source_group(p.row.source) != group)
         test = [p for p in checks if cal.source_group(p.row.source) == group]
-        out += [r for r in _predict_fold(train, test, catalog, cal, group, False) if r.way == HEADLINE]
+        out += [r for r in _predict_fold(train, test, catalog, cal, group, False, _pairs_without(pairs, cal, group))
+                if r.way == HEADLINE]
     return out
 
 
@@ -376,7 +384,37 @@ BEFORE_FUSED = ("Before fused stacks (tuned, compile) paid only a share of the e
                 "x2.11, 101/125 = 81%.")
 
 
-def report(loso, devout, full, cal, checks=()) -> str:
+BEFORE_SIMT = ("Before fp32 on the CUDA cores took its fitted gain (the same evaluation at commit 00c316f, every fp32 "
+               "row's matmuls at the die's tensor-core efficiency, a V100's fp32 rows fitted as efficiencies): 18.6% "
+               "median, +7.1% bias, worst x2.10 (lambda-bertl-a100-80gb-1gpu-fp32), 112/125 = 90% in band; fp32 "
+               "34.7% (-4.4%); with the code not read 23.1%, -5.6%, x2.05, 102/125 = 82%.")
+
+
+def tf32_pair_table(full, pairs, cal) -> list[str]:
+    """The TF32 on/off pairs (calibration.json `tf32_pairs`), what gamma makes of them, and gamma in each fold."""
+    out = ["## fp32 on the CUDA cores: the TF32 pairs", "",
+           "fp32 whose matmuls run without tensor cores (TF32 off, upstream PyTorch's default for matmuls; a V100) "
+           "reaches a larger share of its own peak than the tensor cores reach of theirs (perf/fp32_math.py): the "
+           "die's efficiency times (P_16 / P_fp32) ** gamma, the path's rate never above its peak. gamma is fitted "
+           "to published runs of one script, batch and GPU with TF32 off and on, which are never fitted as rows "
+           "nor scored; a row of fp32 on the CUDA cores is predicted (and scored) with that gain, never fitted as "
+           f"an efficiency. Fitted on every pair: gamma = {full.simt_exponent:g}.", "",
+           "| pair (TF32 off / on) | published off / on | published ratio | predicted ratio | with gamma 0 |",
+           "|---|---|---|---|---|"]
+    for off, on in pairs:
+        predict = rate_fit._pair_ratio(full, off, on)
+        out.append(f"| {off.row.id} / {on.row.id} | {off.row.samples_per_s:g} / {on.row.samples_per_s:g} | "
+                   f"x{off.seconds_per_sample / on.seconds_per_sample:.2f} | x{predict(full.simt_exponent):.2f} | "
+                   f"x{predict(0.0):.2f} |")
+    pts = rate_fit.points(load_catalog(), cal)
+    folds = [(g, rate_fit.fit(tuple(p for p in pts if cal.source_group(p.row.source) != g),
+                              _pairs_without(pairs, cal, g)).simt_exponent)
+             for g in sorted({cal.source_group(p.row.source) for p in pts})]
+    return out + ["", "gamma in each leave-one-source-out fold: " + ", ".join(f"{g} {v:g}" for g, v in folds)
+                  + " (a fold without pairs would take 0: the former model).", ""]
+
+
+def report(loso, devout, full, cal, checks=(), pairs=()) -> str:
     user = [r for r in loso if r.way == HEADLINE]
     s = summary(user)
     b = bands(loso, devout)
@@ -419,7 +457,7 @@ def report(loso, devout, full, cal, checks=()) -> str:
              "the rows whose code shows a stack from the centre to that stack's fitted efficiency (\"By stack label "
              "-> stack read\" below).", "",
              f"Before the Lambda 8-GPU rows took the PCIe link they ran on (the same evaluation at commit f98919d): "
-             f"{START}. Before the memory-traffic term (commit 2590c11): {BEFORE}. {BEFORE_FUSED}", "",
+             f"{START}. Before the memory-traffic term (commit 2590c11): {BEFORE}. {BEFORE_FUSED} {BEFORE_SIMT}", "",
              "The same evaluation for the other ways a spec can describe a row:", "",
              "| spec | rows | median abs error | bias | worst | in band |", "|---|---|---|---|---|---|"]
     for way in WAYS:
@@ -450,6 +488,7 @@ def report(loso, devout, full, cal, checks=()) -> str:
     lines += breakdown([r for r in devout if r.way == HEADLINE], lambda r: r.held_out, "device group left out whole")
     lines += ["## Size-only transformers (params and flops_per_sample, no shape)", ""]
     lines += breakdown([r for r in loso if r.way == "size"], lambda r: r.point.shape.family, "family")
+    lines += tf32_pair_table(full, pairs, cal)
     lines += _row_table(loso, cal) + [""] + evidence_table(loso, cal) + check_table(list(checks))
     lines += _scaling_table(scaling(user)) + [""] + spot_check()
     return "\n".join(lines).rstrip() + "\n"
@@ -501,7 +540,8 @@ def fit_words(f: compute_rate.Fit) -> list[str]:
             f"loss on more than one rank {f.sync_loss:.1%} (median of published 1-GPU vs n-GPU pairs)",
             f"- die group: {effects(f.groups)}", f"- model family: {effects(f.families)}",
             f"- software stack: {effects(f.stacks)}; a stack not known: centred at "
-            f"x{math.exp(f.stack_centre()):.2f}"]
+            f"x{math.exp(f.stack_centre()):.2f}",
+            f"- fp32 on the CUDA cores: gamma = {f.simt_exponent:g} (the TF32 pairs below)"]
 
 
 def _row_table(loso, cal) -> list[str]:
@@ -559,11 +599,11 @@ def _scaling_table(scale) -> list[str]:
 
 def outputs() -> tuple[str, str]:
     catalog, cal = load_catalog(), load_calibration()
-    pts = compute_rate.points(catalog, cal)
-    loso, devout = leave_source_out(pts, catalog, cal), leave_device_group_out(pts, catalog, cal)
-    full = compute_rate.fit(pts)
-    checks = check_rows(pts, catalog, cal)
-    text = report(loso, devout, full, cal, checks)
+    pts, pairs = rate_fit.points(catalog, cal), rate_fit.pair_points(catalog, cal)
+    loso, devout = leave_source_out(pts, catalog, cal, pairs), leave_device_group_out(pts, catalog, cal, pairs)
+    full = rate_fit.fit(pts, pairs)
+    checks = check_rows(pts, catalog, cal, pairs)
+    text = report(loso, devout, full, cal, checks, pairs)
     fit_doc = {"generated_by": "scripts/eval_model.py", "calibration_date": cal.date, "fit": full.to_json(),
                **bands(loso, devout), "leave_source_out": summary([r for r in loso if r.way == HEADLINE]),
                "leave_source_out_code_not_read": summary([r for r in loso if r.way == "auto"])}

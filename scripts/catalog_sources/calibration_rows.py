@@ -4,8 +4,8 @@
 
 This script is the file's only source: never edit calibration.json by hand. To change a row, a source, a shape or the
 code evidence, edit this script or the modules beside it (calibration_rows_more.py: rows of ordinary training
-scripts; calibration_rows_checks.py: `check_rows`, scored but never fitted; calibration_code_evidence.py:
-`code_evidence`), run it, then `python scripts/eval_model.py` (which rewrites docs/model-accuracy.md).
+scripts; calibration_rows_checks.py: `check_rows`, scored but never fitted; calibration_pairs_tf32.py: `tf32_pairs`,
+TF32 off and on; calibration_code_evidence.py: `code_evidence`), run it, then `python scripts/eval_model.py` (which rewrites docs/model-accuracy.md).
 tests/project/test_calibration_source.py fails when the shipped JSON is not what this script writes, byte for byte.
 
 The figures are typed in from the sources named in `sources` (tables and CSVs read on 2026-11-23); nothing is
@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import calibration_code_evidence as code  # noqa: E402
+import calibration_pairs_tf32 as tf32_pairs  # noqa: E402
 import calibration_rows_checks as checks  # noqa: E402
 import calibration_rows_more as more  # noqa: E402
 
@@ -194,6 +195,7 @@ for n, sps in [(1, 1428), (2, 2846), (4, 5737), (8, 11222), (16, 21561)]:
     nemo("H100", n, float(sps), 3200.0, 200.0, "DGX H100 SuperPOD: 8 x 400 Gbps NDR InfiniBand per node ASSUMED")
 sources.update(more.SOURCES)
 sources.update(checks.SOURCES)
+sources.update(tf32_pairs.SOURCES)
 devices.update(more.DEVICES)
 for key, tflops in more.TF32.items():
     devices[key]["tf32_tflops"] = tflops
@@ -201,6 +203,7 @@ for key, gib in more.MEMORY.items():
     devices[key]["memory_gib"] = gib
 shapes.update(more.SHAPES)
 shapes.update(checks.SHAPES)
+shapes.update(tf32_pairs.SHAPES)
 rows += more.more_rows("timm train benchmark, AMP fp16, channels-first, synthetic input, PyTorch 1.12")
 doc = {"scaling_rule": "A row's scaling_base is the smallest layout of the same series (model, device, source) with "
                         "the same gradient-accumulation regime: scaling efficiency compares one per-rank configuration "
@@ -211,8 +214,9 @@ doc = {"scaling_rule": "A row's scaling_base is the smallest layout of the same 
                 "nodes and ranks per node, the links, and samples/s of the whole layout as published. Nothing here is "
                 "measured by trainctl; scripts/eval_model.py checks the model against every row, leaving it out in turn.",
        "date": "2026-11-28", "sources": sources, "code_evidence_why": code.WHY, "code_evidence": code.evidence(),
-       "source_groups": more.SOURCE_GROUPS, "devices": devices, "model_shapes": shapes, "rows": rows,
-       "check_rows_why": checks.WHY, "check_rows": checks.check_rows()}
+       "source_groups": more.SOURCE_GROUPS | tf32_pairs.SOURCE_GROUPS, "devices": devices, "model_shapes": shapes, "rows": rows,
+       "check_rows_why": checks.WHY, "check_rows": checks.check_rows(),
+       "tf32_pairs_why": tf32_pairs.__doc__.strip(), "tf32_pairs": tf32_pairs.tf32_pairs()}
 path = Path(sys.argv[1]) if len(sys.argv) > 1 else OUT
 path.write_text(json.dumps(doc, indent=1))
 print(f"{len(rows)} rows -> {path}")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from trainctl.catalog import load_calibration, load_calibration_residuals, load_catalog
-from trainctl.perf import compute_rate, estimator
+from trainctl.perf import compute_rate, estimator, rate_fit
 from trainctl.perf.network import fabric
 from trainctl.planner import PlanRequest, plan, ranking
 from trainctl.planner.quotes import Quotes
@@ -27,7 +27,7 @@ _spec.loader.exec_module(eval_model)
 
 CAT, CAL = load_catalog(), load_calibration()
 RES = load_calibration_residuals()
-FIT = compute_rate.calibrated(CAT, CAL, RES)
+FIT = rate_fit.calibrated(CAT, CAL, RES)
 ROWS = {r.id: r for r in CAL.rows}
 
 
@@ -161,8 +161,9 @@ def test_coverage_is_measured_on_the_band_the_plan_states_fp32_included():
     device = compute_rate.device_for(CAT, CAL, row.device)
     span = estimator.band_span(shape, device, FIT)
     assert span[0] < FIT.stack_span("auto")[0] and span[1] > FIT.stack_span("auto")[1]
-    point = next(p for p in compute_rate.points(CAT, CAL) if p.row.id == row.id)
-    result = next(r for r in eval_model._predict_fold(compute_rate.points(CAT, CAL), [point], CAT, CAL, "-", False)
+    point = next(p for p in rate_fit.points(CAT, CAL) if p.row.id == row.id)
+    result = next(r for r in eval_model._predict_fold(rate_fit.points(CAT, CAL), [point], CAT, CAL, "-", False,
+                                                      rate_fit.pair_points(CAT, CAL))
                   if r.way == "auto")
     assert result.span == pytest.approx(span)
     modelled = estimator.modelled_rate(shape, row.device, 1, row.micro_batch, "GPU", CAT, CAL, FIT, RES)

@@ -10,13 +10,13 @@ import pytest
 
 from trainctl import perf
 from trainctl.catalog import load_calibration, load_calibration_residuals, load_catalog
-from trainctl.perf import compute_rate
+from trainctl.perf import compute_rate, rate_fit
 from trainctl.planner import PlanRequest, plan
 from trainctl.planner.quotes import Quotes
 from trainctl.spec import JobSpec
 
 CAT, CAL = load_catalog(), load_calibration()
-FIT = compute_rate.calibrated(CAT, CAL, load_calibration_residuals())
+FIT = rate_fit.calibrated(CAT, CAL, load_calibration_residuals())
 
 
 def spec_of(model: dict, entrypoint=None, layouts=("g5.xlarge:1:on-demand",), batch=64) -> JobSpec:
@@ -182,5 +182,5 @@ def test_check_rows_are_scored_but_never_fitted():
     """calibration.json's check rows (EfficientDet-D0, a detector given by size the model cannot represent yet) stay
     out of the fit the plan uses: fitting on them would bend every CNN prediction towards a x17 miss."""
     assert CAL.check_rows and not {r.id for r in CAL.check_rows} & {r.id for r in CAL.rows}
-    assert FIT.rows == len(CAL.rows) == len(compute_rate.points(CAT, CAL))
-    assert len(compute_rate.points(CAT, CAL, CAL.check_rows)) == len(CAL.check_rows)
+    assert FIT.rows == len(CAL.rows) == len(rate_fit.points(CAT, CAL))
+    assert len(rate_fit.points(CAT, CAL, CAL.check_rows)) == len(CAL.check_rows)

@@ -2,6 +2,8 @@
 torch.compile: compile; plain PyTorch or the Hugging Face Trainer: amp); nothing readable: not known."""
 from __future__ import annotations
 
+import pytest
+
 from trainctl.perf.stack_inference import infer_stack
 
 PLAIN = "import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(model)\n" \
@@ -39,24 +41,43 @@ def test_nothing_readable_or_no_framework_is_not_known():
     assert found.stack == "auto" and "no training framework recognised" in found.words()
 
 
-def test_tf32_read_from_the_code_and_fp32_peaks_by_hand():
-    """fp32 on an A100: the TF32 peak (156) where the code allows TF32, the fp32 peak (19.5) where it is off, their
-    geometric mean (55.2) with a band factor of sqrt(156/19.5) = 2.83 each way where nothing says."""
+def test_tf32_read_from_the_code_and_fp32_rates_by_hand():
+    """fp32 on an A100: the TF32 tensor cores (156 TFLOPS x the die's efficiency) where the code allows TF32; the CUDA
+    cores (19.5 x the efficiency x the fitted SIMT gain, at most 19.5) where it is off; their geometric mean, with a
+    band reaching both, where nothing says. A V100 has no TF32: one path, no TF32 band."""
     import math
 
-    from trainctl.catalog import load_calibration, load_catalog
-    from trainctl.perf import compute_rate
+    from trainctl import perf
+    from trainctl.catalog import load_calibration, load_calibration_residuals, load_catalog
+    from trainctl.perf import compute_rate, fp32_math, rate_fit
 
     assert infer_stack({"t.py": "torch.backends.cuda.matmul.allow_tf32 = True\n"}).tf32 is True
     assert infer_stack({"t.py": "torch.set_float32_matmul_precision('high')\n"}).tf32 is True
     assert infer_stack({"t.py": PLAIN}).tf32 is None
-    a100 = compute_rate.device_for(load_catalog(), load_calibration(), "A100")
+    cat, cal = load_catalog(), load_calibration()
+    fit = rate_fit.calibrated(cat, cal, load_calibration_residuals())
+    assert fit.simt_exponent > 0
+    a100 = compute_rate.device_for(cat, cal, "A100")
     assert (a100.peak("fp32", True), a100.peak("fp32", False), a100.peak("bf16", None)) == (156.0, 19.5, 312.0)
-    assert a100.peak("fp32", None) == math.sqrt(156.0 * 19.5)
-    low, high = a100.tf32_span("fp32", None)
-    assert high == 1 / low == math.sqrt(156.0 / 19.5) and a100.tf32_span("fp32", True) == (1.0, 1.0)
-    v100 = compute_rate.device_for(load_catalog(), load_calibration(), "V100")
-    assert v100.peak("fp32", None) == 15.7 and v100.tf32_span("fp32", None) == (1.0, 1.0)   # no TF32 on the die
+    gain = (312.0 / 19.5) ** fit.simt_exponent
+    assert fp32_math.simt_gain(a100.peak_tflops, fit.simt_exponent) == gain
+
+    def shape(tf32):
+        return perf.ModelShape(params=335e6, training_flops_per_sample=3 * 0.8e12, precision="fp32", optimizer="adam",
+                               activation_bytes_per_sample=None, hidden=1024, tokens=384, layers=24, heads=16,
+                               family="language", tf32=tf32)
+    e = fit.efficiency("GA100", "language", "amp")[0] * compute_rate.knee(shape(None), fit.size_knee)
+    on, off = 156.0 * e, min(19.5 * e * gain, 19.5)
+    for tf32, tflops in ((True, on), (False, off), (None, math.sqrt(on * off))):
+        assert compute_rate.compute_seconds(shape(tf32), a100, e / compute_rate.knee(shape(tf32), fit.size_knee),
+                                            fit) == pytest.approx(3 * 0.8e12 / (tflops * 1e12))
+    low, high = compute_rate.tf32_rate_span(shape(None), a100, fit)
+    assert (low, high) == pytest.approx((off / math.sqrt(on * off), on / math.sqrt(on * off)))
+    assert compute_rate.tf32_rate_span(shape(True), a100, fit) == (1.0, 1.0)
+    v100 = compute_rate.device_for(cat, cal, "V100")
+    assert compute_rate.tf32_rate_span(shape(None), v100, fit) == (1.0, 1.0)   # no TF32 on the die
+    assert fp32_math.paths(v100.peak_tflops, "fp32", None, fit.simt_exponent) == (
+        (15.7, (125.0 / 15.7) ** fit.simt_exponent),)
 
 
 def test_an_import_that_the_script_runs_without_is_noted_not_taken_as_the_stack():

@@ -214,6 +214,9 @@ class Calibration:
     check_rows: tuple[CalibrationRow, ...] = ()
     # source -> the scripts that produced its rows: ({models?, files: [{repo, path, commit, date, lines}]}, ...)
     code_evidence: dict[str, tuple[dict, ...]] = field(default_factory=dict)
+    # (TF32 off, TF32 on) runs of one script, batch and GPU: they fit fp32 math's gain on the CUDA cores
+    # (perf/fp32_math.py), never an efficiency, and are not scored
+    tf32_pairs: tuple[tuple[CalibrationRow, CalibrationRow], ...] = ()
 
     def code_files(self, row: CalibrationRow) -> dict[str, str]:
         """{path: text} of the verbatim excerpts of the scripts that produced this row (empty when none is stored):
@@ -243,7 +246,8 @@ def parse_calibration(data: dict) -> Calibration:
     groups = {g: tuple(v["sources"]) for g, v in data.get("source_groups", {}).items()}
     checks = tuple(CalibrationRow(**r) for r in data.get("check_rows", ()))
     evidence = {k: tuple(v) for k, v in data.get("code_evidence", {}).items()}
-    return Calibration(data["date"], data["sources"], devices, shapes, rows, groups, checks, evidence)
+    pairs = tuple((CalibrationRow(**p["tf32_off"]), CalibrationRow(**p["tf32_on"])) for p in data.get("tf32_pairs", ()))
+    return Calibration(data["date"], data["sources"], devices, shapes, rows, groups, checks, evidence, pairs)
 
 
 @lru_cache(maxsize=1)

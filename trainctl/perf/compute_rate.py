@@ -34,9 +34,11 @@ module fits a handful of numbers to it and predicts any (model, device, precisio
   overhead-bound; order of magnitude of CUDA's ~5-10 us per kernel launch x ~20 kernels per layer): it bounds
   tiny models (a 1,218-parameter MLP no longer runs at 200 million samples/s) and costs large ones < 2%.
 
-The fit: a grid over (h0, c_cnn, c_transformer); for each, the effects by alternating least squares on the log of what each row
-implies; the grid point with the least squared log error wins. A multi-rank row is first reduced to one rank's
-compute time by inverting the network model (perf.invert_compute_rate) for the cluster it was measured on.
+- SIMT fp32 (fp32 math on the CUDA cores: TF32 off, or a die without it) reaches more of its own peak than the
+  tensor cores of theirs: e x gain, gain = (P_16 / P_fp32) ** gamma, the path's rate capped at its peak
+  (perf/fp32_math.py; gamma fitted to published TF32 on/off pairs).
+
+The fit of these numbers to the rows: perf/rate_fit.py.
 """
 from __future__ import annotations
 
@@ -45,9 +47,10 @@ import statistics
 from dataclasses import dataclass
 
 from trainctl import perf
-from trainctl.catalog import Calibration, CalibrationRow, Catalog, ModelDims
+from trainctl.catalog import Calibration, CalibrationRow, Catalog
+from trainctl.perf import fp32_math
 from trainctl.perf.memory_traffic import cnn_traffic_seconds, layers, transformer_traffic_seconds, width
-from trainctl.perf.network import Fabric, cluster_fabric
+from trainctl.perf.network import Fabric
 
 SIZE_KNEE_GRID = tuple(range(0, 1201, 100))
 # Bytes of memory traffic per training FLOP of a convolutional network (activations, batch norm, elementwise):
@@ -79,19 +82,12 @@ class Device:
     def peak(self, precision: str, tf32: bool | None = False) -> float:
         """TFLOPS per rank a precision is measured against. fp32 on a die with TF32 tensor cores: the TF32 peak where
         TF32 is allowed (NGC containers, the bundled entrypoints, code that sets it), the fp32 peak where it is not
-        (upstream PyTorch's default for matmuls), their geometric mean where it is not known (tf32_span: the band)."""
+        (upstream PyTorch's default for matmuls), their geometric mean where it is not known (tf32_rate_span: the band)."""
         if precision != "fp32" or "tf32" not in self.peak_tflops or tf32 is False:
             return self.peak_tflops[precision]
         if tf32:
             return self.peak_tflops["tf32"]
         return math.sqrt(self.peak_tflops["tf32"] * self.peak_tflops["fp32"])
-
-    def tf32_span(self, precision: str, tf32: bool | None) -> tuple[float, float]:
-        """(low, high) factor of the rate between the fp32 and the TF32 peak, where TF32 is not known."""
-        if precision != "fp32" or "tf32" not in self.peak_tflops or tf32 is not None:
-            return 1.0, 1.0
-        ratio = math.sqrt(self.peak_tflops["tf32"] / self.peak_tflops["fp32"])
-        return 1.0 / ratio, ratio
 
 
 @dataclass(frozen=True)
@@ -106,6 +102,7 @@ class Fit:
     rows: int
     transformer_traffic: float = 0.0      # memory traffic per activation byte of a transformer
     fused_traffic: float = 1.0            # the share of the eager traffic a fused stack (tuned, compile) moves
+    simt_exponent: float = 0.0            # gamma of fp32 math on the CUDA cores (perf/fp32_math.py)
 
     def traffic_weight(self, stack: str) -> float:
         """w: 1 where elementwise kernels run eagerly (amp; a stack not known), the fitted share where a stack fuses
@@ -154,7 +151,7 @@ class Fit:
     def to_json(self) -> dict:
         return {"size_knee": self.size_knee,
                 "cnn_traffic": self.cnn_traffic, "transformer_traffic": self.transformer_traffic,
-                "fused_traffic": self.fused_traffic,
+                "fused_traffic": self.fused_traffic, "simt_exponent": self.simt_exponent,
                 "sync_loss": self.sync_loss,
                 "groups": self.groups, "families": self.families, "stacks": self.stacks, "pairs": self.pairs,
                 "rows": self.rows}
@@ -209,12 +206,31 @@ def stack_rate_span(shape: perf.ModelShape, device: Device, fit: Fit) -> tuple[f
 
     def seconds(stack: str) -> float:
         eff = fit.efficiency(device.group, shape.family, stack)[0]
-        return (shape.training_flops_per_sample / (device.peak(shape.precision, allows_tf32(shape)) * 1e12 * eff
-                                                   * knee(shape, fit.size_knee))
-                + fit.traffic_weight(stack) * fit.traffic(shape, device))
+        return compute_seconds(shape, device, eff, fit) + fit.traffic_weight(stack) * fit.traffic(shape, device)
     centre = seconds(shape.stack)
     ends = [centre / seconds(stack) for stack in fit.stacks]
     return min(ends), max(ends)
+
+
+def compute_seconds(shape: perf.ModelShape, device: Device, efficiency: float, fit: Fit) -> float:
+    """F / (P x e x knee(h)), each way the math may run (fp32_math.paths: SIMT fp32 with its fitted gain, capped at
+    its peak); where fp32's TF32 is not known, at the geometric mean of the TF32 and the SIMT rates."""
+    e = efficiency * knee(shape, fit.size_knee)
+    rates = [fp32_math.path_rate(peak, gain, e) for peak, gain in
+             fp32_math.paths(device.peak_tflops, shape.precision, allows_tf32(shape), fit.simt_exponent)]
+    return shape.training_flops_per_sample / (fp32_math.rate(rates) * 1e12)
+
+
+def tf32_rate_span(shape: perf.ModelShape, device: Device, fit: Fit) -> tuple[float, float]:
+    """(low, high) factor of the compute rate between fp32 without and with TF32, where TF32 is not known; (1, 1)
+    elsewhere."""
+    found = fp32_math.paths(device.peak_tflops, shape.precision, allows_tf32(shape), fit.simt_exponent)
+    if len(found) == 1:
+        return 1.0, 1.0
+    e = fit.efficiency(device.group, shape.family, shape.stack)[0] * knee(shape, fit.size_knee)
+    rates = [fp32_math.path_rate(peak, gain, e) for peak, gain in found]
+    centre = fp32_math.rate(rates)
+    return min(rates) / centre, max(rates) / centre
 
 
 def allows_tf32(shape: perf.ModelShape) -> bool | None:
@@ -245,152 +261,6 @@ def seconds_per_sample(shape: perf.ModelShape, device: Device, efficiency: float
                        multi_rank: bool) -> float:
     """One rank's seconds per sample: compute and memory traffic, slowed by the synchronous step's loss on more
     than one rank, plus the fixed per-step overhead spread over the micro-batch."""
-    compute = shape.training_flops_per_sample / (device.peak(shape.precision, allows_tf32(shape)) * 1e12 * efficiency
-                                                 * knee(shape, fit.size_knee))
+    compute = compute_seconds(shape, device, efficiency, fit)
     compute += fit.traffic_weight(shape.stack) * fit.traffic(shape, device)
     return compute * (1.0 + (fit.sync_loss if multi_rank else 0.0)) + step_overhead_seconds(shape) / max(1, micro_batch)
-
-
-# ----------------------------------------------------------------------------- points and the fit
-def row_shape(dims: ModelDims, row: CalibrationRow) -> perf.ModelShape:
-    factor = 4.0 if row.checkpointing else 3.0
-    return perf.ModelShape(params=dims.params, training_flops_per_sample=factor * dims.forward_flops,
-                           precision=row.precision, optimizer="adam", activation_bytes_per_sample=None,
-                           hidden=dims.hidden, tokens=dims.tokens, layers=dims.layers, heads=dims.heads,
-                           family=dims.family, tf32=row.tf32, tensor_parallel=row.tensor_parallel)
-
-
-def row_fabric(row: CalibrationRow) -> Fabric:
-    return cluster_fabric(row.ranks_per_node, row.intra_gbytes_s or 1.0, row.inter_gbps or None, row.transport)
-
-
-def points(catalog: Catalog, calibration: Calibration,
-           rows: tuple[CalibrationRow, ...] | None = None) -> tuple[Point, ...]:
-    """The calibration's rows (or `rows` of it, e.g. its check rows) reduced to one rank's compute seconds."""
-    out = []
-    for row in calibration.rows if rows is None else rows:
-        shape = row_shape(calibration.shapes[row.model], row)
-        fab = row_fabric(row)
-        rate = perf.invert_compute_rate(shape, fab, row.nodes, row.micro_batch, row.samples_per_s, row.strategy,
-                                        row.accumulation)
-        out.append(Point(row, shape, device_for(catalog, calibration, row.device), fab, 1.0 / rate))
-    return tuple(out)
-
-
-def sync_loss(pts: tuple[Point, ...] | list[Point]) -> float:
-    """Median over published (1 rank, n ranks) pairs of the same series of 1-rank rate / n-rank compute rate - 1."""
-    by_id = {p.row.id: p for p in pts}
-    ratios = [p.seconds_per_sample / by_id[p.row.scaling_base].seconds_per_sample
-              for p in pts if p.row.scaling_base in by_id and not by_id[p.row.scaling_base].multi_rank]
-    return max(0.0, statistics.median(ratios) - 1.0) if ratios else 0.0
-
-
-def fit(pts: tuple[Point, ...] | list[Point]) -> Fit:
-    """Coordinate search: h0 on a grid with no memory traffic, then the CNN traffic, then the transformer traffic,
-    then the fused stacks' share of it, the transformer traffic again, then h0 again."""
-    if not pts:
-        raise ValueError("no calibration rows to fit")
-    sync = sync_loss(pts)
-    terms = []
-    for p in pts:
-        # what does not depend on the fitted numbers: ideal compute at e = 1 without the knee, the traffic terms,
-        # the compute seconds the row leaves once its sync loss and step overhead are taken out
-        ideal = p.shape.training_flops_per_sample / (p.device.peak(p.shape.precision, allows_tf32(p.shape)) * 1e12)
-        left = (p.seconds_per_sample - step_overhead_seconds(p.shape) / p.row.micro_batch) / \
-            (1.0 + (sync if p.multi_rank else 0.0))
-        terms.append((ideal, 1.0 if p.shape.family == "cnn" else width(p.shape), p.shape.family == "cnn",
-                      traffic_seconds(p.shape, p.device, float(p.row.attention == "eager")), left,
-                      (p.device.group, p.shape.family or "language", p.row.stack)))
-    best = _best(terms, SIZE_KNEE_GRID, (0.0,), (0.0,), (1.0,), sync)[1]
-    best = _best(terms, (best.size_knee,), CNN_TRAFFIC_GRID, (0.0,), (1.0,), sync)[1]
-    best = _best(terms, (best.size_knee,), (best.cnn_traffic,), TRANSFORMER_TRAFFIC_GRID, (1.0,), sync)[1]
-    best = _best(terms, (best.size_knee,), (best.cnn_traffic,), (best.transformer_traffic,), FUSED_TRAFFIC_GRID,
-                 sync)[1]
-    best = _best(terms, (best.size_knee,), CNN_TRAFFIC_GRID, TRANSFORMER_TRAFFIC_GRID, (best.fused_traffic,),
-                 sync)[1]
-    return _best(terms, SIZE_KNEE_GRID, (best.cnn_traffic,), (best.transformer_traffic,), (best.fused_traffic,),
-                 sync)[1]
-
-
-def _best(terms, knees, traffics, tr_traffics, fused, sync: float) -> tuple[float, Fit]:
-    best: tuple[float, Fit] | None = None
-    for h0 in knees:
-        for beta in traffics:
-            for k in tr_traffics:
-                for phi in fused:
-                    found = _fit_effects(terms, float(h0), (beta, k), phi, sync)
-                    if found is not None and (best is None or found[0] < best[0] - 1e-12):
-                        best = found
-    assert best is not None, "no traffic is always a candidate"
-    return best
-
-
-def _fit_effects(terms, h0: float, coef: tuple[float, float], phi: float, sync: float) -> tuple[float, Fit] | None:
-    ys, keys = [], []
-    weight = {s: phi if s in FUSED_STACKS else 1.0 for s in {t[5][2] for t in terms}}
-    for ideal, h, cnn, traffic, left, key in terms:
-        compute = left - weight[key[2]] * (coef[0] * traffic[0] + coef[1] * traffic[1])
-        if compute <= 0:
-            return None          # these factors claim more time than the row took: not a candidate
-        ys.append(math.log(ideal * (1.0 if cnn else (h + h0) / h) / compute))
-        keys.append(key)
-    effects = _alternating_least_squares(ys, keys)
-    groups, families, stacks = effects
-    resid: dict[str, list[float]] = {}
-    for y, (g, f, s) in zip(ys, keys):
-        resid.setdefault(f"{g}/{f}", []).append(y - groups[g] - families[f] - stacks[s])
-    pairs = {pair: sum(v) / (len(v) + SHRINK) for pair, v in resid.items()}
-    err = 0.0
-    for (ideal, h, cnn, traffic, left, (g, f, s)) in terms:
-        e = math.exp(groups[g] + families[f] + stacks[s] + pairs[f"{g}/{f}"])
-        err += math.log((ideal * (1.0 if cnn else (h + h0) / h) / e
-                         + weight[s] * (coef[0] * traffic[0] + coef[1] * traffic[1])) / left) ** 2
-    return err, Fit(h0, coef[0], sync, groups, families, stacks, pairs, len(terms), coef[1], phi)
-
-
-def _alternating_least_squares(ys: list[float], keys: list[tuple[str, str, str]]):
-    """Main effects of group, family and stack on the log efficiency (each the mean of what its rows leave)."""
-    effects = tuple({key[i]: 0.0 for key in keys} for i in range(3))
-    for _ in range(ALS_ROUNDS):
-        for pos, table in enumerate(effects):
-            sums: dict[str, float] = dict.fromkeys(table, 0.0)
-            counts: dict[str, int] = dict.fromkeys(table, 0)
-            for y, key in zip(ys, keys):
-                rest = effects[0][key[0]] + effects[1][key[1]] + effects[2][key[2]] - table[key[pos]]
-                sums[key[pos]] += y - rest
-                counts[key[pos]] += 1
-            for name in table:
-                table[name] = sums[name] / counts[name]
-    return effects
-
-
-def predict_seconds(p: Point, f: Fit) -> float:
-    """In-sample, with the row's own stack label (the fit's side: a plan never has the label; scripts/eval_model.py
-    scores the plan's own predictor, perf/estimator.py modelled_rate)."""
-    eff, _ = f.efficiency(p.device.group, p.shape.family, p.row.stack)
-    return seconds_per_sample(p.shape, p.device, eff, f, p.row.micro_batch, p.multi_rank)
-
-
-def predict_layout(p: Point, f: Fit) -> float:
-    """Samples/s of the row's whole layout, from the fitted compute rate and the row's network."""
-    rate = 1.0 / predict_seconds(p, f)
-    r = p.row
-    return perf.layout_throughput(p.shape, p.fabric, r.nodes, r.micro_batch, rate, r.strategy,
-                                  r.accumulation).samples_per_s
-
-
-_FITS: dict[tuple[int, int], tuple[Catalog, Calibration, Fit]] = {}
-
-
-def calibrated(catalog: Catalog, calibration: Calibration, stored: dict | None = None) -> Fit:
-    """The fit over every row: the one scripts/eval_model.py stored (calibration_fit.json) when it was made from
-    this calibration table, else fitted here once per (catalog, calibration) pair."""
-    key = (id(catalog), id(calibration))
-    if key not in _FITS:
-        if stored and stored.get("calibration_date") == calibration.date and \
-                stored.get("fit", {}).get("rows") == len(calibration.rows):
-            f = Fit.from_json(stored["fit"])
-        else:
-            f = fit(points(catalog, calibration))
-        _FITS[key] = (catalog, calibration, f)
-    return _FITS[key][2]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from trainctl import perf
 from trainctl.perf import compute_rate as perf_fit
+from trainctl.perf import fp32_math, rate_fit
 from trainctl.catalog import Calibration, Catalog, InstanceType, load_calibration_residuals
 from trainctl.perf.network import BURST_MINUTES, fabric
 
@@ -158,7 +159,7 @@ def _sync_rescaled(rate: float, measured_ranks: int, ranks: int, catalog: Catalo
     it back on one (compute_rate.py: the fitted loss of published 1-GPU vs 8-GPU pairs)."""
     if (measured_ranks > 1) == (ranks > 1):
         return rate, ""
-    loss = perf_fit.calibrated(catalog, calibration, load_calibration_residuals()).sync_loss
+    loss = rate_fit.calibrated(catalog, calibration, load_calibration_residuals()).sync_loss
     if ranks > 1:
         return rate / (1.0 + loss), f", less the {loss:.0%} synchronous-step loss of {ranks} ranks"
     return rate * (1.0 + loss), f", plus the {loss:.0%} synchronous-step loss a single rank does not pay"
@@ -191,7 +192,7 @@ def band_span(shape: perf.ModelShape, device: perf_fit.Device, fit: perf_fit.Fit
     """The factors the plan's band is widened to at least: every fitted stack where the stack is not known, fp32 with
     and without TF32 where that is not known (scripts/eval_model.py measures coverage on the same band)."""
     stack = perf_fit.stack_rate_span(shape, device, fit)
-    tf32 = device.tf32_span(shape.precision, perf_fit.allows_tf32(shape))
+    tf32 = perf_fit.tf32_rate_span(shape, device, fit)
     return stack[0] * tf32[0], stack[1] * tf32[1]
 
 
@@ -213,8 +214,7 @@ def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_bat
     if res:
         low, high = residuals.get("band_percentiles", (1.0, 99.0))
         origin = f"percentiles {low:g}-{high:g} of the model's errors on published sources left out of its fit"
-        span, tf32_unknown = band_span(shape, device, fit), device.tf32_span(shape.precision,
-                                                                             perf_fit.allows_tf32(shape))[0] < 1
+        span, tf32_unknown = band_span(shape, device, fit), perf_fit.tf32_rate_span(shape, device, fit)[0] < 1
         lo, hi = min(res["ratio_low"], span[0]), max(res["ratio_high"], span[1])
         if (lo, hi) != (res["ratio_low"], res["ratio_high"]):
             origin += (f", widened to hold every fitted stack{' and fp32 with or without TF32' if tf32_unknown else ''}"
@@ -228,9 +228,12 @@ def modelled_rate(shape: perf.ModelShape, device_key: str, ranks: int, micro_bat
          f"{tp}/(+{fit.size_knee:g})")
     overhead = perf_fit.step_overhead_seconds(shape)
     traffic = fit.traffic_weight(shape.stack) * fit.traffic(shape, device)
-    peak = device.peak(shape.precision, perf_fit.allows_tf32(shape))
+    # the peak the efficiency multiplies: the precision's, or for fp32 what its paths give (fp32_math), so that the
+    # words' product is the rate
+    peak = shape.training_flops_per_sample / (perf_fit.compute_seconds(shape, device, eff, fit) * 1e12 * eff
+                                              * perf_fit.knee(shape, fit.size_knee))
     words = (f"throughput modelled on {fit.rows} published measurements, assuming {STACK_WORDS[shape.stack]} "
-             f"({shape.stack_basis}): {device_key} {peak:.4g} TFLOPS {shape.precision}{_tf32_words(shape, device)} per "
+             f"({shape.stack_basis}): {device_key} {peak:.4g} TFLOPS {shape.precision}{_tf32_words(shape, device, fit)} per "
              f"{unit} x {eff:.0%} ({basis}){width_words}"
              + (f", + {traffic * 1e3:.3g} ms per sample of memory traffic"
                 + (f" (fused kernels: {fit.fused_traffic:.0%} of an eager stack's)"
@@ -258,19 +261,24 @@ def cnn_by_size_words(shape: perf.ModelShape, residuals: dict) -> str | None:
     return words + ": an architecture unlike ResNet's may run several times slower than this plan says"
 
 
-def _tf32_words(shape: perf.ModelShape, device: perf_fit.Device) -> str:
-    if shape.precision != "fp32" or "tf32" not in device.peak_tflops:
+def _tf32_words(shape: perf.ModelShape, device: perf_fit.Device, fit: perf_fit.Fit) -> str:
+    if shape.precision != "fp32":
         return ""
+    gain = fp32_math.simt_gain(device.peak_tflops, fit.simt_exponent)
+    simt = "fp32 on the CUDA cores" + (f", at x{gain:.2f} the die's tensor-core efficiency (fitted to published TF32 "
+                                       f"on/off runs), at most their peak" if gain > 1 else "")
+    if "tf32" not in device.peak_tflops:
+        return f" ({simt})" if gain > 1 else ""
     if shape.tf32 is None and perf_fit.allows_tf32(shape):
         return " (TF32: cuDNN convolutions allow it by default)"
-    return {True: " (TF32 allowed)", False: " (TF32 off)"}.get(
-        shape.tf32, " (TF32 not known: between the fp32 and TF32 peaks)")
+    return {True: " (TF32 allowed)", False: f" (TF32 off: {simt})"}.get(
+        shape.tf32, f" (TF32 not known: between TF32 and {simt})")
 
 
 def _modelled_rate(job: Job, inst: InstanceType, count: int, catalog: Catalog, calibration: Calibration,
                    rk: perf.Ranks):
     residuals = load_calibration_residuals()
-    fit = perf_fit.calibrated(catalog, calibration, residuals)
+    fit = rate_fit.calibrated(catalog, calibration, residuals)
     m = modelled_rate(job.shape, inst.accelerator.key, count * rk.per_node, job.batch, rk.unit, catalog,
                       calibration, fit, residuals)
     return m.rate, "model", m.words, m.band
