@@ -47,3 +47,18 @@ def test_network_regime_of_a_bench():
     assert regime(True, 4, 120) == "burst"
     assert regime(True, 4, 3600) == "unknown"
     assert regime(True, 4, None) == "unknown"
+
+
+def test_an_fp32_measurement_with_tf32_on_is_neither_quarantined_nor_capped_at_the_fp32_peak():
+    """ViT-B/16 in fp32, TF32 not said by the spec, measured on one p4d.24xlarge at 3,030 samples/s: 40 TFLOPS per
+    A100 (105.6 GFLOPs per sample), possible with TF32 (156 dense), twice the fp32 peak (19.5). It is the plan's
+    throughput as measured; it was quarantined as 'above the peak' when the bound was the fp32 one (2,216/s)."""
+    data = load_spec(CONFIGS / "vit-base-g5.yaml").model_dump()
+    data["model"] = {**data["model"], "precision": "fp32"}
+    spec = JobSpec.model_validate(data)
+    req = PlanRequest(layouts=(Layout.parse("p4d.24xlarge:1:on-demand"),), platforms=("ec2",))
+    key = ("vit_base_patch16_224", 128, "p4d.24xlarge")
+    p = plan(spec, CAT, Quotes.offline(spec.candidates.regions), req, {key: MeasuredRate(3030.0, 1, "bench-2")})
+    option = next(o for o in p.options if o.count == 1)
+    assert option.throughput_source == "measured" and option.throughput_samples_per_s == pytest.approx(3030.0)
+    assert not any("quarantined" in w for w in [*p.warnings, *option.why])

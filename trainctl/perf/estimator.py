@@ -123,7 +123,7 @@ def _compute_rate(job: Job, inst: InstanceType, count: int, platform: str, measu
         seen = "burst" if measured.network == "burst" else "baseline"
         fab = fabric(inst, rk.per_node, measured.count, measured.platform or platform, seen)
         device = perf_fit.device_for(catalog, calibration, inst.accelerator.key)
-        peak_rate = device.peak(job.shape.precision, perf_fit.allows_tf32(job.shape)) * 1e12 / job.shape.training_flops_per_sample
+        peak_rate = _highest_peak(job.shape, device) * 1e12 / job.shape.training_flops_per_sample
         rate = perf.invert_compute_rate(job.shape, fab, measured.count, job.batch, measured.samples_per_s,
                                         job.strategy, job.accum, max_rate=peak_rate)
         where = "this layout" if measured.count == count else \
@@ -139,13 +139,19 @@ def _compute_rate(job: Job, inst: InstanceType, count: int, platform: str, measu
     return _modelled_rate(job, inst, count, catalog, calibration, rk)
 
 
+def _highest_peak(shape: perf.ModelShape, device: perf_fit.Device) -> float:
+    """TFLOPS a measurement may reach: the precision's dense peak; for fp32 with TF32 allowed or not known the TF32
+    one (a measured fp32 run on an A100 with TF32 on is not 'above the peak' of 19.5)."""
+    return max(p for p, _ in fp32_math.paths(device.peak_tflops, shape.precision, perf_fit.allows_tf32(shape), 0.0))
+
+
 def _above_peak(job: Job, inst: InstanceType, measured: MeasuredRate | None, catalog: Catalog,
                 calibration: Calibration, rk: perf.Ranks) -> str | None:
     """Why a measurement is quarantined (above what the layout can do at peak), or None."""
     if measured is None or measured.accepted:
         return None
     device = perf_fit.device_for(catalog, calibration, inst.accelerator.key)
-    peak = device.peak_tflops[job.shape.precision] * 1e12 / job.shape.training_flops_per_sample
+    peak = _highest_peak(job.shape, device) * 1e12 / job.shape.training_flops_per_sample
     bound = PEAK_MARGIN * peak * rk.per_node * measured.count
     if measured.samples_per_s <= bound:
         return None
