@@ -60,9 +60,22 @@ def launched(sandbox_env, tmp_path):
 FOLDER_MARKS = {"tests/slow/": "slow"}
 
 
+# Longest first: `make test` hands tests to 3 workers in this order, so the tiers whose tests wait minutes (real
+# torchrun and training jobs, then the sandbox's launches) start at once and the second-long tiers fill in behind
+# them; collected by folder name, the slow tier started two thirds of the way in and its longest tests (about
+# 290 s) set the run's tail. The order within a tier is the collection's.
+FOLDER_ORDER = ("tests/slow/", "tests/sandbox/", "sandbox/tests/")
+
+
+def _tier(item) -> int:
+    path = item.nodeid.split("::")[0]
+    return next((i for i, folder in enumerate(FOLDER_ORDER) if path.startswith(folder)), len(FOLDER_ORDER))
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         path = item.nodeid.split("::")[0]
         for folder, mark in FOLDER_MARKS.items():
             if path.startswith(folder):
                 item.add_marker(getattr(pytest.mark, mark))
+    items.sort(key=_tier)   # stable: the same order on every worker, as xdist requires
