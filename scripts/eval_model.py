@@ -402,7 +402,7 @@ def tf32_pair_table(full, pairs, cal) -> list[str]:
            "| pair (TF32 off / on) | published off / on | published ratio | predicted ratio | with gamma 0 |",
            "|---|---|---|---|---|"]
     for off, on in pairs:
-        predict = rate_fit._pair_ratio(full, off, on)
+        predict = rate_fit.pair_ratio(full, off, on)
         out.append(f"| {off.row.id} / {on.row.id} | {off.row.samples_per_s:g} / {on.row.samples_per_s:g} | "
                    f"x{off.seconds_per_sample / on.seconds_per_sample:.2f} | x{predict(full.simt_exponent):.2f} | "
                    f"x{predict(0.0):.2f} |")

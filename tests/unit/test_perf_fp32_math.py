@@ -45,7 +45,7 @@ def test_the_fitted_gamma_gives_the_published_tf32_pairs_and_the_old_model_did_n
     assert [(off.row.samples_per_s, on.row.samples_per_s) for off, on in pairs] == [(93.68, 210.53), (97.48, 236.39)]
     for off, on in pairs:
         published = off.seconds_per_sample / on.seconds_per_sample
-        predict = rate_fit._pair_ratio(fit, off, on)
+        predict = rate_fit.pair_ratio(fit, off, on)
         assert predict(fit.simt_exponent) == pytest.approx(published, rel=0.10)
         assert predict(0.0) > 2.5 * published
     assert 0.2 < fit.simt_exponent < 0.7

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+from collections.abc import Callable
 
 from trainctl import perf
 from trainctl.catalog import Calibration, CalibrationRow, Catalog, ModelDims
@@ -19,6 +20,7 @@ from trainctl.perf.compute_rate import (ALS_ROUNDS, CNN_TRAFFIC_GRID, FUSED_STAC
                                         device_for, seconds_per_sample, step_overhead_seconds, traffic_seconds)
 from trainctl.perf.memory_traffic import width
 from trainctl.perf.network import Fabric, cluster_fabric
+
 
 def row_shape(dims: ModelDims, row: CalibrationRow) -> perf.ModelShape:
     factor = 4.0 if row.checkpointing else 3.0
@@ -67,12 +69,12 @@ def fit(pts: tuple[Point, ...] | list[Point], pairs: tuple[tuple[Point, Point], 
     tensor = [p for p in pts if not fp32_math.on_cuda_cores(p.device.peak_tflops, p.shape.precision,
                                                             allows_tf32(p.shape))]
     found = dataclasses.replace(_fit(tensor or pts, sync_loss(pts)), rows=len(pts))
-    gamma = fp32_math.fit_gamma([(off.seconds_per_sample / on.seconds_per_sample, _pair_ratio(found, off, on))
+    gamma = fp32_math.fit_gamma([(off.seconds_per_sample / on.seconds_per_sample, pair_ratio(found, off, on))
                                  for off, on in pairs])
     return dataclasses.replace(found, simt_exponent=gamma)
 
 
-def _pair_ratio(f: Fit, off: Point, on: Point):
+def pair_ratio(f: Fit, off: Point, on: Point) -> Callable[[float], float]:
     """gamma -> the predicted seconds per sample of the TF32-off run over the TF32-on run."""
     eff = f.efficiency(on.device.group, on.shape.family, on.row.stack)[0]
 
