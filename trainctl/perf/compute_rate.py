@@ -212,23 +212,23 @@ def stack_rate_span(shape: perf.ModelShape, device: Device, fit: Fit) -> tuple[f
     return min(ends), max(ends)
 
 
-def compute_seconds(shape: perf.ModelShape, device: Device, efficiency: float, fit: Fit) -> float:
-    """F / (P x e x knee(h)), each way the math may run (fp32_math.paths: SIMT fp32 with its fitted gain, capped at
-    its peak); where fp32's TF32 is not known, at the geometric mean of the TF32 and the SIMT rates."""
+def _path_rates(shape: perf.ModelShape, device: Device, efficiency: float, fit: Fit) -> list[float]:
+    """TFLOPS of each way the math may run (fp32_math.paths): P x e x knee(h), SIMT fp32 with its fitted gain,
+    each capped at its peak."""
     e = efficiency * knee(shape, fit.size_knee)
-    rates = [fp32_math.path_rate(peak, gain, e) for peak, gain in
-             fp32_math.paths(device.peak_tflops, shape.precision, allows_tf32(shape), fit.simt_exponent)]
-    return shape.training_flops_per_sample / (fp32_math.rate(rates) * 1e12)
+    return [fp32_math.path_rate(peak, gain, e) for peak, gain in
+            fp32_math.paths(device.peak_tflops, shape.precision, allows_tf32(shape), fit.simt_exponent)]
+
+
+def compute_seconds(shape: perf.ModelShape, device: Device, efficiency: float, fit: Fit) -> float:
+    """F over the path's rate; where fp32's TF32 is not known, the geometric mean of the TF32 and the SIMT rates."""
+    return shape.training_flops_per_sample / (fp32_math.rate(_path_rates(shape, device, efficiency, fit)) * 1e12)
 
 
 def tf32_rate_span(shape: perf.ModelShape, device: Device, fit: Fit) -> tuple[float, float]:
     """(low, high) factor of the compute rate between fp32 without and with TF32, where TF32 is not known; (1, 1)
     elsewhere."""
-    found = fp32_math.paths(device.peak_tflops, shape.precision, allows_tf32(shape), fit.simt_exponent)
-    if len(found) == 1:
-        return 1.0, 1.0
-    e = fit.efficiency(device.group, shape.family, shape.stack)[0] * knee(shape, fit.size_knee)
-    rates = [fp32_math.path_rate(peak, gain, e) for peak, gain in found]
+    rates = _path_rates(shape, device, fit.efficiency(device.group, shape.family, shape.stack)[0], fit)
     centre = fp32_math.rate(rates)
     return min(rates) / centre, max(rates) / centre
 
